@@ -1,0 +1,282 @@
+"""The ``threadwise`` command line: run, ask, console, reindex, graph, eval, threads.
+
+Every command takes ``--config PATH``; ``ask``, ``reindex`` and ``eval`` take
+``--source DIR`` (repeatable) to use other knowledge sources than config.toml's.
+Exit codes: 0 ok, 2 bad config or arguments, 1 other failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sqlite3
+import sys
+import uuid
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bot.config import ConfigError, Secrets, Settings, load_settings
+
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+log = logging.getLogger("threadwise")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpcore", "sentence_transformers", "urllib3", "aiosqlite", "discord.gateway"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class _ProgressBar:
+    """Rich progress bar for reindex phases: ``progress(phase, done, total)``."""
+
+    def __init__(self) -> None:
+        self.bar = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=err, transient=False)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self) -> "_ProgressBar":
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(*exc)
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if phase not in self.tasks:
+            self.tasks[phase] = self.bar.add_task(phase, total=total)
+        self.bar.update(self.tasks[phase], completed=done, total=total)
+
+
+async def _with_runtime(settings: Settings, sources: list[str] | None, body, *, build_index: bool = True):
+    from bot.runtime import open_runtime
+
+    with _ProgressBar() as bar:
+        cm = open_runtime(settings, Secrets.from_env(), sources=sources, build_index=build_index, progress=bar)
+        runtime = await cm.__aenter__()
+    try:
+        return await body(runtime)
+    finally:
+        await cm.__aexit__(None, None, None)
+
+
+# ---- commands -------------------------------------------------------------------------
+async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.platforms.console import ConsoleResponder, format_answer
+
+    async def body(rt) -> int:
+        out = ConsoleResponder(args.thread, err, show_status=not args.json)
+        out.post_answer = _capture(out)  # print the answer ourselves, after the statuses
+        result = await rt.service.ask(f"console:{args.thread}", args.question, out)
+        v = result.values
+        if args.json:
+            print(json.dumps({"answer": result.answer.text if result.answer else None,
+                              "kind": result.answer.kind if result.answer else "help_request",
+                              "sources": [s.location for s in (result.answer.sources if result.answer else [])],
+                              "path": v.get("path", []), "route": v.get("route"), "llm_calls": v.get("llm_calls"),
+                              "seconds": round(result.seconds, 2)}, indent=1))
+        elif result.answer:
+            console.print(format_answer(result.answer), markup=False)
+            console.print(f"[dim]{v.get('llm_calls', 0)} LLM calls, {result.seconds:.1f} s[/dim]")
+        else:
+            console.print(f"Paused for a human: {result.help_request.reason if result.help_request else ''}. "
+                          f"Resume with: threadwise ask --thread {args.thread} \"answer: ...\" (or retry: / dismiss)")
+        return 0
+
+    return await _with_runtime(settings, args.source, body)
+
+
+def _capture(out):
+    async def post_answer(answer):
+        out.answers.append(answer)
+    return post_answer
+
+
+async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.platforms.console import run_console
+
+    async def body(rt) -> int:
+        await run_console(rt, thread=args.thread)
+        return 0
+
+    return await _with_runtime(settings, args.source, body)
+
+
+async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.platforms.console import run_console
+
+    secrets = Secrets.from_env()
+
+    async def body(rt) -> int:
+        tasks = []
+        try:
+            from bot.platforms import slack as slack_mod
+
+            if slack_mod.slack_enabled(settings, secrets):
+                tasks.append(asyncio.create_task(slack_mod.run_slack(rt), name="slack"))
+        except ImportError:
+            log.warning("Slack support is not installed")
+        try:
+            from bot.platforms import discord_ as discord_mod
+
+            if discord_mod.discord_enabled(settings, secrets):
+                tasks.append(asyncio.create_task(discord_mod.run_discord(rt), name="discord"))
+        except ImportError:
+            log.warning("Discord support is not installed")
+        if not tasks:
+            err.print("No SLACK_* or DISCORD_TOKEN set: starting the console chat (offline default).")
+            await run_console(rt)
+            return 0
+        await rt.service.recover()
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for t in done:
+            if t.exception():
+                log.error("%s stopped: %s", t.get_name(), t.exception())
+                return 1
+        return 0
+
+    return await _with_runtime(settings, None, body)
+
+
+async def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.runtime import build_knowledge_base
+    from graphs.models import build_embeddings
+
+    secrets = Secrets.from_env()
+    emb, emb_id = build_embeddings(settings.knowledge.embeddings, settings.models, secrets.mistral_api_key)
+    kb = build_knowledge_base(settings, emb, emb_id, args.source)
+    with _ProgressBar() as bar:
+        stats = await asyncio.to_thread(kb.reindex, bar)
+    console.print(f"Indexed {stats.files} files into {stats.chunks} chunks ({stats.embedded_chunks} embedded, "
+                  f"{stats.reused_chunks} reused) in {stats.seconds:.1f} s -> {kb.index_dir / stats.generation}")
+    return 0
+
+
+def cmd_graph(args: argparse.Namespace, settings: Settings) -> int:
+    from graphs.adaptive_rag import build_graph
+    from graphs.knowledge import KnowledgeBase
+    from graphs.models import ModelCaller, ScriptedChatModel
+    from graphs.nodes import GraphConfig, GraphDeps
+
+    deps = GraphDeps(ModelCaller(ScriptedChatModel()), KnowledgeBase(settings.path("data/none"), []), None, GraphConfig())
+    print(build_graph(deps).get_graph().draw_mermaid())
+    return 0
+
+
+async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.eval import load_eval, run_eval
+
+    try:
+        rows = load_eval(args.file)
+    except (OSError, ValueError) as exc:
+        err.print(f"[red]{exc}[/red]")
+        return 2
+    if args.limit:
+        rows = rows[: args.limit]
+
+    async def body(rt) -> int:
+        report = await run_eval(rt, rows, err)
+        t = report["totals"]
+        table = Table(title=f"eval: {args.file} ({t['questions']} questions)")
+        for col in ("id", "kind", "route", "r@1", "r@5", "facts", "calls", "outcome", "s"):
+            table.add_column(col)
+        for r in report["rows"]:
+            table.add_row(r["id"], r["kind"], r["route"] + ("" if r["route_ok"] else f" (exp {r['expected_route']})"),
+                          str(r["recall_at_1"] if r["recall_at_1"] is not None else "-"),
+                          str(r["recall_at_5"] if r["recall_at_5"] is not None else "-"),
+                          f"{r['facts_found']:.2f}" if r["facts_found"] is not None else "-",
+                          str(r["llm_calls"]), r["outcome"], f"{r['seconds']:.1f}")
+        console.print(table)
+        for k, v in t.items():
+            console.print(f"{k}: {v}")
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(report, indent=1))
+            console.print(f"wrote {args.json}")
+        return 0
+
+    return await _with_runtime(settings, args.source, body)
+
+
+def cmd_threads(args: argparse.Namespace, settings: Settings) -> int:
+    path = settings.path(settings.service.checkpoint_db)
+    if not path.exists():
+        console.print("(no threads yet)")
+        return 0
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT thread_id, COUNT(*) FROM checkpoints GROUP BY thread_id ORDER BY thread_id").fetchall()
+    finally:
+        conn.close()
+    for thread, n in rows:
+        console.print(f"{thread}  ({n} checkpoints)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="threadwise", description="Threadwise: team Q&A bot (adaptive RAG).")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", help="config.toml to use (default: $THREADWISE_CONFIG or the project's)")
+    common.add_argument("-v", "--verbose", action="store_true", help="log every event (INFO)")
+    src = argparse.ArgumentParser(add_help=False)
+    src.add_argument("--source", action="append", metavar="DIR",
+                     help="knowledge source folder instead of config.toml's (repeatable)")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", parents=[common], help="run the bot: Slack/Discord when their tokens are set, else the console")
+    a = sub.add_parser("ask", parents=[common, src], help="answer one question")
+    a.add_argument("question")
+    a.add_argument("--thread", default="cli", help="thread name (follow-ups keep context)")
+    a.add_argument("--json", action="store_true", help="print the result as JSON")
+    c = sub.add_parser("console", parents=[common, src], help="interactive chat in the terminal")
+    c.add_argument("--thread", default="main")
+    sub.add_parser("reindex", parents=[common, src], help="rebuild the knowledge index")
+    sub.add_parser("graph", parents=[common], help="print the graph as Mermaid text")
+    e = sub.add_parser("eval", parents=[common, src], help="run an eval set (JSONL)")
+    e.add_argument("file")
+    e.add_argument("--json", metavar="PATH", help="write per-question rows and totals as JSON")
+    e.add_argument("--limit", type=int, default=0, help="only the first N questions")
+    sub.add_parser("threads", parents=[common], help="list saved threads")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        err.print(f"[red]Configuration error[/red]\n{exc}", markup=True)
+        return 2
+    level = "INFO" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
+    _setup_logging(level)
+    handlers = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
+                "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads}
+    handler = handlers[args.command]
+    try:
+        result = handler(args, settings)
+        return asyncio.run(result) if asyncio.iscoroutine(result) else result
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one clear line, no traceback for users
+        from graphs.knowledge import KnowledgeBaseError
+        from graphs.models import ModelUnavailableError
+
+        if isinstance(exc, (KnowledgeBaseError, ModelUnavailableError)):
+            err.print(f"[red]{exc}[/red]")
+            return 2
+        log.exception("threadwise %s failed", args.command)
+        err.print(f"[red]threadwise {args.command} failed: {type(exc).__name__}: {exc}[/red]")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

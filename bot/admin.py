@@ -1,0 +1,116 @@
+"""Admin commands from chat: ``reindex`` (admins only), ``status``, ``help``.
+
+The same words work as a slash command (``/threadwise reindex``) and as the whole text
+after a mention. Every reindex attempt is written to the audit log; refusals are logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from bot.protocol import Responder
+from bot.store import Bookkeeping
+from graphs.knowledge import KnowledgeBase
+
+log = logging.getLogger(__name__)
+
+COMMANDS = ("reindex", "status", "help")
+
+HELP_TEXT = (
+    "I answer questions from {kb}. Ask me in words: mention me in a channel, write to me in a DM, "
+    "or reply in a thread I'm part of.\n"
+    "• While I work, the reaction on your message shows what I'm doing (searching, writing, done).\n"
+    "• When I can't find a grounded answer I ask the team's experts in the thread; they reply with "
+    "`answer: ...`, `retry: <hint>` or `dismiss` (or use the buttons).\n"
+    "• Admin commands: `reindex` (admins only), `status`, `help`."
+)
+
+
+class AdminCommands:
+    """Runs admin commands against the knowledge base.
+
+    Args:
+        knowledge: the knowledge base to reindex and describe.
+        store: bookkeeping (audit log, open help requests).
+        describe: extra status facts (model, web search) as ``{label: value}``.
+        progress_interval: seconds between progress message edits during a reindex.
+        apology: the apology text (shared with the service).
+    """
+
+    def __init__(self, knowledge: KnowledgeBase, store: Bookkeeping, *, kb_description: str = "the knowledge base",
+                 describe: dict[str, str] | None = None, progress_interval: float = 2.0, apology: str = "Sorry."):
+        self.knowledge = knowledge
+        self.store = store
+        self.kb_description = kb_description
+        self.describe = describe or {}
+        self.progress_interval = progress_interval
+        self.apology = apology
+        self._reindexing = asyncio.Lock()
+
+    @staticmethod
+    def parse(text: str) -> str | None:
+        """The admin command if ``text`` is exactly one of :data:`COMMANDS` (case and a
+        leading ``/`` or ``!`` ignored), else None: questions that merely contain the
+        word are questions."""
+        word = text.strip().lstrip("/!").strip().lower()
+        return word if word in COMMANDS else None
+
+    async def run(self, command: str, *, actor_id: str, is_admin: bool, out: Responder) -> None:
+        """Run ``command`` for ``actor_id``; refuses ``reindex`` to non-admins privately."""
+        if command == "help":
+            await out.post_notice(HELP_TEXT.format(kb=self.kb_description))
+        elif command == "status":
+            await out.post_notice(await self.status_text())
+        elif command == "reindex":
+            await self.store.audit(actor_id, "reindex", is_admin)
+            if not is_admin:
+                log.warning("reindex refused for non-admin %s", actor_id)
+                await out.notify_private("Sorry, only admins can reindex the knowledge base.")
+                return
+            await self.reindex(out)
+        else:
+            await out.post_notice(f"Unknown command `{command}`. Try `help`.")
+
+    async def status_text(self) -> str:
+        stats = self.knowledge.stats()
+        pending = len(await self.store.open_help_requests())
+        lines = [
+            f"Knowledge base: {stats.get('files', 0)} files, {stats.get('chunks', 0)} chunks "
+            f"(built {stats.get('built_at') or 'never'}, embeddings: {stats.get('embedder') or 'none'})",
+            *(f"{k}: {v}" for k, v in self.describe.items()),
+            f"Open help requests: {pending}",
+            f"Reindex running: {'yes' if self._reindexing.locked() else 'no'}",
+        ]
+        return "\n".join(lines)
+
+    async def reindex(self, out: Responder) -> None:
+        """Rebuild the index in a worker thread (questions keep being answered from the
+        old index), editing one progress message, ending with files, chunks and seconds."""
+        if self._reindexing.locked():
+            await out.post_notice("A reindex is already running.")
+            return
+        async with self._reindexing:
+            loop = asyncio.get_running_loop()
+            last = [0.0]
+            await out.update_progress("Reindexing the knowledge base…")
+
+            def progress(phase: str, done: int, total: int) -> None:
+                now = time.monotonic()
+                if now - last[0] >= self.progress_interval:
+                    last[0] = now
+                    text = f"Reindexing… {phase}: {done}/{total}"
+                    asyncio.run_coroutine_threadsafe(out.update_progress(text), loop)
+
+            try:
+                stats = await asyncio.to_thread(self.knowledge.reindex, progress)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("reindex failed")
+                await out.update_progress(f"Reindex failed: {exc}. The previous index is still in use.")
+                return
+            await out.update_progress(
+                f"Reindex done: {stats.files} files, {stats.chunks} chunks "
+                f"({stats.embedded_chunks} embedded, {stats.reused_chunks} reused) in {stats.seconds:.1f} s."
+            )

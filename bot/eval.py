@@ -1,0 +1,128 @@
+"""``threadwise eval``: run an eval set (format: ../shared/eval/README.md) through the
+real graph and measure route accuracy, retrieval recall@1/@5 of the expected source
+files, facts found in the answers, LLM calls and wall time per question.
+
+Recall is measured on the graph's first knowledge-base search of the question. When the
+router sent a kb/followup question elsewhere (so nothing was retrieved), recall is
+measured on the same query variants the retrieve node would have used
+(:func:`graphs.nodes.kb_queries`), so the figure is about the retriever; the routing
+error is counted in route accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bot.platforms.console import ConsoleResponder
+from graphs.nodes import kb_queries
+
+
+@dataclass
+class EvalRow:
+    id: str
+    kind: str
+    expected_route: str
+    route: str
+    route_ok: bool
+    retrieved: list[str]
+    recall_at_1: float | None
+    recall_at_5: float | None
+    facts_found: float | None
+    llm_calls: int
+    first_pass: bool
+    outcome: str
+    seconds: float
+    path: list[str] = field(default_factory=list)
+    answer: str = ""
+
+
+def load_eval(path: str | Path) -> list[dict[str, Any]]:
+    """Read a JSONL eval file; raises ValueError naming the line of a bad row."""
+    rows = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            row["question"], row["expected_route"]  # noqa: B018 - required keys
+        except (json.JSONDecodeError, KeyError) as exc:
+            raise ValueError(f"{path}:{n}: not a valid eval row ({exc})") from None
+        rows.append(row)
+    return rows
+
+
+def _hit(retrieved: list[str], expected: list[str], k: int) -> float | None:
+    if not expected:
+        return None
+    return 1.0 if any(loc in expected for loc in retrieved[:k]) else 0.0
+
+
+async def run_eval(runtime: Any, rows: list[dict[str, Any]], console: Console | None = None) -> dict[str, Any]:
+    """Run every row on a fresh thread; returns ``{"rows": [...], "totals": {...}}``."""
+    console = console or Console()
+    service, kb = runtime.service, runtime.knowledge
+    out_rows: list[EvalRow] = []
+    quiet = Console(file=open("/dev/null", "w"), force_terminal=False)  # noqa: SIM115
+    for i, row in enumerate(rows, start=1):
+        key = f"eval:{row.get('id', i)}:{uuid.uuid4().hex[:8]}"
+        await service.seed_history(key, row.get("history", []))
+        t0 = time.perf_counter()
+        result = await service.ask(key, row["question"], ConsoleResponder(key, quiet, show_status=False), platform="eval")
+        seconds = time.perf_counter() - t0
+        values = result.values
+        retrieved = list(values.get("first_retrieval") or [])
+        expected = list(row.get("sources") or [])
+        if not retrieved and row.get("kind") in ("kb", "followup") and kb.is_built():
+            state = await service.thread_values(key)
+            retrieved = [d["location"] for d in kb.search(kb_queries(state), runtime.settings.knowledge.k)]
+        answer = result.answer.text if result.answer else ""
+        facts = row.get("answer_facts") or []
+        path = list(values.get("path", []))
+        outcome = values.get("outcome", "") if result.answer else "help_request"
+        first_pass = path.count("retrieve") == 1 and path.count("generate") == 1 and outcome == "answer"
+        out_rows.append(EvalRow(
+            id=str(row.get("id", i)), kind=row.get("kind", ""), expected_route=row["expected_route"],
+            route=values.get("route", ""), route_ok=values.get("route", "") == row["expected_route"],
+            retrieved=retrieved[:5],
+            recall_at_1=_hit(retrieved, expected, 1) if row.get("kind") in ("kb", "followup") else None,
+            recall_at_5=_hit(retrieved, expected, 5) if row.get("kind") in ("kb", "followup") else None,
+            facts_found=(sum(f.lower() in answer.lower() for f in facts) / len(facts)) if facts else None,
+            llm_calls=int(values.get("llm_calls", 0)), first_pass=first_pass, outcome=outcome,
+            seconds=round(seconds, 2), path=path, answer=answer[:500],
+        ))
+        r = out_rows[-1]
+        console.print(f"[{i}/{len(rows)}] {r.id} route={r.route or '-'} ({'ok' if r.route_ok else 'expected ' + r.expected_route}) "
+                      f"r@5={r.recall_at_5} calls={r.llm_calls} {r.seconds:.1f}s", highlight=False)
+    return {"rows": [asdict(r) for r in out_rows], "totals": totals(out_rows)}
+
+
+def _mean(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return round(sum(vals) / len(vals), 3) if vals else None
+
+
+def totals(rows: list[EvalRow]) -> dict[str, Any]:
+    """Aggregate figures; ``median_llm_calls_first_pass`` is over kb questions answered on
+    the first pass (one search, one draft)."""
+    first = [r.llm_calls for r in rows if r.first_pass and r.expected_route == "vectorstore"]
+    return {
+        "questions": len(rows),
+        "route_accuracy": _mean([1.0 if r.route_ok else 0.0 for r in rows]),
+        "recall_at_1": _mean([r.recall_at_1 for r in rows]),
+        "recall_at_5": _mean([r.recall_at_5 for r in rows]),
+        "recall_at_5_followup": _mean([r.recall_at_5 for r in rows if r.kind == "followup"]),
+        "facts_found": _mean([r.facts_found for r in rows]),
+        "median_llm_calls_first_pass": statistics.median(first) if first else None,
+        "first_pass_questions": len(first),
+        "median_llm_calls": statistics.median([r.llm_calls for r in rows]) if rows else None,
+        "median_seconds": statistics.median([r.seconds for r in rows]) if rows else None,
+        "outcomes": {o: sum(r.outcome == o for r in rows) for o in sorted({r.outcome for r in rows})},
+    }

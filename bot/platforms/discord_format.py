@@ -1,0 +1,287 @@
+"""Text for Discord: questions in, answers and help requests out.
+
+Discord renders (a subset of) Markdown itself, so answers need little conversion; what it
+does not take is messages over 2000 characters ("content: Must be 2000 or fewer in
+length", https://discord.com/developers/docs/resources/message#create-message). This module:
+
+* turns a message's text into a question (bot mentions ``<@id>`` / ``<@!id>`` stripped),
+* names a thread from a question (Discord: 1-100 characters),
+* renders an :class:`~bot.protocol.Answer` with its sources and route note,
+* renders a :class:`~bot.protocol.HelpRequest`,
+* splits long text into messages of at most ``limit`` characters, in order, at paragraph or
+  line boundaries, closing a code fence at a cut and reopening it (with its language) in the
+  next message, so nothing but whitespace at the cuts is lost.
+
+Lengths are counted in UTF-16 code units (what Discord's clients count; never fewer than
+Python's code points), so an emoji-heavy answer is not rejected.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from bot.protocol import Answer, HelpRequest
+
+DISCORD_MESSAGE_LIMIT = 2000  # characters per message (Discord API: Create Message)
+DISCORD_THREAD_NAME_LIMIT = 100  # characters per thread name (Discord API: Start Thread from Message)
+
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
+_HEADING = re.compile(r"^(\s{0,3})#{4,6}\s+(.*?)\s*#*\s*$")  # Discord renders only #, ##, ###
+
+
+def size(text: str) -> int:
+    """Length of ``text`` as Discord counts it (UTF-16 code units)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def strip_mentions(text: str, user_ids: Iterable[int]) -> str:
+    """Remove mentions of the given users (both ``<@id>`` and the nickname form ``<@!id>``).
+
+    Args:
+        text: raw message content.
+        user_ids: ids whose mentions are removed (the bot's own id).
+    Returns:
+        The text without those mentions, with whitespace runs inside lines collapsed and
+        the whole stripped; newlines are kept (they matter for code blocks).
+    """
+    for uid in user_ids:
+        text = re.sub(rf"<@!?{int(uid)}>", " ", text)
+    lines = [re.sub(r"[ \t]{2,}", " ", line).rstrip() for line in text.split("\n")]
+    return "\n".join(lines).strip()
+
+
+def thread_name(question: str, limit: int = 90) -> str:
+    """A thread name from a question: its first non-empty line, without Markdown markers.
+
+    Args:
+        question: the question text (mentions already stripped).
+        limit: maximum characters (config ``discord.thread_name_characters``, capped at
+            Discord's 100).
+    Returns:
+        1..limit characters; cut at a word boundary with an ellipsis when too long;
+        ``"Question"`` when nothing usable is left.
+    """
+    limit = max(10, min(limit, DISCORD_THREAD_NAME_LIMIT))
+    first = next((ln.strip() for ln in question.splitlines() if ln.strip() and not _FENCE.match(ln)), "")
+    first = re.sub(r"[`*_~|>#]+", "", first)
+    first = re.sub(r"<[@#][!&]?\d+>", "", first)  # other mentions read badly in a thread title
+    first = re.sub(r"\s+", " ", first).strip()
+    if not first:
+        return "Question"
+    if size(first) <= limit:
+        return first
+    cut = first[: limit - 1]
+    while size(cut) > limit - 1:
+        cut = cut[:-1]
+    if " " in cut[limit // 2 :]:
+        cut = cut[: cut.rfind(" ")]
+    return cut.rstrip(" ,.;:-") + "…"
+
+
+def to_discord_markdown(markdown: str) -> str:
+    """Adapt a model's Markdown to what Discord renders: headings deeper than ``###``
+    become bold lines (Discord shows ``####`` literally); code blocks are left untouched."""
+    out: list[str] = []
+    in_code = False
+    for line in markdown.split("\n"):
+        if _FENCE.match(line):
+            in_code = not in_code
+        elif not in_code:
+            m = _HEADING.match(line)
+            if m:
+                line = f"{m.group(1)}**{m.group(2)}**"
+        out.append(line)
+    return "\n".join(out)
+
+
+def format_sources(answer: Answer) -> str:
+    """The sources block: numbered like the answer's citations (``[1]`` is the first source).
+
+    URLs become masked links in angle brackets (no embed preview); file paths are shown as
+    code. Followed by the route note as Discord subtext (``-# ...``).
+    """
+    lines: list[str] = []
+    if answer.sources:
+        lines.append("**Sources**")
+        for i, src in enumerate(answer.sources, 1):
+            title = (src.title or src.location).replace("[", "(").replace("]", ")").strip()
+            if src.is_url:
+                lines.append(f"{i}. [{title}](<{src.location}>)")
+            elif src.location and src.location != title:
+                lines.append(f"{i}. {title} — `{src.location}`")
+            else:
+                lines.append(f"{i}. `{title}`")
+    note = answer.route_note
+    if note:
+        lines.append(f"-# {note}")
+    return "\n".join(lines)
+
+
+def format_answer(answer: Answer, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
+    """Render an answer (text + sources + route note) as Discord messages of at most ``limit``.
+
+    Returns:
+        One or more non-empty message texts, in posting order.
+    """
+    body = to_discord_markdown(answer.text.strip()) or "…"
+    tail = format_sources(answer)
+    text = f"{body}\n\n{tail}" if tail else body
+    return split_message(text, limit)
+
+
+def format_help_request(request: HelpRequest, mentions: str, limit: int = DISCORD_MESSAGE_LIMIT) -> str:
+    """Render a help request as one message of at most ``limit`` characters.
+
+    Args:
+        request: what the graph could not answer and why.
+        mentions: the expert mentions (``<@&role> <@user>``), may be empty.
+        limit: message limit; the question and attempts are shortened to fit.
+    """
+    question = request.question.strip() or "(no question text)"
+    head = f"🙋 {mentions + ' ' if mentions else ''}I couldn't find a grounded answer to this question. Can someone help?"
+    how = (
+        "Use the buttons below, or reply in this thread with `answer: <your answer>`, "
+        "`retry: <a hint where to look>` or `dismiss`."
+    )
+    attempts = [a.strip() for a in request.attempts if a.strip()][:8]
+
+    def render(q: str, tried: list[str]) -> str:
+        parts = [head, "", "> " + q.replace("\n", "\n> ")]
+        if request.reason:
+            parts += ["", f"**Why:** {request.reason.strip()}"]
+        if tried:
+            parts += ["**Tried:**"] + [f"- {a}" for a in tried]
+        parts += ["", how]
+        return "\n".join(parts)
+
+    text = render(question, attempts)
+    while size(text) > limit and attempts:
+        attempts = attempts[:-1]
+        text = render(question, attempts)
+    if size(text) > limit:
+        room = max(20, len(question) - (size(text) - limit) - 1)
+        text = render(question[:room].rstrip() + "…", [])
+    return text[:limit] if size(text) > limit else text
+
+
+# ---------------------------------------------------------------------------- splitting
+
+
+def _cut_line(line: str, width: int) -> list[str]:
+    """Cut one line longer than ``width`` into pieces of at most ``width``, at spaces if possible."""
+    pieces: list[str] = []
+    while size(line) > width:
+        # longest prefix that fits
+        n = min(len(line), width)
+        while size(line[:n]) > width:
+            n -= 1
+        space = line.rfind(" ", 0, n)
+        if space >= n // 2:
+            n = space + 1  # keep the space at the end of the piece: nothing lost
+        pieces.append(line[:n])
+        line = line[n:]
+    pieces.append(line)
+    return pieces
+
+
+def _closer(opener: str) -> str:
+    m = _FENCE.match(opener)
+    return m.group(1) if m else "```"
+
+
+def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
+    """Split ``text`` into messages of at most ``limit`` characters (UTF-16 units).
+
+    Cuts prefer, in order: a blank line (paragraph) or the start of a code block in the
+    second half of the message, then any line end. A cut inside a fenced code block closes
+    the fence at the end of the message and reopens it (same fence and language) at the
+    start of the next. Lines longer than a message are cut at a space, else anywhere.
+
+    Args:
+        text: Markdown text.
+        limit: maximum message size; Discord's limit is 2000 (Create Message).
+    Returns:
+        Non-empty messages in order; ``[]`` for blank text. Joining them (minus the added
+        fence lines) gives back ``text`` except for blank lines at the cuts.
+    Raises:
+        ValueError: ``limit`` is too small to hold a fence pair and some text (< 40).
+    """
+    if limit < 40:
+        raise ValueError(f"limit {limit} is too small to split Discord messages")
+    text = text.strip("\n")
+    if not text.strip():
+        return []
+    if size(text) <= limit:
+        return [text]
+
+    raw = text.split("\n")
+    fence_lines = [ln.strip() for ln in raw if _FENCE.match(ln)]
+    longest_fence = max((size(f) for f in fence_lines), default=3)
+    width = limit - 2 * (min(longest_fence, limit // 4) + 1)
+    lines: list[str] = []
+    for ln in raw:
+        lines.extend(_cut_line(ln, width) if size(ln) > width else [ln])
+
+    # fence_before[i]: opener line of the fence open before line i (None outside code)
+    fence_before: list[str | None] = []
+    opener: str | None = None
+    for ln in lines:
+        fence_before.append(opener)
+        m = _FENCE.match(ln)
+        if m:
+            if opener is None:
+                opener = ln.strip()
+            elif m.group(1)[0] == _closer(opener)[0] and len(m.group(1)) >= len(_closer(opener)) and not m.group(2).strip():
+                opener = None
+    fence_before.append(opener)  # state after the last line (an unclosed fence)
+
+    def chunk_text(start: int, end: int) -> str:
+        """Lines[start:end] with the fence reopened before and closed after, as needed."""
+        body = lines[start:end]
+        before, after = fence_before[start], fence_before[end]
+        parts = ([before] if before else []) + body + ([_closer(after)] if after else [])
+        return "\n".join(parts)
+
+    sizes = [size(ln) for ln in lines]
+
+    def wrap(start: int, end: int) -> int:
+        """Characters added around lines[start:end] by a reopened and a closing fence."""
+        before, after = fence_before[start], fence_before[end]
+        return (size(before) + 1 if before else 0) + (size(_closer(after)) + 1 if after else 0)
+
+    chunks: list[str] = []
+    start, n = 0, len(lines)
+    while start < n:
+        # skip blank lines at a cut outside code (only whitespace is dropped)
+        while start < n and fence_before[start] is None and not lines[start].strip():
+            start += 1
+        if start >= n:
+            break
+        end = start + 1  # a single line always fits (lines were cut to `width`)
+        body = sizes[start]
+        while end < n and body + 1 + sizes[end] + wrap(start, end + 1) <= limit:
+            body += 1 + sizes[end]
+            end += 1
+        if end < n:
+            best = None
+            prefix = body
+            for j in range(end, start + 1, -1):  # cut before line j
+                if prefix + wrap(start, j) < limit // 2:
+                    break
+                prefix -= 1 + sizes[j - 1]
+                outside = fence_before[j] is None
+                paragraph = not lines[j - 1].strip() and fence_before[j - 1] is None
+                opens_code = outside and _FENCE.match(lines[j]) is not None
+                if outside and (paragraph or opens_code):
+                    best = j
+                    break
+            if best is not None:
+                end = best
+        piece = chunk_text(start, end)
+        if fence_before[end] is None:
+            piece = piece.rstrip()
+        if piece.strip():
+            chunks.append(piece)
+        start = end
+    return chunks

@@ -1,0 +1,348 @@
+"""The output side of the Discord adapter: :class:`~bot.protocol.Responder` implementations.
+
+* :class:`DiscordResponder` - bound to one user message: status reactions on that message,
+  the typing indicator while the answer is written, answers / help requests / notices posted
+  in the conversation channel (the thread, or the DM), private notes by DM.
+* :class:`InteractionResponder` - bound to one interaction (slash command, button, modal):
+  ephemeral replies and one progress message edited in place; answers go to the thread.
+
+Every method swallows and logs Discord errors (HTTP 403 missing permissions, 50083 archived
+thread, 404 unknown message...): a failed reaction never stops an answer. Messages are sent
+one after another; discord.py's per-route rate limiter (X-RateLimit-* headers, 429 retry_after)
+paces bursts - no extra sleeps or retry loops here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+import discord
+
+from bot.platforms.discord_auth import expert_mentions
+from bot.platforms.discord_format import format_answer, format_help_request, split_message
+from bot.platforms.discord_views import help_view
+from bot.protocol import Answer, HelpRequest, Status
+
+if TYPE_CHECKING:
+    from bot.platforms.discord_ import ThreadwiseBot
+
+log = logging.getLogger("threadwise.discord")
+
+NO_PINGS = discord.AllowedMentions.none()
+# Reaction errors after which more reactions on the same message are pointless.
+_GIVE_UP_CODES = {50013, 50001, 50083, 10008, 10003}  # missing permissions/access, archived thread, unknown message/channel
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, discord.HTTPException):
+        return f"HTTP {exc.status} code {exc.code}: {exc.text[:120]}"
+    return repr(exc)
+
+
+class DiscordResponder:
+    """Responder bound to one Discord message.
+
+    Args:
+        bot: the running client.
+        thread_key: ``discord:<guild id or dm>:<thread or DM channel id>``.
+        channel_id: where replies go (a thread, a text channel or a DM channel).
+        status_channel_id, status_message_id: the user's message that carries the status
+            reactions (for a question that started a thread, the message in the parent channel).
+        author_id: the user to notify privately.
+        stale_reactions: emoji that may still be shown on the status message by an earlier
+            responder (a rebuilt one): removed when the next status is set.
+    """
+
+    platform = "discord"
+
+    def __init__(
+        self,
+        bot: "ThreadwiseBot",
+        *,
+        thread_key: str,
+        channel_id: int,
+        status_channel_id: int | None = None,
+        status_message_id: int | None = None,
+        author_id: int | None = None,
+        stale_reactions: tuple[str, ...] = (),
+    ) -> None:
+        self.bot = bot
+        self.thread_key = thread_key
+        self.channel_id = channel_id
+        self.status_channel_id = status_channel_id
+        self.status_message_id = status_message_id
+        self.author_id = author_id
+        self._status: str | None = None
+        self._stale = tuple(e for e in stale_reactions if e)
+        self._reactions_off = False
+        self._typing: asyncio.Task[None] | None = None
+        self._progress: discord.Message | None = None
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def settings(self):
+        return self.bot.discord_settings
+
+    def channel(self, channel_id: int | None = None) -> discord.abc.Messageable:
+        """The channel object (cached, or a partial one that needs no cache)."""
+        cid = channel_id or self.channel_id
+        ch = self.bot.get_channel(cid)
+        if ch is not None and isinstance(ch, discord.abc.Messageable):
+            return ch
+        return self.bot.get_partial_messageable(cid)
+
+    def _status_message(self) -> discord.PartialMessage | None:
+        if not self.status_message_id:
+            return None
+        ch = self.channel(self.status_channel_id or self.channel_id)
+        return ch.get_partial_message(self.status_message_id)  # type: ignore[union-attr]
+
+    def reference(self) -> dict[str, Any]:
+        """JSON-serialisable ids from which :meth:`from_reference` rebuilds this responder."""
+        return {
+            "thread_key": self.thread_key,
+            "channel_id": str(self.channel_id),
+            "status_channel_id": str(self.status_channel_id or ""),
+            "status_message_id": str(self.status_message_id or ""),
+            "author_id": str(self.author_id or ""),
+            "shown_reaction": self._status or "",
+        }
+
+    @classmethod
+    def from_reference(cls, bot: "ThreadwiseBot", ref: dict[str, Any]) -> "DiscordResponder":
+        """Rebuild a responder after a restart from :meth:`reference` output.
+
+        The service takes the reference just before it shows WAITING_HUMAN, so the rebuilt
+        responder treats both the recorded reaction and the waiting one as possibly shown.
+
+        Raises:
+            KeyError, ValueError: ``ref`` is not a Discord reference.
+        """
+
+        def num(key: str) -> int | None:
+            value = str(ref.get(key) or "")
+            return int(value) if value else None
+
+        return cls(
+            bot,
+            thread_key=str(ref["thread_key"]),
+            channel_id=int(ref["channel_id"]),
+            status_channel_id=num("status_channel_id"),
+            status_message_id=num("status_message_id"),
+            author_id=num("author_id"),
+            stale_reactions=(str(ref.get("shown_reaction") or ""), bot.discord_settings.reactions.waiting_human),
+        )
+
+    # ------------------------------------------------------------------ status
+    async def set_status(self, status: Status) -> None:
+        """Show ``status`` as the only Threadwise reaction on the user's message.
+
+        Adds the new emoji (config ``discord.reactions``) and then removes the previous one;
+        WRITING also starts the typing indicator, any other status stops it. After a 403 /
+        archived thread / unknown message, stops trying reactions for this message.
+        """
+        if status is Status.WRITING:
+            self._start_typing()
+        else:
+            await self._stop_typing()
+        emoji = getattr(self.settings.reactions, status.value)
+        previous, self._status = self._status, emoji
+        message = self._status_message()
+        if message is None or self._reactions_off or emoji == previous:
+            return
+        log.info("discord: status %s thread=%s message=%s", status.value, self.thread_key, self.status_message_id)
+        try:
+            await message.add_reaction(emoji)
+        except (discord.HTTPException, ValueError) as exc:
+            self._reaction_failed("add", emoji, exc)
+            return
+        old = [e for e in dict.fromkeys((previous, *self._stale)) if e and e != emoji]
+        self._stale = ()
+        for gone in old:
+            if self._reactions_off:
+                break
+            try:
+                await message.remove_reaction(gone, discord.Object(self.bot.user.id))  # type: ignore[union-attr]
+            except (discord.HTTPException, ValueError) as exc:
+                self._reaction_failed("remove", gone, exc)
+
+    def _reaction_failed(self, what: str, emoji: str, exc: BaseException) -> None:
+        log.warning("discord: could not %s reaction %s thread=%s message=%s: %s", what, emoji, self.thread_key, self.status_message_id, _describe(exc))
+        if isinstance(exc, discord.HTTPException) and (exc.status in (403, 404) or exc.code in _GIVE_UP_CODES):
+            self._reactions_off = True
+
+    def _start_typing(self) -> None:
+        if self._typing is None or self._typing.done():
+            self._typing = asyncio.create_task(self._type(), name=f"typing {self.thread_key}")
+
+    async def _type(self) -> None:
+        """Keep the typing indicator on until cancelled (discord.py re-sends it every 5 s)."""
+        try:
+            async with self.channel().typing():
+                await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - typing is cosmetic
+            log.info("discord: typing indicator failed thread=%s: %s", self.thread_key, _describe(exc))
+
+    async def _stop_typing(self) -> None:
+        task, self._typing = self._typing, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # ------------------------------------------------------------------ posting
+    async def _send(self, text: str, *, allowed: discord.AllowedMentions = NO_PINGS, view: discord.ui.View | None = None,
+                    reply: bool = False) -> discord.Message | None:
+        kwargs: dict[str, Any] = {"allowed_mentions": allowed}
+        if view is not None:
+            kwargs["view"] = view
+        if reply and self.status_message_id and (self.status_channel_id in (None, self.channel_id)):
+            kwargs["reference"] = discord.MessageReference(
+                message_id=self.status_message_id, channel_id=self.channel_id, fail_if_not_exists=False
+            )
+        try:
+            return await self.channel().send(text, **kwargs)
+        except discord.HTTPException as exc:
+            if "reference" in kwargs:  # e.g. the question was deleted: post without the reply link
+                kwargs.pop("reference")
+                with contextlib.suppress(discord.HTTPException):
+                    return await self.channel().send(text, **kwargs)
+            log.error("discord: could not post in thread=%s: %s", self.thread_key, _describe(exc))
+            return None
+
+    async def post_answer(self, answer: Answer) -> None:
+        """Post the answer (Discord Markdown, sources, route note) in messages of at most
+        ``discord.max_message_characters`` (Discord: 2000), in order."""
+        await self._stop_typing()
+        chunks = format_answer(answer, self.settings.max_message_characters)
+        log.info("discord: posting %s (%d message(s), %d chars) thread=%s", answer.kind, len(chunks), sum(map(len, chunks)), self.thread_key)
+        for i, chunk in enumerate(chunks):
+            if await self._send(chunk, reply=(i == 0)) is None:
+                break  # the channel is gone or forbidden: later parts would fail too
+
+    async def post_help_request(self, request: HelpRequest) -> None:
+        """Post the help request mentioning the configured expert roles/users, with Answer /
+        Retry with hint / Dismiss buttons (persistent: they work after a restart)."""
+        await self._stop_typing()
+        mentions, allowed = expert_mentions(self.settings)
+        text = format_help_request(request, mentions, self.settings.max_message_characters)
+        log.info("discord: help request posted thread=%s experts=%s", self.thread_key, mentions or "(none configured)")
+        await self._send(text, allowed=allowed, view=help_view(self.thread_key, request.interrupt_id), reply=True)
+
+    async def post_notice(self, text: str) -> None:
+        """Post a short notice in the conversation (split if ever too long)."""
+        await self._stop_typing()
+        for chunk in split_message(text, self.settings.max_message_characters):
+            await self._send(chunk, reply=True)
+
+    async def update_progress(self, text: str) -> None:
+        """First call posts a progress message; later calls edit that same message."""
+        text = text[: self.settings.max_message_characters]
+        if self._progress is not None:
+            try:
+                await self._progress.edit(content=text)
+                return
+            except discord.HTTPException as exc:
+                log.warning("discord: could not edit progress thread=%s: %s", self.thread_key, _describe(exc))
+        self._progress = await self._send(text, reply=True)
+
+    async def notify_private(self, text: str) -> None:
+        """Tell only the author: by DM; if their DMs are closed, as a reply mentioning them."""
+        if self.author_id is None:
+            await self.post_notice(text)
+            return
+        try:
+            user = self.bot.get_user(self.author_id) or await self.bot.fetch_user(self.author_id)
+            await user.send(text[: self.settings.max_message_characters], allowed_mentions=NO_PINGS)
+            log.info("discord: private note sent thread=%s user=%s", self.thread_key, self.author_id)
+        except discord.HTTPException as exc:
+            log.info("discord: DM to user=%s failed (%s); replying in thread=%s", self.author_id, _describe(exc), self.thread_key)
+            mention = discord.AllowedMentions(users=[discord.Object(self.author_id)], everyone=False, roles=False)
+            await self._send(f"<@{self.author_id}> {text}"[: self.settings.max_message_characters], allowed=mention, reply=True)
+
+
+class InteractionResponder(DiscordResponder):
+    """Responder for a slash command, button or modal: private things are ephemeral.
+
+    The first output answers the interaction (Discord requires a response within 3 s, so
+    :meth:`keep_alive` defers if the service is slower); progress edits the original response.
+    Answers and help requests of a resumed run still go to the thread (``channel_id``).
+
+    Args:
+        interaction: the interaction being answered.
+        ephemeral: make every interaction reply visible only to the user (non-admins).
+        in_thread: answers/notices go to the thread (resume); else notices answer the interaction.
+    """
+
+    def __init__(self, bot: "ThreadwiseBot", interaction: discord.Interaction, *, ephemeral: bool,
+                 in_thread: bool = False, **kwargs: Any) -> None:
+        super().__init__(bot, **kwargs)
+        self.interaction = interaction
+        self.ephemeral = ephemeral
+        self.in_thread = in_thread
+        self._lock = asyncio.Lock()
+        self._original = ""  # "" nothing yet | "deferred" thinking placeholder | "sent" a reply
+        self._progress_started = False
+
+    async def keep_alive(self, after: float = 2.0) -> None:
+        """Defer the interaction if nothing answered it within ``after`` seconds (Discord's
+        limit is 3 s; a deferred interaction can be followed up for 15 minutes)."""
+        await asyncio.sleep(after)
+        async with self._lock:
+            if not self.interaction.response.is_done():
+                try:
+                    await self.interaction.response.defer(ephemeral=self.ephemeral, thinking=True)
+                    self._original = "deferred"
+                except discord.HTTPException as exc:
+                    log.warning("discord: could not defer interaction thread=%s: %s", self.thread_key, _describe(exc))
+
+    async def _reply(self, text: str, *, ephemeral: bool, edit: bool = False) -> None:
+        """Answer the interaction: the first reply is its response (or replaces the "thinking"
+        placeholder); ``edit`` rewrites that response; anything else is a follow-up."""
+        text = text[: self.settings.max_message_characters]
+        async with self._lock:
+            try:
+                if not self.interaction.response.is_done():
+                    await self.interaction.response.send_message(text, ephemeral=ephemeral, allowed_mentions=NO_PINGS)
+                    self._original = "sent"
+                elif self._original == "deferred" or (edit and self._original == "sent"):
+                    await self.interaction.edit_original_response(content=text)
+                    self._original = "sent"
+                else:
+                    await self.interaction.followup.send(text, ephemeral=ephemeral, allowed_mentions=NO_PINGS)
+            except discord.HTTPException as exc:
+                log.warning("discord: interaction reply failed thread=%s: %s", self.thread_key, _describe(exc))
+
+    async def set_status(self, status: Status) -> None:
+        if self.in_thread:
+            await super().set_status(status)
+
+    async def post_notice(self, text: str) -> None:
+        if self.in_thread:
+            await super().post_notice(text)
+        else:
+            await self._reply(text, ephemeral=self.ephemeral)
+
+    async def post_answer(self, answer: Answer) -> None:
+        if self.in_thread:
+            await super().post_answer(answer)
+            return
+        for chunk in format_answer(answer, self.settings.max_message_characters):
+            await self._reply(chunk, ephemeral=self.ephemeral)
+
+    async def update_progress(self, text: str) -> None:
+        """First call answers the interaction; later calls edit that response."""
+        if self.in_thread:
+            await super().update_progress(text)
+            return
+        await self._reply(text, ephemeral=self.ephemeral, edit=self._progress_started)
+        self._progress_started = True
+
+    async def notify_private(self, text: str) -> None:
+        """An ephemeral reply only the user sees."""
+        await self._reply(text, ephemeral=True)

@@ -1,0 +1,100 @@
+"""Help-request controls: the Answer / Retry with hint / Dismiss buttons and their modals.
+
+The buttons are persistent: ``timeout=None`` and a ``custom_id`` that carries the action, the
+thread key and the LangGraph interrupt id (``tw:<a|r|d>:<thread key>:<interrupt id>``, at most
+89 characters; Discord allows 100 per custom_id), so a stale click on an older help request
+cannot resume a newer one. They are :class:`discord.ui.DynamicItem` subclasses registered once at start-up
+(``client.add_dynamic_items``, discord.py's form of ``add_view`` for ids that hold state), so a
+click on a help request posted before a restart still reaches the bot.
+
+A modal's submit arrives as its own interaction with ``custom_id`` ``tw:m:<a|r>:<key>:<id>``;
+the bot handles it in ``on_interaction`` from the id alone, so it works across restarts too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import discord
+
+from bot.protocol import HumanAction
+
+if TYPE_CHECKING:
+    from bot.platforms.discord_ import ThreadwiseBot
+
+THREAD_KEY = r"discord:(?:dm|\d+):\d+"
+_CODES = {HumanAction.ANSWER: "a", HumanAction.RETRY: "r", HumanAction.DISMISS: "d"}
+_ACTIONS = {code: action for action, code in _CODES.items()}
+BUTTON_ID = rf"tw:(?P<action>[ard]):(?P<key>{THREAD_KEY})(?::(?P<iid>[0-9a-f]{{1,40}}))?"
+MODAL_ID = re.compile(rf"tw:m:(?P<action>[ar]):(?P<key>{THREAD_KEY})(?::(?P<iid>[0-9a-f]{{1,40}}))?")
+TEXT_INPUT_ID = "text"
+
+
+def button_id(action: HumanAction, thread_key: str, interrupt_id: str = "") -> str:
+    """The custom_id of a help-request button."""
+    return f"tw:{_CODES[action]}:{thread_key}" + (f":{interrupt_id}" if interrupt_id else "")
+
+
+def parse_modal_id(custom_id: str) -> tuple[HumanAction, str, str] | None:
+    """``(action, thread key, interrupt id)`` of a help modal's custom_id, or None."""
+    m = MODAL_ID.fullmatch(custom_id)
+    return (_ACTIONS[m["action"]], m["key"], m["iid"] or "") if m else None
+_LABELS = {
+    HumanAction.ANSWER: ("Answer", discord.ButtonStyle.success),
+    HumanAction.RETRY: ("Retry with hint", discord.ButtonStyle.primary),
+    HumanAction.DISMISS: ("Dismiss", discord.ButtonStyle.secondary),
+}
+
+
+class HelpButton(discord.ui.DynamicItem[discord.ui.Button], template=BUTTON_ID):
+    """One help-request button (see :func:`button_id`)."""
+
+    def __init__(self, action: HumanAction, thread_key: str, interrupt_id: str = "") -> None:
+        label, style = _LABELS[action]
+        super().__init__(discord.ui.Button(label=label, style=style, custom_id=button_id(action, thread_key, interrupt_id)))
+        self.action = action
+        self.thread_key = thread_key
+        self.interrupt_id = interrupt_id
+
+    @classmethod
+    async def from_custom_id(cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /) -> "HelpButton":
+        return cls(_ACTIONS[match["action"]], match["key"], match["iid"] or "")
+
+    async def callback(self, interaction: discord.Interaction) -> None:  # type: ignore[override]
+        bot: ThreadwiseBot = interaction.client  # type: ignore[assignment]
+        await bot.on_help_button(interaction, self.action, self.thread_key, self.interrupt_id)
+
+
+def help_view(thread_key: str, interrupt_id: str = "") -> discord.ui.View:
+    """A persistent view (``timeout=None``) with the three help-request buttons."""
+    view = discord.ui.View(timeout=None)
+    for action in (HumanAction.ANSWER, HumanAction.RETRY, HumanAction.DISMISS):
+        view.add_item(HelpButton(action, thread_key, interrupt_id))
+    return view
+
+
+def help_modal(action: HumanAction, thread_key: str, interrupt_id: str = "") -> discord.ui.Modal:
+    """The modal asking an expert for an answer (ANSWER) or a hint (RETRY).
+
+    Its submit is handled by ``ThreadwiseBot.on_interaction`` (see module docstring); text is
+    limited to 4000 characters (Discord's text input maximum).
+    """
+    if action is HumanAction.ANSWER:
+        title, label, hint = "Answer the question", "Your answer (posted in the thread)", "The answer, in Markdown"
+    else:
+        title, label, hint = "Retry with a hint", "Hint for the next search", "e.g. look in the deployment runbook"
+    custom_id = f"tw:m:{_CODES[action]}:{thread_key}" + (f":{interrupt_id}" if interrupt_id else "")
+    modal = discord.ui.Modal(title=title, timeout=None, custom_id=custom_id)
+    modal.add_item(discord.ui.TextInput(label=label, placeholder=hint, custom_id=TEXT_INPUT_ID,
+                                        style=discord.TextStyle.paragraph, max_length=4000, required=True))
+    return modal
+
+
+def modal_text(interaction: discord.Interaction) -> str:
+    """The text typed into a submitted help modal ('' if absent)."""
+    for row in (interaction.data or {}).get("components", []):  # type: ignore[union-attr]
+        for comp in row.get("components", []) if "components" in row else [row.get("component", row)]:
+            if comp.get("custom_id") == TEXT_INPUT_ID:
+                return str(comp.get("value") or "").strip()
+    return ""

@@ -1,0 +1,395 @@
+"""The Slack adapter: slack-bolt's AsyncApp wired to the ChatService, in Socket Mode or HTTP mode.
+
+Triggers: an @mention in a channel (``app_mention``), any message in a DM with the bot
+(``message.im``), and a reply in a thread the bot already takes part in
+(``message.channels`` / ``.groups`` / ``.mpim``, no re-mention needed). An @mention in a
+channel arrives twice (app_mention and message): both become the same
+:class:`IncomingMessage` (``message_id = slack:<channel>:<ts>``), and the service answers
+a message id once, persisted across restarts. Edits, deletions, unfurls, joins and other
+message subtypes, the bot's own posts and other bots' posts (unless allow-listed in
+``[slack] allowed_bots`` and mentioning us) never start an answer.
+
+Every listener only filters and acknowledges; the work (service calls, Slack posts)
+runs in background tasks, so Slack gets its acknowledgement well within 3 seconds
+(https://docs.slack.dev/apis/events-api/#responding). Answers always go to the thread of
+the question: ``thread_ts`` is the root ts (the message's ``thread_ts`` if it has one,
+else its ``ts``), and the thread key is ``slack:<team>:<channel>:<root ts>``.
+
+Help requests carry buttons (Answer / Retry with hint -> a modal; Dismiss); only
+``[slack] experts`` may use them, others get an ephemeral notice. ``/threadwise
+reindex|status|help`` runs admin commands (``[slack] admins`` may reindex).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.config import Secrets, Settings
+from bot.platforms.slack_blocks import (
+    ACTION_ANSWER,
+    ACTION_DISMISS,
+    ACTION_RETRY,
+    MODAL_ANSWER,
+    MODAL_RETRY,
+    HelpRef,
+    help_handled_message,
+    help_modal,
+    mentions,
+    modal_text,
+    question_block_of,
+)
+from bot.platforms.slack_client import SlackDirectory, best_effort_copy, make_client, slack_error
+from bot.platforms.slack_format import incoming_text
+from bot.platforms.slack_responder import SlackPlace, SlackResponder, place_from_reference
+from bot.protocol import HumanAction, IncomingMessage, Status
+
+log = logging.getLogger(__name__)
+
+COMMAND = "/threadwise"
+# Message subtypes that are still a person writing a message; every other subtype
+# (message_changed, message_deleted, bot_message, channel_join, ...) is ignored.
+_USER_SUBTYPES = {None, "", "file_share", "thread_broadcast"}
+
+
+class SlackBot:
+    """A bolt AsyncApp wired to the runtime's ChatService.
+
+    Args:
+        runtime: has ``.service`` (ChatService), ``.settings`` (Settings), ``.secrets`` (Secrets).
+        client: a ready AsyncWebClient (tests); default: one built from
+            ``SLACK_BOT_TOKEN`` and ``[slack] api_base_url`` with retry handlers.
+
+    Use :meth:`dispatch` to deliver a request (HTTP body + headers), :meth:`drain` to
+    wait for the background work, :func:`run_slack` to serve it.
+    """
+
+    def __init__(self, runtime: Any, *, client: AsyncWebClient | None = None) -> None:
+        self.runtime = runtime
+        self.service = runtime.service
+        settings: Settings = runtime.settings
+        secrets: Secrets = runtime.secrets
+        self.settings = settings.slack
+        self.help_timeout_seconds = settings.service.help_timeout_seconds
+        self.client = client or make_client(secrets.slack_bot_token, self.settings.api_base_url,
+                                            rate_limit_retries=self.settings.rate_limit_retries)
+        self.quiet_client = best_effort_copy(self.client)
+        self.directory = SlackDirectory(self.client, self.settings)
+        self.app = AsyncApp(client=self.client, signing_secret=secrets.slack_signing_secret,
+                            process_before_response=True, logger=logging.getLogger("slack_bolt"),
+                            name="threadwise")
+        self._tasks: set[asyncio.Task] = set()
+        self._threads: set[str] = set()  # threads this process posted in (besides the service's record)
+        self._register()
+        self.service.register_platform("slack", self.responder_from_reference)
+
+    # ---- plumbing ------------------------------------------------------------------
+    async def dispatch(self, body: str, headers: dict[str, str]) -> BoltResponse:
+        """Deliver one signed request from Slack (Events API, interactivity, slash command)."""
+        return await self.app.async_dispatch(AsyncBoltRequest(body=body, headers=headers))
+
+    def spawn(self, coro: Awaitable[Any], what: str) -> asyncio.Task:
+        """Run ``coro`` in the background (keeping a reference); errors are logged, never raised."""
+
+        async def guarded() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a failed turn must not kill the adapter
+                log.exception("slack background task failed: %s", what)
+
+        task = asyncio.get_running_loop().create_task(guarded(), name=f"slack:{what}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Wait until no background task is left (tasks started meanwhile included).
+
+        Raises:
+            TimeoutError: work still running after ``timeout`` seconds.
+        """
+        async with asyncio.timeout(timeout):
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def cancel_tasks(self) -> None:
+        """Cancel the background work (shutdown)."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def responder(self, place: SlackPlace) -> SlackResponder:
+        """A responder writing to ``place`` with this bot's clients and settings."""
+        return SlackResponder(self.client, self.quiet_client, self.settings, place,
+                              help_timeout_seconds=self.help_timeout_seconds, on_post=self._threads.add)
+
+    def responder_from_reference(self, ref: dict[str, Any]) -> SlackResponder:
+        """Rebuild a responder from ``SlackResponder.reference()`` (after a restart)."""
+        waiting = str(self.settings.reactions.waiting_human).strip(":")
+        return self.responder(place_from_reference(ref, waiting_reaction=waiting))
+
+    # ---- listeners -------------------------------------------------------------------
+    def _register(self) -> None:
+        app = self.app
+
+        @app.event("app_mention")
+        async def on_mention(body: dict, event: dict, context: dict) -> None:
+            self._on_message_event(body, event, context, via="app_mention")
+
+        @app.event("message")
+        async def on_message(body: dict, event: dict, context: dict) -> None:
+            self._on_message_event(body, event, context, via="message")
+
+        for action_id in (ACTION_ANSWER, ACTION_RETRY, ACTION_DISMISS):
+            @app.action(action_id)
+            async def on_button(ack: Callable, body: dict, action: dict) -> None:
+                await ack()
+                self.spawn(self._on_help_button(body, action), f"button {action.get('action_id')}")
+
+        for callback_id in (MODAL_ANSWER, MODAL_RETRY):
+            @app.view(callback_id)
+            async def on_submit(ack: Callable, body: dict, view: dict) -> None:
+                if not modal_text(view):
+                    await ack(response_action="errors", errors={"threadwise_text": "Please write something."})
+                    return
+                await ack()
+                self.spawn(self._on_modal(body, view), f"modal {view.get('callback_id')}")
+
+        @app.command(COMMAND)
+        async def on_command(ack: Callable, body: dict) -> None:
+            await ack()
+            self.spawn(self._on_command(body), "command")
+
+    def _on_message_event(self, body: dict, event: dict, context: dict, *, via: str) -> None:
+        """Filter one message/app_mention event (no I/O) and start the turn in the background."""
+        bot_user_id = str(context.get("bot_user_id") or "")
+        channel, ts = str(event.get("channel") or ""), str(event.get("ts") or "")
+        reason = self._ignore_reason(event, bot_user_id)
+        if reason or not channel or not ts:
+            log.debug("slack %s %s:%s ignored: %s", via, channel, ts, reason or "no channel/ts")
+            return
+        team = str(body.get("team_id") or context.get("team_id") or event.get("team") or "")
+        root = str(event.get("thread_ts") or ts)
+        mentioned = via == "app_mention" or bool(bot_user_id and f"<@{bot_user_id}>" in (event.get("text") or ""))
+        direct = event.get("channel_type") == "im"
+        in_thread = root != ts
+        if not (mentioned or direct or in_thread):
+            return  # channel chatter not addressed to us
+        place = SlackPlace(team=team, channel=channel, thread_ts=root, message_ts=ts, user=str(event["user"]))
+        self.spawn(self._turn(place, event, bot_user_id, need_known_thread=not (mentioned or direct), via=via),
+                   f"turn {place.thread_key}")
+
+    def _ignore_reason(self, event: dict, bot_user_id: str) -> str:
+        """Why an event must not start an answer ("" when it may)."""
+        subtype = event.get("subtype")
+        if subtype not in _USER_SUBTYPES:
+            return f"subtype {subtype}"
+        if event.get("hidden") or event.get("edited"):
+            return "edit or hidden"
+        if event.get("bot_id") or event.get("bot_profile"):
+            mentions_us = bool(bot_user_id) and f"<@{bot_user_id}>" in str(event.get("text") or "")
+            if event.get("bot_id") not in self.settings.allowed_bots or not mentions_us:
+                return f"bot {event.get('bot_id')}"
+        user = event.get("user")
+        if not user or user == bot_user_id:
+            return "no user or ourselves"
+        return ""
+
+    async def _turn(self, place: SlackPlace, event: dict, bot_user_id: str, *, need_known_thread: bool,
+                    via: str) -> None:
+        """One user message -> ChatService.handle (in the background)."""
+        key = place.thread_key
+        if need_known_thread and key not in self._threads and not await self.service.knows_thread(key):
+            log.debug("slack thread reply in %s ignored: not a thread of ours", key)
+            return
+        user = place.user
+        msg = IncomingMessage(
+            platform="slack", thread_key=key, message_id=f"slack:{place.channel}:{place.message_ts}",
+            author_id=user, text=incoming_text(str(event.get("text") or ""), bot_user_id),
+            author_name=await self.directory.display_name(user),
+            is_admin=self.directory.is_admin(user), is_expert=await self.directory.is_expert(user))
+        out = self.responder(place)
+        log.info("slack message %s in %s from %s (via %s)", msg.message_id, key, user, via)
+        try:
+            await self.service.handle(msg, out)
+        except Exception:  # noqa: BLE001 - the user must not be left with a "working" reaction
+            log.exception("slack turn failed in %s", key)
+            await out.set_status(Status.APOLOGY)
+            if not out.posted_answer:
+                await out.post_notice(self.runtime.settings.service.apology)
+
+    # ---- help requests ---------------------------------------------------------------
+    def _place(self, ref: HelpRef, user: str, **extra: Any) -> SlackPlace:
+        team = ref.thread_key.split(":")[1] if ref.thread_key.count(":") >= 3 else ""
+        return SlackPlace(team=team, channel=ref.channel, thread_ts=ref.root, user=user, **extra)
+
+    async def _refuse_non_expert(self, ref: HelpRef, user: str) -> None:
+        who = mentions(self.settings.experts) or "nobody yet: set `[slack] experts` in config.toml"
+        log.info("slack help request in %s: %s is not an expert, refused", ref.thread_key, user)
+        await self.responder(self._place(ref, user)).notify_private(
+            f"Only the experts named for Threadwise can answer help requests ({who}).")
+
+    async def _on_help_button(self, body: dict, action: dict) -> None:
+        """A help request button: Dismiss resumes at once; Answer/Retry open a modal."""
+        ref = HelpRef.loads(str(action.get("value") or ""))
+        message = body.get("message") or {}
+        ref = HelpRef(ref.thread_key, ref.channel, ref.root, ref.question_ts, ref.interrupt_id,
+                      help_ts=str(message.get("ts") or ""))
+        user = str((body.get("user") or {}).get("id") or "")
+        if not await self.directory.is_expert(user):
+            await self._refuse_non_expert(ref, user)
+            return
+        question = question_block_of(message.get("blocks"))
+        if action.get("action_id") == ACTION_DISMISS:
+            await self._resume(ref, HumanAction.DISMISS, "", user, body, question)
+            return
+        kind = HumanAction.ANSWER if action.get("action_id") == ACTION_ANSWER else HumanAction.RETRY
+        try:
+            await self.client.views_open(trigger_id=body["trigger_id"], view=help_modal(kind, ref, question))
+            log.info("slack help modal (%s) opened by %s in %s", kind.value, user, ref.thread_key)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("slack views.open failed in %s: %s", ref.thread_key, slack_error(exc))
+            await self.responder(self._place(ref, user)).notify_private(
+                f"I couldn't open the form ({slack_error(exc)}). Reply in the thread with "
+                f"`{kind.value}: ...` instead.")
+
+    async def _on_modal(self, body: dict, view: dict) -> None:
+        """A submitted Answer / Retry modal."""
+        ref = HelpRef.loads(str(view.get("private_metadata") or ""))
+        user = str((body.get("user") or {}).get("id") or "")
+        if not await self.directory.is_expert(user):
+            await self._refuse_non_expert(ref, user)
+            return
+        kind = HumanAction.ANSWER if view.get("callback_id") == MODAL_ANSWER else HumanAction.RETRY
+        await self._resume(ref, kind, modal_text(view), user, body, question_block_of(view.get("blocks")))
+
+    async def _resume(self, ref: HelpRef, action: HumanAction, text: str, user: str, body: dict,
+                      question: dict | None) -> None:
+        """Resume the paused run once; a second attempt gets an ephemeral "already handled"."""
+        fallback = str((body.get("user") or {}).get("name") or "")
+        name = await self.directory.display_name(user, fallback)
+        waiting = str(self.settings.reactions.waiting_human).strip(":")
+        out = self.responder(self._place(ref, user, message_ts=ref.question_ts, shown=[waiting]))
+        log.info("slack help request in %s: %s by %s", ref.thread_key, action.value, user)
+        resumed = await self.service.resume(ref.thread_key, action, text, actor_id=user, actor_name=name,
+                                            is_expert=True, out=out, interrupt_id=ref.interrupt_id or None)
+        if not resumed:  # the service told the actor privately
+            log.info("slack help request in %s: %s by %s not resumed (already handled)", ref.thread_key,
+                     action.value, user)
+            return
+        if ref.help_ts:
+            msg = help_handled_message(question, action, user)
+            try:
+                await self.client.chat_update(channel=ref.channel, ts=ref.help_ts, **msg)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("slack chat.update of help request failed in %s: %s", ref.thread_key, slack_error(exc))
+
+    # ---- admin -------------------------------------------------------------------------
+    async def _on_command(self, body: dict) -> None:
+        """``/threadwise <word>`` -> ChatService.admin (the service checks the words)."""
+        user, channel = str(body.get("user_id") or ""), str(body.get("channel_id") or "")
+        words = str(body.get("text") or "").strip().lower()
+        command = re.split(r"\s+", words)[0] if words else "help"
+        place = SlackPlace(team=str(body.get("team_id") or ""), channel=channel, user=user,
+                           response_url=str(body.get("response_url") or ""))
+        log.info("slack command %s %s by %s in %s", COMMAND, command, user, channel)
+        await self.service.admin(command, actor_id=user, is_admin=self.directory.is_admin(user),
+                                 out=self.responder(place))
+
+
+def build_slack_app(runtime: Any, *, client: AsyncWebClient | None = None) -> SlackBot:
+    """Build the Slack adapter for ``runtime`` (see :class:`SlackBot`)."""
+    return SlackBot(runtime, client=client)
+
+
+def slack_enabled(settings: Settings, secrets: Secrets) -> bool:
+    """True when the tokens for the configured mode are present.
+
+    Socket mode needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN; HTTP mode needs SLACK_BOT_TOKEN
+    and SLACK_SIGNING_SECRET. A bot token without its partner logs a warning naming the
+    missing variable and returns False.
+    """
+    if not secrets.slack_bot_token:
+        return False
+    need = "SLACK_APP_TOKEN" if settings.slack.mode == "socket" else "SLACK_SIGNING_SECRET"
+    have = secrets.slack_app_token if settings.slack.mode == "socket" else secrets.slack_signing_secret
+    if not have:
+        log.warning("Slack disabled: SLACK_BOT_TOKEN is set but %s is missing ([slack] mode = %r)",
+                    need, settings.slack.mode)
+        return False
+    return True
+
+
+async def serve_http(bot: SlackBot, stop: asyncio.Event) -> None:
+    """Serve the Events API / interactivity / slash commands on ``[slack] http_host:http_port``
+    at ``http_path`` until ``stop`` is set. Requests are verified with SLACK_SIGNING_SECRET."""
+    cfg = bot.settings
+
+    async def handle(request: web.Request) -> web.Response:
+        return await to_aiohttp_response(await bot.app.async_dispatch(await to_bolt_request(request)))
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    web_app = web.Application()
+    web_app.router.add_post(cfg.http_path, handle)
+    web_app.router.add_get("/healthz", health)
+    runner = web.AppRunner(web_app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, cfg.http_host, cfg.http_port).start()
+        log.info("slack HTTP mode listening on %s:%d%s", cfg.http_host, cfg.http_port, cfg.http_path)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+async def serve_socket(bot: SlackBot, app_token: str, stop: asyncio.Event) -> None:
+    """Connect with Socket Mode (SLACK_APP_TOKEN) and serve until ``stop`` is set."""
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    handler = AsyncSocketModeHandler(bot.app, app_token, logger=logging.getLogger("slack_sdk.socket_mode"))
+    await handler.connect_async()
+    log.info("slack Socket Mode connected")
+    try:
+        await stop.wait()
+    finally:
+        await handler.close_async()
+
+
+async def run_slack(runtime: Any, *, stop: asyncio.Event | None = None, client: AsyncWebClient | None = None) -> None:
+    """Run the Slack adapter in the current event loop until ``stop`` is set (or cancelled).
+
+    Checks the bot token with auth.test first, then serves in ``[slack] mode`` ("socket"
+    or "http"). On the way out, waits up to 10 s for answers in progress.
+
+    Raises:
+        slack_sdk.errors.SlackApiError: the bot token is refused (e.g. ``invalid_auth``).
+    """
+    stop = stop or asyncio.Event()
+    bot = build_slack_app(runtime, client=client)
+    auth = await bot.client.auth_test()
+    log.info("slack connected as %s (%s) in team %s, mode %s", auth.get("user"), auth.get("user_id"),
+             auth.get("team_id"), bot.settings.mode)
+    try:
+        if bot.settings.mode == "http":
+            await serve_http(bot, stop)
+        else:
+            await serve_socket(bot, runtime.secrets.slack_app_token, stop)
+    finally:
+        try:
+            await bot.drain(timeout=10)
+        except TimeoutError:
+            log.warning("slack shutdown: %d turn(s) still running, cancelled", len(bot._tasks))
+            await bot.cancel_tasks()

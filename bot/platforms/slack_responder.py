@@ -1,0 +1,269 @@
+"""SlackResponder: the Responder protocol (bot.protocol) on top of the Slack Web API.
+
+One responder is bound to one place: a channel, the thread to answer in (the root
+``thread_ts``; none for a slash command) and the user's message that carries the status
+reaction. Every method swallows Slack errors after logging them, so a failing reaction
+or a refused post never stops the rest of the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from bot.config import SlackSettings
+from bot.platforms.slack_blocks import HelpRef, answer_messages, help_request_message, plain_chunks
+from bot.platforms.slack_client import slack_error
+from bot.platforms.slack_format import markdown_to_mrkdwn
+from bot.protocol import Answer, HelpRequest, Status
+
+log = logging.getLogger(__name__)
+
+# Statuses a message may rest in for long: these must land (reliable client).
+_RESTING = {Status.DONE, Status.APOLOGY, Status.WAITING_HUMAN}
+
+
+@dataclass
+class SlackPlace:
+    """Where a responder writes.
+
+    Attributes:
+        team: workspace id. channel: channel id (``C``/``G``/``D``...).
+        thread_ts: root ts of the thread to post in ("" = top level, slash commands).
+        message_ts: ts of the user's message that gets the status reaction ("" = none).
+        user: the user private notices go to.
+        response_url: slash-command response URL, the fallback when the bot can't post
+            in the channel (not a member); "" if none.
+        shown: reactions the bot may have left on ``message_ts`` (removed on the next status).
+    """
+
+    team: str
+    channel: str
+    thread_ts: str = ""
+    message_ts: str = ""
+    user: str = ""
+    response_url: str = ""
+    shown: list[str] = field(default_factory=list)
+
+    @property
+    def thread_key(self) -> str:
+        return f"slack:{self.team}:{self.channel}:{self.thread_ts}" if self.thread_ts else f"slack:{self.team}:{self.channel}"
+
+
+class SlackResponder:
+    """Implements :class:`bot.protocol.Responder` for one Slack place.
+
+    Args:
+        client: reliable AsyncWebClient (waits out rate limits): posts, final reactions.
+        quiet_client: best-effort client for intermediate reactions ("" rate-limit waits).
+        settings: the ``[slack]`` settings (reaction names, size limits, experts).
+        place: where to write (:class:`SlackPlace`).
+        help_timeout_seconds: shown in help requests ("I'll apologise within ...").
+        on_post: called with the thread key after every successful post in a thread.
+    """
+
+    def __init__(self, client: AsyncWebClient, quiet_client: AsyncWebClient, settings: SlackSettings,
+                 place: SlackPlace, *, help_timeout_seconds: float = 0.0,
+                 on_post: Callable[[str], None] | None = None) -> None:
+        self.client, self.quiet_client, self.settings, self.place = client, quiet_client, settings, place
+        self.help_timeout_seconds = help_timeout_seconds
+        self.on_post = on_post
+        self.posted_answer = False
+        self.help_ts = ""
+        self._progress_ts = ""
+        self._progress_via_url = False
+        self._progress_lock = asyncio.Lock()
+        self._lock = asyncio.Lock()
+
+    # ---- reactions -----------------------------------------------------------------
+    def reaction_for(self, status: Status) -> str:
+        """The emoji name for ``status`` from ``[slack.reactions]`` (colons stripped)."""
+        return str(getattr(self.settings.reactions, status.value)).strip().strip(":")
+
+    async def set_status(self, status: Status) -> None:
+        """Show ``status`` as the only bot reaction on the user's message.
+
+        Adds the new reaction first, then removes the others it may have left, so the
+        message always shows one. ``already_reacted`` / ``no_reaction`` count as success;
+        intermediate statuses use the best-effort client (skipped when rate limited),
+        resting ones (done, apology, waiting for a human) wait out rate limits.
+        """
+        if not self.place.message_ts:
+            return
+        name = self.reaction_for(status)
+        client = self.client if status in _RESTING else self.quiet_client
+        async with self._lock:
+            if self.place.shown == [name]:
+                return
+            if not await self._reaction(client, "add", name):
+                return
+            if name not in self.place.shown:
+                self.place.shown.append(name)
+            for old in [n for n in self.place.shown if n != name]:
+                if await self._reaction(client, "remove", old):
+                    self.place.shown.remove(old)
+        log.info("slack status %s (%s) on %s in %s", status.value, name, self.place.message_ts, self.place.thread_key)
+
+    async def _reaction(self, client: AsyncWebClient, op: str, name: str) -> bool:
+        call = client.reactions_add if op == "add" else client.reactions_remove
+        try:
+            await call(channel=self.place.channel, timestamp=self.place.message_ts, name=name)
+            return True
+        except Exception as exc:  # noqa: BLE001 - reactions never stop the answer
+            err = slack_error(exc)
+            if (op, err) in {("add", "already_reacted"), ("remove", "no_reaction")}:
+                return True
+            log.warning("slack reactions.%s %s failed in %s: %s", op, name, self.place.thread_key, err)
+            return False
+
+    # ---- posts ---------------------------------------------------------------------
+    async def _post(self, text: str, blocks: list[dict[str, Any]] | None = None) -> str:
+        """chat.postMessage in the place's thread; returns the new ts ("" on failure, logged)."""
+        kwargs: dict[str, Any] = {"channel": self.place.channel, "text": text,
+                                  "unfurl_links": False, "unfurl_media": False}
+        if blocks:
+            kwargs["blocks"] = blocks
+        if self.place.thread_ts:
+            kwargs["thread_ts"] = self.place.thread_ts
+        try:
+            resp = await self.client.chat_postMessage(**kwargs)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("slack chat.postMessage failed in %s: %s", self.place.thread_key, slack_error(exc))
+            return ""
+        if self.on_post and self.place.thread_ts:
+            self.on_post(self.place.thread_key)
+        return str(resp.get("ts") or "")
+
+    async def _respond(self, text: str, *, replace: bool = False) -> bool:
+        """Fallback through the slash command's response_url (ephemeral)."""
+        if not self.place.response_url:
+            return False
+        try:
+            resp = await AsyncWebhookClient(self.place.response_url).send(
+                text=text, response_type="ephemeral", replace_original=replace)
+            return resp.status_code == 200
+        except Exception as exc:  # noqa: BLE001
+            log.warning("slack response_url post failed for %s: %s", self.place.thread_key, type(exc).__name__)
+            return False
+
+    async def _post_text(self, markdown: str) -> str:
+        ts = ""
+        for chunk in plain_chunks(markdown_to_mrkdwn(markdown), self.settings.max_section_characters):
+            ts = await self._post(chunk) or ts
+            if not ts:
+                await self._respond(chunk)
+        return ts
+
+    async def post_answer(self, answer: Answer) -> None:
+        """Post the answer in the thread, split into messages under Slack's limits.
+
+        Each message is tried with blocks; if Slack refuses the blocks, the same text
+        is posted plain so the answer still lands.
+        """
+        messages = answer_messages(answer, max_section=self.settings.max_section_characters,
+                                   max_message=self.settings.max_message_characters)
+        posted = 0
+        for msg in messages:
+            if await self._post(msg["text"], msg["blocks"]):
+                posted += 1
+                continue
+            text = "\n\n".join(b["text"]["text"] if b["type"] == "section" else b["elements"][0]["text"]
+                               for b in msg["blocks"])
+            if await self._post_text_raw(text):
+                posted += 1
+        self.posted_answer = self.posted_answer or posted > 0
+        log.info("slack answer (%s, %d message(s), %d posted) in %s", answer.kind, len(messages), posted,
+                 self.place.thread_key)
+
+    async def _post_text_raw(self, mrkdwn: str) -> bool:
+        ok = True
+        for chunk in plain_chunks(mrkdwn, self.settings.max_section_characters):
+            ok = bool(await self._post(chunk)) and ok
+        return ok
+
+    async def post_help_request(self, request: HelpRequest) -> None:
+        """Post the help request with Answer / Retry with hint / Dismiss buttons, mentioning experts."""
+        experts = list(dict.fromkeys([*self.settings.experts, *request.experts]))
+        ref = HelpRef(request.thread_key or self.place.thread_key, self.place.channel, self.place.thread_ts,
+                      self.place.message_ts, str(getattr(request, "interrupt_id", "") or ""))
+        timeout = request.timeout_seconds or self.help_timeout_seconds
+        msg = help_request_message(request, experts=experts, ref=ref, timeout_text=_duration(timeout))
+        self.help_ts = await self._post(msg["text"], msg["blocks"])
+        log.info("slack help request %s in %s (experts: %s)", "posted" if self.help_ts else "NOT posted",
+                 self.place.thread_key, ", ".join(experts) or "none")
+
+    async def post_notice(self, text: str) -> None:
+        """Post a short notice (Markdown) in the thread, or the channel for slash commands."""
+        await self._post_text(text)
+
+    async def update_progress(self, text: str) -> None:
+        """First call posts a message; later calls edit it (chat.update).
+
+        When the bot may not post in the channel (slash command in a channel it is not
+        in), the progress goes through the command's response_url instead.
+        """
+        mrkdwn = markdown_to_mrkdwn(text)[: self.settings.max_section_characters]
+        async with self._progress_lock:  # edits land in call order (reindex progress comes from a thread)
+            await self._update_progress(mrkdwn)
+
+    async def _update_progress(self, mrkdwn: str) -> None:
+        if self._progress_via_url:
+            await self._respond(mrkdwn, replace=True)
+            return
+        if self._progress_ts:
+            try:
+                await self.client.chat_update(channel=self.place.channel, ts=self._progress_ts, text=mrkdwn)
+                return
+            except Exception as exc:  # noqa: BLE001
+                log.warning("slack chat.update failed in %s: %s", self.place.thread_key, slack_error(exc))
+        self._progress_ts = await self._post(mrkdwn)
+        if not self._progress_ts:
+            self._progress_via_url = await self._respond(mrkdwn)
+
+    async def notify_private(self, text: str) -> None:
+        """An ephemeral message to the user only (chat.postEphemeral; response_url as fallback)."""
+        mrkdwn = markdown_to_mrkdwn(text)[:3000]
+        kwargs: dict[str, Any] = {"channel": self.place.channel, "user": self.place.user, "text": mrkdwn}
+        if self.place.thread_ts:
+            kwargs["thread_ts"] = self.place.thread_ts
+        try:
+            await self.client.chat_postEphemeral(**kwargs)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("slack chat.postEphemeral failed in %s: %s", self.place.thread_key, slack_error(exc))
+            await self._respond(mrkdwn)
+
+    def reference(self) -> dict[str, Any]:
+        """JSON-able place of this responder; :func:`place_from_reference` rebuilds it."""
+        return {"platform": "slack", "team": self.place.team, "channel": self.place.channel,
+                "thread_ts": self.place.thread_ts, "message_ts": self.place.message_ts,
+                "user": self.place.user, "shown": list(self.place.shown)}
+
+
+def place_from_reference(ref: dict[str, Any], waiting_reaction: str = "") -> SlackPlace:
+    """Rebuild a :class:`SlackPlace` from :meth:`SlackResponder.reference` output.
+
+    ``waiting_reaction`` is added to the reactions to clear: a rebuilt responder usually
+    serves a paused run whose message shows the "waiting for a human" reaction.
+    """
+    shown = [str(s) for s in ref.get("shown") or []]
+    if waiting_reaction and waiting_reaction not in shown:
+        shown.append(waiting_reaction)
+    return SlackPlace(team=str(ref.get("team", "")), channel=str(ref.get("channel", "")),
+                      thread_ts=str(ref.get("thread_ts", "")), message_ts=str(ref.get("message_ts", "")),
+                      user=str(ref.get("user", "")), shown=shown)
+
+
+def _duration(seconds: float) -> str:
+    if seconds <= 0:
+        return ""
+    if seconds >= 3600:
+        hours = seconds / 3600
+        return f"{hours:g} h" if hours == int(hours) else f"{hours:.1f} h"
+    if seconds >= 60:
+        return f"{round(seconds / 60)} min"
+    return f"{round(seconds)} s"

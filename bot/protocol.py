@@ -1,0 +1,172 @@
+"""The platform-neutral contract between chat adapters and the ChatService.
+
+Data flows one way: a platform adapter turns a platform event into one
+:class:`IncomingMessage`, hands it to ``ChatService.handle`` together with a
+:class:`Responder` bound to that message, and the service drives the graph and
+calls the responder (set a status, post an answer, post a help request, post a
+notice). Nothing here knows about Slack, Discord or graph nodes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+class Status(str, enum.Enum):
+    """Progress of one question, shown by adapters as a reaction (emoji names in config.toml)."""
+
+    RECEIVED = "received"
+    SEARCHING = "searching"  # searching the knowledge base
+    WEB = "web"  # searching the web
+    WRITING = "writing"  # generating the answer
+    WAITING_HUMAN = "waiting_human"  # paused, help requested
+    DONE = "done"
+    APOLOGY = "apology"
+
+
+class HumanAction(str, enum.Enum):
+    """How a human resumes a paused run (the LangGraph interrupt's resume value)."""
+
+    ANSWER = "answer"  # text is the answer, posted as the final answer
+    RETRY = "retry"  # text is a hint that becomes query feedback, with a fresh budget
+    DISMISS = "dismiss"  # give up: the bot apologises
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """One user message, translated from a platform event.
+
+    Attributes:
+        platform: ``"slack"``, ``"discord"`` or ``"console"``.
+        thread_key: the LangGraph thread id, e.g. ``slack:T1:C1:1700000000.000100``
+            (root ts), ``discord:<guild or dm>:<thread or channel>``, ``console:<name>``.
+        message_id: the platform identity of the message (not of the delivery), used to
+            deduplicate repeated deliveries, e.g. ``slack:C1:1700000000.000200``.
+        author_id: platform user id of the author.
+        text: the question, with bot mentions stripped and platform escapes undone.
+        author_name: display name, for logs and help requests.
+        is_admin: may run admin commands (reindex).
+        is_expert: may answer a help request (resume a paused run).
+    """
+
+    platform: str
+    thread_key: str
+    message_id: str
+    author_id: str
+    text: str
+    author_name: str = ""
+    is_admin: bool = False
+    is_expert: bool = False
+
+
+@dataclass(frozen=True)
+class Source:
+    """A cited source: ``title`` (heading path or page title) and ``location`` (file path or URL)."""
+
+    title: str
+    location: str
+
+    @property
+    def is_url(self) -> bool:
+        return self.location.startswith(("http://", "https://"))
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The final reply of a turn.
+
+    Attributes:
+        text: Markdown text (adapters convert it to the platform's dialect).
+        sources: cited sources, in citation order ([1] is ``sources[0]``).
+        route: the path the graph took, e.g. ``["route", "retrieve", "grade_documents", ...]``.
+        kind: ``"answer"`` (grounded answer), ``"direct"`` (no retrieval),
+            ``"human"`` (a human's answer to a help request) or ``"apology"``.
+        answered_by: for ``kind == "human"``, the name of the human who answered.
+    """
+
+    text: str
+    sources: list[Source] = field(default_factory=list)
+    route: list[str] = field(default_factory=list)
+    kind: str = "answer"
+    answered_by: str = ""
+
+    @property
+    def route_note(self) -> str:
+        """A short human note of how the answer was found, e.g. ``knowledge base, 1 draft``."""
+        steps = self.route
+        if self.kind == "human":
+            return f"answered by {self.answered_by or 'a teammate'}"
+        if self.kind == "apology":
+            return "no grounded answer found"
+        parts: list[str] = []
+        if "retrieve" in steps:
+            parts.append("knowledge base")
+        if "web_search" in steps:
+            parts.append("web search")
+        if not parts:
+            parts.append("direct answer")
+        drafts = steps.count("generate")
+        if drafts > 1:
+            parts.append(f"{drafts} drafts")
+        return " + ".join(parts)
+
+
+@dataclass(frozen=True)
+class HelpRequest:
+    """The graph paused and asks humans for help.
+
+    Attributes:
+        thread_key: thread of the paused run.
+        question: the standalone question the bot could not answer.
+        reason: why it gave up (e.g. "knowledge base and web search exhausted").
+        attempts: what was tried, one short line each.
+        experts: platform user ids or group ids to mention (from config.toml).
+        timeout_seconds: after this many seconds without a human reply the bot apologises.
+        interrupt_id: the LangGraph interrupt id; buttons carry it so a stale click on an
+            older help request cannot resume a newer one.
+
+    Adapters add the expert mentions from their own config section.
+    """
+
+    thread_key: str
+    question: str
+    reason: str
+    attempts: list[str] = field(default_factory=list)
+    experts: list[str] = field(default_factory=list)
+    timeout_seconds: float = 0.0
+    interrupt_id: str = ""
+
+
+@runtime_checkable
+class Responder(Protocol):
+    """Output side of an adapter, bound to one incoming message (and so to its thread).
+
+    Every method must swallow its own platform errors (log them): a failing reaction
+    never stops an answer. Methods are awaited in order by the ChatService.
+    """
+
+    async def set_status(self, status: Status) -> None:
+        """Show ``status`` on the user's message (one reaction at a time)."""
+
+    async def post_answer(self, answer: Answer) -> None:
+        """Post the final answer (or apology) in the thread, split as the platform needs."""
+
+    async def post_help_request(self, request: HelpRequest) -> None:
+        """Post a help request in the thread mentioning the experts, with resume controls."""
+
+    async def post_notice(self, text: str) -> None:
+        """Post a short plain notice in the thread (empty question, refusal, progress)."""
+
+    async def update_progress(self, text: str) -> None:
+        """Show progress of a long admin task: the first call posts a message, later
+        calls edit that same message (reindex progress)."""
+
+    async def notify_private(self, text: str) -> None:
+        """Tell only the author (Slack: ephemeral; Discord: ephemeral or DM; console: print),
+        e.g. a refused admin command or a non-expert trying to resume."""
+
+    def reference(self) -> dict[str, Any]:
+        """A JSON-serialisable reference from which the adapter can rebuild this responder
+        after a restart (to post the apology when a help request times out)."""

@@ -1,0 +1,140 @@
+"""Assemble the running product from settings: models, knowledge base, web search,
+graph, checkpointer, bookkeeping and the ChatService. One factory each, so moving to
+shared infrastructure (Postgres checkpointer, a vector server) is a change here only.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator, Sequence
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models.chat_models import BaseChatModel
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from bot.admin import AdminCommands
+from bot.config import Secrets, Settings
+from bot.service import ChatService
+from bot.store import Bookkeeping
+from graphs.adaptive_rag import build_graph
+from graphs.knowledge import KnowledgeBase
+from graphs.models import ModelCaller, build_chat_model, build_embeddings, resolve_provider
+from graphs.nodes import GraphConfig, GraphDeps
+from graphs.web import WebSearch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """Everything a front end needs: ``service`` to talk to, plus its parts."""
+
+    settings: Settings
+    secrets: Secrets
+    service: ChatService
+    knowledge: KnowledgeBase
+    graph: Any
+    chat_model: BaseChatModel
+    web: WebSearch | None
+
+
+def build_knowledge_base(settings: Settings, embeddings: Embeddings | None, embedder_id: str,
+                         sources: Sequence[str] | None = None) -> KnowledgeBase:
+    """The knowledge base from ``[knowledge]`` (``sources`` overrides config.toml's)."""
+    k = settings.knowledge
+    srcs = list(sources) if sources else [str(settings.path(s)) for s in k.sources]
+    index_dir = settings.path(k.index_dir)
+    if sources:  # other sources get their own index, so the configured one is not replaced
+        import hashlib
+
+        tag = hashlib.sha256("\n".join(str(Path(s).resolve()) for s in srcs).encode()).hexdigest()[:10]
+        index_dir = index_dir.parent / f"{index_dir.name}-{tag}"
+    return KnowledgeBase(
+        index_dir, srcs, k.patterns, embeddings=embeddings, embedder_id=embedder_id, chunk_size=k.chunk_size,
+        chunk_overlap=k.chunk_overlap, candidates=k.candidates, rrf_k=k.rrf_k,
+        max_chunks_per_file=k.max_chunks_per_file, keep_generations=k.keep_generations,
+        batch_size=k.embedding_batch_size,
+    )
+
+
+def build_web_search(settings: Settings, secrets: Secrets) -> WebSearch | None:
+    """Tavily web search when ``[web] enabled`` and TAVILY_API_KEY is set, else None."""
+    w = settings.web
+    if not (w.enabled and secrets.tavily_api_key):
+        return None
+    return WebSearch(secrets.tavily_api_key, w.api_base_url, w.max_results, w.search_depth, w.timeout_seconds,
+                     settings.graph.max_document_characters)
+
+
+def json_mode_for(model: BaseChatModel) -> str:
+    name = type(model).__name__
+    return {"ChatLlamaCpp": "llamacpp", "ChatMistralAI": "mistral"}.get(name, "none")
+
+
+@asynccontextmanager
+async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: BaseChatModel | None = None,
+                       embeddings: Embeddings | None | str = "config", sources: Sequence[str] | None = None,
+                       build_index: bool = True, progress: Any = None) -> AsyncIterator[Runtime]:
+    """Open everything for the process lifetime; close it on exit.
+
+    Args:
+        settings, secrets: from :func:`bot.config.load_settings` and ``Secrets.from_env()``.
+        chat_model: overrides the configured model (tests pass a ScriptedChatModel).
+        embeddings: ``"config"`` (build from settings), or an Embeddings, or None.
+        sources: knowledge sources overriding config.toml's (``--source``).
+        build_index: build the index on start if missing or built from other sources.
+        progress: progress callback for that first build (``(phase, done, total)``).
+
+    Raises:
+        ModelUnavailableError: the configured model cannot be built.
+        KnowledgeBaseError: a knowledge source is missing.
+    """
+    m = settings.models
+    model = chat_model or build_chat_model(m, secrets.mistral_api_key)
+    if embeddings == "config":
+        emb, emb_id = build_embeddings(settings.knowledge.embeddings, m, secrets.mistral_api_key)
+    else:
+        emb, emb_id = embeddings, (f"custom:{type(embeddings).__name__}" if embeddings is not None else "none")
+    knowledge = build_knowledge_base(settings, emb, emb_id, sources)
+    if build_index and knowledge.needs_rebuild():
+        log.info("building the knowledge index from %s", ", ".join(knowledge.sources))
+        knowledge.reindex(progress)
+    web = build_web_search(settings, secrets)
+    g = settings.graph
+    deps = GraphDeps(
+        caller=ModelCaller(model, json_mode_for(model), m.max_concurrent_calls, m.max_retries, m.request_timeout_seconds),
+        knowledge=knowledge, web=web,
+        config=GraphConfig(
+            k=settings.knowledge.k, max_generations=g.max_generations, max_kb_searches=g.max_kb_searches,
+            max_web_searches=g.max_web_searches, history_messages=g.history_messages,
+            max_document_characters=g.max_document_characters, human_review=g.human_review,
+            kb_description=settings.knowledge.description, apology=settings.service.apology,
+        ),
+    )
+    s = settings.service
+    cp_path = settings.path(s.checkpoint_db)
+    cp_path.parent.mkdir(parents=True, exist_ok=True)
+    store = await Bookkeeping.open(settings.path(s.bookkeeping_db))
+    try:
+        async with AsyncSqliteSaver.from_conn_string(str(cp_path)) as saver:
+            graph = build_graph(deps, checkpointer=saver)
+            provider = "scripted/test" if chat_model else resolve_provider(m.provider, secrets.mistral_api_key)
+            admin = AdminCommands(
+                knowledge, store, kb_description=settings.knowledge.description, apology=s.apology,
+                describe={"Chat model": provider, "Web search": "on (Tavily)" if web else "off"},
+            )
+            service = ChatService(
+                graph, store, admin, help_timeout_seconds=s.help_timeout_seconds,
+                max_concurrent_runs=s.max_concurrent_runs, recursion_limit=g.recursion_limit,
+                empty_question_reply=s.empty_question_reply, keep_checkpoints=s.keep_checkpoints_per_thread,
+            )
+            log.info("runtime ready: model=%s web=%s index=%s", provider, bool(web), knowledge.stats())
+            try:
+                yield Runtime(settings, secrets, service, knowledge, graph, model, web)
+            finally:
+                await service.close()
+    finally:
+        await store.close()

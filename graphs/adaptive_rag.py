@@ -1,0 +1,89 @@
+"""build_graph(deps) -> the compiled adaptive RAG graph. Wiring reads top to bottom.
+
+    START -> start -> route -> direct ---------------------------------------> finish -> END
+                            -> retrieve -> grade_documents -> generate -> grade_answer
+                            -> web_search -^        |  none relevant          | useful -> finish
+                                                    v                         | hallucination -> generate (budget)
+                                      rewrite_kb / rewrite_web / human_review | not useful -> next search
+    human_review --answer--> finish; --retry--> rewrite_kb; --dismiss--> apology -> finish
+
+"Next search" (corrective RAG): the knowledge base again while its budget lasts, then the
+web (when configured) while its budget lasts, then a human (interrupt), or the apology
+when human review is off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+
+from graphs.nodes import GraphDeps, Nodes
+from graphs.state import RAGState
+
+
+def _next_search(nodes: Nodes, state: RAGState) -> str:
+    """Where to go when the documents were not good enough."""
+    cfg = nodes.cfg
+    if state.get("source") == "kb" and state.get("kb_searches", 0) < cfg.max_kb_searches:
+        return "rewrite_kb"
+    if nodes.web_available and state.get("web_searches", 0) < cfg.max_web_searches:
+        return "rewrite_web"
+    return "human_review" if cfg.human_review else "apology"
+
+
+def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None) -> Any:
+    """Build and compile the graph.
+
+    Args:
+        deps: model caller, knowledge base, web search and budgets (:class:`GraphDeps`).
+        checkpointer: e.g. an AsyncSqliteSaver; required for follow-ups and interrupts.
+
+    Returns:
+        The compiled LangGraph graph (``ainvoke``/``astream`` with
+        ``{"configurable": {"thread_id": ...}}``).
+    """
+    nodes = Nodes(deps)
+    g = StateGraph(RAGState)
+    for name in ("start", "route", "direct", "rewrite_kb", "rewrite_web", "retrieve", "web_search",
+                 "grade_documents", "generate", "grade_answer", "human_review", "apology", "finish"):
+        g.add_node(name, getattr(nodes, name))
+
+    g.add_edge(START, "start")
+    g.add_edge("start", "route")
+    g.add_conditional_edges(
+        "route",
+        lambda s: {"direct": "direct", "websearch": "web_search"}.get(s["route"], "retrieve"),
+        ["direct", "web_search", "retrieve"],
+    )
+    g.add_edge("direct", "finish")
+    g.add_edge("rewrite_kb", "retrieve")
+    g.add_edge("rewrite_web", "web_search")
+    g.add_edge("retrieve", "grade_documents")
+    g.add_edge("web_search", "grade_documents")
+    g.add_conditional_edges(
+        "grade_documents",
+        lambda s: "generate" if s.get("documents") else _next_search(nodes, s),
+        ["generate", "rewrite_kb", "rewrite_web", "human_review", "apology"],
+    )
+    g.add_edge("generate", "grade_answer")
+
+    def after_answer(s: RAGState) -> str:
+        verdict = s.get("verdict")
+        if verdict == "useful":
+            return "finish"
+        if verdict == "hallucination" and s.get("generations", 0) < nodes.cfg.max_generations:
+            return "generate"
+        return _next_search(nodes, s)
+
+    g.add_conditional_edges("grade_answer", after_answer,
+                            ["finish", "generate", "rewrite_kb", "rewrite_web", "human_review", "apology"])
+    g.add_conditional_edges(
+        "human_review",
+        lambda s: {"answer": "finish", "retry": "rewrite_kb"}.get(s.get("human_action", ""), "apology"),
+        ["finish", "rewrite_kb", "apology"],
+    )
+    g.add_edge("apology", "finish")
+    g.add_edge("finish", END)
+    return g.compile(checkpointer=checkpointer)

@@ -1,0 +1,350 @@
+"""The nodes of the adaptive RAG graph: one documented async method each.
+
+LLM calls on a knowledge-base question answered on the first pass (4 in all):
+
+1. ``route``: contextualises the message with the thread history, picks the route and
+   writes the first search query, in one structured call.
+2. ``grade_documents``: grades every retrieved chunk in one batched call and extracts the
+   relevant facts of each (grading and knowledge extraction fused).
+3. ``generate``: the cited answer.
+4. ``grade_answer``: the grounding check and the usefulness check in one structured call.
+
+``rewrite_kb`` / ``rewrite_web`` only run on later passes, when there is query feedback.
+Budgets come from :class:`GraphConfig` (config.toml), never from module constants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.types import interrupt
+from pydantic import BaseModel, Field
+
+from graphs import prompts
+from graphs.knowledge import KnowledgeBase
+from graphs.models import ModelCaller
+from graphs.state import PER_TURN_DEFAULTS, Doc, RAGState
+from graphs.web import WebSearch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GraphConfig:
+    """Budgets and sizes of the graph, from config.toml ``[graph]`` and ``[knowledge]``.
+
+    Attributes:
+        k: chunks retrieved per knowledge-base search.
+        max_generations: drafts per set of documents before searching again.
+        max_kb_searches / max_web_searches: searches per source per turn (and per human retry).
+        history_messages: earlier messages shown to the router.
+        max_document_characters: each document is cut to this many characters in prompts.
+        human_review: pause for a human when budgets are spent (else apologise).
+        kb_description: what the knowledge base holds (helps the router).
+        apology: text of the apology.
+    """
+
+    k: int = 5
+    max_generations: int = 2
+    max_kb_searches: int = 2
+    max_web_searches: int = 1
+    history_messages: int = 6
+    max_document_characters: int = 1500
+    human_review: bool = True
+    kb_description: str = "the team's documentation"
+    apology: str = "Sorry, I couldn't find a reliable answer to that."
+
+
+@dataclass
+class GraphDeps:
+    """What the nodes need: the model caller, the knowledge base, web search (or None)."""
+
+    caller: ModelCaller
+    knowledge: KnowledgeBase
+    web: WebSearch | None
+    config: GraphConfig
+
+
+# ---- structured outputs ----------------------------------------------------------------
+class RouteDecision(BaseModel):
+    question: str = Field(description="standalone question")
+    route: Literal["vectorstore", "websearch", "direct"]
+    query: str = Field(description="search keywords")
+
+
+class RewrittenQuery(BaseModel):
+    query: str
+
+
+class DocGrade(BaseModel):
+    id: int
+    relevant: bool
+    facts: str = ""
+
+
+class DocGrades(BaseModel):
+    documents: list[DocGrade]
+    feedback: str = ""
+
+
+class AnswerGrade(BaseModel):
+    grounded: bool
+    useful: bool
+    feedback: str = ""
+
+
+def _text(m: AnyMessage) -> str:
+    c = m.content
+    return c if isinstance(c, str) else " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in c)
+
+
+def last_user_message(state: RAGState) -> str:
+    """Text of the newest human message of the thread ('' if none)."""
+    for m in reversed(state.get("messages", [])):
+        if isinstance(m, HumanMessage):
+            return _text(m).strip()
+    return ""
+
+
+def history_before_last(state: RAGState, limit: int) -> list[AnyMessage]:
+    """Up to ``limit`` messages before the newest human message."""
+    msgs = list(state.get("messages", []))
+    for i in range(len(msgs) - 1, -1, -1):
+        if isinstance(msgs[i], HumanMessage):
+            return msgs[max(0, i - limit) : i] if limit else []
+    return []
+
+
+def kb_queries(state: RAGState, history_limit: int = 6) -> list[str]:
+    """Query variants for a knowledge-base search, fused by the retriever.
+
+    The model's rewritten query and standalone question, the raw message, and for a
+    follow-up the previous user message joined with the raw one: a cheap signal that
+    keeps follow-ups retrievable even when a small model contextualises poorly.
+    """
+    raw = last_user_message(state)
+    variants = [state.get("kb_query", ""), state.get("question", ""), raw]
+    prev_user = [_text(m) for m in history_before_last(state, history_limit) if isinstance(m, HumanMessage)]
+    if prev_user:
+        variants.append(f"{prev_user[-1]} {raw}")
+    return [v for v in dict.fromkeys(v.strip() for v in variants) if v]
+
+
+def _format_docs(docs: list[Doc], limit: int, with_facts: bool = False) -> str:
+    parts = []
+    for i, d in enumerate(docs, start=1):
+        head = f"[{i}] {d.get('title') or ''} ({d.get('location', '')})".replace(" ()", "")
+        body = d.get("text", "")[:limit]
+        if with_facts and d.get("facts"):
+            body = f"Key facts: {d['facts']}\n{body}"
+        parts.append(f"{head}\n{body}")
+    return "\n\n".join(parts)
+
+
+def cited_sources(generation: str, docs: list[Doc]) -> list[dict[str, str]]:
+    """Sources cited as ``[n]`` in ``generation`` (in citation order, deduplicated by
+    location); all documents if none is cited."""
+    order: list[int] = []
+    for n in re.findall(r"\[(\d+)\]", generation):
+        i = int(n) - 1
+        if 0 <= i < len(docs) and i not in order:
+            order.append(i)
+    chosen = [docs[i] for i in order] or list(docs)
+    seen: dict[str, dict[str, str]] = {}
+    for d in chosen:
+        seen.setdefault(d["location"], {"title": d.get("title") or d["location"], "location": d["location"]})
+    return list(seen.values())
+
+
+class Nodes:
+    """The graph's nodes, bound to their dependencies. Every node returns a partial state
+    update and appends its name to ``path``."""
+
+    def __init__(self, deps: GraphDeps):
+        self.deps = deps
+        self.cfg = deps.config
+
+    @property
+    def web_available(self) -> bool:
+        return self.deps.web is not None and self.cfg.max_web_searches > 0
+
+    def _step(self, state: RAGState, name: str, calls: int = 0) -> dict[str, Any]:
+        return {"path": [*state.get("path", []), name], "llm_calls": state.get("llm_calls", 0) + calls}
+
+    # ---- turn start --------------------------------------------------------------
+    async def start(self, state: RAGState) -> dict[str, Any]:
+        """Reset every per-question field (the history persists)."""
+        return {**{k: (list(v) if isinstance(v, list) else v) for k, v in PER_TURN_DEFAULTS.items()}, "path": ["start"]}
+
+    async def route(self, state: RAGState) -> dict[str, Any]:
+        """Contextualise the newest message with the history, route it and write the first
+        query (one structured LLM call). Falls back to the knowledge base on bad output;
+        ``websearch`` without web search configured goes to the knowledge base too."""
+        raw = last_user_message(state)
+        history = history_before_last(state, self.cfg.history_messages)
+        convo = "\n".join(
+            f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {_text(m)[:600]}" for m in history
+        ) or "(none)"
+        default = RouteDecision(question=raw, route="vectorstore", query=raw)
+        decision, calls, _ = await self.deps.caller.structured(
+            prompts.ROUTE.format(kb_description=self.cfg.kb_description),
+            f"Conversation so far:\n{convo}\n\nNew message: {raw}",
+            RouteDecision, default,
+        )
+        route = decision.route
+        if route == "websearch" and not self.web_available:
+            route = "vectorstore"
+        question = decision.question.strip() or raw
+        query = decision.query.strip() or question
+        return {**self._step(state, "route", calls), "route": route, "question": question,
+                "kb_query": query, "web_query": query}
+
+    async def direct(self, state: RAGState) -> dict[str, Any]:
+        """Answer without retrieval (greetings, small talk, general knowledge)."""
+        history = history_before_last(state, self.cfg.history_messages)
+        answer = await self.deps.caller.text(prompts.DIRECT, last_user_message(state), history)
+        return {**self._step(state, "direct", 1), "generation": answer, "outcome": "direct"}
+
+    async def _rewrite(self, state: RAGState, target: str, name: str, field: str) -> dict[str, Any]:
+        tried = "\n".join(f"- {q}" for q in state.get("queries", [])) or "- (none)"
+        feedback = "\n".join(f"- {f}" for f in state.get("query_feedback", [])) or "- (none)"
+        default = RewrittenQuery(query=state.get("question") or last_user_message(state))
+        out, calls, _ = await self.deps.caller.structured(
+            prompts.REWRITE.format(target=target),
+            f"Question: {state.get('question')}\nEarlier queries:\n{tried}\nFeedback:\n{feedback}",
+            RewrittenQuery, default,
+        )
+        return {**self._step(state, name, calls), field: out.query.strip() or default.query}
+
+    async def rewrite_kb(self, state: RAGState) -> dict[str, Any]:
+        """Rewrite the knowledge-base query using the accumulated query feedback."""
+        return await self._rewrite(state, "the team knowledge base (" + self.cfg.kb_description + ")", "rewrite_kb", "kb_query")
+
+    async def rewrite_web(self, state: RAGState) -> dict[str, Any]:
+        """Rewrite the web search query using the accumulated query feedback."""
+        return await self._rewrite(state, "a web search engine", "rewrite_web", "web_query")
+
+    # ---- search ------------------------------------------------------------------
+    async def retrieve(self, state: RAGState) -> dict[str, Any]:
+        """Hybrid search of the knowledge base with the query variants of :func:`kb_queries`."""
+        queries = kb_queries(state, self.cfg.history_messages)
+        docs = await asyncio.to_thread(self.deps.knowledge.search, queries, self.cfg.k)
+        update = {**self._step(state, "retrieve"), "source": "kb", "retrieved": docs, "generations": 0,
+                  "kb_searches": state.get("kb_searches", 0) + 1,
+                  "queries": [*state.get("queries", []), queries[0] if queries else ""]}
+        if not state.get("first_retrieval"):
+            update["first_retrieval"] = [d["location"] for d in docs]
+        return update
+
+    async def web_search(self, state: RAGState) -> dict[str, Any]:
+        """Search the web (Tavily); failures and empty results count as no documents."""
+        query = state.get("web_query") or state.get("question") or last_user_message(state)
+        docs = await self.deps.web.search(query) if self.deps.web else []
+        return {**self._step(state, "web_search"), "source": "web", "retrieved": docs, "generations": 0,
+                "web_searches": state.get("web_searches", 0) + 1, "queries": [*state.get("queries", []), query]}
+
+    async def grade_documents(self, state: RAGState) -> dict[str, Any]:
+        """Grade all retrieved documents in one call, keep the relevant ones with their
+        extracted facts; record query feedback when none is relevant. On unparseable
+        output every retrieved document is kept (the answer checks still guard)."""
+        retrieved = list(state.get("retrieved", []))
+        query = (state.get("queries") or [""])[-1]
+        if not retrieved:
+            return {**self._step(state, "grade_documents"), "documents": [],
+                    "query_feedback": [*state.get("query_feedback", []),
+                                       f"The {state.get('source')} search for '{query}' found nothing."]}
+        default = DocGrades(documents=[DocGrade(id=i, relevant=True) for i in range(1, len(retrieved) + 1)])
+        grades, calls, _ = await self.deps.caller.structured(
+            prompts.GRADE_DOCUMENTS,
+            f"Question: {state.get('question')}\n\nDocuments:\n{_format_docs(retrieved, self.cfg.max_document_characters)}",
+            DocGrades, default,
+        )
+        kept: list[Doc] = []
+        for g in grades.documents:
+            if g.relevant and 1 <= g.id <= len(retrieved) and all(k["id"] != retrieved[g.id - 1]["id"] for k in kept):
+                kept.append(Doc(**{**retrieved[g.id - 1], "facts": g.facts.strip()[:600]}))
+        update = {**self._step(state, "grade_documents", calls), "documents": kept}
+        if not kept:
+            reason = grades.feedback.strip() or "none of the results was relevant"
+            update["query_feedback"] = [*state.get("query_feedback", []),
+                                        f"The {state.get('source')} search for '{query}': {reason}"]
+        log.info("graded %d documents: %d relevant", len(retrieved), len(kept))
+        return update
+
+    # ---- answer ------------------------------------------------------------------
+    async def generate(self, state: RAGState) -> dict[str, Any]:
+        """Write a cited answer from the relevant documents and the generation feedback."""
+        fb = state.get("generation_feedback", [])
+        feedback = prompts.GENERATION_FEEDBACK.format(items="\n".join(f"- {f}" for f in fb)) if fb else ""
+        system = prompts.GENERATE.format(
+            feedback=feedback,
+            sources=_format_docs(state.get("documents", []), self.cfg.max_document_characters, with_facts=True),
+        )
+        answer = await self.deps.caller.text(system, state.get("question") or last_user_message(state))
+        return {**self._step(state, "generate", 1), "generation": answer,
+                "generations": state.get("generations", 0) + 1}
+
+    async def grade_answer(self, state: RAGState) -> dict[str, Any]:
+        """Check grounding and usefulness in one structured call; record generation
+        feedback (not grounded) or query feedback (grounded but not useful). On
+        unparseable output the draft passes (it cites retrieved sources)."""
+        default = AnswerGrade(grounded=True, useful=True)
+        grade, calls, _ = await self.deps.caller.structured(
+            prompts.GRADE_ANSWER.format(sources=_format_docs(state.get("documents", []), self.cfg.max_document_characters)),
+            f"Question: {state.get('question')}\n\nDraft answer:\n{state.get('generation', '')}",
+            AnswerGrade, default,
+        )
+        update = {**self._step(state, "grade_answer", calls)}
+        if not grade.grounded:
+            update["verdict"] = "hallucination"
+            update["generation_feedback"] = [*state.get("generation_feedback", []),
+                                             grade.feedback.strip() or "the draft makes claims the sources do not support"]
+        elif not grade.useful:
+            update["verdict"] = "not_useful"
+            update["query_feedback"] = [*state.get("query_feedback", []),
+                                        f"Documents found for '{(state.get('queries') or [''])[-1]}' did not answer it: "
+                                        + (grade.feedback.strip() or "the answer missed the point")]
+        else:
+            update["verdict"] = "useful"
+        return update
+
+    # ---- endings -----------------------------------------------------------------
+    async def human_review(self, state: RAGState) -> dict[str, Any]:
+        """Pause with a LangGraph interrupt and ask humans. Nothing happens before
+        ``interrupt()`` (the node re-runs from its first line on resume).
+
+        Resume value: ``{"action": "answer"|"retry"|"dismiss", "text": str, "by": str}``.
+        ``retry`` turns the hint into query feedback and gives a fresh budget.
+        """
+        reason = state.get("review_reason") or "no grounded answer within the retry budget"
+        value = interrupt({
+            "question": state.get("question") or last_user_message(state),
+            "reason": reason,
+            "attempts": list(state.get("queries", [])),
+        })
+        value = value if isinstance(value, dict) else {"action": "answer", "text": str(value)}
+        action, text, by = value.get("action", "dismiss"), str(value.get("text", "")).strip(), value.get("by", "")
+        step = self._step(state, "human_review")
+        if action == "answer" and text:
+            return {**step, "generation": text, "outcome": "human", "answered_by": by, "human_action": "answer"}
+        if action == "retry":
+            return {**step, "human_action": "retry", "kb_searches": 0, "web_searches": 0, "generations": 0,
+                    "query_feedback": [f"Hint from {by or 'a teammate'}: {text}"] if text else [],
+                    "generation_feedback": [], "human_retries": state.get("human_retries", 0) + 1}
+        return {**step, "human_action": "dismiss"}
+
+    async def apology(self, state: RAGState) -> dict[str, Any]:
+        """Give up politely."""
+        return {**self._step(state, "apology"), "generation": self.cfg.apology, "outcome": "apology", "sources": []}
+
+    async def finish(self, state: RAGState) -> dict[str, Any]:
+        """Record the answer in the history, set its sources, drop heavy per-turn fields."""
+        outcome = state.get("outcome") or "answer"
+        sources = cited_sources(state.get("generation", ""), state.get("documents", [])) if outcome == "answer" else []
+        return {**self._step(state, "finish"), "outcome": outcome, "sources": sources,
+                "messages": [AIMessage(state.get("generation", ""))], "documents": [], "retrieved": []}

@@ -1,0 +1,1 @@
+"""Fakes at the network boundary: local servers that speak the platforms' protocols."""

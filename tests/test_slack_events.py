@@ -1,0 +1,226 @@
+"""Slack triggers through bolt and a fake Web API: one answer per user message, in its thread.
+
+Events are signed HTTP requests dispatched through slack-bolt; everything the bot does
+is observed as calls reaching the fake Slack server.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graphs.models import ScriptedChatModel
+from tests.fakes.slack_api import (
+    BOT_USER_ID,
+    FakeSlackAPI,
+    SlackHarness,
+    all_text,
+    section_texts,
+    write_config,
+)
+
+
+@pytest.fixture
+async def fake():
+    server = await FakeSlackAPI().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def slack(tmp_path, fake):
+    harness = await SlackHarness(tmp_path, fake, write_config(tmp_path, fake), ScriptedChatModel()).open()
+    yield harness
+    await harness.close()
+
+
+def answered_in(slack: SlackHarness, root: str) -> list[dict]:
+    return [p for p in slack.answers() if p.get("thread_ts") == root]
+
+
+async def test_mention_in_channel_answers_in_thread_with_reactions_and_sources(slack):
+    req, ts = slack.mention("UASKER", "how do I deploy?")
+    resp = await slack.deliver(req)
+    assert resp.status == 200  # acknowledged before any work
+    await slack.bot.drain(20)
+
+    answers = slack.answers()
+    assert len(answers) == 1
+    assert answers[0]["thread_ts"] == ts  # a new thread under the question, never top level
+    text = all_text(answers[0])
+    assert "Here is the answer from the knowledge base" in text
+    assert "*Sources*" in text and ".md" in text  # sources as file paths
+    assert "knowledge base" in answers[0]["blocks"][-1]["elements"][0]["text"]  # the route note
+    # statuses follow the graph, one at a time, ending in done
+    adds = slack.reaction_adds(ts)
+    assert adds[0] == "eyes" and adds[-1] == "white_check_mark"
+    assert "mag" in adds and "pencil2" in adds
+    assert adds.index("mag") < adds.index("pencil2")
+    assert slack.reactions_now(ts) == ["white_check_mark"]
+    # the question reached the model without the mention
+    route_calls = [m for t, m in slack.model.calls if t == "route"]
+    assert "how do I deploy?" in str(route_calls[0][-1].content)
+    assert f"<@{BOT_USER_ID}>" not in str(route_calls[0][-1].content)
+
+
+async def test_mention_arriving_also_as_message_event_is_answered_once(slack):
+    req, ts = slack.mention("UASKER", "where is the on-call rota?")
+    dup, _ = slack.message("UASKER", f"<@{BOT_USER_ID}> where is the on-call rota?", ts=ts)
+    await slack.deliver(req)
+    await slack.deliver(dup)
+    await slack.bot.drain(20)
+    assert len(answered_in(slack, ts)) == 1
+    assert slack.reaction_adds(ts).count("eyes") == 1
+
+
+async def test_dm_is_answered_without_mention(slack):
+    req, ts = slack.message("UASKER", "how do I roll back?", channel="D0DM", channel_type="im")
+    await slack.send(req)
+    answers = slack.answers("D0DM")
+    assert len(answers) == 1 and answers[0]["thread_ts"] == ts
+    assert slack.reactions_now(ts, "D0DM") == ["white_check_mark"]
+
+
+async def test_follow_up_in_thread_without_mention_answers_in_the_same_thread(slack):
+    req, root = slack.mention("UASKER", "how do I deploy?")
+    await slack.send(req)
+    follow, ts2 = slack.message("UASKER", "and how long does it take?", thread_ts=root)
+    await slack.send(follow)
+    answers = answered_in(slack, root)
+    assert len(answers) == 2  # thread_ts is the root, not the follow-up's ts
+    assert all(p["thread_ts"] == root for p in slack.fake.posts())
+    assert slack.reactions_now(ts2) == ["white_check_mark"]
+    # one LangGraph thread keyed by the root ts holds both turns
+    key = f"slack:T0TEAM:{slack.channel}:{root}"
+    values = await slack.runtime.service.thread_values(key)
+    humans = [m.content for m in values["messages"] if m.type == "human"]
+    assert humans == ["how do I deploy?", "and how long does it take?"]
+
+
+async def test_thread_reply_in_a_thread_without_the_bot_is_ignored(slack):
+    root = slack.fake.next_ts()
+    chatter, _ = slack.message("UASKER", "lunch?", ts=root)
+    reply, _ = slack.message("UOTHER", "sure, at noon", thread_ts=root)
+    await slack.send(chatter)
+    await slack.send(reply)
+    assert slack.fake.calls_to("chat.postMessage", "reactions.add") == []
+
+
+async def test_channel_message_without_mention_is_ignored(slack):
+    req, _ = slack.message("UASKER", "how do I deploy?")
+    await slack.send(req)
+    assert slack.fake.calls_to("chat.postMessage", "reactions.add") == []
+
+
+@pytest.mark.parametrize("extra", [
+    {"subtype": "message_changed", "message": {"text": "<@UBOT> edited question", "ts": "1.1", "user": "UASKER"}},
+    {"subtype": "message_deleted", "deleted_ts": "1.1"},
+    {"subtype": "bot_message", "bot_id": "BOTHER"},
+    {"bot_id": "BOTHER", "bot_profile": {"id": "BOTHER", "name": "other"}},
+    {"subtype": "channel_join"},
+    {"edited": {"user": "UASKER", "ts": "2.2"}},
+    {"hidden": True},
+])
+async def test_edits_deletions_bots_and_other_subtypes_are_ignored(slack, extra):
+    req, _ = slack.message("UASKER", f"<@{BOT_USER_ID}> how do I deploy?", channel="D0DM", channel_type="im",
+                           **extra)
+    await slack.send(req)
+    assert slack.fake.calls_to("chat.postMessage", "reactions.add", "chat.postEphemeral") == []
+
+
+async def test_our_own_posts_are_ignored(slack):
+    req, _ = slack.message(BOT_USER_ID, "Here is the answer", channel="D0DM", channel_type="im", bot_id="BBOT")
+    await slack.send(req)
+    req2, _ = slack.message(BOT_USER_ID, "Here is the answer", channel="D0DM", channel_type="im")
+    await slack.send(req2)
+    assert slack.fake.calls_to("chat.postMessage", "reactions.add") == []
+
+
+async def test_allow_listed_bot_that_mentions_us_is_answered(tmp_path, fake):
+    config = write_config(tmp_path, fake, slack='allowed_bots = ["BFRIEND"]')
+    harness = await SlackHarness(tmp_path, fake, config, ScriptedChatModel()).open()
+    try:
+        req, ts = harness.message("UFRIENDBOT", f"<@{BOT_USER_ID}> how do I deploy?", bot_id="BFRIEND")
+        await harness.send(req)
+        silent, _ = harness.message("UOTHERBOT", f"<@{BOT_USER_ID}> how do I deploy?", bot_id="BNOTLISTED")
+        await harness.send(silent)
+        assert [p["thread_ts"] for p in harness.answers()] == [ts]
+    finally:
+        await harness.close()
+
+
+async def test_retried_delivery_with_retry_header_is_answered_once(slack):
+    req, ts = slack.mention("UASKER", "how do I deploy?")
+    body = json.loads(req[0])
+    await slack.deliver(req)
+    retry = slack.events.event(body["event"], event_id=body["event_id"], retry_num=1)
+    resp = await slack.deliver(retry)
+    assert resp.status == 200  # acknowledged, so Slack stops retrying
+    retry2 = slack.events.event(body["event"], event_id=body["event_id"], retry_num=2)
+    await slack.deliver(retry2)
+    await slack.bot.drain(20)
+    assert len(answered_in(slack, ts)) == 1
+
+
+async def test_repeated_delivery_after_restart_is_not_answered_again(slack):
+    req, ts = slack.mention("UASKER", "how do I deploy?")
+    await slack.send(req)
+    assert len(answered_in(slack, ts)) == 1
+    await slack.restart()  # a new process on the same data files
+    again, _ = slack.mention("UASKER", "how do I deploy?", ts=ts)  # same message, new delivery (new event id)
+    await slack.send(again)
+    assert len(answered_in(slack, ts)) == 1
+    # and the new process still answers new questions
+    other, ts2 = slack.mention("UASKER", "who is on call?")
+    await slack.send(other)
+    assert len(answered_in(slack, ts2)) == 1
+
+
+async def test_bad_signature_is_rejected(slack):
+    event = slack.events.message(user="UASKER", channel=slack.channel, ts=slack.fake.next_ts(),
+                                 text=f"<@{BOT_USER_ID}> hi", kind="app_mention")
+    resp = await slack.deliver(slack.events.event(event, bad_signature=True))
+    assert resp.status == 401
+    await slack.bot.drain(5)
+    assert slack.fake.calls_to("chat.postMessage") == []
+
+
+async def test_bare_mention_gets_one_short_reply_and_no_llm_call(slack):
+    req, ts = slack.mention("UASKER", "")
+    await slack.send(req)
+    posts = slack.fake.posts()
+    assert len(posts) == 1 and posts[0]["thread_ts"] == ts
+    assert "question" in posts[0]["text"].lower()
+    assert slack.model.calls == []
+
+
+async def test_reply_after_bare_mention_needs_no_mention(slack):
+    req, root = slack.mention("UASKER", "")
+    await slack.send(req)
+    follow, _ = slack.message("UASKER", "how do I deploy?", thread_ts=root)
+    await slack.send(follow)
+    assert len(answered_in(slack, root)) == 1
+
+
+async def test_incoming_escapes_are_undone_and_links_kept(slack):
+    req, _ = slack.mention("UASKER", "why does a &lt; b &amp;&amp; c &gt; d fail? see <https://x.test/p|the page>")
+    await slack.send(req)
+    question = str([m for t, m in slack.model.calls if t == "route"][0][-1].content)
+    assert "a < b && c > d" in question
+    assert "the page (https://x.test/p)" in question
+
+
+async def test_answer_markdown_becomes_mrkdwn(slack):
+    slack.model.script["generate"] = (
+        "## Steps\n**Run** the [deploy job](https://ci.test/job?a=1&b=2) and check `x < y`:\n"
+        "- first\n- second\n```bash\nmake deploy && echo <done>\n```"
+    )
+    req, _ = slack.mention("UASKER", "how do I deploy?")
+    await slack.send(req)
+    text = "\n".join(section_texts(slack.answers()[0]))
+    assert "*Steps*" in text and "*Run*" in text and "**" not in text
+    assert "<https://ci.test/job?a=1&amp;b=2|deploy job>" in text
+    assert "`x &lt; y`" in text
+    assert "• first\n• second" in text
+    assert "```\nmake deploy &amp;&amp; echo &lt;done&gt;\n```" in text
