@@ -75,6 +75,9 @@ class GraphSettings(_Section):
     history_messages: int = Field(6, ge=0, le=100)
     max_document_characters: int = Field(1500, ge=100, le=50000)
     human_review: bool = True
+    graders: Literal["auto", "llm", "lexical"] = "auto"
+    relevance_threshold: float = Field(0.3, ge=0.0, le=1.0)
+    grounding_threshold: float = Field(0.6, ge=0.0, le=1.0)
     recursion_limit: int = Field(60, ge=10, le=1000)
 
 

@@ -74,6 +74,13 @@ def json_mode_for(model: BaseChatModel) -> str:
     return {"ChatLlamaCpp": "llamacpp", "ChatMistralAI": "mistral"}.get(name, "none")
 
 
+def resolve_graders(graders: str, model: BaseChatModel) -> str:
+    """``auto`` -> ``lexical`` for the offline llama.cpp model (too small to judge), else ``llm``."""
+    if graders == "auto":
+        return "lexical" if json_mode_for(model) == "llamacpp" else "llm"
+    return graders
+
+
 @asynccontextmanager
 async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: BaseChatModel | None = None,
                        embeddings: Embeddings | None | str = "config", sources: Sequence[str] | None = None,
@@ -112,6 +119,8 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             max_web_searches=g.max_web_searches, history_messages=g.history_messages,
             max_document_characters=g.max_document_characters, human_review=g.human_review,
             kb_description=settings.knowledge.description, apology=settings.service.apology,
+            graders=resolve_graders(g.graders, model), relevance_threshold=g.relevance_threshold,
+            grounding_threshold=g.grounding_threshold,
         ),
     )
     s = settings.service

@@ -25,7 +25,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.types import interrupt
 from pydantic import BaseModel, Field
 
-from graphs import prompts
+from graphs import prompts, signals
 from graphs.knowledge import KnowledgeBase
 from graphs.models import ModelCaller
 from graphs.state import PER_TURN_DEFAULTS, Doc, RAGState
@@ -58,6 +58,9 @@ class GraphConfig:
     human_review: bool = True
     kb_description: str = "the team's documentation"
     apology: str = "Sorry, I couldn't find a reliable answer to that."
+    graders: str = "llm"  # "llm" or "lexical" (graphs/signals.py, for models too small to judge)
+    relevance_threshold: float = 0.3  # lexical: share of question terms a relevant document holds
+    grounding_threshold: float = 0.6  # lexical: share of answer terms found in the sources
 
 
 @dataclass
@@ -259,11 +262,19 @@ class Nodes:
                     "query_feedback": [*state.get("query_feedback", []),
                                        f"The {state.get('source')} search for '{query}' found nothing."]}
         default = DocGrades(documents=[DocGrade(id=i, relevant=True) for i in range(1, len(retrieved) + 1)])
-        grades, calls, _ = await self.deps.caller.structured(
-            prompts.GRADE_DOCUMENTS,
-            f"Question: {state.get('question')}\n\nDocuments:\n{_format_docs(retrieved, self.cfg.max_document_characters)}",
-            DocGrades, default,
-        )
+        if self.cfg.graders == "lexical":
+            question = f"{state.get('question', '')} {last_user_message(state)}"
+            grades, calls = DocGrades(documents=[
+                DocGrade(id=i, relevant=signals.relevance(question, f"{d.get('title', '')} {d['text']}")
+                         >= self.cfg.relevance_threshold,
+                         facts=" ".join(signals.key_sentences(question, d["text"])))
+                for i, d in enumerate(retrieved, start=1)]), 0
+        else:
+            grades, calls, _ = await self.deps.caller.structured(
+                prompts.GRADE_DOCUMENTS,
+                f"Question: {state.get('question')}\n\nDocuments:\n{_format_docs(retrieved, self.cfg.max_document_characters)}",
+                DocGrades, default,
+            )
         kept: list[Doc] = []
         for g in grades.documents:
             if g.relevant and 1 <= g.id <= len(retrieved) and all(k["id"] != retrieved[g.id - 1]["id"] for k in kept):
@@ -278,7 +289,18 @@ class Nodes:
 
     # ---- answer ------------------------------------------------------------------
     async def generate(self, state: RAGState) -> dict[str, Any]:
-        """Write a cited answer from the relevant documents and the generation feedback."""
+        """Write a cited answer from the relevant documents and the generation feedback.
+
+        With lexical graders (a model too small to judge), a redraft after a failed
+        grounding check is extractive: the documents' own key sentences, cited, with no
+        model call, so a small model never shows a hallucination to the user."""
+        if self.cfg.graders == "lexical" and state.get("generations", 0) >= 1:
+            # a small model's draft failed the grounding check: answer with the sources' own sentences
+            question = f"{state.get('question', '')} {last_user_message(state)}"
+            answer = signals.extractive_answer(question, state.get("documents", []))
+            if answer:
+                return {**self._step(state, "generate"), "generation": answer,
+                        "generations": state.get("generations", 0) + 1}
         fb = state.get("generation_feedback", [])
         feedback = prompts.GENERATION_FEEDBACK.format(items="\n".join(f"- {f}" for f in fb)) if fb else ""
         system = prompts.GENERATE.format(
@@ -294,11 +316,19 @@ class Nodes:
         feedback (not grounded) or query feedback (grounded but not useful). On
         unparseable output the draft passes (it cites retrieved sources)."""
         default = AnswerGrade(grounded=True, useful=True)
-        grade, calls, _ = await self.deps.caller.structured(
-            prompts.GRADE_ANSWER.format(sources=_format_docs(state.get("documents", []), self.cfg.max_document_characters)),
-            f"Question: {state.get('question')}\n\nDraft answer:\n{state.get('generation', '')}",
-            AnswerGrade, default,
-        )
+        if self.cfg.graders == "lexical":
+            docs = [f"{d.get('title', '')} {d['text']}" for d in state.get("documents", [])]
+            draft = state.get("generation", "")
+            grounded = signals.grounding(draft, docs) >= self.cfg.grounding_threshold
+            useful = signals.is_useful(f"{state.get('question', '')} {last_user_message(state)}", draft)
+            grade, calls = AnswerGrade(grounded=grounded, useful=useful,
+                                       feedback="" if grounded else "use only words and facts from the sources"), 0
+        else:
+            grade, calls, _ = await self.deps.caller.structured(
+                prompts.GRADE_ANSWER.format(sources=_format_docs(state.get("documents", []), self.cfg.max_document_characters)),
+                f"Question: {state.get('question')}\n\nDraft answer:\n{state.get('generation', '')}",
+                AnswerGrade, default,
+            )
         update = {**self._step(state, "grade_answer", calls)}
         if not grade.grounded:
             update["verdict"] = "hallucination"

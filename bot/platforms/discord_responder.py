@@ -257,8 +257,8 @@ class DiscordResponder:
             await self.post_notice(text)
             return
         try:
-            user = self.bot.get_user(self.author_id) or await self.bot.fetch_user(self.author_id)
-            await user.send(text[: self.settings.max_message_characters], allowed_mentions=NO_PINGS)
+            dm = await self.bot.create_dm(discord.Object(self.author_id))  # POST /users/@me/channels
+            await dm.send(text[: self.settings.max_message_characters], allowed_mentions=NO_PINGS)
             log.info("discord: private note sent thread=%s user=%s", self.thread_key, self.author_id)
         except discord.HTTPException as exc:
             log.info("discord: DM to user=%s failed (%s); replying in thread=%s", self.author_id, _describe(exc), self.thread_key)

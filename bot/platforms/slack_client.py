@@ -95,7 +95,10 @@ class SlackDirectory:
             members = frozenset(resp.get("users") or [])
         except Exception as exc:  # noqa: BLE001 - a lookup failure must not stop the bot
             log.warning("slack usergroups.users.list %s failed: %s", group, slack_error(exc))
-            return cached[1] if cached else frozenset()
+            members = cached[1] if cached else frozenset()
+            # try again in a minute, not on every message
+            self._groups[group] = (time.monotonic() - _GROUP_TTL_SECONDS + 60.0, members)
+            return members
         self._groups[group] = (time.monotonic(), members)
         return members
 
@@ -110,6 +113,6 @@ class SlackDirectory:
                     or user.get("name") or fallback or user_id)
         except Exception as exc:  # noqa: BLE001
             log.info("slack users.info %s failed: %s", user_id, slack_error(exc))
-            return fallback or user_id
+            name = fallback or user_id
         self._names[user_id] = name
         return name

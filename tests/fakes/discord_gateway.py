@@ -104,6 +104,7 @@ class FakeDiscord:
     """
 
     API = "/api/v10"
+    TOKEN = "fake-discord-token-SECRET"
 
     def __init__(self, *, refuse_message_content: bool = False, message_rate: tuple[int, float] = (5, 1.0)) -> None:
         self.refuse_message_content = refuse_message_content
@@ -234,6 +235,9 @@ class FakeDiscord:
             if op == 1:
                 await self._send({"op": 11, "d": None, "s": None, "t": None})
             elif op == 2:
+                if payload["d"].get("token") != self.TOKEN:
+                    await ws.close(code=4004, message=b"Authentication failed.")
+                    break
                 await self._identify(ws, payload["d"])
             elif op == 6:  # RESUME: we keep no session; ask for a fresh IDENTIFY
                 await self._send({"op": 9, "d": False, "s": None, "t": None})
@@ -411,9 +415,11 @@ class FakeDiscord:
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 
-    async def submit_modal(self, user: FakeUser, channel_id: str, custom_id: str, values: dict[str, str], *, dm: bool = False) -> dict[str, Any]:
-        """``user`` submits the modal ``custom_id`` with text inputs ``values`` (custom_id -> value)."""
-        data = self._interaction_base(user, channel_id=channel_id, kind=5, dm=dm)
+    async def submit_modal(self, user: FakeUser, message: dict[str, Any], custom_id: str, values: dict[str, str]) -> dict[str, Any]:
+        """``user`` submits the modal ``custom_id`` (opened from a button on ``message``) with
+        text inputs ``values`` (input custom_id -> text); Discord includes that message."""
+        data = self._interaction_base(user, channel_id=message["channel_id"], kind=5, dm="guild_id" not in message)
+        data["message"] = message
         rows = [{"type": 1, "components": [{"type": 4, "custom_id": k, "value": v}]} for k, v in values.items()]
         data["data"] = {"custom_id": custom_id, "components": rows}
         await self.dispatch("INTERACTION_CREATE", data)
@@ -448,8 +454,12 @@ class FakeDiscord:
                 body = raw.decode(errors="replace")
         rec = Request(request.method, urllib.parse.unquote(path), body)
         self.requests.append(rec)
+        needs_auth = not path.startswith(("/interactions/", "/webhooks/"))
         try:
-            response = await self._route(request.method, path, body, request)
+            if needs_auth and request.headers.get("Authorization") != f"Bot {self.TOKEN}":
+                response = self._error(401, 0, "401: Unauthorized")
+            else:
+                response = await self._route(request.method, path, body, request)
         except Exception as exc:  # a bug in the fake must show in the test, not hang it
             response = self._error(500, 0, f"fake error: {exc!r}")
         rec.status = response.status
@@ -485,6 +495,9 @@ class FakeDiscord:
             return self._json(out)
         if parts[:1] == ["applications"] and method == "GET":
             return self._json([])
+        if len(parts) == 2 and parts[0] == "users" and method == "GET":
+            user = self.users.get(parts[1])
+            return self._json(user.payload) if user else self._error(404, 10013, "Unknown User")
         if parts == ["users", "@me", "channels"] and method == "POST":
             uid = str(body["recipient_id"])
             user = self.users.get(uid) or FakeUser(uid, "someone")
@@ -685,3 +698,118 @@ class FakeDiscord:
                 return
             count = len(self.requests)
             await asyncio.sleep(quiet)
+
+
+# ---------------------------------------------------------------------------- the bot under test
+
+KB_FILES = {
+    "deploy.md": "# Deploying\n\nRun `tw deploy --env prod` from the release branch. Deploys need a green CI run.\n",
+    "oncall.md": "# On-call\n\nThe on-call rota lives in the Ops calendar; swaps go through #ops.\n",
+}
+
+
+def write_config(tmp_path: Any, fake: FakeDiscord, *, discord: str = "", extra: str = "") -> Any:
+    """A config.toml for tests: data and a two-file knowledge base under ``tmp_path``, Discord
+    pointed at ``fake`` (experts: the fake's expert role; admins: its admin role)."""
+    kb = tmp_path / "kb"
+    kb.mkdir(exist_ok=True)
+    for name, text in KB_FILES.items():
+        (kb / name).write_text(text, encoding="utf-8")
+    data = tmp_path / "data"
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f"""
+[service]
+data_dir = "{data}"
+checkpoint_db = "{data}/checkpoints.sqlite"
+bookkeeping_db = "{data}/bookkeeping.sqlite"
+help_timeout_seconds = 600
+
+[knowledge]
+sources = ["{kb}"]
+index_dir = "{data}/index"
+embeddings = "none"
+
+[web]
+enabled = false
+
+[discord]
+api_base_url = "{fake.rest_base}"
+gateway_url = "{fake.gateway_url}"
+expert_role_ids = [{fake.expert_role_id}]
+admin_role_ids = [{fake.admin_role_id}]
+{discord}
+{extra}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+class DiscordHarness:
+    """The real runtime (scripted model, SQLite files under tmp_path) + the Discord bot running
+    through ``run_discord`` against :class:`FakeDiscord`.
+
+    ``restart()`` stops the bot and the runtime and starts new ones on the same data files
+    (a new process, as far as the bot can tell).
+    """
+
+    def __init__(self, tmp_path: Any, fake: FakeDiscord, model: Any, *, discord: str = "") -> None:
+        self.tmp_path, self.fake, self.model = tmp_path, fake, model
+        self.config_path = write_config(tmp_path, fake, discord=discord)
+        self.runtime: Any = None
+        self.bot: Any = None
+        self._stack: Any = None
+        self._stop: asyncio.Event | None = None
+        self._runner: asyncio.Task[None] | None = None
+
+    async def open(self) -> "DiscordHarness":
+        from contextlib import AsyncExitStack
+
+        from bot.config import Secrets, load_settings
+        from bot.platforms.discord_ import build_discord_bot, run_discord
+        from bot.runtime import open_runtime
+
+        settings = load_settings(self.config_path)
+        secrets = Secrets(discord_token=self.fake.TOKEN)
+        self._stack = AsyncExitStack()
+        self.runtime = await self._stack.enter_async_context(open_runtime(settings, secrets, chat_model=self.model))
+        self.bot = build_discord_bot(self.runtime, guild_ready_timeout=0.05)
+        self._stop = asyncio.Event()
+        self._runner = asyncio.create_task(run_discord(self.runtime, stop=self._stop, bot=self.bot))
+        ready = asyncio.create_task(self.bot.wait_until_ready())
+        done, _ = await asyncio.wait({ready, self._runner}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        if self._runner in done:
+            ready.cancel()
+            self._runner.result()  # raise what stopped it
+        if ready not in done:
+            raise AssertionError("the bot did not become ready")
+        return self
+
+    async def close(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        if self._runner is not None:
+            try:
+                await asyncio.wait_for(self._runner, 20)
+            except Exception:  # noqa: BLE001 - a failed run was already reported by the test
+                pass
+        if self._stack is not None:
+            await self._stack.aclose()
+        self.bot = self.runtime = self._stack = self._runner = self._stop = None
+
+    async def restart(self) -> None:
+        await self.close()
+        await self.open()
+
+    async def idle(self, timeout: float = 20.0) -> None:
+        """Wait until the bot has finished everything it started (answers, REST calls)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            count = len(self.fake.requests)
+            await asyncio.sleep(0.15)  # let discord.py dispatch pending gateway events
+            await self.bot.wait_idle(max(deadline - time.monotonic(), 0.1))
+            if count == len(self.fake.requests) and not [t for t in self.bot._tasks if not t.done()]:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("the bot did not become idle")

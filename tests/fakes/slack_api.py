@@ -15,7 +15,7 @@ actions, view submissions and slash commands, signed with the app's signing secr
 
 Limits enforced here come from Slack's docs: section text <= 3000 characters and <= 50
 blocks per message (Block Kit reference), message text <= 40000 characters
-(chat.postMessage), modal title <= 24 characters and private_metadata <= 3000
+(chat.postMessage; ``msg_blocks_too_long`` for long block text, held at 12000 here), modal title <= 24 characters and private_metadata <= 3000
 characters (views.open / view objects).
 """
 
@@ -40,6 +40,8 @@ TEAM_ID = "T0TEAM"
 BOT_USER_ID = "UBOT"
 BOT_ID = "BBOT"
 API_APP_ID = "A0APP"
+# chat.postMessage answers msg_blocks_too_long above an undocumented total; we hold it here
+MAX_BLOCKS_TEXT = 12000
 
 
 @dataclass
@@ -64,6 +66,7 @@ class _Fault:
     status: int
     retry_after: int | None
     remaining: int
+    when: Callable[[dict[str, Any]], bool] | None = None
 
 
 def _block_texts(block: dict[str, Any]) -> list[str]:
@@ -209,8 +212,9 @@ class FakeSlackAPI:
 
     # ---- fault injection and inspection -------------------------------------------
     def fail(self, method: str, error: str = "ratelimited", *, status: int | None = None,
-             retry_after: int | None = None, times: int = 1) -> None:
-        """Make the next ``times`` calls of ``method`` fail.
+             retry_after: int | None = None, times: int = 1,
+             when: Callable[[dict[str, Any]], bool] | None = None) -> None:
+        """Make the next ``times`` calls of ``method`` (whose arguments match ``when``) fail.
 
         ``error="ratelimited"`` answers HTTP 429 with ``Retry-After: retry_after`` (default 1 s),
         as Slack does; ``status=500`` answers a server error; other errors answer HTTP 200
@@ -219,7 +223,7 @@ class FakeSlackAPI:
         if error == "ratelimited":
             status = 429 if status is None else status
             retry_after = 1 if retry_after is None else retry_after
-        self._faults.setdefault(method, []).append(_Fault(error, status or 200, retry_after, times))
+        self._faults.setdefault(method, []).append(_Fault(error, status or 200, retry_after, times, when))
 
     def calls_to(self, *methods: str, ok_only: bool = False) -> list[Call]:
         """Calls of the given methods, in arrival order (all methods when none given)."""
@@ -282,7 +286,7 @@ class FakeSlackAPI:
         headers: dict[str, str] = {}
         try:
             self._authorise(method, request.headers.get("Authorization", ""), args)
-            fault = self._take_fault(method)
+            fault = self._take_fault(method, args)
             if fault:
                 if fault.retry_after is not None:
                     headers["Retry-After"] = str(fault.retry_after)
@@ -310,15 +314,15 @@ class FakeSlackAPI:
         if token != expected:
             raise SlackAPIError("invalid_auth")
 
-    def _take_fault(self, method: str) -> _Fault | None:
+    def _take_fault(self, method: str, args: dict[str, Any]) -> _Fault | None:
         queue = self._faults.get(method) or []
-        if not queue:
-            return None
-        fault = queue[0]
-        fault.remaining -= 1
-        if fault.remaining <= 0:
-            queue.pop(0)
-        return fault
+        for fault in queue:
+            if fault.when is None or fault.when(args):
+                fault.remaining -= 1
+                if fault.remaining <= 0:
+                    queue.remove(fault)
+                return fault
+        return None
 
     async def _response_url(self, request: web.Request) -> web.Response:
         payload = await request.json()
@@ -352,6 +356,8 @@ class FakeSlackAPI:
             reason = check_blocks(blocks)
             if reason:
                 raise SlackAPIError("invalid_blocks", detail=reason)
+            if sum(len(t) for b in blocks for t in _block_texts(b)) > MAX_BLOCKS_TEXT:
+                raise SlackAPIError("msg_blocks_too_long")
 
     def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
         self._require(args, "channel")
@@ -575,6 +581,9 @@ KB_FILES = {
 }
 
 
+USERS = {"UASKER": "Asha", "UEXPERT": "Erik", "UGROUPEXPERT": "Gita", "UADMIN": "Ada", "UOTHER": "Olaf"}
+
+
 def write_config(tmp_path: Any, fake: FakeSlackAPI, *, slack: str = "", extra: str = "") -> Any:
     """Write a config.toml (data and knowledge under ``tmp_path``, Slack pointed at ``fake``)."""
     kb = tmp_path / "kb"
@@ -635,6 +644,10 @@ class SlackHarness:
 
         settings = load_settings(self.config_path)
         secrets = Secrets(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET)
+        self.fake.users.update({uid: {"id": uid, "name": uid.lower(), "real_name": name,
+                                      "profile": {"display_name": name, "real_name": name}}
+                                for uid, name in USERS.items()})
+        self.fake.usergroups.setdefault("SEXPERTS", ["UGROUPEXPERT"])
         self._stack = AsyncExitStack()
         self.runtime = await self._stack.enter_async_context(open_runtime(settings, secrets, chat_model=self.model))
         self.bot = build_slack_app(self.runtime)

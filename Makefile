@@ -1,0 +1,36 @@
+# Threadwise: the two commands of the README.
+#   make run                 set up (first time) and start the bot: Slack/Discord with tokens, else console chat
+#   make ask Q="question"    set up (first time) and answer one question
+#   make test                set up (first time) and run the tests
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run ask console test eval bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	# CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build.
+	$(BIN)/pip install "torch==2.13.0" --extra-index-url https://download.pytorch.org/whl/cpu
+	$(BIN)/pip install -e ".[offline,test]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/threadwise run
+
+ask: $(STAMP)
+	$(BIN)/threadwise ask "$(Q)"
+
+console: $(STAMP)
+	$(BIN)/threadwise console
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+eval: $(STAMP)
+	$(BIN)/threadwise eval ../shared/eval/dev.jsonl --source ../shared/corpus/langgraph-docs --json bench/results/eval-dev.json
+
+clean:
+	rm -rf $(VENV) data

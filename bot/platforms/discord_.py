@@ -1,0 +1,457 @@
+"""The Discord adapter: discord.py in the same event loop as everything else.
+
+Triggers (see docs/discord.md):
+
+* an @mention in a channel starts a public thread from the question (named from it) and
+  answers there; admin words (``reindex``/``status``/``help``) and a bare mention are
+  answered in the channel;
+* any message in a thread the bot takes part in continues the conversation, no mention needed;
+* DMs work without a mention;
+* ``/threadwise reindex|status|help`` (application commands);
+* the Answer / Retry with hint / Dismiss buttons and modals of a help request.
+
+Thread keys: ``discord:<guild id>:<thread id>`` (or the channel id when there is no thread)
+and ``discord:dm:<DM channel id>``. Message ids are ``discord:<message id>``; the
+ChatService deduplicates on them, persisted across restarts.
+
+Ignored: the bot's own messages, other bots and webhooks (unless their id is in
+``discord.allowed_bot_ids`` and they mention us), system messages (joins, pins, thread
+created...), edits and deletions (no handlers for them).
+
+Without the privileged MESSAGE_CONTENT intent Discord closes the gateway with 4014; the bot
+logs what to enable in the developer portal and reconnects without it, answering mentions
+and DMs only (guild messages without a mention arrive with empty text then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+import discord
+import yarl
+from discord import app_commands
+
+from bot.admin import AdminCommands
+from bot.config import Secrets, Settings
+from bot.platforms.discord_auth import is_admin, is_expert
+from bot.platforms.discord_format import strip_mentions, thread_name
+from bot.platforms.discord_responder import DiscordResponder, InteractionResponder
+from bot.platforms.discord_views import HelpButton, help_modal, modal_text, parse_modal_id
+from bot.protocol import HumanAction, IncomingMessage
+
+log = logging.getLogger("threadwise.discord")
+
+_DEFAULT_API_BASE = discord.http.Route.BASE
+_DEFAULT_GATEWAY = discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
+_USER_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+SHUTDOWN_GRACE_SECONDS = 10.0  # in-flight answers may finish this long after a stop request
+
+INTENT_HELP = (
+    "Discord refused the privileged MESSAGE CONTENT intent (gateway close code 4014). "
+    "Enable it in the Discord developer portal: Applications > your application > Bot > "
+    "Privileged Gateway Intents > MESSAGE CONTENT INTENT, then restart Threadwise. "
+    "Until then Threadwise answers only @mentions and DMs (follow-ups in threads need a mention)."
+)
+
+
+def discord_enabled(settings: Settings, secrets: Secrets) -> bool:
+    """True when Discord should start: ``DISCORD_TOKEN`` is set in the environment."""
+    return bool(secrets.discord_token)
+
+
+def default_intents() -> discord.Intents:
+    """Guilds, guild and DM messages, reactions, plus the privileged MESSAGE_CONTENT intent
+    (needed to read follow-ups in threads without a mention). No members or presences."""
+    intents = discord.Intents.default()
+    intents.message_content = True
+    return intents
+
+
+def thread_key_for(channel: Any, guild_id: int | None) -> str:
+    """``discord:<guild id or dm>:<channel or thread id>``."""
+    return f"discord:{guild_id if guild_id else 'dm'}:{channel.id}"
+
+
+def channel_of(thread_key: str) -> int:
+    """The channel (thread or DM channel) id at the end of a Discord thread key."""
+    return int(thread_key.rsplit(":", 1)[1])
+
+
+class ThreadwiseBot(discord.Client):
+    """discord.py client wired to the runtime's ChatService.
+
+    Args:
+        runtime: the opened runtime (``.service``, ``.settings``).
+        intents: gateway intents; default :func:`default_intents`.
+        guild_ready_timeout: seconds discord.py waits for GUILD_CREATEs before on_ready
+            (its default is 2; tests lower it).
+    """
+
+    def __init__(self, runtime: Any, *, intents: discord.Intents | None = None, guild_ready_timeout: float = 2.0) -> None:
+        super().__init__(
+            intents=intents or default_intents(),
+            allowed_mentions=discord.AllowedMentions.none(),
+            guild_ready_timeout=guild_ready_timeout,
+            chunk_guilds_at_startup=False,
+        )
+        self.runtime = runtime
+        self.service = runtime.service
+        self.discord_settings = runtime.settings.discord
+        self.message_content_enabled = self.intents.message_content
+        self.tree = app_commands.CommandTree(self)
+        self.tree.add_command(_admin_group(self))
+        self.tree.on_error = self._on_tree_error  # type: ignore[method-assign]
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._chains: dict[int, asyncio.Future[None]] = {}
+        self.service.register_platform("discord", lambda ref: DiscordResponder.from_reference(self, ref))
+
+    # ------------------------------------------------------------------ start-up
+    async def setup_hook(self) -> None:
+        """Register the persistent help buttons and publish the slash commands."""
+        self.add_dynamic_items(HelpButton)
+        try:
+            guild_ids = self.discord_settings.command_guild_ids
+            if guild_ids:
+                for gid in guild_ids:
+                    guild = discord.Object(gid)
+                    self.tree.copy_global_to(guild=guild)
+                    await self.tree.sync(guild=guild)
+            else:
+                await self.tree.sync()
+            log.info("discord: slash commands published (%s)", f"servers {guild_ids}" if guild_ids else "global")
+        except discord.HTTPException as exc:
+            log.warning(
+                "discord: could not publish /threadwise (HTTP %s, code %s); invite the bot with the "
+                "applications.commands scope. Mentions and DMs still work.", exc.status, exc.code
+            )
+
+    async def on_ready(self) -> None:
+        log.info(
+            "discord: connected as %s (id %s) to %d server(s); message content intent %s",
+            self.user, self.user.id if self.user else "?", len(self.guilds),
+            "on" if self.message_content_enabled else "OFF (mentions and DMs only)",
+        )
+
+    async def connect_with_fallback(self) -> None:
+        """``connect()``, and if Discord refuses the MESSAGE_CONTENT intent (4014), explain
+        what to enable and reconnect without it.
+
+        Raises:
+            discord.PrivilegedIntentsRequired: refused although message content was already off.
+            discord.ConnectionClosed, discord.GatewayNotFound: unrecoverable gateway errors.
+        """
+        while True:
+            try:
+                await self.connect(reconnect=True)
+                return
+            except discord.PrivilegedIntentsRequired:
+                if not self._connection._intents.message_content:
+                    log.error("discord: a privileged intent was refused (4014) although message content is off")
+                    raise
+                log.error("discord: %s", INTENT_HELP)
+                # The client stays open after a 4014; reconnect with the intent dropped.
+                self._connection._intents.message_content = False
+                self.message_content_enabled = False
+
+    # ------------------------------------------------------------------ background work
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run ``coro`` in the background, keeping a reference until it ends."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def wait_idle(self, timeout: float = 20.0) -> None:
+        """Wait until no background answer is running (including ones started meanwhile).
+
+        Raises:
+            TimeoutError: still busy after ``timeout`` seconds.
+        """
+        async with asyncio.timeout(timeout):
+            while pending := [t for t in self._tasks if not t.done()]:
+                await asyncio.wait(pending)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for in-flight answers, then cancel the rest."""
+        pending = [t for t in self._tasks if not t.done()]
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=timeout)
+        for task in late:
+            task.cancel()
+        if late:
+            log.warning("discord: cancelled %d unfinished task(s) at shutdown", len(late))
+            await asyncio.wait(late, timeout=2.0)
+
+    # ------------------------------------------------------------------ messages
+    def _mentions_me(self, message: discord.Message) -> bool:
+        me = self.user
+        return me is not None and any(u.id == me.id for u in message.mentions)
+
+    def _wanted(self, message: discord.Message) -> bool:
+        """Cheap filters: own messages, system messages, bots and webhooks."""
+        me = self.user
+        if me is None or message.author.id == me.id:
+            return False
+        if message.type not in _USER_MESSAGE_TYPES or message.is_system():
+            return False
+        if message.author.bot or message.webhook_id:
+            allowed = message.author.id in self.discord_settings.allowed_bot_ids and self._mentions_me(message)
+            if not allowed:
+                log.debug("discord: ignored bot/webhook message %s from %s", message.id, message.author.id)
+            return allowed
+        return True
+
+    async def on_message(self, message: discord.Message) -> None:
+        """Turn a user message into ``ChatService.handle`` (in a background task).
+
+        Messages of one channel are translated in arrival order (thread creation and the
+        "does the bot take part here" check are awaited), so ``handle`` sees them in order.
+        """
+        if not self._wanted(message):
+            return
+        key = message.channel.id
+        previous = self._chains.get(key)
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._chains[key] = mine
+        try:
+            if previous is not None:
+                await asyncio.wait([previous])
+            translated = await self._translate(message)
+            if translated is not None:
+                incoming, out = translated
+                self.spawn(self.service.handle(incoming, out), name=f"discord handle {incoming.message_id}")
+        except Exception:  # noqa: BLE001 - one bad event must not stop the bot
+            log.exception("discord: could not handle message %s", message.id)
+        finally:
+            mine.set_result(None)
+            if self._chains.get(key) is mine:
+                del self._chains[key]
+
+    async def _translate(self, message: discord.Message) -> tuple[IncomingMessage, DiscordResponder] | None:
+        """Decide whether and where to answer; start the thread for a new question."""
+        assert self.user is not None
+        mentioned = self._mentions_me(message)
+        text = strip_mentions(message.content, [self.user.id])
+        channel = message.channel
+        guild_id = message.guild.id if message.guild else None
+        reply_channel = channel.id
+        if guild_id is None:
+            thread_key = thread_key_for(channel, None)
+        elif isinstance(channel, discord.Thread):
+            thread_key = thread_key_for(channel, guild_id)
+            if not mentioned:
+                if not self.message_content_enabled:
+                    return None  # the text is withheld by Discord: never answer an empty question
+                if channel.owner_id != self.user.id and not await self.service.knows_thread(thread_key):
+                    return None
+        elif not mentioned:
+            return None
+        elif not text or AdminCommands.parse(text):
+            thread_key = thread_key_for(channel, guild_id)  # short replies stay in the channel
+        else:
+            thread = await self._start_thread(message, text)
+            target = thread or channel
+            thread_key = thread_key_for(target, guild_id)
+            reply_channel = target.id
+        author = message.author
+        incoming = IncomingMessage(
+            platform="discord",
+            thread_key=thread_key,
+            message_id=f"discord:{message.id}",
+            author_id=str(author.id),
+            text=text,
+            author_name=getattr(author, "display_name", "") or author.name,
+            is_admin=is_admin(author, self.discord_settings),
+            is_expert=is_expert(author, self.discord_settings),
+        )
+        out = DiscordResponder(
+            self,
+            thread_key=thread_key,
+            channel_id=reply_channel,
+            status_channel_id=channel.id,
+            status_message_id=message.id,
+            author_id=author.id,
+        )
+        log.info(
+            "discord: message %s from user=%s accepted thread=%s (%d chars, mention=%s)",
+            message.id, author.id, thread_key, len(text), mentioned,
+        )
+        return incoming, out
+
+    async def _start_thread(self, message: discord.Message, question: str) -> discord.Thread | None:
+        """Start a public thread from the question message (Discord: Start Thread from
+        Message; the thread gets the message's id). On a redelivered message the thread
+        already exists (code 160004) and is reused; if threads are not possible here
+        (DM-like channel, missing permission) returns None and the answer goes in the channel."""
+        name = thread_name(question, self.discord_settings.thread_name_characters)
+        try:
+            thread = await message.create_thread(name=name, auto_archive_duration=1440)
+            log.info("discord: started thread %s (%r) for message %s", thread.id, name, message.id)
+            return thread
+        except (discord.HTTPException, ValueError, TypeError, AttributeError) as exc:
+            existing = message.guild.get_thread(message.id) if message.guild else None
+            if existing is None and isinstance(exc, discord.HTTPException) and exc.code == 160004:
+                with contextlib.suppress(discord.HTTPException):
+                    fetched = await self.fetch_channel(message.id)
+                    existing = fetched if isinstance(fetched, discord.Thread) else None
+            if existing is not None:
+                return existing
+            log.warning("discord: cannot start a thread for message %s (%s); answering in the channel", message.id, exc)
+            return None
+
+    # ------------------------------------------------------------------ interactions
+    def _perms(self, interaction: discord.Interaction) -> discord.Permissions | None:
+        return interaction.permissions if interaction.guild_id else None
+
+    async def on_help_button(self, interaction: discord.Interaction, action: HumanAction, thread_key: str, interrupt_id: str) -> None:
+        """A click on Answer / Retry with hint / Dismiss of a help request.
+
+        Non-experts are refused ephemerally by the service; for experts Answer and Retry
+        open a modal, Dismiss resumes at once.
+        """
+        user = interaction.user
+        expert = is_expert(user, self.discord_settings, self._perms(interaction))
+        log.info("discord: help button %s by user=%s expert=%s thread=%s", action.value, user.id, expert, thread_key)
+        if expert and action is not HumanAction.DISMISS:
+            try:
+                await interaction.response.send_modal(help_modal(action, thread_key, interrupt_id))
+            except discord.HTTPException as exc:
+                log.warning("discord: could not open the help modal thread=%s: %s", thread_key, exc)
+            return
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.response.defer()  # acknowledge the click; replies follow up
+        await self._resume(interaction, action, "", thread_key, interrupt_id, expert)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """Handle help-modal submits (``tw:m:...``); other interactions have their own handlers."""
+        if interaction.type is not discord.InteractionType.modal_submit:
+            return
+        parsed = parse_modal_id(str((interaction.data or {}).get("custom_id", "")))
+        if parsed is None:
+            return
+        action, thread_key, interrupt_id = parsed
+        expert = is_expert(interaction.user, self.discord_settings, self._perms(interaction))
+        log.info("discord: help modal %s submitted by user=%s expert=%s thread=%s", action.value, interaction.user.id, expert, thread_key)
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        await self._resume(interaction, action, modal_text(interaction), thread_key, interrupt_id, expert)
+
+    async def _resume(self, interaction: discord.Interaction, action: HumanAction, text: str, thread_key: str,
+                      interrupt_id: str, expert: bool) -> None:
+        out = InteractionResponder(
+            self, interaction, ephemeral=True, in_thread=True,
+            thread_key=thread_key, channel_id=channel_of(thread_key), author_id=interaction.user.id,
+        )
+        out._original = "deferred" if interaction.response.type is discord.InteractionResponseType.deferred_channel_message else ""
+        user = interaction.user
+        ok = await self.service.resume(
+            thread_key, action, text, actor_id=str(user.id), actor_name=getattr(user, "display_name", "") or user.name,
+            is_expert=expert, out=out, interrupt_id=interrupt_id or None,
+        )
+        if not ok:
+            return
+        done = {HumanAction.ANSWER: "answered", HumanAction.RETRY: "retried with a hint", HumanAction.DISMISS: "dismissed"}[action]
+        if interaction.message is not None:  # the help request: its buttons are spent
+            with contextlib.suppress(discord.HTTPException):
+                await interaction.message.edit(content=f"{interaction.message.content}\n\n-# {done.capitalize()} by {user.mention}.", view=None)
+        await out.notify_private(f"Done: the help request was {done}.")
+
+    async def run_admin(self, interaction: discord.Interaction, command: str) -> None:
+        """``/threadwise <command>``: authorise, then let the service run it. Non-admins see
+        only ephemeral replies (a refused reindex is ephemeral)."""
+        user = interaction.user
+        admin = is_admin(user, self.discord_settings, self._perms(interaction))
+        thread_key = thread_key_for(interaction.channel or discord.Object(interaction.channel_id or 0), interaction.guild_id)
+        log.info("discord: /threadwise %s by user=%s admin=%s thread=%s", command, user.id, admin, thread_key)
+        out = InteractionResponder(
+            self, interaction, ephemeral=not admin, thread_key=thread_key,
+            channel_id=interaction.channel_id or 0, author_id=user.id,
+        )
+        keep_alive = asyncio.create_task(out.keep_alive())
+        try:
+            await self.service.admin(command, actor_id=str(user.id), is_admin=admin, out=out)
+        finally:
+            keep_alive.cancel()
+
+    async def _on_tree_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+        log.error("discord: slash command failed: %r", error)
+        with contextlib.suppress(discord.HTTPException):
+            if not interaction.response.is_done():
+                await interaction.response.send_message("Sorry, that command failed.", ephemeral=True)
+
+
+def _admin_group(bot: ThreadwiseBot) -> app_commands.Group:
+    """``/threadwise reindex|status|help``."""
+    group = app_commands.Group(name="threadwise", description="Threadwise: knowledge base Q&A bot")
+
+    @group.command(name="reindex", description="Rebuild the knowledge index (admins only)")
+    async def reindex(interaction: discord.Interaction) -> None:
+        await bot.run_admin(interaction, "reindex")
+
+    @group.command(name="status", description="Show the knowledge base and bot status")
+    async def status(interaction: discord.Interaction) -> None:
+        await bot.run_admin(interaction, "status")
+
+    @group.command(name="help", description="How to ask Threadwise questions")
+    async def help_(interaction: discord.Interaction) -> None:
+        await bot.run_admin(interaction, "help")
+
+    return group
+
+
+def build_discord_bot(runtime: Any, *, guild_ready_timeout: float = 2.0, intents: discord.Intents | None = None) -> ThreadwiseBot:
+    """Build the client for ``runtime`` (not connected yet).
+
+    ``[discord] api_base_url`` / ``gateway_url`` (e.g. a local fake in tests) replace
+    discord.py's endpoints for the whole process (``discord.http.Route.BASE`` and
+    ``DiscordWebSocket.DEFAULT_GATEWAY``); empty values restore Discord's.
+    """
+    s = runtime.settings.discord
+    discord.http.Route.BASE = s.api_base_url.rstrip("/") if s.api_base_url else _DEFAULT_API_BASE
+    discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(s.gateway_url) if s.gateway_url else _DEFAULT_GATEWAY
+    return ThreadwiseBot(runtime, intents=intents, guild_ready_timeout=guild_ready_timeout)
+
+
+async def run_discord(runtime: Any, *, stop: asyncio.Event | None = None, bot: ThreadwiseBot | None = None) -> None:
+    """Run the Discord bot until ``stop`` is set (or forever), in the current event loop.
+
+    Args:
+        runtime: the opened runtime; ``runtime.secrets.discord_token`` must be set.
+        stop: set it to disconnect; in-flight answers get SHUTDOWN_GRACE_SECONDS to finish.
+        bot: a client from :func:`build_discord_bot` (tests); default: a new one.
+    Raises:
+        ValueError: no DISCORD_TOKEN.
+        discord.LoginFailure: Discord rejected the token (logged with what to do).
+        discord.PrivilegedIntentsRequired, discord.ConnectionClosed: the gateway gave up.
+    """
+    token = runtime.secrets.discord_token
+    if not token:
+        raise ValueError("DISCORD_TOKEN is not set")
+    bot = bot or build_discord_bot(runtime)
+    async with bot:
+        try:
+            await bot.login(token)
+        except discord.LoginFailure:
+            log.error("discord: Discord rejected DISCORD_TOKEN (401). Copy the token again from the developer "
+                      "portal (Bot > Reset Token) into DISCORD_TOKEN.")
+            raise
+        runner = asyncio.create_task(bot.connect_with_fallback(), name="discord gateway")
+        waits: set[asyncio.Task[Any]] = {runner}
+        if stop is not None:
+            waits.add(asyncio.create_task(stop.wait(), name="discord stop"))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if runner.done():
+                runner.result()  # re-raise a fatal gateway error
+            log.info("discord: stopping")
+            await bot.drain(SHUTDOWN_GRACE_SECONDS)
+        finally:
+            for task in waits:
+                task.cancel()
+            await bot.close()
+            await asyncio.gather(*waits, return_exceptions=True)

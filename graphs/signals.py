@@ -1,0 +1,82 @@
+"""Cheap lexical graders, used instead of LLM graders when the chat model is too small to
+judge (``[graph] graders = "lexical"``, and ``"auto"`` with the offline model).
+
+They make the same checks as the LLM graders (document relevance, grounding,
+usefulness) from term overlap, at no model cost. Terms are lower-cased words of two or
+more characters, minus stopwords, with a crude suffix strip (s, es, ing, ed) so that
+"reindexing" matches "reindex".
+"""
+
+from __future__ import annotations
+
+import re
+
+from graphs.knowledge import _STOPWORDS
+
+_REFUSALS = ("i don't know", "i do not know", "i'm not sure", "cannot answer", "can't answer",
+             "no information", "not contain", "does not say", "do not have")
+
+
+def terms(text: str) -> set[str]:
+    """Content terms of ``text`` (see the module docstring)."""
+    out = set()
+    for w in re.findall(r"[a-z0-9_]+", text.lower()):
+        if len(w) < 2 or w in _STOPWORDS:
+            continue
+        for suffix in ("ing", "es", "ed", "s"):
+            if len(w) > len(suffix) + 3 and w.endswith(suffix):
+                w = w[: -len(suffix)]
+                break
+        out.add(w)
+    return out
+
+
+def relevance(question: str, document: str) -> float:
+    """Share (0..1) of the question's terms that occur in the document."""
+    q = terms(question)
+    return len(q & terms(document)) / len(q) if q else 0.0
+
+
+def grounding(answer: str, sources: list[str]) -> float:
+    """Share (0..1) of the answer's terms that occur in the sources (citations ignored)."""
+    a = terms(re.sub(r"\[\d+\]", " ", answer))
+    if not a:
+        return 0.0
+    s: set[str] = set()
+    for text in sources:
+        s |= terms(text)
+    return len(a & s) / len(a)
+
+
+def is_useful(question: str, answer: str) -> bool:
+    """The answer is not empty, not a refusal, and shares a term with the question."""
+    low = answer.lower()
+    if len(low.strip()) < 10 or any(r in low for r in _REFUSALS):
+        return False
+    return bool(terms(question) & terms(answer))
+
+
+def key_sentences(question: str, text: str, n: int = 2, max_characters: int = 400) -> list[str]:
+    """The ``n`` sentences or list items of ``text`` sharing the most terms with
+    ``question`` (in document order), each cut to ``max_characters``."""
+    q = terms(question)
+    # unwrap hard-wrapped lines, keep paragraph, list-item and code-line breaks
+    blocks = re.split(r"\n\s*\n|\n(?=\s*(?:[-*+] |\d+\. |#|```|    ))", text)
+    pieces = []
+    for block in blocks:
+        joined = re.sub(r"\s*\n\s*", " ", block.strip())
+        pieces += [p.strip(" -*+\t") for p in re.split(r"(?<=[.!?])\s+(?=[A-Z`\"(])", joined) if len(p.strip()) > 20]
+    scored = sorted(((len(q & terms(p)), i) for i, p in enumerate(pieces)), reverse=True)[:n]
+    return [pieces[i][:max_characters] for score, i in sorted(scored, key=lambda x: x[1]) if score > 0]
+
+
+def extractive_answer(question: str, documents: list[dict], max_documents: int = 3) -> str:
+    """An answer made only of the documents' own key sentences, cited ``[n]`` by document
+    position: grounded by construction (the fallback when a small model's drafts are not)."""
+    lines = []
+    for i, d in enumerate(documents[:max_documents], start=1):
+        for s in key_sentences(question, d.get("text", "")):
+            lines.append(f"- {s} [{i}]")
+    if not lines:
+        return ""
+    return "Here is what the documentation says:\n" + "\n".join(lines)
