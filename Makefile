@@ -3,6 +3,7 @@
 #   make ask Q="question"    set up (first time) and answer one question
 #   make test                set up (first time) and run the tests
 PY ?= python3
+TORCH_PIP_ARGS ?=
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -13,7 +14,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	# CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build.
-	$(BIN)/pip install "torch==2.13.0" --extra-index-url https://download.pytorch.org/whl/cpu
+	# Elsewhere than our CI machines: make run TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+	$(BIN)/pip install "torch==2.13.0" $(TORCH_PIP_ARGS)
 	$(BIN)/pip install -e ".[offline,test]"
 	touch $(STAMP)
 

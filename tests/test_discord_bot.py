@@ -69,11 +69,12 @@ def present_reactions(fake: FakeDiscord, message_id: str) -> list[str]:
 
 def answers(fake: FakeDiscord, channel_id: str) -> list[str]:
     """Texts the bot posted in a channel, help requests (messages with buttons) excluded."""
-    return [m["content"] for m in fake.bot_messages(channel_id) if not m.get("components")]
+    return [m["content"] for m in fake.bot_messages(channel_id) if not m.get("posted_components")]
 
 
 def help_requests(fake: FakeDiscord, channel_id: str) -> list[dict]:
-    return [m for m in fake.bot_messages(channel_id) if m.get("components")]
+    """Messages the bot posted with buttons (as they are now: edits included)."""
+    return [fake.all_messages[m["id"]] for m in fake.bot_messages(channel_id) if m.get("posted_components")]
 
 
 def button_ids(message: dict) -> dict[str, str]:

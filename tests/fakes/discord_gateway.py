@@ -570,6 +570,7 @@ class FakeDiscord:
         in_guild = channel_id == self.channel_id or channel_id in self.threads
         msg = self.message_payload(self.bot, content, channel_id=channel_id, guild=in_guild)
         msg["components"] = body.get("components") or []
+        msg["posted_components"] = msg["components"]  # for assertions: edits may remove components
         msg["allowed_mentions"] = body.get("allowed_mentions")
         if body.get("message_reference"):
             msg["message_reference"] = body["message_reference"]
