@@ -1,0 +1,126 @@
+"""Shared fixtures: a small knowledge base, settings written to a real config.toml, a
+runtime on a scripted chat model, and a local Tavily-shaped HTTP server."""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+from aiohttp import web
+
+from bot.config import Secrets, Settings, load_settings
+from bot.runtime import Runtime, open_runtime
+from graphs.models import ScriptedChatModel
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+KB_FILES = {
+    "deploy/container.md": """# Standalone container
+
+## Requirements
+The container needs REDIS_URI and DATABASE_URI set before it boots, and a LANGSMITH_API_KEY.
+Start Redis and Postgres first, then run the image with docker run.
+""",
+    "auth.md": """# Authentication
+
+## Studio access
+Custom auth handlers do not apply to Studio by default. Set disable_studio_auth to true in
+langgraph.json to require tokens from Studio too.
+""",
+    "memory.md": """# Memory
+
+## Trimming messages
+A pre_model_hook that returns llm_input_messages only changes what the model sees.
+To delete messages permanently from the thread, return RemoveMessage entries in messages.
+""",
+}
+
+
+def write_kb(root: Path) -> Path:
+    """Write the small test knowledge base under ``root/kb`` and return that folder."""
+    kb = root / "kb"
+    for rel, text in KB_FILES.items():
+        p = kb / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return kb
+
+
+def write_config(root: Path, extra: str = "", sources: list[Path] | None = None) -> Path:
+    """Write a config.toml for tests under ``root`` (data files in ``root/data``)."""
+    srcs = sources or [write_kb(root)]
+    text = f"""
+[knowledge]
+sources = {json.dumps([str(s) for s in srcs])}
+embeddings = "none"
+k = 3
+
+[service]
+checkpoint_db = "data/checkpoints.sqlite"
+bookkeeping_db = "data/bookkeeping.sqlite"
+help_timeout_seconds = 600
+
+[models]
+max_retries = 2
+{extra}
+"""
+    path = root / "config.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return load_settings(write_config(tmp_path))
+
+
+@asynccontextmanager
+async def scripted_runtime(settings: Settings, script: dict[str, Any] | None = None,
+                           secrets: Secrets | None = None, model: ScriptedChatModel | None = None
+                           ) -> AsyncIterator[tuple[Runtime, ScriptedChatModel]]:
+    """A real runtime (graph, SQLite checkpointer, bookkeeping, keyword index) on a
+    scripted chat model."""
+    model = model or ScriptedChatModel(script=script or {})
+    async with open_runtime(settings, secrets or Secrets(), chat_model=model, embeddings=None) as rt:
+        yield rt, model
+
+
+class FakeTavily:
+    """A local server speaking Tavily's POST /search. ``results`` is returned for every
+    query; ``status`` other than 200 answers with that HTTP error."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.results: list[dict[str, Any]] = [
+            {"title": "Release notes", "url": "https://example.com/news",
+             "content": "The container needs REDIS_URI and DATABASE_URI; version 9 was released today.", "score": 0.9}
+        ]
+        self.status = 200
+        self.base_url = ""
+
+    async def search(self, request: web.Request) -> web.Response:
+        self.requests.append(await request.json())
+        if self.status != 200:
+            return web.json_response({"detail": {"error": "boom"}}, status=self.status)
+        return web.json_response({"query": self.requests[-1].get("query"), "results": self.results,
+                                  "response_time": 0.01})
+
+
+@pytest.fixture
+async def tavily() -> AsyncIterator[FakeTavily]:
+    fake = FakeTavily()
+    app = web.Application()
+    app.router.add_post("/search", fake.search)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    fake.base_url = f"http://127.0.0.1:{port}"
+    yield fake
+    await runner.cleanup()
