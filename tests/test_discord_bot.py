@@ -8,6 +8,7 @@ fake: reactions, threads, messages, interaction callbacks.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -93,14 +94,18 @@ def ephemeral_texts(fake: FakeDiscord, interaction: dict) -> list[str]:
     for c in callbacks_for(fake, interaction):
         if c["type"] == 4 and c["data"].get("flags", 0) & 64:
             texts.append(c["data"].get("content", ""))
-    texts += [m["content"] for m in fake.followups if m["interaction_token"] == interaction["token"] and m["flags"] & 64]
+    texts += [
+        m["content"] for m in fake.followups if m["interaction_token"] == interaction["token"] and m["flags"] & 64
+    ]
     original = fake._original.get(interaction["token"])
     if original is not None and original.get("flags", 0) & 64 and original.get("content"):
         texts.append(original["content"])
     return texts
 
 
-async def ask_in_channel(fake: FakeDiscord, bot: DiscordHarness, user, question: str, *, form: str = "<@{}>") -> tuple[dict, str]:
+async def ask_in_channel(
+    fake: FakeDiscord, bot: DiscordHarness, user, question: str, *, form: str = "<@{}>"
+) -> tuple[dict, str]:
     """Mention the bot in the channel with a question; wait for the answer; return the user's
     message and the thread id."""
     msg = await fake.send_message(user, f"{form.format(fake.bot.id)} {question}")
@@ -153,6 +158,45 @@ async def test_follow_up_in_the_thread_needs_no_mention_and_keeps_history(fake, 
     assert any("How do I deploy?" in t for t in texts) and any("roll it back" in t for t in texts)
 
 
+async def test_two_quick_messages_in_a_thread_are_answered_in_order(fake, open_bot):
+    bot = await open_bot(ScriptedChatModel(script={"generate": lambda msgs: f"Answer about: {msgs[-1].content}"}))
+    alice = fake.add_user("alice")
+    _, thread_id = await ask_in_channel(fake, bot, alice, "how do I deploy?")
+    await fake.send_message(alice, "first: deploy on Monday?", channel_id=thread_id)
+    await fake.send_message(alice, "second: deploy on Tuesday?", channel_id=thread_id)
+    await fake.wait_until(lambda: len(answers(fake, thread_id)) == 3)
+    await bot.idle()
+    later = answers(fake, thread_id)[1:]
+    assert "first" in later[0] and "second" in later[1]
+
+
+async def test_mention_in_someone_elses_thread_answers_there_and_continues(fake, bot):
+    alice = fake.add_user("alice")
+    thread_id = await fake.user_thread(alice, "release planning")
+    await fake.send_message(alice, "anyone knows the deploy steps?", channel_id=thread_id)  # not for us yet
+    await bot.idle()
+    assert fake.calls("POST", "/messages") == []
+    await fake.send_message(alice, f"<@{fake.bot.id}> how do I deploy?", channel_id=thread_id)
+    await fake.wait_until(lambda: answers(fake, thread_id))
+    await fake.send_message(alice, "and to staging?", channel_id=thread_id)  # we take part now
+    await fake.wait_until(lambda: len(answers(fake, thread_id)) == 2)
+    await bot.idle()
+    assert len(answers(fake, thread_id)) == 2
+    assert list(fake.threads) == [thread_id]  # no thread inside the thread
+
+
+async def test_follow_up_in_an_archived_thread_after_a_restart_continues_it(fake, bot):
+    alice = fake.add_user("alice")
+    _, thread_id = await ask_in_channel(fake, bot, alice, "how do I deploy?")
+    fake.archive_thread(thread_id)  # not in GUILD_CREATE any more: discord.py does not know it
+    await bot.restart()
+    assert bot.bot.get_channel(int(thread_id)) is None
+    await fake.send_message(alice, "and to staging?", channel_id=thread_id)
+    await fake.wait_until(lambda: len(answers(fake, thread_id)) == 2)
+    await bot.idle()
+    assert len(answers(fake, thread_id)) == 2
+
+
 async def test_channel_message_without_mention_is_ignored(fake, bot):
     alice = fake.add_user("alice")
     await fake.send_message(alice, "just chatting, not for the bot")
@@ -181,6 +225,13 @@ async def test_nickname_form_mention_is_detected_and_stripped(fake, bot):
     assert len(answers(fake, thread_id)) == 1
     route_input = str([m for t, m in bot.model.calls if t == "route"][0][-1].content)
     assert "<@!" not in route_input
+
+
+async def test_mention_of_the_bots_own_role_counts_as_a_mention(fake, bot):
+    alice = fake.add_user("alice")
+    msg, thread_id = await ask_in_channel(fake, bot, alice, "how do I deploy?", form=f"<@&{fake.bot_role_id}>")
+    assert fake.threads[thread_id]["name"] == "how do I deploy?"
+    assert len(answers(fake, thread_id)) == 1
 
 
 async def test_bare_mention_gets_a_prompt_and_no_llm_call(fake, bot):
@@ -244,7 +295,12 @@ async def test_redelivered_channel_mention_reuses_its_thread_and_answers_once(fa
 # ---------------------------------------------------------------------------- outbound
 async def test_long_answer_with_code_is_split_in_order_under_2000_characters(fake, open_bot):
     code = "```bash\n" + "\n".join(f"tw deploy --step {i:03d} --env prod --wait" for i in range(80)) + "\n```"
-    long_answer = "\n\n".join(["Deploying takes three steps [1]. " + "Check the CI status first. " * 20] * 3) + "\n\n" + code + "\n\nDone."
+    long_answer = (
+        "\n\n".join(["Deploying takes three steps [1]. " + "Check the CI status first. " * 20] * 3)
+        + "\n\n"
+        + code
+        + "\n\nDone."
+    )
     assert len(long_answer) >= 4500
     bot = await open_bot(ScriptedChatModel(script={"generate": long_answer}))
     alice = fake.add_user("alice")
@@ -309,7 +365,7 @@ async def test_help_request_answered_by_an_expert_through_the_button_and_modal(f
     erin = fake.add_user("erin", roles=[fake.expert_role_id])
     msg, thread_id = await ask_in_channel(fake, bot, alice, "what is the VPN password policy?")
 
-    help_msg = await wait_help_request(fake, bot, thread_id)
+    help_msg = copy.deepcopy(await wait_help_request(fake, bot, thread_id))  # as the expert's client shows it
     assert f"<@&{fake.expert_role_id}>" in help_msg["content"]  # the expert role is pinged
     assert [str(r) for r in help_msg["allowed_mentions"]["roles"]] == [fake.expert_role_id]
     assert answers(fake, thread_id) == []
@@ -332,7 +388,7 @@ async def test_help_request_answered_by_an_expert_through_the_button_and_modal(f
     assert any("answered" in t for t in ephemeral_texts(fake, submit))
     assert fake.all_messages[help_msg["id"]]["components"] == []  # spent buttons removed
 
-    # exactly once: a second expert click on the (stale) button resumes nothing
+    # exactly once: a click from a client that still shows the old buttons resumes nothing
     again = await fake.click(erin, help_msg, ids["Dismiss"])
     await fake.wait_until(lambda: ephemeral_texts(fake, again))
     await bot.idle()
@@ -349,7 +405,7 @@ async def test_help_request_button_refused_for_a_non_expert(fake, open_bot):
 
     for label in ("Answer", "Dismiss"):
         click = await fake.click(bob, help_msg, button_ids(help_msg)[label])
-        await fake.wait_until(lambda: ephemeral_texts(fake, click))
+        await fake.wait_until(lambda click=click: ephemeral_texts(fake, click))
         assert "Only the experts" in ephemeral_texts(fake, click)[0]
         assert all(c["type"] != 9 for c in callbacks_for(fake, click))  # no modal for non-experts
     await bot.idle()
@@ -379,6 +435,20 @@ async def test_help_request_resumed_by_text_reply_from_an_expert_not_from_others
     assert present_reactions(fake, msg["id"]) == [CHECK]
 
 
+async def test_private_refusal_falls_back_to_a_mention_when_dms_are_closed(fake, open_bot):
+    bot = await open_bot(never_grounded())
+    alice = fake.add_user("alice")
+    fake.dms_closed.add(alice.id)
+    msg, thread_id = await ask_in_channel(fake, bot, alice, "what is the VPN password policy?")
+    await wait_help_request(fake, bot, thread_id)
+    await fake.send_message(alice, "dismiss", channel_id=thread_id)
+    await fake.wait_until(lambda: answers(fake, thread_id))
+    await bot.idle()
+    (note,) = answers(fake, thread_id)
+    assert note.startswith(f"<@{alice.id}>") and "expert" in note
+    assert present_reactions(fake, msg["id"]) == [RAISED]  # still waiting
+
+
 async def test_dismiss_by_button_ends_in_the_apology(fake, open_bot):
     bot = await open_bot(never_grounded())
     alice = fake.add_user("alice")
@@ -404,7 +474,7 @@ async def test_retry_with_hint_by_modal_runs_again_and_answers(fake, open_bot):
     bot = await open_bot(ScriptedChatModel(script={"grade_answer": grade}))
     alice = fake.add_user("alice")
     erin = fake.add_user("erin", roles=[fake.expert_role_id])
-    msg, thread_id = await ask_in_channel(fake, bot, alice, "what is the VPN password policy?")
+    msg, thread_id = await ask_in_channel(fake, bot, alice, "how do I deploy on a Friday?")
     help_msg = await wait_help_request(fake, bot, thread_id)
     calls_before = len(bot.model.calls)
 
@@ -438,6 +508,27 @@ async def test_help_buttons_keep_working_after_a_restart(fake, open_bot):
     assert present_reactions(fake, msg["id"]) == [SAD]  # the old responder's reaction was replaced
 
 
+async def test_help_request_in_a_dm_resumed_by_an_expert_user_id(fake, open_bot):
+    erin = fake.add_user("erin")  # an expert by user id (no roles in DMs)
+    bob = fake.add_user("bob")
+    bot = await open_bot(never_grounded(), discord=f"expert_user_ids = [{erin.id}]")
+    alice = fake.add_user("alice")
+    msg = await fake.send_message(alice, "what is the VPN password policy?", dm=True)
+    dm_channel = fake.dm_channels[alice.id]
+    help_msg = copy.deepcopy(await wait_help_request(fake, bot, dm_channel))
+    assert f"<@{erin.id}>" in help_msg["content"]
+    assert all(f"discord:dm:{dm_channel}" in i for i in button_ids(help_msg).values())
+
+    refused = await fake.click(bob, help_msg, button_ids(help_msg)["Dismiss"])
+    await fake.wait_until(lambda: ephemeral_texts(fake, refused))
+    await fake.click(erin, help_msg, button_ids(help_msg)["Dismiss"])
+    await fake.wait_until(lambda: answers(fake, dm_channel))
+    await bot.idle()
+    (apology,) = answers(fake, dm_channel)
+    assert apology.startswith("Sorry")
+    assert present_reactions(fake, msg["id"]) == [SAD]
+
+
 # ---------------------------------------------------------------------------- admin
 async def test_slash_reindex_by_an_admin_edits_one_progress_message(fake, bot):
     adam = fake.add_user("adam", roles=[fake.admin_role_id])
@@ -462,6 +553,22 @@ async def test_slash_reindex_refused_ephemerally_for_a_non_admin(fake, bot):
     assert reply["type"] == 4 and reply["data"]["flags"] & 64  # ephemeral
     assert "only admins" in reply["data"]["content"].lower()
     assert not fake.calls("PATCH", "/webhooks/")
+
+
+async def test_slow_commands_are_deferred_then_the_placeholder_is_replaced(fake, bot):
+    bot.bot.defer_after_seconds = 0.0  # as if the service took longer than Discord's 3 s
+    adam = fake.add_user("adam", roles=[fake.admin_role_id])
+    bob = fake.add_user("bob")
+    done = await fake.slash(adam, "threadwise", "reindex")
+    refused = await fake.slash(bob, "threadwise", "reindex")
+    await fake.wait_until(lambda: "Reindex done" in (fake._original.get(done["token"]) or {}).get("content", ""))
+    await fake.wait_until(lambda: (fake._original.get(refused["token"]) or {}).get("content"))
+    await bot.idle()
+    (deferred,) = callbacks_for(fake, done)
+    assert deferred["type"] == 5 and not deferred["data"].get("flags", 0) & 64  # "thinking", public
+    (private,) = callbacks_for(fake, refused)
+    assert private["type"] == 5 and private["data"]["flags"] & 64  # "thinking", only bob sees it
+    assert "only admins" in ephemeral_texts(fake, refused)[0].lower()
 
 
 async def test_manage_server_permission_counts_as_admin_unless_disabled(fake, open_bot):

@@ -42,6 +42,7 @@ def test_mentions_of_the_bot_in_both_forms_are_stripped():
     assert strip_mentions("hey <@!42>, and <@7>?", [42]) == "hey , and <@7>?"
     assert strip_mentions("<@42>\n```py\nx  = 1\n```", [42]) == "```py\nx = 1\n```"
     assert strip_mentions("<@42>", [42]) == ""
+    assert strip_mentions("<@&9> deploy? <@&10>", [42], [9]) == "deploy? <@&10>"
 
 
 def test_thread_name_is_first_line_and_fits_discord():
@@ -96,12 +97,16 @@ def test_random_markdown_always_fits_and_keeps_everything(seed):
         kind = rnd.random()
         if kind < 0.3:
             lang = rnd.choice(["", "python", "bash"])
-            body = "\n".join("".join(rnd.choice("abc xyz=()") for _ in range(rnd.randint(0, 150))) for _ in range(rnd.randint(1, 30)))
+            body = "\n".join(
+                "".join(rnd.choice("abc xyz=()") for _ in range(rnd.randint(0, 150))) for _ in range(rnd.randint(1, 30))
+            )
             parts.append(f"```{lang}\n{body}\n```")
         elif kind < 0.4:
             parts.append("🙂" * rnd.randint(1, 400))
         else:
-            parts.append(" ".join(rnd.choice(["alpha", "beta", "gamma", "**bold**", "`x`"]) for _ in range(rnd.randint(1, 400))))
+            parts.append(
+                " ".join(rnd.choice(["alpha", "beta", "gamma", "**bold**", "`x`"]) for _ in range(rnd.randint(1, 400)))
+            )
     text = rnd.choice(["\n\n", "\n"]).join(parts)
     chunks = split_message(text, limit)
     assert_well_split(text, chunks, limit)
@@ -121,7 +126,9 @@ def test_answer_has_sources_as_links_or_paths_and_the_route_note():
 
 
 def test_long_answer_keeps_sources_after_the_text():
-    answer = Answer(text="word " * 900, sources=[Source("Guide", "docs/guide.md")], route=["retrieve", "generate", "generate"])
+    answer = Answer(
+        text="word " * 900, sources=[Source("Guide", "docs/guide.md")], route=["retrieve", "generate", "generate"]
+    )
     chunks = format_answer(answer, 2000)
     assert len(chunks) == 3
     assert all(size(c) <= 2000 for c in chunks)
@@ -129,7 +136,9 @@ def test_long_answer_keeps_sources_after_the_text():
 
 
 def test_help_request_fits_and_names_the_experts():
-    req = HelpRequest(thread_key="discord:1:2", question="q" * 3000, reason="knowledge base exhausted", attempts=["searched x"] * 50)
+    req = HelpRequest(
+        thread_key="discord:1:2", question="q" * 3000, reason="knowledge base exhausted", attempts=["searched x"] * 50
+    )
     text = format_help_request(req, "<@&5>", 2000)
     assert size(text) <= 2000
     assert text.startswith("🙋 <@&5> ")

@@ -7,6 +7,7 @@ is observed as calls reaching the fake Slack server.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -224,3 +225,84 @@ async def test_answer_markdown_becomes_mrkdwn(slack):
     assert "`x &lt; y`" in text
     assert "• first\n• second" in text
     assert "```\nmake deploy &amp;&amp; echo &lt;done&gt;\n```" in text
+
+
+def web_only_grader(messages):
+    """grade_documents: knowledge base hits are irrelevant, web results are relevant."""
+    last = str(messages[-1].content)
+    ids = [int(i) for i in re.findall(r"^\[(\d+)\]", last, re.M)]
+    relevant = "example.com" in last
+    return json.dumps({"documents": [{"id": i, "relevant": relevant, "facts": "v9" if relevant else ""} for i in ids],
+                       "feedback": "" if relevant else "not in the docs"})
+
+
+async def test_web_search_status_and_url_sources(tmp_path, fake, tavily):
+    config = write_config(tmp_path, fake, web=f'api_base_url = "{tavily.base_url}"')
+    model = ScriptedChatModel(script={"grade_documents": web_only_grader,
+                                      "generate": "Version 9 was released today [1]."})
+    harness = await SlackHarness(tmp_path, fake, config, model, tavily_api_key="tvly-test").open()
+    try:
+        req, ts = harness.mention("UASKER", "what was released today?")
+        await harness.send(req)
+        adds = harness.reaction_adds(ts)
+        assert adds[0] == "eyes" and adds[-1] == "white_check_mark"
+        assert adds.index("mag") < adds.index("globe_with_meridians") < adds.index("pencil2")
+        assert harness.reactions_now(ts) == ["white_check_mark"]
+        [answer] = harness.answers()
+        text = all_text(answer)
+        assert "<https://example.com/news|Release notes>" in text  # a URL source is a link
+        assert "web search" in answer["blocks"][-1]["elements"][0]["text"]
+    finally:
+        await harness.close()
+
+
+async def test_file_only_dm_gets_the_short_reply(slack):
+    req, ts = slack.message("UASKER", "", channel="D0DM", channel_type="im", subtype="file_share",
+                            files=[{"id": "F1", "name": "log.txt"}])
+    await slack.send(req)
+    posts = slack.fake.posts("D0DM")
+    assert len(posts) == 1 and posts[0]["thread_ts"] == ts and slack.model.calls == []
+
+
+async def test_thread_reply_also_sent_to_channel_is_answered_in_the_thread(slack):
+    req, root = slack.mention("UASKER", "how do I deploy?")
+    await slack.send(req)
+    follow, ts2 = slack.message("UASKER", "and roll back?", thread_ts=root, subtype="thread_broadcast")
+    await slack.send(follow)
+    assert len(answered_in(slack, root)) == 2
+    assert slack.reactions_now(ts2) == ["white_check_mark"]
+
+
+async def test_private_channel_mention_and_group_dm_without_mention(slack):
+    req, ts = slack.mention("UASKER", "how do I deploy?", channel="G0PRIVATE")
+    await slack.send(req)
+    assert [p["thread_ts"] for p in slack.answers("G0PRIVATE")] == [ts]
+    chatter, _ = slack.message("UASKER", "how do I deploy?", channel="G0MPIM", channel_type="mpim")
+    await slack.send(chatter)
+    assert slack.fake.posts("G0MPIM") == []
+
+
+async def test_two_follow_ups_a_moment_apart_are_both_answered_in_order(slack):
+    req, root = slack.mention("UASKER", "how do I deploy?")
+    await slack.send(req)
+    first, ts1 = slack.message("UASKER", "how long does it take?", thread_ts=root)
+    second, ts2 = slack.message("UASKER", "and how do I roll back?", thread_ts=root)
+    await slack.deliver(first)
+    await slack.deliver(second)
+    await slack.bot.drain(20)
+    assert len(answered_in(slack, root)) == 3
+    done_at = {c.args["timestamp"]: c.at for c in slack.fake.calls_to("reactions.add", ok_only=True)
+               if c.args["name"] == "white_check_mark"}
+    assert done_at[ts1] < done_at[ts2]
+    values = await slack.runtime.service.thread_values(f"slack:T0TEAM:{slack.channel}:{root}")
+    humans = [m.content for m in values["messages"] if m.type == "human"]
+    assert humans == ["how do I deploy?", "how long does it take?", "and how do I roll back?"]
+
+
+async def test_questions_in_different_channels_are_answered_in_their_own_threads(slack):
+    reqs = [slack.mention("UASKER", "how do I deploy?", channel=c) for c in ("C1", "C2", "C3")]
+    for req, _ in reqs:
+        await slack.deliver(req)
+    await slack.bot.drain(20)
+    for (channel, (_, ts)) in zip(("C1", "C2", "C3"), reqs):
+        assert [p["thread_ts"] for p in slack.answers(channel)] == [ts]

@@ -124,7 +124,7 @@ def test_answer_messages_respect_block_count_and_size():
     assert len(msgs) == 3
     for m in msgs:
         assert check_blocks(m["blocks"]) is None
-    assert msgs[1]["text"].startswith("(2/3) Paragraph 49")
+    assert msgs[1]["text"].startswith("(2/3) Paragraph 50")  # 50 blocks per message
     msgs = answer_messages(Answer("z " * 9000), max_section=3000, max_message=5000)
     assert all(sum(len(b.get("text", {}).get("text", "")) for b in m["blocks"]) <= 5000 for m in msgs)
 

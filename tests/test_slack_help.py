@@ -240,3 +240,22 @@ async def test_help_timeout_apologises_in_the_thread(tmp_path, fake, flag):
         assert harness.answers()[0]["thread_ts"] == ts
     finally:
         await harness.close()
+
+
+async def test_text_reply_resumes_after_a_restart(slack):
+    ts, _ = await ask_until_help(slack)
+    await slack.restart()
+    reply, _ = slack.message("UEXPERT", "answer: Dec 20", thread_ts=ts)  # no mention: the thread is known
+    await slack.send(reply)
+    answers = slack.answers()
+    assert len(answers) == 1 and answers[0]["thread_ts"] == ts and "Dec 20" in all_text(answers[0])
+    assert slack.reactions_now(ts) == ["white_check_mark"]
+
+
+async def test_blank_modal_submission_is_sent_back_with_an_error(slack):
+    ts, help_msg = await ask_until_help(slack)
+    await slack.send(click(slack, "UEXPERT", help_msg, "threadwise_answer"))
+    resp = await slack.deliver(submit(slack, "UEXPERT", slack.fake.views[-1], "   "))
+    assert resp.status == 200 and json.loads(resp.body)["response_action"] == "errors"
+    await slack.bot.drain(10)
+    assert slack.answers() == [] and slack.reactions_now(ts) == ["raising_hand"]

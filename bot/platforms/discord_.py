@@ -2,9 +2,9 @@
 
 Triggers (see docs/discord.md):
 
-* an @mention in a channel starts a public thread from the question (named from it) and
-  answers there; admin words (``reindex``/``status``/``help``) and a bare mention are
-  answered in the channel;
+* an @mention (``<@id>``, ``<@!id>`` or the bot's own role) in a channel starts a public
+  thread from the question (named from it) and answers there; admin words
+  (``reindex``/``status``/``help``) and a bare mention are answered in the channel;
 * any message in a thread the bot takes part in continues the conversation, no mention needed;
 * DMs work without a mention;
 * ``/threadwise reindex|status|help`` (application commands);
@@ -91,7 +91,13 @@ class ThreadwiseBot(discord.Client):
             (its default is 2; tests lower it).
     """
 
-    def __init__(self, runtime: Any, *, intents: discord.Intents | None = None, guild_ready_timeout: float = 2.0) -> None:
+    defer_after_seconds = 2.0  # Discord wants an interaction response within 3 s; defer if slower
+
+    def __init__(
+        self, runtime: Any, *, intents: discord.Intents | None = None, guild_ready_timeout: float = 2.0
+    ) -> None:
+        # Threadwise never joins voice: skip discord.py's warnings about missing voice libraries.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
         super().__init__(
             intents=intents or default_intents(),
             allowed_mentions=discord.AllowedMentions.none(),
@@ -126,13 +132,17 @@ class ThreadwiseBot(discord.Client):
         except discord.HTTPException as exc:
             log.warning(
                 "discord: could not publish /threadwise (HTTP %s, code %s); invite the bot with the "
-                "applications.commands scope. Mentions and DMs still work.", exc.status, exc.code
+                "applications.commands scope. Mentions and DMs still work.",
+                exc.status,
+                exc.code,
             )
 
     async def on_ready(self) -> None:
         log.info(
             "discord: connected as %s (id %s) to %d server(s); message content intent %s",
-            self.user, self.user.id if self.user else "?", len(self.guilds),
+            self.user,
+            self.user.id if self.user else "?",
+            len(self.guilds),
             "on" if self.message_content_enabled else "OFF (mentions and DMs only)",
         )
 
@@ -166,7 +176,8 @@ class ThreadwiseBot(discord.Client):
         return task
 
     async def wait_idle(self, timeout: float = 20.0) -> None:
-        """Wait until no background answer is running (including ones started meanwhile).
+        """Wait until no answer, resume or admin command is running (including ones started
+        meanwhile).
 
         Raises:
             TimeoutError: still busy after ``timeout`` seconds.
@@ -188,9 +199,21 @@ class ThreadwiseBot(discord.Client):
             await asyncio.wait(late, timeout=2.0)
 
     # ------------------------------------------------------------------ messages
+    def _own_role_id(self, message: discord.Message) -> int | None:
+        """The bot's managed role in the message's server (clients often autocomplete
+        "@Threadwise" to that role instead of the user)."""
+        role = message.guild.self_role if message.guild else None
+        return role.id if role else None
+
     def _mentions_me(self, message: discord.Message) -> bool:
+        """Mentioned as a user (``<@id>`` or ``<@!id>``, via message.mentions) or by its role."""
         me = self.user
-        return me is not None and any(u.id == me.id for u in message.mentions)
+        if me is None:
+            return False
+        if any(u.id == me.id for u in message.mentions):
+            return True
+        role_id = self._own_role_id(message)
+        return role_id is not None and role_id in message.raw_role_mentions
 
     def _wanted(self, message: discord.Message) -> bool:
         """Cheap filters: own messages, system messages, bots and webhooks."""
@@ -236,18 +259,22 @@ class ThreadwiseBot(discord.Client):
         """Decide whether and where to answer; start the thread for a new question."""
         assert self.user is not None
         mentioned = self._mentions_me(message)
-        text = strip_mentions(message.content, [self.user.id])
+        own_role = self._own_role_id(message)
+        text = strip_mentions(message.content, [self.user.id], [own_role] if own_role else [])
         channel = message.channel
         guild_id = message.guild.id if message.guild else None
         reply_channel = channel.id
         if guild_id is None:
             thread_key = thread_key_for(channel, None)
-        elif isinstance(channel, discord.Thread):
+        elif isinstance(channel, (discord.Thread, discord.PartialMessageable)):
+            # PartialMessageable: a guild channel missing from the cache, in practice a thread
+            # that was archived (discord.py drops those) and just got a new message.
             thread_key = thread_key_for(channel, guild_id)
             if not mentioned:
                 if not self.message_content_enabled:
                     return None  # the text is withheld by Discord: never answer an empty question
-                if channel.owner_id != self.user.id and not await self.service.knows_thread(thread_key):
+                ours = getattr(channel, "owner_id", None) == self.user.id
+                if not ours and not await self.service.knows_thread(thread_key):
                     return None
         elif not mentioned:
             return None
@@ -279,7 +306,11 @@ class ThreadwiseBot(discord.Client):
         )
         log.info(
             "discord: message %s from user=%s accepted thread=%s (%d chars, mention=%s)",
-            message.id, author.id, thread_key, len(text), mentioned,
+            message.id,
+            author.id,
+            thread_key,
+            len(text),
+            mentioned,
         )
         return incoming, out
 
@@ -291,7 +322,7 @@ class ThreadwiseBot(discord.Client):
         name = thread_name(question, self.discord_settings.thread_name_characters)
         try:
             thread = await message.create_thread(name=name, auto_archive_duration=1440)
-            log.info("discord: started thread %s (%r) for message %s", thread.id, name, message.id)
+            log.info("discord: started thread %s for message %s", thread.id, message.id)
             return thread
         except (discord.HTTPException, ValueError, TypeError, AttributeError) as exc:
             existing = message.guild.get_thread(message.id) if message.guild else None
@@ -308,7 +339,9 @@ class ThreadwiseBot(discord.Client):
     def _perms(self, interaction: discord.Interaction) -> discord.Permissions | None:
         return interaction.permissions if interaction.guild_id else None
 
-    async def on_help_button(self, interaction: discord.Interaction, action: HumanAction, thread_key: str, interrupt_id: str) -> None:
+    async def on_help_button(
+        self, interaction: discord.Interaction, action: HumanAction, thread_key: str, interrupt_id: str
+    ) -> None:
         """A click on Answer / Retry with hint / Dismiss of a help request.
 
         Non-experts are refused ephemerally by the service; for experts Answer and Retry
@@ -325,7 +358,9 @@ class ThreadwiseBot(discord.Client):
             return
         with contextlib.suppress(discord.HTTPException):
             await interaction.response.defer()  # acknowledge the click; replies follow up
-        await self._resume(interaction, action, "", thread_key, interrupt_id, expert)
+        await self.spawn(
+            self._resume(interaction, action, "", thread_key, interrupt_id, expert), name=f"discord resume {thread_key}"
+        )
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Handle help-modal submits (``tw:m:...``); other interactions have their own handlers."""
@@ -336,29 +371,62 @@ class ThreadwiseBot(discord.Client):
             return
         action, thread_key, interrupt_id = parsed
         expert = is_expert(interaction.user, self.discord_settings, self._perms(interaction))
-        log.info("discord: help modal %s submitted by user=%s expert=%s thread=%s", action.value, interaction.user.id, expert, thread_key)
+        log.info(
+            "discord: help modal %s submitted by user=%s expert=%s thread=%s",
+            action.value,
+            interaction.user.id,
+            expert,
+            thread_key,
+        )
         with contextlib.suppress(discord.HTTPException):
             await interaction.response.defer(ephemeral=True, thinking=True)
-        await self._resume(interaction, action, modal_text(interaction), thread_key, interrupt_id, expert)
-
-    async def _resume(self, interaction: discord.Interaction, action: HumanAction, text: str, thread_key: str,
-                      interrupt_id: str, expert: bool) -> None:
-        out = InteractionResponder(
-            self, interaction, ephemeral=True, in_thread=True,
-            thread_key=thread_key, channel_id=channel_of(thread_key), author_id=interaction.user.id,
+        text = modal_text(interaction)
+        await self.spawn(
+            self._resume(interaction, action, text, thread_key, interrupt_id, expert),
+            name=f"discord resume {thread_key}",
         )
-        out._original = "deferred" if interaction.response.type is discord.InteractionResponseType.deferred_channel_message else ""
+
+    async def _resume(
+        self,
+        interaction: discord.Interaction,
+        action: HumanAction,
+        text: str,
+        thread_key: str,
+        interrupt_id: str,
+        expert: bool,
+    ) -> None:
+        out = InteractionResponder(
+            self,
+            interaction,
+            ephemeral=True,
+            in_thread=True,
+            thread_key=thread_key,
+            channel_id=channel_of(thread_key),
+            author_id=interaction.user.id,
+        )
         user = interaction.user
         ok = await self.service.resume(
-            thread_key, action, text, actor_id=str(user.id), actor_name=getattr(user, "display_name", "") or user.name,
-            is_expert=expert, out=out, interrupt_id=interrupt_id or None,
+            thread_key,
+            action,
+            text,
+            actor_id=str(user.id),
+            actor_name=getattr(user, "display_name", "") or user.name,
+            is_expert=expert,
+            out=out,
+            interrupt_id=interrupt_id or None,
         )
         if not ok:
             return
-        done = {HumanAction.ANSWER: "answered", HumanAction.RETRY: "retried with a hint", HumanAction.DISMISS: "dismissed"}[action]
+        done = {
+            HumanAction.ANSWER: "answered",
+            HumanAction.RETRY: "retried with a hint",
+            HumanAction.DISMISS: "dismissed",
+        }[action]
         if interaction.message is not None:  # the help request: its buttons are spent
             with contextlib.suppress(discord.HTTPException):
-                await interaction.message.edit(content=f"{interaction.message.content}\n\n-# {done.capitalize()} by {user.mention}.", view=None)
+                await interaction.message.edit(
+                    content=f"{interaction.message.content}\n\n-# {done.capitalize()} by {user.mention}.", view=None
+                )
         await out.notify_private(f"Done: the help request was {done}.")
 
     async def run_admin(self, interaction: discord.Interaction, command: str) -> None:
@@ -366,15 +434,22 @@ class ThreadwiseBot(discord.Client):
         only ephemeral replies (a refused reindex is ephemeral)."""
         user = interaction.user
         admin = is_admin(user, self.discord_settings, self._perms(interaction))
-        thread_key = thread_key_for(interaction.channel or discord.Object(interaction.channel_id or 0), interaction.guild_id)
+        thread_key = thread_key_for(
+            interaction.channel or discord.Object(interaction.channel_id or 0), interaction.guild_id
+        )
         log.info("discord: /threadwise %s by user=%s admin=%s thread=%s", command, user.id, admin, thread_key)
         out = InteractionResponder(
-            self, interaction, ephemeral=not admin, thread_key=thread_key,
-            channel_id=interaction.channel_id or 0, author_id=user.id,
+            self,
+            interaction,
+            ephemeral=not admin,
+            thread_key=thread_key,
+            channel_id=interaction.channel_id or 0,
+            author_id=user.id,
         )
-        keep_alive = asyncio.create_task(out.keep_alive())
+        keep_alive = asyncio.create_task(out.keep_alive(self.defer_after_seconds))
         try:
-            await self.service.admin(command, actor_id=str(user.id), is_admin=admin, out=out)
+            work = self.service.admin(command, actor_id=str(user.id), is_admin=admin, out=out)
+            await self.spawn(work, name=f"discord admin {command}")  # tracked: shutdown waits for it
         finally:
             keep_alive.cancel()
 
@@ -404,7 +479,9 @@ def _admin_group(bot: ThreadwiseBot) -> app_commands.Group:
     return group
 
 
-def build_discord_bot(runtime: Any, *, guild_ready_timeout: float = 2.0, intents: discord.Intents | None = None) -> ThreadwiseBot:
+def build_discord_bot(
+    runtime: Any, *, guild_ready_timeout: float = 2.0, intents: discord.Intents | None = None
+) -> ThreadwiseBot:
     """Build the client for ``runtime`` (not connected yet).
 
     ``[discord] api_base_url`` / ``gateway_url`` (e.g. a local fake in tests) replace
@@ -437,8 +514,10 @@ async def run_discord(runtime: Any, *, stop: asyncio.Event | None = None, bot: T
         try:
             await bot.login(token)
         except discord.LoginFailure:
-            log.error("discord: Discord rejected DISCORD_TOKEN (401). Copy the token again from the developer "
-                      "portal (Bot > Reset Token) into DISCORD_TOKEN.")
+            log.error(
+                "discord: Discord rejected DISCORD_TOKEN (401). Copy the token again from the developer "
+                "portal (Bot > Reset Token) into DISCORD_TOKEN."
+            )
             raise
         runner = asyncio.create_task(bot.connect_with_fallback(), name="discord gateway")
         waits: set[asyncio.Task[Any]] = {runner}

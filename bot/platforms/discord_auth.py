@@ -40,7 +40,9 @@ def is_admin(user: discord.abc.User, settings: DiscordSettings, permissions: dis
     return settings.admins_with_manage_guild and _manage_guild(user, permissions)
 
 
-def is_expert(user: discord.abc.User, settings: DiscordSettings, permissions: discord.Permissions | None = None) -> bool:
+def is_expert(
+    user: discord.abc.User, settings: DiscordSettings, permissions: discord.Permissions | None = None
+) -> bool:
     """May ``user`` answer, retry or dismiss a help request? Experts (ids or roles) and admins."""
     if user.id in settings.expert_user_ids or role_ids(user) & set(settings.expert_role_ids):
         return True
@@ -63,4 +65,3 @@ def expert_mentions(settings: DiscordSettings) -> tuple[str, discord.AllowedMent
         replied_user=False,
     )
     return text, allowed
-

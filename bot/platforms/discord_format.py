@@ -4,7 +4,7 @@ Discord renders (a subset of) Markdown itself, so answers need little conversion
 does not take is messages over 2000 characters ("content: Must be 2000 or fewer in
 length", https://discord.com/developers/docs/resources/message#create-message). This module:
 
-* turns a message's text into a question (bot mentions ``<@id>`` / ``<@!id>`` stripped),
+* turns a message's text into a question (bot mentions ``<@id>`` / ``<@!id>`` / its role stripped),
 * names a thread from a question (Discord: 1-100 characters),
 * renders an :class:`~bot.protocol.Answer` with its sources and route note,
 * renders a :class:`~bot.protocol.HelpRequest`,
@@ -35,18 +35,22 @@ def size(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def strip_mentions(text: str, user_ids: Iterable[int]) -> str:
-    """Remove mentions of the given users (both ``<@id>`` and the nickname form ``<@!id>``).
+def strip_mentions(text: str, user_ids: Iterable[int], role_ids: Iterable[int] = ()) -> str:
+    """Remove mentions of the given users (both ``<@id>`` and the nickname form ``<@!id>``)
+    and roles (``<@&id>``).
 
     Args:
         text: raw message content.
         user_ids: ids whose mentions are removed (the bot's own id).
+        role_ids: role ids whose mentions are removed (the bot's managed role).
     Returns:
         The text without those mentions, with whitespace runs inside lines collapsed and
         the whole stripped; newlines are kept (they matter for code blocks).
     """
     for uid in user_ids:
         text = re.sub(rf"<@!?{int(uid)}>", " ", text)
+    for rid in role_ids:
+        text = text.replace(f"<@&{int(rid)}>", " ")
     lines = [re.sub(r"[ \t]{2,}", " ", line).rstrip() for line in text.split("\n")]
     return "\n".join(lines).strip()
 
@@ -139,7 +143,9 @@ def format_help_request(request: HelpRequest, mentions: str, limit: int = DISCOR
         limit: message limit; the question and attempts are shortened to fit.
     """
     question = request.question.strip() or "(no question text)"
-    head = f"🙋 {mentions + ' ' if mentions else ''}I couldn't find a grounded answer to this question. Can someone help?"
+    head = (
+        f"🙋 {mentions + ' ' if mentions else ''}I couldn't find a grounded answer to this question. Can someone help?"
+    )
     how = (
         "Use the buttons below, or reply in this thread with `answer: <your answer>`, "
         "`retry: <a hint where to look>` or `dismiss`."
@@ -232,7 +238,11 @@ def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
         if m:
             if opener is None:
                 opener = ln.strip()
-            elif m.group(1)[0] == _closer(opener)[0] and len(m.group(1)) >= len(_closer(opener)) and not m.group(2).strip():
+            elif (
+                m.group(1)[0] == _closer(opener)[0]
+                and len(m.group(1)) >= len(_closer(opener))
+                and not m.group(2).strip()
+            ):
                 opener = None
     fence_before.append(opener)  # state after the last line (an unclosed fence)
 

@@ -32,8 +32,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("threadwise.discord")
 
 NO_PINGS = discord.AllowedMentions.none()
+TYPING_MAX_SECONDS = 300.0
 # Reaction errors after which more reactions on the same message are pointless.
-_GIVE_UP_CODES = {50013, 50001, 50083, 10008, 10003}  # missing permissions/access, archived thread, unknown message/channel
+_GIVE_UP_CODES = {
+    50013,
+    50001,
+    50083,
+    10008,
+    10003,
+}  # missing permissions/access, archived thread, unknown message/channel
 
 
 def _describe(exc: BaseException) -> str:
@@ -60,7 +67,7 @@ class DiscordResponder:
 
     def __init__(
         self,
-        bot: "ThreadwiseBot",
+        bot: ThreadwiseBot,
         *,
         thread_key: str,
         channel_id: int,
@@ -112,7 +119,7 @@ class DiscordResponder:
         }
 
     @classmethod
-    def from_reference(cls, bot: "ThreadwiseBot", ref: dict[str, Any]) -> "DiscordResponder":
+    def from_reference(cls, bot: ThreadwiseBot, ref: dict[str, Any]) -> DiscordResponder:
         """Rebuild a responder after a restart from :meth:`reference` output.
 
         The service takes the reference just before it shows WAITING_HUMAN, so the rebuilt
@@ -153,7 +160,7 @@ class DiscordResponder:
         message = self._status_message()
         if message is None or self._reactions_off or emoji == previous:
             return
-        log.info("discord: status %s thread=%s message=%s", status.value, self.thread_key, self.status_message_id)
+        log.debug("discord: status %s thread=%s message=%s", status.value, self.thread_key, self.status_message_id)
         try:
             await message.add_reaction(emoji)
         except (discord.HTTPException, ValueError) as exc:
@@ -170,7 +177,14 @@ class DiscordResponder:
                 self._reaction_failed("remove", gone, exc)
 
     def _reaction_failed(self, what: str, emoji: str, exc: BaseException) -> None:
-        log.warning("discord: could not %s reaction %s thread=%s message=%s: %s", what, emoji, self.thread_key, self.status_message_id, _describe(exc))
+        log.warning(
+            "discord: could not %s reaction %s thread=%s message=%s: %s",
+            what,
+            emoji,
+            self.thread_key,
+            self.status_message_id,
+            _describe(exc),
+        )
         if isinstance(exc, discord.HTTPException) and (exc.status in (403, 404) or exc.code in _GIVE_UP_CODES):
             self._reactions_off = True
 
@@ -179,12 +193,15 @@ class DiscordResponder:
             self._typing = asyncio.create_task(self._type(), name=f"typing {self.thread_key}")
 
     async def _type(self) -> None:
-        """Keep the typing indicator on until cancelled (discord.py re-sends it every 5 s)."""
+        """Keep the typing indicator on until cancelled (discord.py re-sends it every 5 s),
+        for at most TYPING_MAX_SECONDS so a run that never posts cannot type forever."""
         try:
-            async with self.channel().typing():
+            async with asyncio.timeout(TYPING_MAX_SECONDS), self.channel().typing():
                 await asyncio.Event().wait()
         except asyncio.CancelledError:
             raise
+        except TimeoutError:
+            log.info("discord: typing indicator stopped after %ss thread=%s", TYPING_MAX_SECONDS, self.thread_key)
         except Exception as exc:  # noqa: BLE001 - typing is cosmetic
             log.info("discord: typing indicator failed thread=%s: %s", self.thread_key, _describe(exc))
 
@@ -196,8 +213,14 @@ class DiscordResponder:
                 await task
 
     # ------------------------------------------------------------------ posting
-    async def _send(self, text: str, *, allowed: discord.AllowedMentions = NO_PINGS, view: discord.ui.View | None = None,
-                    reply: bool = False) -> discord.Message | None:
+    async def _send(
+        self,
+        text: str,
+        *,
+        allowed: discord.AllowedMentions = NO_PINGS,
+        view: discord.ui.View | None = None,
+        reply: bool = False,
+    ) -> discord.Message | None:
         kwargs: dict[str, Any] = {"allowed_mentions": allowed}
         if view is not None:
             kwargs["view"] = view
@@ -220,7 +243,13 @@ class DiscordResponder:
         ``discord.max_message_characters`` (Discord: 2000), in order."""
         await self._stop_typing()
         chunks = format_answer(answer, self.settings.max_message_characters)
-        log.info("discord: posting %s (%d message(s), %d chars) thread=%s", answer.kind, len(chunks), sum(map(len, chunks)), self.thread_key)
+        log.info(
+            "discord: posting %s (%d message(s), %d chars) thread=%s",
+            answer.kind,
+            len(chunks),
+            sum(map(len, chunks)),
+            self.thread_key,
+        )
         for i, chunk in enumerate(chunks):
             if await self._send(chunk, reply=(i == 0)) is None:
                 break  # the channel is gone or forbidden: later parts would fail too
@@ -261,9 +290,16 @@ class DiscordResponder:
             await dm.send(text[: self.settings.max_message_characters], allowed_mentions=NO_PINGS)
             log.info("discord: private note sent thread=%s user=%s", self.thread_key, self.author_id)
         except discord.HTTPException as exc:
-            log.info("discord: DM to user=%s failed (%s); replying in thread=%s", self.author_id, _describe(exc), self.thread_key)
+            log.info(
+                "discord: DM to user=%s failed (%s); replying in thread=%s",
+                self.author_id,
+                _describe(exc),
+                self.thread_key,
+            )
             mention = discord.AllowedMentions(users=[discord.Object(self.author_id)], everyone=False, roles=False)
-            await self._send(f"<@{self.author_id}> {text}"[: self.settings.max_message_characters], allowed=mention, reply=True)
+            await self._send(
+                f"<@{self.author_id}> {text}"[: self.settings.max_message_characters], allowed=mention, reply=True
+            )
 
 
 class InteractionResponder(DiscordResponder):
@@ -279,14 +315,23 @@ class InteractionResponder(DiscordResponder):
         in_thread: answers/notices go to the thread (resume); else notices answer the interaction.
     """
 
-    def __init__(self, bot: "ThreadwiseBot", interaction: discord.Interaction, *, ephemeral: bool,
-                 in_thread: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        bot: ThreadwiseBot,
+        interaction: discord.Interaction,
+        *,
+        ephemeral: bool,
+        in_thread: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(bot, **kwargs)
         self.interaction = interaction
         self.ephemeral = ephemeral
         self.in_thread = in_thread
         self._lock = asyncio.Lock()
-        self._original = ""  # "" nothing yet | "deferred" thinking placeholder | "sent" a reply
+        # "" nothing yet | "deferred" a thinking placeholder to replace | "sent" a reply
+        thinking = interaction.response.type is discord.InteractionResponseType.deferred_channel_message
+        self._original = "deferred" if thinking else ""
         self._progress_started = False
 
     async def keep_alive(self, after: float = 2.0) -> None:

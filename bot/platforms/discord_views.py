@@ -2,10 +2,11 @@
 
 The buttons are persistent: ``timeout=None`` and a ``custom_id`` that carries the action, the
 thread key and the LangGraph interrupt id (``tw:<a|r|d>:<thread key>:<interrupt id>``, at most
-89 characters; Discord allows 100 per custom_id), so a stale click on an older help request
-cannot resume a newer one. They are :class:`discord.ui.DynamicItem` subclasses registered once at start-up
-(``client.add_dynamic_items``, discord.py's form of ``add_view`` for ids that hold state), so a
-click on a help request posted before a restart still reaches the bot.
+87 characters with 20-digit ids; Discord allows 100 per custom_id), so a stale click on an
+older help request cannot resume a newer one. They are :class:`discord.ui.DynamicItem`
+subclasses registered once at start-up (``client.add_dynamic_items``: discord.py's form of
+``add_view`` for custom_ids that hold state), so a click on a help request posted before a
+restart still reaches the bot.
 
 A modal's submit arrives as its own interaction with ``custom_id`` ``tw:m:<a|r>:<key>:<id>``;
 the bot handles it in ``on_interaction`` from the id alone, so it works across restarts too.
@@ -40,6 +41,8 @@ def parse_modal_id(custom_id: str) -> tuple[HumanAction, str, str] | None:
     """``(action, thread key, interrupt id)`` of a help modal's custom_id, or None."""
     m = MODAL_ID.fullmatch(custom_id)
     return (_ACTIONS[m["action"]], m["key"], m["iid"] or "") if m else None
+
+
 _LABELS = {
     HumanAction.ANSWER: ("Answer", discord.ButtonStyle.success),
     HumanAction.RETRY: ("Retry with hint", discord.ButtonStyle.primary),
@@ -52,13 +55,17 @@ class HelpButton(discord.ui.DynamicItem[discord.ui.Button], template=BUTTON_ID):
 
     def __init__(self, action: HumanAction, thread_key: str, interrupt_id: str = "") -> None:
         label, style = _LABELS[action]
-        super().__init__(discord.ui.Button(label=label, style=style, custom_id=button_id(action, thread_key, interrupt_id)))
+        super().__init__(
+            discord.ui.Button(label=label, style=style, custom_id=button_id(action, thread_key, interrupt_id))
+        )
         self.action = action
         self.thread_key = thread_key
         self.interrupt_id = interrupt_id
 
     @classmethod
-    async def from_custom_id(cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /) -> "HelpButton":
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
+    ) -> HelpButton:
         return cls(_ACTIONS[match["action"]], match["key"], match["iid"] or "")
 
     async def callback(self, interaction: discord.Interaction) -> None:  # type: ignore[override]
@@ -86,8 +93,16 @@ def help_modal(action: HumanAction, thread_key: str, interrupt_id: str = "") -> 
         title, label, hint = "Retry with a hint", "Hint for the next search", "e.g. look in the deployment runbook"
     custom_id = f"tw:m:{_CODES[action]}:{thread_key}" + (f":{interrupt_id}" if interrupt_id else "")
     modal = discord.ui.Modal(title=title, timeout=None, custom_id=custom_id)
-    modal.add_item(discord.ui.TextInput(label=label, placeholder=hint, custom_id=TEXT_INPUT_ID,
-                                        style=discord.TextStyle.paragraph, max_length=4000, required=True))
+    modal.add_item(
+        discord.ui.TextInput(
+            label=label,
+            placeholder=hint,
+            custom_id=TEXT_INPUT_ID,
+            style=discord.TextStyle.paragraph,
+            max_length=4000,
+            required=True,
+        )
+    )
     return modal
 
 

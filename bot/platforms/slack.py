@@ -39,6 +39,7 @@ from bot.platforms.slack_blocks import (
     ACTION_ANSWER,
     ACTION_DISMISS,
     ACTION_RETRY,
+    INPUT_BLOCK,
     MODAL_ANSWER,
     MODAL_RETRY,
     HelpRef,
@@ -59,6 +60,12 @@ COMMAND = "/threadwise"
 # Message subtypes that are still a person writing a message; every other subtype
 # (message_changed, message_deleted, bot_message, channel_join, ...) is ignored.
 _USER_SUBTYPES = {None, "", "file_share", "thread_broadcast"}
+
+
+def _quiet_token_warning(record: logging.LogRecord) -> bool:
+    """Drop bolt's "token will be unused" warning: bolt reads SLACK_BOT_TOKEN from the
+    environment by itself, while our client already carries that same token."""
+    return "`token` will be unused" not in record.getMessage()
 
 
 class SlackBot:
@@ -84,9 +91,10 @@ class SlackBot:
                                             rate_limit_retries=self.settings.rate_limit_retries)
         self.quiet_client = best_effort_copy(self.client)
         self.directory = SlackDirectory(self.client, self.settings)
+        bolt_log = logging.getLogger("slack_bolt")
+        bolt_log.addFilter(_quiet_token_warning)
         self.app = AsyncApp(client=self.client, signing_secret=secrets.slack_signing_secret,
-                            process_before_response=True, logger=logging.getLogger("slack_bolt"),
-                            name="threadwise")
+                            process_before_response=True, logger=bolt_log, name="threadwise")
         self._tasks: set[asyncio.Task] = set()
         self._threads: set[str] = set()  # threads this process posted in (besides the service's record)
         self._register()
@@ -161,7 +169,7 @@ class SlackBot:
             @app.view(callback_id)
             async def on_submit(ack: Callable, body: dict, view: dict) -> None:
                 if not modal_text(view):
-                    await ack(response_action="errors", errors={"threadwise_text": "Please write something."})
+                    await ack(response_action="errors", errors={INPUT_BLOCK: "Please write something."})
                     return
                 await ack()
                 self.spawn(self._on_modal(body, view), f"modal {view.get('callback_id')}")

@@ -52,6 +52,7 @@ class HelpRef:
     help_ts: str = ""
 
     def dumps(self) -> str:
+        """Compact JSON (fits a button value, at most 2000 characters)."""
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
@@ -228,8 +229,3 @@ def modal_text(view: dict[str, Any]) -> str:
     """The text typed into a submitted help modal ("" when missing)."""
     values = (view.get("state") or {}).get("values") or {}
     return str(((values.get(INPUT_BLOCK) or {}).get(INPUT_ACTION) or {}).get("value") or "").strip()
-
-
-def plain_chunks(mrkdwn: str, limit: int) -> list[str]:
-    """Split a text-only message (notices) into pieces Slack accepts."""
-    return split_mrkdwn(mrkdwn, limit)

@@ -16,7 +16,6 @@ its own. Nothing is dropped except the blank line at a paragraph cut.
 
 from __future__ import annotations
 
-import html
 import re
 
 FENCE = "```"
@@ -168,7 +167,7 @@ def _cut_long_line(line: str, width: int) -> list[str]:
     """Cut one over-long line into pieces of at most ``width`` characters, at spaces if possible."""
     pieces: list[str] = []
     while len(line) > width:
-        spans = _protected_spans(line[: width + 1])
+        spans = _protected_spans(line)
         cut = -1
         for pos in range(width, width // 2, -1):
             if line[pos - 1] == " " and not any(a < pos < b for a, b in spans):

@@ -17,9 +17,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.config import SlackSettings
-from bot.platforms.slack_blocks import HelpRef, answer_messages, help_request_message, plain_chunks
+from bot.platforms.slack_blocks import HelpRef, answer_messages, help_request_message
 from bot.platforms.slack_client import slack_error
-from bot.platforms.slack_format import markdown_to_mrkdwn
+from bot.platforms.slack_format import escape, markdown_to_mrkdwn, split_mrkdwn
 from bot.protocol import Answer, HelpRequest, Status
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,8 @@ class SlackPlace:
         response_url: slash-command response URL, the fallback when the bot can't post
             in the channel (not a member); "" if none.
         shown: reactions the bot may have left on ``message_ts`` (removed on the next status).
+        help_ts: ts of this thread's open help request message, if known; its buttons are
+            replaced by a note once the run ends (answer or apology) or a newer request is posted.
     """
 
     team: str
@@ -49,10 +51,12 @@ class SlackPlace:
     user: str = ""
     response_url: str = ""
     shown: list[str] = field(default_factory=list)
+    help_ts: str = ""
 
     @property
     def thread_key(self) -> str:
-        return f"slack:{self.team}:{self.channel}:{self.thread_ts}" if self.thread_ts else f"slack:{self.team}:{self.channel}"
+        base = f"slack:{self.team}:{self.channel}"
+        return f"{base}:{self.thread_ts}" if self.thread_ts else base
 
 
 class SlackResponder:
@@ -60,7 +64,7 @@ class SlackResponder:
 
     Args:
         client: reliable AsyncWebClient (waits out rate limits): posts, final reactions.
-        quiet_client: best-effort client for intermediate reactions ("" rate-limit waits).
+        quiet_client: best-effort client for intermediate reactions (no rate-limit waits).
         settings: the ``[slack]`` settings (reaction names, size limits, experts).
         place: where to write (:class:`SlackPlace`).
         help_timeout_seconds: shown in help requests ("I'll apologise within ...").
@@ -74,7 +78,6 @@ class SlackResponder:
         self.help_timeout_seconds = help_timeout_seconds
         self.on_post = on_post
         self.posted_answer = False
-        self.help_ts = ""
         self._progress_ts = ""
         self._progress_via_url = False
         self._progress_lock = asyncio.Lock()
@@ -151,13 +154,14 @@ class SlackResponder:
             log.warning("slack response_url post failed for %s: %s", self.place.thread_key, type(exc).__name__)
             return False
 
-    async def _post_text(self, markdown: str) -> str:
-        ts = ""
-        for chunk in plain_chunks(markdown_to_mrkdwn(markdown), self.settings.max_section_characters):
-            ts = await self._post(chunk) or ts
-            if not ts:
-                await self._respond(chunk)
-        return ts
+    async def _post_chunks(self, mrkdwn: str) -> bool:
+        """Post mrkdwn as text-only messages split under the section limit (the slash
+        command's response_url takes a chunk the channel refuses). True if all landed."""
+        ok = True
+        for chunk in split_mrkdwn(mrkdwn, self.settings.max_section_characters):
+            if not await self._post(chunk) and not await self._respond(chunk):
+                ok = False
+        return ok
 
     async def post_answer(self, answer: Answer) -> None:
         """Post the answer in the thread, split into messages under Slack's limits.
@@ -174,17 +178,24 @@ class SlackResponder:
                 continue
             text = "\n\n".join(b["text"]["text"] if b["type"] == "section" else b["elements"][0]["text"]
                                for b in msg["blocks"])
-            if await self._post_text_raw(text):
+            if await self._post_chunks(text):
                 posted += 1
         self.posted_answer = self.posted_answer or posted > 0
+        if posted:
+            await self._close_help_request(_closing_note(answer))
         log.info("slack answer (%s, %d message(s), %d posted) in %s", answer.kind, len(messages), posted,
                  self.place.thread_key)
 
-    async def _post_text_raw(self, mrkdwn: str) -> bool:
-        ok = True
-        for chunk in plain_chunks(mrkdwn, self.settings.max_section_characters):
-            ok = bool(await self._post(chunk)) and ok
-        return ok
+    async def _close_help_request(self, note: str) -> None:
+        """Replace the buttons of this thread's earlier help request by ``note`` (best effort)."""
+        if not self.place.help_ts:
+            return
+        ts, self.place.help_ts = self.place.help_ts, ""
+        try:
+            await self.client.chat_update(channel=self.place.channel, ts=ts, text=note,
+                                          blocks=[{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}])
+        except Exception as exc:  # noqa: BLE001
+            log.info("slack help request %s not closed in %s: %s", ts, self.place.thread_key, slack_error(exc))
 
     async def post_help_request(self, request: HelpRequest) -> None:
         """Post the help request with Answer / Retry with hint / Dismiss buttons, mentioning experts."""
@@ -193,13 +204,14 @@ class SlackResponder:
                       self.place.message_ts, str(getattr(request, "interrupt_id", "") or ""))
         timeout = request.timeout_seconds or self.help_timeout_seconds
         msg = help_request_message(request, experts=experts, ref=ref, timeout_text=_duration(timeout))
-        self.help_ts = await self._post(msg["text"], msg["blocks"])
-        log.info("slack help request %s in %s (experts: %s)", "posted" if self.help_ts else "NOT posted",
+        await self._close_help_request("A newer help request follows below.")
+        self.place.help_ts = await self._post(msg["text"], msg["blocks"])
+        log.info("slack help request %s in %s (experts: %s)", "posted" if self.place.help_ts else "NOT posted",
                  self.place.thread_key, ", ".join(experts) or "none")
 
     async def post_notice(self, text: str) -> None:
         """Post a short notice (Markdown) in the thread, or the channel for slash commands."""
-        await self._post_text(text)
+        await self._post_chunks(markdown_to_mrkdwn(text))
 
     async def update_progress(self, text: str) -> None:
         """First call posts a message; later calls edit it (chat.update).
@@ -241,7 +253,7 @@ class SlackResponder:
         """JSON-able place of this responder; :func:`place_from_reference` rebuilds it."""
         return {"platform": "slack", "team": self.place.team, "channel": self.place.channel,
                 "thread_ts": self.place.thread_ts, "message_ts": self.place.message_ts,
-                "user": self.place.user, "shown": list(self.place.shown)}
+                "user": self.place.user, "shown": list(self.place.shown), "help_ts": self.place.help_ts}
 
 
 def place_from_reference(ref: dict[str, Any], waiting_reaction: str = "") -> SlackPlace:
@@ -255,7 +267,15 @@ def place_from_reference(ref: dict[str, Any], waiting_reaction: str = "") -> Sla
         shown.append(waiting_reaction)
     return SlackPlace(team=str(ref.get("team", "")), channel=str(ref.get("channel", "")),
                       thread_ts=str(ref.get("thread_ts", "")), message_ts=str(ref.get("message_ts", "")),
-                      user=str(ref.get("user", "")), shown=shown)
+                      user=str(ref.get("user", "")), shown=shown, help_ts=str(ref.get("help_ts", "")))
+
+
+def _closing_note(answer: Answer) -> str:
+    if answer.kind == "human":
+        return f":white_check_mark: Help request answered by {escape(answer.answered_by or 'a teammate')}."
+    if answer.kind == "apology":
+        return ":heavy_minus_sign: Help request closed without an answer."
+    return ":white_check_mark: Help request resolved: see the answer below."
 
 
 def _duration(seconds: float) -> str:

@@ -27,10 +27,12 @@ import asyncio
 import datetime as _dt
 import itertools
 import json
+import re
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from aiohttp import WSMsgType, web
 
@@ -47,7 +49,7 @@ def snowflake() -> str:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat()
+    return _dt.datetime.now(_dt.UTC).isoformat()
 
 
 def user_payload(user_id: str, name: str, *, bot: bool = False) -> dict[str, Any]:
@@ -101,6 +103,10 @@ class FakeDiscord:
             make reaction PUT/DELETE calls fail, e.g. ``{("*", "*"): (403, 50013)}``.
         message_rate: ``(limit, window seconds)`` for POST messages per channel, with Discord's
             X-RateLimit headers; a request over the limit gets a 429.
+        close_codes: gateway close codes the fake sent (4014 refused intent, 4004 bad token).
+        interaction_callbacks: interaction responses (``type`` 4 message, 5 deferred,
+            6 deferred update, 9 modal; ``data`` as sent).
+        followups: interaction follow-up messages (webhook POSTs).
     """
 
     API = "/api/v10"
@@ -117,6 +123,7 @@ class FakeDiscord:
         self.expert_role_id = snowflake()
         self.admin_role_id = snowflake()
         self.manager_role_id = snowflake()
+        self.bot_role_id = snowflake()  # the bot's managed ("integration") role
         self.users: dict[str, FakeUser] = {self.bot.id: self.bot, self.owner.id: self.owner}
         self.requests: list[Request] = []
         self.identifies: list[dict[str, Any]] = []
@@ -128,6 +135,7 @@ class FakeDiscord:
         self.interaction_callbacks: list[dict[str, Any]] = []
         self.close_codes: list[int] = []
         self.followups: list[dict[str, Any]] = []  # interaction follow-up messages
+        self.dms_closed: set[str] = set()  # user ids who do not accept DMs from the bot (403 50007)
         self._original: dict[str, dict[str, Any]] = {}  # interaction token -> original response
         self._command_ids: dict[str, str] = {}  # registered application command name -> id
         self._rate_windows: dict[str, list[float]] = {}
@@ -141,11 +149,11 @@ class FakeDiscord:
         self.port = 0
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> "FakeDiscord":
+    async def start(self) -> FakeDiscord:
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", self.API + "/{tail:.*}", self._rest)
-        self._runner = web.AppRunner(app, handle_signals=False)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -181,9 +189,17 @@ class FakeDiscord:
             {"id": self.expert_role_id, "name": "experts", "permissions": "0"},
             {"id": self.admin_role_id, "name": "bot-admins", "permissions": "0"},
             {"id": self.manager_role_id, "name": "managers", "permissions": str(PERM_MANAGE_GUILD)},
+            {
+                "id": self.bot_role_id,
+                "name": "threadwise",
+                "permissions": str(PERM_ALL_TEXT),
+                "managed": True,
+                "tags": {"bot_id": self.bot.id},
+            },
         ]
         for i, role in enumerate(roles):
-            role.update(position=i, color=0, hoist=False, managed=False, mentionable=True, flags=0)
+            role.setdefault("managed", False)
+            role.update(position=i, color=0, hoist=False, mentionable=True, flags=0)
         channel = {
             "id": self.channel_id,
             "type": 0,
@@ -236,19 +252,19 @@ class FakeDiscord:
                 await self._send({"op": 11, "d": None, "s": None, "t": None})
             elif op == 2:
                 if payload["d"].get("token") != self.TOKEN:
+                    self.close_codes.append(4004)
                     await ws.close(code=4004, message=b"Authentication failed.")
                     break
                 await self._identify(ws, payload["d"])
             elif op == 6:  # RESUME: we keep no session; ask for a fresh IDENTIFY
                 await self._send({"op": 9, "d": False, "s": None, "t": None})
-        if ws.close_code is not None:
-            self.close_codes.append(ws.close_code)
         return ws
 
     async def _identify(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
         self.identifies.append(data)
         intents = int(data.get("intents", 0))
         if self.refuse_message_content and intents & MESSAGE_CONTENT_INTENT:
+            self.close_codes.append(4014)
             await ws.close(code=4014, message=b"Disallowed intent(s).")
             return
         self._session_intents = intents
@@ -312,7 +328,7 @@ class FakeDiscord:
             "tts": False,
             "mention_everyone": False,
             "mentions": [dict(u.payload, member=u.member()) if guild else u.payload for u in (mentions or [])],
-            "mention_roles": [],
+            "mention_roles": re.findall(r"<@&(\d+)>", content),
             "attachments": [],
             "embeds": [],
             "pinned": False,
@@ -394,7 +410,17 @@ class FakeDiscord:
             data["user"] = user.payload
         else:
             ch_type = 11 if channel_id in self.threads else 0
-            channel = dict(self.threads.get(channel_id) or {"id": channel_id, "type": ch_type, "guild_id": self.guild_id, "name": "general", "position": 0, "permission_overwrites": []})
+            channel = dict(
+                self.threads.get(channel_id)
+                or {
+                    "id": channel_id,
+                    "type": ch_type,
+                    "guild_id": self.guild_id,
+                    "name": "general",
+                    "position": 0,
+                    "permission_overwrites": [],
+                }
+            )
             data["channel"] = channel
             data["guild_id"] = self.guild_id
             data["guild_locale"] = "en-US"
@@ -415,7 +441,9 @@ class FakeDiscord:
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 
-    async def submit_modal(self, user: FakeUser, message: dict[str, Any], custom_id: str, values: dict[str, str]) -> dict[str, Any]:
+    async def submit_modal(
+        self, user: FakeUser, message: dict[str, Any], custom_id: str, values: dict[str, str]
+    ) -> dict[str, Any]:
         """``user`` submits the modal ``custom_id`` (opened from a button on ``message``) with
         text inputs ``values`` (input custom_id -> text); Discord includes that message."""
         data = self._interaction_base(user, channel_id=message["channel_id"], kind=5, dm="guild_id" not in message)
@@ -425,12 +453,19 @@ class FakeDiscord:
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 
-    async def slash(self, user: FakeUser, group: str, sub: str, *, channel_id: str | None = None, dm: bool = False) -> dict[str, Any]:
+    async def slash(
+        self, user: FakeUser, group: str, sub: str, *, channel_id: str | None = None, dm: bool = False
+    ) -> dict[str, Any]:
         """``user`` runs ``/<group> <sub>`` (a CHAT_INPUT command with one subcommand)."""
         channel_id = channel_id or (self.dm_channel_for(user) if dm else self.channel_id)
         data = self._interaction_base(user, channel_id=channel_id, kind=2, dm=dm)
         command_id = self._command_ids.get(group, snowflake())
-        data["data"] = {"id": command_id, "name": group, "type": 1, "options": [{"name": sub, "type": 1, "options": []}]}
+        data["data"] = {
+            "id": command_id,
+            "name": group,
+            "type": 1,
+            "options": [{"name": sub, "type": 1, "options": []}],
+        }
         await self.dispatch("INTERACTION_CREATE", data)
         return data
 
@@ -438,7 +473,11 @@ class FakeDiscord:
     def _json(self, data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
         if status == 204:
             return web.Response(status=204, headers=headers)
-        return web.Response(status=status, body=json.dumps(data).encode(), headers={"Content-Type": "application/json", **(headers or {})})
+        return web.Response(
+            status=status,
+            body=json.dumps(data).encode(),
+            headers={"Content-Type": "application/json", **(headers or {})},
+        )
 
     def _error(self, status: int, code: int, message: str) -> web.Response:
         return self._json({"code": code, "message": message}, status)
@@ -486,12 +525,28 @@ class FakeDiscord:
                 }
             )
         if parts[:1] == ["gateway"]:
-            return self._json({"url": self.gateway_url, "shards": 1, "session_start_limit": {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}})
+            return self._json(
+                {
+                    "url": self.gateway_url,
+                    "shards": 1,
+                    "session_start_limit": {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1},
+                }
+            )
         if parts[:1] == ["applications"] and parts[-1] == "commands" and method == "PUT":
             out = []
             for cmd in body or []:
                 cid = self._command_ids.setdefault(cmd["name"], snowflake())
-                out.append(dict(cmd, id=cid, application_id=self.application_id, version="1", default_member_permissions=cmd.get("default_member_permissions"), dm_permission=True, nsfw=False))
+                out.append(
+                    dict(
+                        cmd,
+                        id=cid,
+                        application_id=self.application_id,
+                        version="1",
+                        default_member_permissions=cmd.get("default_member_permissions"),
+                        dm_permission=True,
+                        nsfw=False,
+                    )
+                )
             return self._json(out)
         if parts[:1] == ["applications"] and method == "GET":
             return self._json([])
@@ -501,7 +556,9 @@ class FakeDiscord:
         if parts == ["users", "@me", "channels"] and method == "POST":
             uid = str(body["recipient_id"])
             user = self.users.get(uid) or FakeUser(uid, "someone")
-            return self._json({"id": self.dm_channel_for(user), "type": 1, "recipients": [user.payload], "last_message_id": None})
+            return self._json(
+                {"id": self.dm_channel_for(user), "type": 1, "recipients": [user.payload], "last_message_id": None}
+            )
         if parts[:1] == ["channels"]:
             return await self._channel_route(method, parts[1:], body)
         if parts[:1] == ["interactions"] and parts[-1] == "callback":
@@ -563,8 +620,19 @@ class FakeDiscord:
         over, headers = self._rate_headers(channel_id)
         if over:
             headers["Via"] = "1.1 google"
-            return self._json({"message": "You are being rate limited.", "retry_after": float(headers["X-RateLimit-Reset-After"]), "global": False}, 429, headers)
+            return self._json(
+                {
+                    "message": "You are being rate limited.",
+                    "retry_after": float(headers["X-RateLimit-Reset-After"]),
+                    "global": False,
+                },
+                429,
+                headers,
+            )
         content = body.get("content") or ""
+        dm_user = next((uid for uid, cid in self.dm_channels.items() if cid == channel_id), None)
+        if dm_user is not None and dm_user in self.dms_closed:
+            return self._error(403, 50007, "Cannot send messages to this user")
         if len(content) > 2000:
             return self._error(400, 50035, "Invalid Form Body: content: Must be 2000 or fewer in length.")
         in_guild = channel_id == self.channel_id or channel_id in self.threads
@@ -600,7 +668,12 @@ class FakeDiscord:
             "type": 11,
             "name": name,
             "last_message_id": None,
-            "thread_metadata": {"archived": False, "auto_archive_duration": int(body.get("auto_archive_duration") or 1440), "archive_timestamp": _now(), "locked": False},
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": int(body.get("auto_archive_duration") or 1440),
+                "archive_timestamp": _now(),
+                "locked": False,
+            },
             "message_count": 0,
             "member_count": 1,
             "rate_limit_per_user": 0,
@@ -610,12 +683,44 @@ class FakeDiscord:
         await self.dispatch("THREAD_CREATE", dict(thread, newly_created=True))
         return self._json(thread)
 
+    async def user_thread(self, owner: FakeUser, name: str) -> str:
+        """A member starts a thread (not from one of the bot's questions): THREAD_CREATE."""
+        starter = self.message_payload(owner, name)
+        self.all_messages[starter["id"]] = starter
+        thread = {
+            "id": starter["id"],
+            "guild_id": self.guild_id,
+            "parent_id": self.channel_id,
+            "owner_id": owner.id,
+            "type": 11,
+            "name": name,
+            "last_message_id": None,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": _now(),
+                "locked": False,
+            },
+            "message_count": 0,
+            "member_count": 1,
+            "rate_limit_per_user": 0,
+            "flags": 0,
+        }
+        self.threads[thread["id"]] = thread
+        await self.dispatch("THREAD_CREATE", dict(thread, newly_created=True))
+        return thread["id"]
+
     def archive_thread(self, thread_id: str) -> None:
         """Mark a thread archived: reactions in it fail with 50083, as on Discord."""
         self.threads[thread_id]["thread_metadata"]["archived"] = True
 
     async def _interaction_callback(self, interaction_id: str, token: str, body: dict[str, Any]) -> web.Response:
-        record = {"interaction_id": interaction_id, "token": token, "type": body.get("type"), "data": body.get("data") or {}}
+        record = {
+            "interaction_id": interaction_id,
+            "token": token,
+            "type": body.get("type"),
+            "data": body.get("data") or {},
+        }
         self.interaction_callbacks.append(record)
         result: dict[str, Any] = {"interaction": {"id": interaction_id, "type": 2}}
         data = body.get("data") or {}
@@ -626,7 +731,11 @@ class FakeDiscord:
             msg["interaction_token"] = token
             self.all_messages[msg["id"]] = msg
             self._original[token] = msg
-            result["interaction"].update(response_message_id=msg["id"], response_message_loading=body["type"] == 5, response_message_ephemeral=ephemeral)
+            result["interaction"].update(
+                response_message_id=msg["id"],
+                response_message_loading=body["type"] == 5,
+                response_message_ephemeral=ephemeral,
+            )
             result["resource"] = {"type": body["type"], "message": msg}
         return self._json(result)
 
@@ -663,7 +772,13 @@ class FakeDiscord:
         out = []
         for r in self.requests:
             parts = r.path.strip("/").split("/")
-            if len(parts) >= 6 and parts[0] == "channels" and parts[2] == "messages" and parts[3] == message_id and parts[4] == "reactions":
+            if (
+                len(parts) >= 6
+                and parts[0] == "channels"
+                and parts[2] == "messages"
+                and parts[3] == message_id
+                and parts[4] == "reactions"
+            ):
                 out.append((r.method, parts[5], r.status))
         return out
 
@@ -683,11 +798,14 @@ class FakeDiscord:
                 return value
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError("timed out waiting for the bot; REST calls so far:\n" + "\n".join(f"{r.method} {r.path} -> {r.status}" for r in self.requests[-30:]))
+                raise AssertionError(
+                    "timed out waiting for the bot; REST calls so far:\n"
+                    + "\n".join(f"{r.method} {r.path} -> {r.status}" for r in self.requests[-30:])
+                )
             async with self._changed:
                 try:
                     await asyncio.wait_for(self._changed.wait(), min(remaining, 0.2))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     async def settle(self, quiet: float = 0.4, timeout: float = 10.0) -> None:
@@ -764,7 +882,7 @@ class DiscordHarness:
         self._stop: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
 
-    async def open(self) -> "DiscordHarness":
+    async def open(self) -> DiscordHarness:
         from contextlib import AsyncExitStack
 
         from bot.config import Secrets, load_settings

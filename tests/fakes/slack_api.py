@@ -15,8 +15,12 @@ actions, view submissions and slash commands, signed with the app's signing secr
 
 Limits enforced here come from Slack's docs: section text <= 3000 characters and <= 50
 blocks per message (Block Kit reference), message text <= 40000 characters
-(chat.postMessage; ``msg_blocks_too_long`` for long block text, held at 12000 here), modal title <= 24 characters and private_metadata <= 3000
-characters (views.open / view objects).
+(chat.postMessage; ``msg_blocks_too_long`` for long block text, held at 12000 here),
+modal title <= 24 characters and private_metadata <= 3000 characters (views.open / view
+objects).
+
+:class:`SlackHarness` (bottom) runs the real runtime (scripted model, SQLite files under a
+tmp folder) and the Slack adapter against this fake, for the tests/test_slack_*.py modules.
 """
 
 from __future__ import annotations
@@ -584,8 +588,13 @@ KB_FILES = {
 USERS = {"UASKER": "Asha", "UEXPERT": "Erik", "UGROUPEXPERT": "Gita", "UADMIN": "Ada", "UOTHER": "Olaf"}
 
 
-def write_config(tmp_path: Any, fake: FakeSlackAPI, *, slack: str = "", extra: str = "") -> Any:
-    """Write a config.toml (data and knowledge under ``tmp_path``, Slack pointed at ``fake``)."""
+def write_config(tmp_path: Any, fake: FakeSlackAPI, *, slack: str = "", extra: str = "",
+                 web: str = "enabled = false") -> Any:
+    """Write a config.toml (data and knowledge under ``tmp_path``, Slack pointed at ``fake``).
+
+    ``slack`` adds lines to ``[slack]``, ``web`` replaces the body of ``[web]``, ``extra``
+    appends whole sections.
+    """
     kb = tmp_path / "kb"
     kb.mkdir(exist_ok=True)
     for name, text in KB_FILES.items():
@@ -605,7 +614,7 @@ index_dir = "{data}/index"
 embeddings = "none"
 
 [web]
-enabled = false
+{web}
 
 [slack]
 mode = "http"
@@ -627,8 +636,10 @@ class SlackHarness:
     and opens a new one (and a new bot) on the same data files.
     """
 
-    def __init__(self, tmp_path: Any, fake: FakeSlackAPI, config_path: Any, model: Any) -> None:
+    def __init__(self, tmp_path: Any, fake: FakeSlackAPI, config_path: Any, model: Any, *,
+                 tavily_api_key: str = "") -> None:
         self.tmp_path, self.fake, self.config_path, self.model = tmp_path, fake, config_path, model
+        self.tavily_api_key = tavily_api_key
         self.events = SlackEvents()
         self.runtime: Any = None
         self.bot: Any = None
@@ -643,7 +654,8 @@ class SlackHarness:
         from bot.runtime import open_runtime
 
         settings = load_settings(self.config_path)
-        secrets = Secrets(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET)
+        secrets = Secrets(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET,
+                          tavily_api_key=self.tavily_api_key)
         self.fake.users.update({uid: {"id": uid, "name": uid.lower(), "real_name": name,
                                       "profile": {"display_name": name, "real_name": name}}
                                 for uid, name in USERS.items()})

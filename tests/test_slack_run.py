@@ -1,0 +1,225 @@
+"""Serving Slack for real: ``run_slack`` in HTTP mode (signed requests over HTTP) and in Socket
+Mode (a websocket from the fake), and ``threadwise run`` as a subprocess in HTTP mode."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bot.config import Secrets, load_settings
+from bot.platforms.slack import run_slack, slack_enabled
+from bot.runtime import open_runtime
+from graphs.models import ScriptedChatModel
+from tests.fakes.slack_api import (
+    APP_TOKEN,
+    BOT_TOKEN,
+    BOT_USER_ID,
+    SIGNING_SECRET,
+    FakeSlackAPI,
+    SlackEvents,
+    all_text,
+    write_config,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+async def fake():
+    server = await FakeSlackAPI().start()
+    yield server
+    await server.stop()
+
+
+def mention_event(fake: FakeSlackAPI, text: str, channel: str = "C0GENERAL") -> tuple[dict, str]:
+    ts = fake.next_ts()
+    return SlackEvents.message(user="UASKER", channel=channel, ts=ts, text=f"<@{BOT_USER_ID}> {text}",
+                               kind="app_mention"), ts
+
+
+async def post(session: aiohttp.ClientSession, url: str, request: tuple[str, dict]) -> tuple[int, str]:
+    body, headers = request
+    async with session.post(url, data=body.encode(), headers=headers) as resp:
+        return resp.status, await resp.text()
+
+
+def thread_posts(fake: FakeSlackAPI, ts: str) -> list[dict]:
+    return [p for p in fake.posts() if p.get("thread_ts") == ts]
+
+
+@pytest.mark.parametrize("mode, env, enabled", [
+    ("socket", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, True),
+    ("socket", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}, False),
+    ("http", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}, True),
+    ("http", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, False),
+    ("socket", {"SLACK_APP_TOKEN": "xapp-1"}, False),
+])
+def test_slack_enabled_needs_the_tokens_of_its_mode(tmp_path, mode, env, enabled):
+    path = tmp_path / "config.toml"
+    path.write_text(f'[slack]\nmode = "{mode}"\n')
+    assert slack_enabled(load_settings(path), Secrets.from_env(env)) is enabled
+
+
+async def test_run_slack_http_mode_over_real_http(tmp_path, fake):
+    port = free_port()
+    settings = load_settings(write_config(tmp_path, fake, slack=f'http_port = {port}\nhttp_host = "127.0.0.1"'))
+    secrets = Secrets(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET)
+    events = SlackEvents()
+    url = f"http://127.0.0.1:{port}/slack/events"
+    stop = asyncio.Event()
+    async with open_runtime(settings, secrets, chat_model=ScriptedChatModel()) as runtime:
+        task = asyncio.create_task(run_slack(runtime, stop=stop))
+        try:
+            async with aiohttp.ClientSession() as session:
+                for _ in range(100):
+                    try:
+                        async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                            if resp.status == 200:
+                                break
+                    except aiohttp.ClientConnectionError:
+                        await asyncio.sleep(0.05)
+                status, body = await post(session, url, events.sign(
+                    json.dumps({"type": "url_verification", "challenge": "c-123", "token": "t"}), "application/json"))
+                assert status == 200 and "c-123" in body
+                event, ts = mention_event(fake, "how do I deploy?")
+                status, _ = await post(session, url, events.event(event, bad_signature=True))
+                assert status == 401
+                status, _ = await post(session, url, events.event(event))
+                assert status == 200
+                await fake.wait_for(lambda: thread_posts(fake, ts), timeout=15)
+                await fake.wait_for(lambda: fake.reactions.get(("C0GENERAL", ts)) == ["white_check_mark"])
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 15)
+    assert len(thread_posts(fake, ts)) == 1
+    assert fake.calls_to("auth.test")  # the token is checked at start
+
+
+async def test_run_slack_socket_mode(tmp_path, fake):
+    config = write_config(tmp_path, fake).read_text().replace('mode = "http"', 'mode = "socket"')
+    (tmp_path / "config.toml").write_text(config)
+    settings = load_settings(tmp_path / "config.toml")
+    secrets = Secrets(slack_bot_token=BOT_TOKEN, slack_app_token=APP_TOKEN)
+    events = SlackEvents()
+    stop = asyncio.Event()
+    async with open_runtime(settings, secrets, chat_model=ScriptedChatModel()) as runtime:
+        task = asyncio.create_task(run_slack(runtime, stop=stop))
+        try:
+            await fake.wait_socket()
+            event, ts = mention_event(fake, "how do I deploy?")
+            ack = await fake.send_envelope("events_api", events.event_body(event))
+            assert "envelope_id" in ack
+            await fake.wait_for(lambda: thread_posts(fake, ts), timeout=15)
+            ack = await fake.send_envelope("slash_commands", {
+                "command": "/threadwise", "text": "status", "user_id": "UASKER", "channel_id": "C0GENERAL",
+                "team_id": "T0TEAM", "response_url": fake.response_url(), "trigger_id": "1.t", "api_app_id": "A0APP"})
+            assert "envelope_id" in ack
+            await fake.wait_for(lambda: any("Knowledge base" in p["text"] for p in fake.posts()), timeout=15)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 15)
+    assert len(thread_posts(fake, ts)) == 1
+    assert fake.calls_to("apps.connections.open", ok_only=True)
+
+
+async def test_run_slack_fails_fast_on_a_bad_token(tmp_path, fake):
+    settings = load_settings(write_config(tmp_path, fake))
+    secrets = Secrets(slack_bot_token="xoxb-wrong", slack_signing_secret=SIGNING_SECRET)
+    async with open_runtime(settings, secrets, chat_model=ScriptedChatModel()) as runtime:
+        with pytest.raises(Exception, match="invalid_auth"):
+            await asyncio.wait_for(run_slack(runtime, stop=asyncio.Event()), 10)
+
+
+class ThreadwiseProcess:
+    """``threadwise run`` in a subprocess, configured for HTTP mode against the fake."""
+
+    def __init__(self, tmp_path: Path, fake: FakeSlackAPI) -> None:
+        self.port = free_port()
+        config = write_config(tmp_path, fake, slack=f'http_port = {self.port}\nhttp_host = "127.0.0.1"')
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_"))}
+        env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, HF_HUB_OFFLINE="1",
+                   PYTHONPATH=str(ROOT))
+        self.log = tmp_path / "threadwise.log"
+        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "run", "--config", str(config)], cwd=ROOT,
+                                     env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    async def wait_ready(self, session: aiohttp.ClientSession, timeout: float = 120) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            try:
+                async with session.get(self.url + "/healthz") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientConnectionError:
+                pass
+            await asyncio.sleep(0.2)
+        raise TimeoutError(self.log.read_text()[-3000:])
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        return self.log.read_text()
+
+
+async def test_threadwise_run_http_mode_subprocess(tmp_path, fake):
+    """No LLM needed: a bare mention gets the short reply, /threadwise status the status."""
+    proc = ThreadwiseProcess(tmp_path, fake)
+    events = SlackEvents()
+    try:
+        async with aiohttp.ClientSession() as session:
+            await proc.wait_ready(session)
+            event, ts = mention_event(fake, "")
+            status, _ = await post(session, proc.url + "/slack/events", events.event(event))
+            assert status == 200
+            await fake.wait_for(lambda: thread_posts(fake, ts), timeout=30)
+            status, _ = await post(session, proc.url + "/slack/events", events.command(
+                user="UASKER", text="status", channel="C0GENERAL", response_url=fake.response_url()))
+            assert status == 200
+            await fake.wait_for(lambda: any("Knowledge base" in p["text"] for p in fake.posts()), timeout=30)
+    finally:
+        output = proc.stop()
+    assert "question" in thread_posts(fake, ts)[0]["text"].lower()
+    assert BOT_TOKEN not in output and SIGNING_SECRET not in output  # no secrets in logs
+
+
+@pytest.mark.slow
+async def test_threadwise_run_answers_a_question_with_the_offline_model(tmp_path, fake):
+    proc = ThreadwiseProcess(tmp_path, fake)
+    events = SlackEvents()
+    try:
+        async with aiohttp.ClientSession() as session:
+            await proc.wait_ready(session)
+            event, ts = mention_event(fake, "How do I roll back a deploy?")
+            status, _ = await post(session, proc.url + "/slack/events", events.event(event))
+            assert status == 200
+            resting = {"white_check_mark", "disappointed", "raising_hand"}
+            await fake.wait_for(lambda: len(fake.reactions.get(("C0GENERAL", ts), [])) == 1
+                                and set(fake.reactions[("C0GENERAL", ts)]) & resting
+                                and thread_posts(fake, ts), timeout=300)
+    finally:
+        output = proc.stop()
+    posts = thread_posts(fake, ts)
+    assert len(posts) == 1, output[-3000:]
+    assert all_text(posts[0]).strip()
+    assert len(fake.reactions[("C0GENERAL", ts)]) == 1
