@@ -118,22 +118,36 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     secrets = Secrets.from_env()
 
     async def body(rt) -> int:
+        import signal
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, stop.set)  # graceful: answers in flight are finished
+            except (NotImplementedError, RuntimeError):
+                pass
         tasks = []
         try:
             from bot.platforms import slack as slack_mod
 
             if slack_mod.slack_enabled(settings, secrets):
-                tasks.append(asyncio.create_task(slack_mod.run_slack(rt), name="slack"))
+                tasks.append(asyncio.create_task(slack_mod.run_slack(rt, stop=stop), name="slack"))
         except ImportError:
             log.warning("Slack support is not installed")
         try:
             from bot.platforms import discord_ as discord_mod
 
             if discord_mod.discord_enabled(settings, secrets):
-                tasks.append(asyncio.create_task(discord_mod.run_discord(rt), name="discord"))
+                tasks.append(asyncio.create_task(discord_mod.run_discord(rt, stop=stop), name="discord"))
         except ImportError:
             log.warning("Discord support is not installed")
         if not tasks:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    loop.remove_signal_handler(sig)
+                except (NotImplementedError, RuntimeError):
+                    pass
             err.print("No SLACK_* or DISCORD_TOKEN set: starting the console chat (offline default).")
             await run_console(rt)
             return 0

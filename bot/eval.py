@@ -11,6 +11,7 @@ error is counted in route accuracy.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import statistics
 import time
@@ -82,7 +83,8 @@ async def run_eval(runtime: Any, rows: list[dict[str, Any]], console: Console | 
         expected = list(row.get("sources") or [])
         if not retrieved and row.get("kind") in ("kb", "followup") and kb.is_built():
             state = await service.thread_values(key)
-            retrieved = [d["location"] for d in kb.search(kb_queries(state), runtime.settings.knowledge.k)]
+            docs = await asyncio.to_thread(kb.search, kb_queries(state), runtime.settings.knowledge.k)
+            retrieved = [d["location"] for d in docs]
         answer = result.answer.text if result.answer else ""
         facts = row.get("answer_facts") or []
         path = list(values.get("path", []))

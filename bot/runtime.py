@@ -5,6 +5,7 @@ shared infrastructure (Postgres checkpointer, a vector server) is a change here 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -108,7 +109,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
     knowledge = build_knowledge_base(settings, emb, emb_id, sources)
     if build_index and knowledge.needs_rebuild():
         log.info("building the knowledge index from %s", ", ".join(knowledge.sources))
-        knowledge.reindex(progress)
+        await asyncio.to_thread(knowledge.reindex, progress)  # embedding calls must not block the loop
     web = build_web_search(settings, secrets)
     g = settings.graph
     deps = GraphDeps(
@@ -118,7 +119,9 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             k=settings.knowledge.k, max_generations=g.max_generations, max_kb_searches=g.max_kb_searches,
             max_web_searches=g.max_web_searches, history_messages=g.history_messages,
             max_document_characters=g.max_document_characters, human_review=g.human_review,
-            kb_description=settings.knowledge.description, apology=settings.service.apology,
+            kb_description=(settings.knowledge.description if not sources else
+                            "documentation from " + ", ".join(Path(s).name for s in sources)),
+            apology=settings.service.apology,
             graders=resolve_graders(g.graders, model), relevance_threshold=g.relevance_threshold,
             grounding_threshold=g.grounding_threshold,
         ),

@@ -148,8 +148,11 @@ class ChatService:
         return state.interrupts[0] if state.interrupts else None
 
     async def knows_thread(self, thread_key: str) -> bool:
-        """True if the bot already took part in this thread (a checkpoint exists)."""
-        return await self.graph.checkpointer.aget_tuple(self._cfg(thread_key)) is not None
+        """True if the bot already took part in this thread: a checkpoint exists, or it
+        handled a message there (e.g. replied to a bare mention)."""
+        if await self.graph.checkpointer.aget_tuple(self._cfg(thread_key)) is not None:
+            return True
+        return await self.store.has_thread(thread_key)
 
     async def thread_values(self, thread_key: str) -> dict[str, Any]:
         """The saved state of a thread ({} if none)."""
@@ -306,10 +309,11 @@ class ChatService:
                 reason=str(payload.get("reason", "")), attempts=list(payload.get("attempts", [])),
                 timeout_seconds=self.help_timeout_seconds, interrupt_id=intr.id,
             )
-            await self.store.open_help_request(thread_key, platform, out.reference(), request.question,
-                                               self.help_timeout_seconds)
             await out.post_help_request(request)
             await out.set_status(Status.WAITING_HUMAN)
+            # the reference is taken after posting, so it names the help message and the current reaction
+            await self.store.open_help_request(thread_key, platform, out.reference(), request.question,
+                                               self.help_timeout_seconds)
             self._arm_timeout(thread_key, self.help_timeout_seconds)
             log.info("[%s] paused for a human after %s", thread_key, "->".join(values.get("path", [])))
             return TurnResult(thread_key, None, request, values, time.perf_counter() - t0)

@@ -17,6 +17,7 @@ import aiosqlite
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS seen_messages (
     message_id TEXT PRIMARY KEY, thread_key TEXT NOT NULL, seen_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS seen_by_thread ON seen_messages (thread_key);
 CREATE TABLE IF NOT EXISTS help_requests (
     thread_key TEXT PRIMARY KEY, platform TEXT NOT NULL, reference TEXT NOT NULL,
     question TEXT NOT NULL, deadline REAL NOT NULL, created_at REAL NOT NULL,
@@ -53,6 +54,12 @@ class Bookkeeping:
         )
         await self._conn.commit()
         return cur.rowcount == 1
+
+    async def has_thread(self, thread_key: str) -> bool:
+        """True if a message of this thread was handled before."""
+        row = await (await self._conn.execute(
+            "SELECT 1 FROM seen_messages WHERE thread_key = ? LIMIT 1", (thread_key,))).fetchone()
+        return row is not None
 
     async def forget_seen_before(self, seconds: float) -> int:
         """Drop seen ids older than ``seconds`` (redeliveries come within minutes)."""

@@ -159,13 +159,14 @@ def keyword_query(text: str) -> str:
     return " OR ".join(f'"{t}"' for t in terms[:64])
 
 
-def rrf_fuse(rankings: Iterable[Sequence[int]], rrf_k: int) -> dict[int, float]:
-    """Reciprocal Rank Fusion (Cormack et al., SIGIR 2009): ``sum(1 / (rrf_k + rank))``
-    over the rankings (ids in best-first order, rank starting at 1)."""
+def rrf_fuse(rankings: Iterable[Sequence[int]], rrf_k: int, weights: Sequence[float] | None = None) -> dict[int, float]:
+    """Weighted Reciprocal Rank Fusion (Cormack et al., SIGIR 2009):
+    ``sum(weight / (rrf_k + rank))`` over the rankings (ids best first, rank from 1)."""
     scores: dict[int, float] = {}
-    for ranking in rankings:
+    for i, ranking in enumerate(rankings):
+        w = weights[i] if weights else 1.0
         for rank, cid in enumerate(ranking, start=1):
-            scores[cid] = scores.get(cid, 0.0) + 1.0 / (rrf_k + rank)
+            scores[cid] = scores.get(cid, 0.0) + w / (rrf_k + rank)
     return scores
 
 
@@ -298,13 +299,13 @@ class KnowledgeBase:
             or m.get("chunking") != [self.chunk_size, self.chunk_overlap]
         )
 
-    def search(self, queries: Sequence[str], k: int) -> list[Doc]:
+    def search(self, queries: Sequence[str | tuple[str, float]], k: int) -> list[Doc]:
         """Hybrid search.
 
         Args:
             queries: query variants (e.g. the standalone question, the rewritten query,
-                the raw message); each is ranked by BM25 and by the dense index, and all
-                rankings are fused with RRF.
+                the raw message), plain or as ``(query, weight)``; each is ranked by BM25
+                and by the dense index, and all rankings are fused with weighted RRF.
             k: number of chunks to return.
 
         Returns:
@@ -317,12 +318,19 @@ class KnowledgeBase:
         snap = self.snapshot
         if snap is None:
             raise KnowledgeBaseError("the knowledge base has no index yet: run `threadwise reindex`")
-        queries = [q for q in dict.fromkeys(q.strip() for q in queries) if q]
-        rankings: list[list[int]] = [snap.keyword(q, self.candidates) for q in queries]
-        if self.embeddings is not None and snap.vectors is not None and queries:
-            qv = _normalise(np.asarray(self.embeddings.embed_documents(list(queries))))
+        weighted: dict[str, float] = {}
+        for q in queries:
+            text, weight = (q, 1.0) if isinstance(q, str) else (q[0], float(q[1]))
+            if text.strip():
+                weighted[text.strip()] = max(weight, weighted.get(text.strip(), 0.0))
+        texts = list(weighted)
+        rankings: list[list[int]] = [snap.keyword(q, self.candidates) for q in texts]
+        weights = [weighted[q] for q in texts]
+        if self.embeddings is not None and snap.vectors is not None and texts:
+            qv = _normalise(np.asarray(self.embeddings.embed_documents(texts)))
             rankings += [snap.dense(v, self.candidates) for v in qv]
-        scores = rrf_fuse(rankings, self.rrf_k)
+            weights += weights
+        scores = rrf_fuse(rankings, self.rrf_k, weights)
         ordered = sorted(scores, key=lambda cid: -scores[cid])
         rows = snap.chunks(ordered[: max(k * 6, 30)])
         per_file: dict[str, int] = {}

@@ -126,15 +126,20 @@ def history_before_last(state: RAGState, limit: int) -> list[AnyMessage]:
 def kb_queries(state: RAGState, history_limit: int = 6) -> list[str]:
     """Query variants for a knowledge-base search, fused by the retriever.
 
-    The model's rewritten query and standalone question, the raw message, and for a
-    follow-up the previous user message joined with the raw one: a cheap signal that
-    keeps follow-ups retrievable even when a small model contextualises poorly.
+    The user's own words (the raw message, and for a follow-up the previous user message
+    joined with it: a cheap signal that keeps follow-ups retrievable even when a small
+    model contextualises poorly) and the model's standalone question. The model's
+    rewritten keyword query joins only on a search after ``rewrite_kb`` (query feedback
+    or a human's hint), where changing the query is the point.
     """
     raw = last_user_message(state)
-    variants = [state.get("kb_query", ""), state.get("question", ""), raw]
+    variants = [raw]
     prev_user = [_text(m) for m in history_before_last(state, history_limit) if isinstance(m, HumanMessage)]
     if prev_user:
         variants.append(f"{prev_user[-1]} {raw}")
+    variants.append(state.get("question", ""))
+    if (state.get("path") or [""])[-1] == "rewrite_kb":
+        variants.insert(0, state.get("kb_query", ""))
     return [v for v in dict.fromkeys(v.strip() for v in variants) if v]
 
 

@@ -22,7 +22,8 @@ NONE_RELEVANT = json.dumps({"documents": [{"id": 1, "relevant": False}], "feedba
 
 
 async def test_console_session_threads_help_request_and_resume(settings):
-    script = {"grade_documents": [NONE_RELEVANT, NONE_RELEVANT]}
+    relevant = json.dumps({"documents": [{"id": 1, "relevant": True, "facts": "disable_studio_auth"}]})
+    script = {"grade_documents": [NONE_RELEVANT, NONE_RELEVANT, relevant]}
     lines = "\n".join([
         "what does the standalone container need to boot?",  # pauses for a human (nothing relevant)
         "answer: set REDIS_URI and DATABASE_URI",             # my reply resumes it
