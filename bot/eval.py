@@ -89,7 +89,9 @@ async def run_eval(runtime: Any, rows: list[dict[str, Any]], console: Console | 
         facts = row.get("answer_facts") or []
         path = list(values.get("path", []))
         outcome = values.get("outcome", "") if result.answer else "help_request"
-        first_pass = path.count("retrieve") == 1 and path.count("generate") == 1 and outcome == "answer"
+        # first pass: answered from one knowledge-base search (redrafts allowed), no web, no human
+        first_pass = (path.count("retrieve") == 1 and "web_search" not in path and "human_review" not in path
+                      and outcome == "answer")
         out_rows.append(EvalRow(
             id=str(row.get("id", i)), kind=row.get("kind", ""), expected_route=row["expected_route"],
             route=values.get("route", ""), route_ok=values.get("route", "") == row["expected_route"],
@@ -113,7 +115,7 @@ def _mean(xs: list[float | None]) -> float | None:
 
 def totals(rows: list[EvalRow]) -> dict[str, Any]:
     """Aggregate figures; ``median_llm_calls_first_pass`` is over kb questions answered on
-    the first pass (one search, one draft)."""
+    the first pass (one knowledge-base search, no web search, no human)."""
     first = [r.llm_calls for r in rows if r.first_pass and r.expected_route == "vectorstore"]
     return {
         "questions": len(rows),
