@@ -14,7 +14,6 @@ import logging
 import os
 import sqlite3
 import sys
-import uuid
 from pathlib import Path
 
 from rich.console import Console

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 from bot.protocol import Responder
 from bot.store import Bookkeeping

@@ -16,6 +16,8 @@ from bot.config import Secrets, Settings, load_settings
 from bot.runtime import Runtime, open_runtime
 from graphs.models import ScriptedChatModel
 
+pytest_plugins = ["tests.fakes.slack_fixtures"]
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

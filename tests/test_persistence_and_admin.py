@@ -14,7 +14,7 @@ from bot.config import ConfigError, load_settings
 from bot.platforms.console import ConsoleResponder
 from bot.protocol import IncomingMessage, Status
 from graphs.knowledge import KnowledgeBase, KnowledgeBaseError
-from tests.conftest import scripted_runtime, write_config, write_kb
+from tests.conftest import scripted_runtime, write_kb
 
 NONE_RELEVANT = json.dumps({"documents": [{"id": 1, "relevant": False}], "feedback": "nothing"})
 

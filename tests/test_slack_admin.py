@@ -10,24 +10,9 @@ import re
 
 import pytest
 
-from graphs.models import ScriptedChatModel
-from tests.fakes.slack_api import FakeSlackAPI, SlackHarness, write_config
+from tests.fakes.slack_api import SlackHarness
 
 DONE = re.compile(r"Reindex done: (\d+) files, (\d+) chunks .* in [\d.]+ s")
-
-
-@pytest.fixture
-async def fake():
-    server = await FakeSlackAPI().start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def slack(tmp_path, fake):
-    harness = await SlackHarness(tmp_path, fake, write_config(tmp_path, fake), ScriptedChatModel()).open()
-    yield harness
-    await harness.close()
 
 
 def command(slack: SlackHarness, user: str, text: str, channel: str | None = None):

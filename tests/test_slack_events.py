@@ -14,26 +14,11 @@ import pytest
 from graphs.models import ScriptedChatModel
 from tests.fakes.slack_api import (
     BOT_USER_ID,
-    FakeSlackAPI,
     SlackHarness,
     all_text,
     section_texts,
     write_config,
 )
-
-
-@pytest.fixture
-async def fake():
-    server = await FakeSlackAPI().start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def slack(tmp_path, fake):
-    harness = await SlackHarness(tmp_path, fake, write_config(tmp_path, fake), ScriptedChatModel()).open()
-    yield harness
-    await harness.close()
 
 
 def answered_in(slack: SlackHarness, root: str) -> list[dict]:

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from graphs.models import ScriptedChatModel
-from tests.fakes.slack_api import FakeSlackAPI, SlackHarness, all_text, section_texts, write_config
+from tests.fakes.slack_api import SlackHarness, all_text, section_texts, write_config
 
 
 def grader(flag: dict) -> callable:
@@ -25,13 +25,6 @@ def grader(flag: dict) -> callable:
                            "feedback": "nothing about the deploy freeze"})
 
     return reply
-
-
-@pytest.fixture
-async def fake():
-    server = await FakeSlackAPI().start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -38,13 +38,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-async def fake():
-    server = await FakeSlackAPI().start()
-    yield server
-    await server.stop()
-
-
 def mention_event(fake: FakeSlackAPI, text: str, channel: str = "C0GENERAL") -> tuple[dict, str]:
     ts = fake.next_ts()
     return SlackEvents.message(user="UASKER", channel=channel, ts=ts, text=f"<@{BOT_USER_ID}> {text}",

@@ -16,7 +16,6 @@ import sys
 from typing import Any, TextIO
 
 from rich.console import Console
-from rich.markdown import Markdown
 
 from bot.protocol import Answer, HelpRequest, IncomingMessage, Status
 
