@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import re
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -217,6 +218,9 @@ class ModelCaller:
         max_retries: retries of transient errors (429, 5xx, connection), exponential
             backoff with jitter (langchain ``Runnable.with_retry``).
         timeout: seconds per call.
+
+    Calls to a local llama.cpp model are serialised by a thread lock (its context is not
+    thread-safe).
     """
 
     def __init__(self, model: BaseChatModel, json_mode: str = "none", max_concurrent: int = 4,
@@ -226,10 +230,20 @@ class ModelCaller:
         self.timeout = timeout
         self.max_retries = max_retries
         self._sem = asyncio.Semaphore(max_concurrent)
+        # A llama.cpp context is not thread-safe, and a timed-out call keeps running in its
+        # worker thread: a lock held by that thread keeps a retry from running beside it.
+        self._local_lock = threading.Lock() if json_mode == "llamacpp" else None
+
+    def _locked_invoke(self, runnable: Any, msgs: list[BaseMessage]) -> AIMessage:
+        assert self._local_lock is not None
+        with self._local_lock:
+            return runnable.invoke(msgs)
 
     async def _invoke(self, runnable: Any, messages: list[BaseMessage]) -> AIMessage:
         async def once(msgs: list[BaseMessage]) -> AIMessage:
             try:
+                if self._local_lock is not None:
+                    return await asyncio.wait_for(asyncio.to_thread(self._locked_invoke, runnable, msgs), self.timeout)
                 return await asyncio.wait_for(runnable.ainvoke(msgs), self.timeout)
             except Exception as exc:  # noqa: BLE001 - classify, then re-raise
                 if _is_retryable(exc):
