@@ -44,16 +44,21 @@ _OUTCOME_KIND = {"answer": "answer", "direct": "direct", "human": "human", "apol
 _REPLY_RE = re.compile(r"^\s*(answer|retry|dismiss)\b\s*[:\-]?\s*(.*)$", re.I | re.S)
 
 
-def parse_human_reply(text: str) -> tuple[HumanAction, str]:
+def parse_human_reply(text: str) -> tuple[HumanAction, str] | None:
     """Parse an expert's text reply to a help request.
 
-    ``answer: ...`` / ``retry: ...`` / ``dismiss`` (case-insensitive); any other text is
-    taken as an answer. Returns ``(action, text)``.
+    ``answer: ...`` / ``retry: ...`` / ``dismiss`` (case-insensitive). Returns
+    ``(action, text)``, or None for any other text (chatter such as "let me check" must
+    not become the answer).
     """
     m = _REPLY_RE.match(text)
     if not m:
-        return HumanAction.ANSWER, text.strip()
+        return None
     return HumanAction(m.group(1).lower()), m.group(2).strip()
+
+
+REPLY_HINT = ("This thread is waiting for an expert. Reply with `answer: <the answer>`, "
+              "`retry: <a hint for a new search>` or `dismiss`.")
 
 
 class _NullResponder:
@@ -183,9 +188,12 @@ class ChatService:
                             "This thread is waiting for an expert's answer; only the people named in the help "
                             "request can resume it. Your message was not sent to the bot.")
                         return None
-                    action, body = parse_human_reply(text)
-                    await self._resume_locked(msg.thread_key, action, body, msg.author_name or msg.author_id, out,
-                                              interrupt_id=None)
+                    parsed = parse_human_reply(text)
+                    if parsed is None:
+                        await out.notify_private(REPLY_HINT)
+                        return None
+                    await self._resume_locked(msg.thread_key, parsed[0], parsed[1], msg.author_name or msg.author_id,
+                                              out, interrupt_id=None)
                     return None
                 log.info("[%s] question from %s (%d chars)", msg.thread_key, msg.author_id, len(text))
                 async with self._runs:
@@ -200,8 +208,11 @@ class ChatService:
         async with self._thread(thread_key):
             pending = await self.pending_interrupt(thread_key)
             if pending is not None:
-                action, body = parse_human_reply(text)
-                return await self._resume_locked(thread_key, action, body, "console", out, interrupt_id=None) \
+                parsed = parse_human_reply(text)
+                if parsed is None:
+                    await out.notify_private(REPLY_HINT)
+                    return TurnResult(thread_key, None, None, {}, 0.0)
+                return await self._resume_locked(thread_key, parsed[0], parsed[1], "console", out, interrupt_id=None) \
                     or TurnResult(thread_key, None, None, {}, 0.0)
             async with self._runs:
                 return await self._run(thread_key, {"messages": [HumanMessage(text)]}, out, platform=platform)

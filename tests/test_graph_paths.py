@@ -341,3 +341,13 @@ async def test_checkpoints_stay_bounded_in_long_threads(tmp_path):
     (count,) = db.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'console:t'").fetchone()
     assert count <= 5
     assert len(values["messages"]) == 12  # the history itself is intact
+
+
+async def test_expert_chatter_in_a_paused_thread_does_not_become_the_answer(settings):
+    async with scripted_runtime(settings, {"grade_documents": NONE_RELEVANT}) as (rt, _):
+        original = await paused(rt)
+        rt.service.register_platform("console", lambda ref: original)
+        reply = await ask(rt, "hmm, let me check with the infra team", author="bob")
+        assert await rt.service.pending_interrupt("console:t") is not None
+    assert not original.answers
+    assert "answer:" in reply.notices[0] and "dismiss" in reply.notices[0]

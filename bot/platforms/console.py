@@ -3,7 +3,7 @@
 Lines are questions on the current thread (``console:<name>``). Commands:
 ``/thread NAME`` switch thread, ``/threads`` list them, ``/quit`` (or end of input).
 When the graph pauses for a human, the help request is printed; your next line on that
-thread resumes it (``answer: ...``, ``retry: <hint>``, ``dismiss``; plain text answers).
+thread resumes it: ``answer: ...``, ``retry: <hint>`` or ``dismiss``.
 Works with piped input too.
 """
 
