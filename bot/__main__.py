@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import shlex
 import sqlite3
 import sys
 from pathlib import Path
@@ -77,19 +78,22 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         out = ConsoleResponder(args.thread, err, show_status=not args.json)
         out.post_answer = _capture(out)  # print the answer ourselves, after the statuses
         result = await rt.service.ask(f"console:{args.thread}", args.question, out)
-        v = result.values
+        v = result.values if result else {}
+        answer = result.answer if result else None
         if args.json:
-            print(json.dumps({"answer": result.answer.text if result.answer else None,
-                              "kind": result.answer.kind if result.answer else "help_request",
-                              "sources": [s.location for s in (result.answer.sources if result.answer else [])],
-                              "path": v.get("path", []), "route": v.get("route"), "llm_calls": v.get("llm_calls"),
-                              "seconds": round(result.seconds, 2)}, indent=1))
-        elif result.answer:
-            console.print(format_answer(result.answer), markup=False)
+            kind = answer.kind if answer else ("help_request" if result and result.help_request else "notice")
+            print(json.dumps({"answer": answer.text if answer else None, "kind": kind,
+                              "sources": [s.location for s in (answer.sources if answer else [])],
+                              "notices": out.notices, "path": v.get("path", []), "route": v.get("route"),
+                              "llm_calls": v.get("llm_calls", 0),
+                              "seconds": round(result.seconds, 2) if result else 0.0}, indent=1))
+        elif answer:
+            console.print(format_answer(answer), markup=False)
             console.print(f"[dim]{v.get('llm_calls', 0)} LLM calls, {result.seconds:.1f} s[/dim]")
-        else:
-            console.print(f"Paused for a human: {result.help_request.reason if result.help_request else ''}. "
-                          f"Resume with: threadwise ask --thread {args.thread} \"answer: ...\" (or retry: / dismiss)")
+        elif result and result.help_request:
+            console.print(f"Paused for a human ({result.help_request.reason}). Resume it with: threadwise ask "
+                          f"--thread {shlex.quote(args.thread)} \"answer: ...\" (or \"retry: <hint>\", \"dismiss\")",
+                          markup=False)
         return 0
 
     return await _with_runtime(settings, args.source, body)

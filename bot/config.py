@@ -88,6 +88,7 @@ class ServiceSettings(_Section):
     help_timeout_seconds: float = Field(3600.0, gt=0)
     max_concurrent_runs: int = Field(8, ge=1, le=256)
     keep_checkpoints_per_thread: int = Field(20, ge=2, le=10000)
+    max_question_characters: int = Field(4000, ge=100, le=100000)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     apology: str = (
         "Sorry, I couldn't find a reliable answer to that. "

@@ -78,17 +78,17 @@ async def run_eval(runtime: Any, rows: list[dict[str, Any]], console: Console | 
         t0 = time.perf_counter()
         result = await service.ask(key, row["question"], ConsoleResponder(key, quiet, show_status=False), platform="eval")
         seconds = time.perf_counter() - t0
-        values = result.values
+        values = result.values if result else {}
         retrieved = list(values.get("first_retrieval") or [])
         expected = list(row.get("sources") or [])
         if not retrieved and row.get("kind") in ("kb", "followup") and kb.is_built():
             state = await service.thread_values(key)
             docs = await asyncio.to_thread(kb.search, kb_queries(state), runtime.settings.knowledge.k)
             retrieved = [d["location"] for d in docs]
-        answer = result.answer.text if result.answer else ""
+        answer = result.answer.text if result and result.answer else ""
         facts = row.get("answer_facts") or []
         path = list(values.get("path", []))
-        outcome = values.get("outcome", "") if result.answer else "help_request"
+        outcome = values.get("outcome", "") if result and result.answer else ("help_request" if result else "none")
         # first pass: answered from one knowledge-base search (redrafts allowed), no web, no human
         first_pass = (path.count("retrieve") == 1 and "web_search" not in path and "human_review" not in path
                       and outcome == "answer")

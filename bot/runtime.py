@@ -142,6 +142,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
                 graph, store, admin, help_timeout_seconds=s.help_timeout_seconds,
                 max_concurrent_runs=s.max_concurrent_runs, recursion_limit=g.recursion_limit,
                 empty_question_reply=s.empty_question_reply, keep_checkpoints=s.keep_checkpoints_per_thread,
+                max_question_characters=s.max_question_characters,
             )
             log.info("runtime ready: model=%s web=%s index=%s", provider, bool(web), knowledge.stats())
             try:

@@ -98,11 +98,14 @@ class ChatService:
         recursion_limit: LangGraph recursion limit (budgets end loops long before it).
         empty_question_reply: reply to a message with no text (costs no LLM call).
         keep_checkpoints: checkpoints kept per thread after each run (older ones pruned).
+        max_question_characters: longer messages get a polite refusal (they would not fit
+            the model's context window).
     """
 
     def __init__(self, graph: Any, store: Bookkeeping, admin: Any, *, help_timeout_seconds: float = 3600.0,
                  max_concurrent_runs: int = 8, recursion_limit: int = 60,
-                 empty_question_reply: str = "What would you like to know?", keep_checkpoints: int = 20):
+                 empty_question_reply: str = "What would you like to know?", keep_checkpoints: int = 20,
+                 max_question_characters: int = 4000):
         self.graph = graph
         self.store = store
         self.admin_commands = admin
@@ -110,6 +113,7 @@ class ChatService:
         self.recursion_limit = recursion_limit
         self.empty_question_reply = empty_question_reply
         self.keep_checkpoints = keep_checkpoints
+        self.max_question_characters = max_question_characters
         self._runs = asyncio.Semaphore(max_concurrent_runs)
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
@@ -165,57 +169,61 @@ class ChatService:
 
     # ---- entry points ------------------------------------------------------------
     async def handle(self, msg: IncomingMessage, out: Responder) -> TurnResult | None:
-        """Handle one user message (see the module docstring). Never raises."""
+        """Handle one user message (see the module docstring). Never raises.
+
+        Returns the run's :class:`TurnResult`, or None when no run happened (duplicate,
+        empty or too long message, admin command, refused or non-command reply)."""
         try:
             if not await self.store.mark_seen(msg.message_id, msg.thread_key):
                 log.info("[%s] duplicate delivery of %s ignored", msg.thread_key, msg.message_id)
                 return None
-            text = msg.text.strip()
-            if not text:
-                log.info("[%s] empty question from %s", msg.thread_key, msg.author_id)
-                await out.post_notice(self.empty_question_reply)
-                return None
-            command = self.admin_commands.parse(text)
-            if command:
-                await self.admin(command, actor_id=msg.author_id, is_admin=msg.is_admin, out=out)
-                return None
-            async with self._thread(msg.thread_key):
-                pending = await self.pending_interrupt(msg.thread_key)
-                if pending is not None:
-                    if not msg.is_expert:
-                        log.info("[%s] non-expert %s replied to a help request", msg.thread_key, msg.author_id)
-                        await out.notify_private(
-                            "This thread is waiting for an expert's answer; only the people named in the help "
-                            "request can resume it. Your message was not sent to the bot.")
-                        return None
-                    parsed = parse_human_reply(text)
-                    if parsed is None:
-                        await out.notify_private(REPLY_HINT)
-                        return None
-                    await self._resume_locked(msg.thread_key, parsed[0], parsed[1], msg.author_name or msg.author_id,
-                                              out, interrupt_id=None)
-                    return None
-                log.info("[%s] question from %s (%d chars)", msg.thread_key, msg.author_id, len(text))
-                async with self._runs:
-                    return await self._run(msg.thread_key, {"messages": [HumanMessage(text)]}, out,
-                                           platform=msg.platform)
-        except Exception:  # noqa: BLE001 - nothing may crash the process
-            log.exception("[%s] handling %s failed", msg.thread_key, msg.message_id)
+            return await self._dispatch(msg, out)
+        except Exception as exc:  # noqa: BLE001 - nothing may crash the process
+            log.error("[%s] handling %s failed: %s: %s", msg.thread_key, msg.message_id, type(exc).__name__, exc)
+            log.debug("traceback", exc_info=True)
             return None
 
-    async def ask(self, thread_key: str, text: str, out: Responder, platform: str = "console") -> TurnResult:
-        """Run one question on a thread without dedup (CLI ``ask`` and eval)."""
-        async with self._thread(thread_key):
-            pending = await self.pending_interrupt(thread_key)
+    async def ask(self, thread_key: str, text: str, out: Responder, platform: str = "console") -> TurnResult | None:
+        """One message from the local user (CLI ``ask``, eval): no dedup; the local user is
+        admin and expert. Same checks as :meth:`handle` otherwise."""
+        msg = IncomingMessage(platform=platform, thread_key=thread_key, message_id="", author_id="console",
+                              author_name="console", text=text, is_admin=True, is_expert=True)
+        return await self._dispatch(msg, out)
+
+    async def _dispatch(self, msg: IncomingMessage, out: Responder) -> TurnResult | None:
+        text = msg.text.strip()
+        if not text:
+            log.info("[%s] empty question from %s", msg.thread_key, msg.author_id)
+            await out.post_notice(self.empty_question_reply)
+            return None
+        if len(text) > self.max_question_characters:
+            log.info("[%s] question of %d characters refused", msg.thread_key, len(text))
+            await out.post_notice(
+                f"That message is too long for me ({len(text):,} characters; the limit is "
+                f"{self.max_question_characters:,}). Please shorten it or ask about one part at a time.")
+            return None
+        command = self.admin_commands.parse(text)
+        if command:
+            await self.admin(command, actor_id=msg.author_id, is_admin=msg.is_admin, out=out)
+            return None
+        async with self._thread(msg.thread_key):
+            pending = await self.pending_interrupt(msg.thread_key)
             if pending is not None:
+                if not msg.is_expert:
+                    log.info("[%s] non-expert %s replied to a help request", msg.thread_key, msg.author_id)
+                    await out.notify_private(
+                        "This thread is waiting for an expert's answer; only the people named in the help "
+                        "request can resume it. Your message was not sent to the bot.")
+                    return None
                 parsed = parse_human_reply(text)
                 if parsed is None:
                     await out.notify_private(REPLY_HINT)
-                    return TurnResult(thread_key, None, None, {}, 0.0)
-                return await self._resume_locked(thread_key, parsed[0], parsed[1], "console", out, interrupt_id=None) \
-                    or TurnResult(thread_key, None, None, {}, 0.0)
+                    return None
+                return await self._resume_locked(msg.thread_key, parsed[0], parsed[1],
+                                                 msg.author_name or msg.author_id, out, interrupt_id=None)
+            log.info("[%s] question from %s (%d chars)", msg.thread_key, msg.author_id, len(text))
             async with self._runs:
-                return await self._run(thread_key, {"messages": [HumanMessage(text)]}, out, platform=platform)
+                return await self._run(msg.thread_key, {"messages": [HumanMessage(text)]}, out, platform=msg.platform)
 
     async def seed_history(self, thread_key: str, history: list[dict[str, str]]) -> None:
         """Write earlier turns (``[{"role": "user"|"assistant", "content": str}]``) into a
@@ -306,7 +314,8 @@ class ChatService:
                         await out.set_status(status)
             state = await self.graph.aget_state(cfg)
         except Exception as exc:  # noqa: BLE001 - the user gets an apology, never a traceback
-            log.exception("[%s] graph run failed: %s", thread_key, type(exc).__name__)
+            log.error("[%s] graph run failed: %s: %s", thread_key, type(exc).__name__, str(exc)[:300])
+            log.debug("traceback", exc_info=True)
             answer = Answer(text=self.admin_commands.apology, kind="apology")
             await out.post_answer(answer)
             await out.set_status(Status.APOLOGY)

@@ -154,19 +154,34 @@ def _format_docs(docs: list[Doc], limit: int, with_facts: bool = False) -> str:
     return "\n\n".join(parts)
 
 
-def cited_sources(generation: str, docs: list[Doc]) -> list[dict[str, str]]:
-    """Sources cited as ``[n]`` in ``generation`` (in citation order, deduplicated by
-    location); all documents if none is cited."""
-    order: list[int] = []
-    for n in re.findall(r"\[(\d+)\]", generation):
-        i = int(n) - 1
-        if 0 <= i < len(docs) and i not in order:
-            order.append(i)
-    chosen = [docs[i] for i in order] or list(docs)
-    seen: dict[str, dict[str, str]] = {}
-    for d in chosen:
-        seen.setdefault(d["location"], {"title": d.get("title") or d["location"], "location": d["location"]})
-    return list(seen.values())
+def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, str]]]:
+    """Number the sources by file, in citation order, and renumber the answer's ``[n]``
+    citations (``n`` = position in ``docs``) to match, so ``[k]`` in the text is the
+    k-th listed source even when two cited chunks come from one file.
+
+    Returns ``(text, sources)``; with no valid citation, every document is listed and
+    the text is unchanged. Citations of documents that do not exist are dropped.
+    """
+    order: list[str] = []
+    sources: dict[str, dict[str, str]] = {}
+
+    def number(match: re.Match) -> str:
+        i = int(match.group(1)) - 1
+        if not 0 <= i < len(docs):
+            return ""
+        loc = docs[i]["location"]
+        if loc not in sources:
+            order.append(loc)
+            sources[loc] = {"title": docs[i].get("title") or loc, "location": loc}
+        return f"[{order.index(loc) + 1}]"
+
+    text = re.sub(r"\[(\d+)\]", number, generation)
+    if not order:
+        for d in docs:
+            sources.setdefault(d["location"], {"title": d.get("title") or d["location"], "location": d["location"]})
+        return generation, list(sources.values())
+    text = re.sub(r"(\[\d+\])(\1)+", r"\1", text)  # "[1][1]" after merging -> "[1]"
+    return text, [sources[loc] for loc in order]
 
 
 class Nodes:
@@ -380,6 +395,8 @@ class Nodes:
     async def finish(self, state: RAGState) -> dict[str, Any]:
         """Record the answer in the history, set its sources, drop heavy per-turn fields."""
         outcome = state.get("outcome") or "answer"
-        sources = cited_sources(state.get("generation", ""), state.get("documents", [])) if outcome == "answer" else []
-        return {**self._step(state, "finish"), "outcome": outcome, "sources": sources,
-                "messages": [AIMessage(state.get("generation", ""))], "documents": [], "retrieved": []}
+        text, sources = state.get("generation", ""), []
+        if outcome == "answer":
+            text, sources = cite_sources(text, state.get("documents", []))
+        return {**self._step(state, "finish"), "outcome": outcome, "sources": sources, "generation": text,
+                "messages": [AIMessage(text)], "documents": [], "retrieved": []}

@@ -351,3 +351,15 @@ async def test_expert_chatter_in_a_paused_thread_does_not_become_the_answer(sett
         assert await rt.service.pending_interrupt("console:t") is not None
     assert not original.answers
     assert "answer:" in reply.notices[0] and "dismiss" in reply.notices[0]
+
+
+def test_citations_renumbered_to_match_listed_sources():
+    from graphs.nodes import cite_sources
+
+    docs = [{"location": "slack.md", "title": "Slack > Create"}, {"location": "slack.md", "title": "Slack > Run"},
+            {"location": "discord.md", "title": "Discord"}]
+    text, sources = cite_sources("Create the app [1]. Run it [2]. Discord too [3]. Bogus [9].", docs)
+    assert text == "Create the app [1]. Run it [1]. Discord too [2]. Bogus ."
+    assert [s["location"] for s in sources] == ["slack.md", "discord.md"]
+    text, sources = cite_sources("No citations.", docs)
+    assert text == "No citations." and [s["location"] for s in sources] == ["slack.md", "discord.md"]
