@@ -4,6 +4,8 @@
 #   make test                set up (first time) and run the tests
 PY ?= python3
 TORCH_PIP_ARGS ?=
+# the question of `make ask`, passed through the environment so the shell never expands it
+export Q
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -23,7 +25,7 @@ run: $(STAMP)
 	$(BIN)/threadwise run
 
 ask: $(STAMP)
-	$(BIN)/threadwise ask "$(Q)"
+	$(BIN)/threadwise ask "$$Q"
 
 console: $(STAMP)
 	$(BIN)/threadwise console

@@ -244,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="threadwise", description="Threadwise: team Q&A bot (adaptive RAG).")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="config.toml to use (default: $THREADWISE_CONFIG or the project's)")
-    common.add_argument("-v", "--verbose", action="store_true", help="log every event (INFO)")
+    common.add_argument("-v", "--verbose", action="store_true", help="log every event, with tracebacks (DEBUG)")
     src = argparse.ArgumentParser(add_help=False)
     src.add_argument("--source", action="append", metavar="DIR",
                      help="knowledge source folder instead of config.toml's (repeatable)")
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         err.print(f"[red]Configuration error[/red]\n{exc}", markup=True)
         return 2
-    level = "INFO" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
+    level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level)
     handlers = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
                 "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads}
@@ -290,8 +290,13 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, (KnowledgeBaseError, ModelUnavailableError)):
             err.print(f"[red]{exc}[/red]")
             return 2
-        log.exception("threadwise %s failed", args.command)
-        err.print(f"[red]threadwise {args.command} failed: {type(exc).__name__}: {exc}[/red]")
+        log.debug("threadwise %s failed", args.command, exc_info=True)
+        err.print(f"threadwise {args.command} failed: {type(exc).__name__}: {exc}", style="red", markup=False)
+        if os.environ.get("MISTRAL_API_KEY"):
+            err.print("MISTRAL_API_KEY is set, so Mistral serves chat and embeddings: check the key and the "
+                      "network, or unset it to run offline.", markup=False)
+        if not args.verbose:
+            err.print("Run again with -v for the details.", markup=False)
         return 1
 
 

@@ -53,9 +53,14 @@ def load_eval(path: str | Path) -> list[dict[str, Any]]:
             continue
         try:
             row = json.loads(line)
-            row["question"], row["expected_route"]  # noqa: B018 - required keys
-        except (json.JSONDecodeError, KeyError) as exc:
-            raise ValueError(f"{path}:{n}: not a valid eval row ({exc})") from None
+            if not isinstance(row.get("question"), str) or row.get("expected_route") not in (
+                    "vectorstore", "websearch", "direct"):
+                raise ValueError("needs a question and an expected_route of vectorstore, websearch or direct")
+            for turn in row.get("history") or []:
+                if turn.get("role") not in ("user", "assistant") or not isinstance(turn.get("content"), str):
+                    raise ValueError("history turns need a role (user or assistant) and a content")
+        except (json.JSONDecodeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"{path}:{n}: not a valid eval row: {exc}") from None
         rows.append(row)
     return rows
 

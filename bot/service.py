@@ -163,6 +163,18 @@ class ChatService:
             return True
         return await self.store.has_thread(thread_key)
 
+    async def thread_keys(self, prefix: str = "") -> list[str]:
+        """Saved thread keys starting with ``prefix`` (from the checkpoint file)."""
+        saver = self.graph.checkpointer
+        conn = getattr(saver, "conn", None)
+        if conn is None:
+            return []
+        async with saver.lock:
+            rows = await (await conn.execute(
+                "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id LIKE ? ORDER BY thread_id",
+                (prefix.replace("%", "") + "%",))).fetchall()
+        return [r[0] for r in rows]
+
     async def thread_values(self, thread_key: str) -> dict[str, Any]:
         """The saved state of a thread ({} if none)."""
         return dict((await self.graph.aget_state(self._cfg(thread_key))).values or {})

@@ -114,7 +114,8 @@ def discover_files(sources: Sequence[str | Path], patterns: Sequence[str]) -> li
         else:
             matches = [Path(m) for m in glob.glob(str(p), recursive=True)]
             if not matches:
-                raise KnowledgeBaseError(f"knowledge source not found: {src}")
+                raise KnowledgeBaseError(f"knowledge source not found: {src} "
+                                         "(paths in config.toml are relative to the config file's folder)")
             for f in matches:
                 if f.is_file():
                     found.setdefault(f.resolve(), f.name)

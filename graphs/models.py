@@ -293,7 +293,7 @@ class ModelCaller:
                 return schema.model_validate_json(_extract_json(raw)), calls, True
             except (ValidationError, ValueError) as exc:
                 task = prompts.task_of(system)
-                log.warning("structured output for %s did not parse (attempt %d): %s", task, attempt + 1,
+                log.info("structured output for %s did not parse (attempt %d): %s", task, attempt + 1,
                             str(exc).splitlines()[0][:200])
                 messages = messages + [AIMessage(raw[:2000]), HumanMessage(
                     f"That was not valid. Error: {str(exc)[:500]}\nReply with only the JSON object.")]

@@ -220,6 +220,10 @@ class Nodes:
             RouteDecision, default,
         )
         route = decision.route
+        if self.cfg.graders == "lexical":
+            # a model too small to judge: its "direct" is trusted only for greetings and thanks,
+            # and a greeting never costs a search
+            route = "direct" if signals.is_small_talk(raw) else ("vectorstore" if route == "direct" else route)
         if route == "websearch" and not self.web_available:
             route = "vectorstore"
         question = decision.question.strip() or raw
@@ -325,7 +329,8 @@ class Nodes:
         feedback = prompts.GENERATION_FEEDBACK.format(items="\n".join(f"- {f}" for f in fb)) if fb else ""
         system = prompts.GENERATE.format(
             feedback=feedback,
-            sources=_format_docs(state.get("documents", []), self.cfg.max_document_characters, with_facts=True),
+            sources=_format_docs(state.get("documents", []), self.cfg.max_document_characters,
+                                 with_facts=self.cfg.graders == "llm"),
         )
         answer = await self.deps.caller.text(system, state.get("question") or last_user_message(state))
         return {**self._step(state, "generate", 1), "generation": answer,

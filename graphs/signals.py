@@ -67,7 +67,14 @@ def key_sentences(question: str, text: str, n: int = 2, max_characters: int = 40
         joined = re.sub(r"\s*\n\s*", " ", block.strip())
         pieces += [p.strip(" -*+\t") for p in re.split(r"(?<=[.!?])\s+(?=[A-Z`\"(])", joined) if len(p.strip()) > 20]
     scored = sorted(((len(q & terms(p)), i) for i, p in enumerate(pieces)), reverse=True)[:n]
-    return [pieces[i][:max_characters] for score, i in sorted(scored, key=lambda x: x[1]) if score > 0]
+    return [_cut(pieces[i], max_characters) for score, i in sorted(scored, key=lambda x: x[1]) if score > 0]
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters, marked with '…'."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
 
 
 def extractive_answer(question: str, documents: list[dict], max_documents: int = 3) -> str:
@@ -80,3 +87,14 @@ def extractive_answer(question: str, documents: list[dict], max_documents: int =
     if not lines:
         return ""
     return "Here is what the documentation says:\n" + "\n".join(lines)
+
+
+_SMALL_TALK = frozenset("""hi hello hey hiya yo thanks thank thx ty cheers bye goodbye morning evening afternoon
+ok okay cool great nice awesome lol good night welcome sup howdy""".split())
+
+
+def is_small_talk(text: str) -> bool:
+    """A short greeting or thanks ("hi!", "thanks a lot", "good morning"): at most four
+    words, one of them a small-talk word, none of them a question word about a topic."""
+    words = re.findall(r"[a-z']+", text.lower())
+    return 0 < len(words) <= 4 and any(w in _SMALL_TALK for w in words) and not (set(words) & {"how", "what", "why", "where", "which", "when"})

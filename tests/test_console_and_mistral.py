@@ -30,6 +30,8 @@ async def test_console_session_threads_help_request_and_resume(settings):
         "/thread other",
         "   ",                                                # empty: a short reply, no LLM call
         "how do I lock down studio auth?",
+        "what does [/graph] mean?",                           # rich markup in user text is shown, not parsed
+        "/bogus",
         "/threads",
         "/quit",
         "never read",
@@ -46,9 +48,12 @@ async def test_console_session_threads_help_request_and_resume(settings):
     assert "What would you like to know?" in text
     assert "[1] auth.md" in text
     assert "main, other" in text
+    assert "what does [/graph] mean?" in text
+    assert "Commands: /thread NAME" in text
     assert "never read" not in text
     assert [m.type for m in main["messages"]] == ["human", "ai"]
-    assert other["messages"][-2].content == "how do I lock down studio auth?"
+    assert [m.content for m in other["messages"] if m.type == "human"] == [
+        "how do I lock down studio auth?", "what does [/graph] mean?"]
 
 
 # ---- Mistral-shaped server ---------------------------------------------------------------

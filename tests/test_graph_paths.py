@@ -363,3 +363,24 @@ def test_citations_renumbered_to_match_listed_sources():
     assert [s["location"] for s in sources] == ["slack.md", "discord.md"]
     text, sources = cite_sources("No citations.", docs)
     assert text == "No citations." and [s["location"] for s in sources] == ["slack.md", "discord.md"]
+
+
+async def test_lexical_graders_for_a_small_model(tmp_path):
+    """graders = "lexical" (the offline default): no grading calls; an ungrounded draft is
+    replaced by the documents' own sentences; greetings go direct whatever the router says."""
+    path = write_config(tmp_path)
+    path.write_text(path.read_text() + '\n[graph]\ngraders = "lexical"\n')
+    settings = load_settings(path)
+    script = {"generate": "Install kubernetes and run helm upgrade on port 8080 [1].",
+              "route": json.dumps({"question": "q", "route": "direct", "query": "q"})}
+    async with scripted_runtime(settings, script) as (rt, model):
+        out = await ask(rt, "what does the standalone container need to boot?")
+        values = await rt.service.thread_values("console:t")
+        hello = await ask(rt, "hi there!", thread="g")
+    assert values["route"] == "vectorstore"  # "direct" is not trusted for a real question
+    assert model.tasks()[:2] == ["route", "generate"] and "grade_documents" not in model.tasks()
+    assert values["path"].count("generate") == 2 and values["llm_calls"] == 2
+    [answer] = out.answers
+    assert "REDIS_URI and DATABASE_URI" in answer.text and "kubernetes" not in answer.text
+    assert answer.sources[0].location == "deploy/container.md"
+    assert hello.answers[0].kind == "direct"

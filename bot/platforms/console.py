@@ -10,12 +10,13 @@ Works with piped input too.
 from __future__ import annotations
 
 import asyncio
-import itertools
-import uuid
 import sys
-from typing import Any, TextIO
+import threading
+import uuid
+from typing import Any, AsyncIterator, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 
 from bot.protocol import Answer, HelpRequest, IncomingMessage, Status
 
@@ -60,14 +61,14 @@ class ConsoleResponder:
 
     async def post_answer(self, answer: Answer) -> None:
         self.answers.append(answer)
-        self.console.print(f"[bold cyan]threadwise[/bold cyan] [dim]({self.thread})[/dim]")
+        self.console.print(f"[bold cyan]threadwise[/bold cyan] [dim]({escape(self.thread)})[/dim]")
         self.console.print(format_answer(answer), markup=False, highlight=False)
 
     async def post_help_request(self, request: HelpRequest) -> None:
         self.help_requests.append(request)
         self.console.print(
-            f"[bold yellow]help needed[/bold yellow] [dim]({self.thread})[/dim]: I couldn't find a grounded "
-            f"answer to: {request.question!r}\n  reason: {request.reason}\n"
+            f"[bold yellow]help needed[/bold yellow] [dim]({escape(self.thread)})[/dim]: I couldn't find a grounded "
+            f"answer to: {escape(repr(request.question))}\n  reason: {escape(request.reason)}\n"
             "  Reply with `answer: ...`, `retry: <hint>` or `dismiss`.", markup=True, highlight=False)
 
     async def post_notice(self, text: str) -> None:
@@ -84,6 +85,31 @@ class ConsoleResponder:
         return {"thread": self.thread}
 
 
+_COMMANDS_HELP = "Commands: /thread NAME (switch thread), /threads (list them), /quit. Anything else is a question."
+
+
+async def _read_lines(stdin: TextIO) -> AsyncIterator[str]:
+    """Lines of ``stdin`` read by a daemon thread, so Ctrl-C at an idle prompt ends the
+    program at once (a blocked ``readline`` in asyncio's default executor would be
+    joined at shutdown)."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[str] = asyncio.Queue()
+
+    def pump() -> None:
+        while True:
+            line = stdin.readline()
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+            if not line:
+                return
+
+    threading.Thread(target=pump, name="console-stdin", daemon=True).start()
+    while True:
+        line = await queue.get()
+        if not line:
+            return
+        yield line
+
+
 async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None = None,
                       console: Console | None = None) -> None:
     """Interactive chat loop on ``runtime.service`` until ``/quit`` or end of input."""
@@ -96,28 +122,34 @@ async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None =
         ref.get("thread", thread), ConsoleResponder(ref.get("thread", thread), console)))
     await service.recover()
     interactive = stdin.isatty()
-    console.print(f"Threadwise console. Thread [bold]{thread}[/bold]. Ask a question; /thread NAME, /threads, /quit.")
-    counter = itertools.count(1)
-    while True:
-        if interactive:
-            console.print(f"[bold green]{user}[/bold green] [dim]({thread})[/dim]> ", end="")
-        line = await asyncio.to_thread(stdin.readline)
-        if not line:
-            break
-        line = line.strip()
+    console.print(f"Threadwise console, thread [bold]{escape(thread)}[/bold]. {_COMMANDS_HELP}")
+
+    def prompt() -> str:
+        return f"[bold green]{escape(user)}[/bold green] [dim]({escape(thread)})[/dim]> "
+
+    if interactive:
+        console.print(prompt(), end="")
+    async for raw in _read_lines(stdin):
+        line = raw.strip()
         if line in ("/quit", "/exit"):
             break
-        if line.startswith("/thread "):
-            thread = line.split(None, 1)[1].strip() or thread
-            console.print(f"[dim]now on thread {thread}[/dim]")
-            continue
-        if line == "/threads":
-            console.print(", ".join(sorted(responders)) or "(none yet)")
-            continue
-        if not interactive:
-            console.print(f"[bold green]{user}[/bold green] [dim]({thread})[/dim]> {line}", markup=True)
-        out = responders.setdefault(thread, ConsoleResponder(thread, console))
-        msg = IncomingMessage(platform="console", thread_key=f"console:{thread}",
-                              message_id=f"console:{thread}:{next(counter)}:{uuid.uuid4().hex}", author_id=user,
-                              author_name=user, text=line, is_admin=True, is_expert=True)
-        await service.handle(msg, out)
+        if line.startswith("/"):
+            name, _, arg = line.partition(" ")
+            if name == "/thread" and arg.strip():
+                thread = arg.strip()
+                console.print(f"[dim]now on thread {escape(thread)}[/dim]")
+            elif name == "/threads":
+                names = sorted({*responders, *[k.split(":", 1)[1] for k in await service.thread_keys("console:")]})
+                console.print(", ".join(names) or "(none yet)", markup=False)
+            else:
+                console.print(_COMMANDS_HELP, markup=False)
+        else:
+            if not interactive:
+                console.print(prompt() + escape(line))
+            out = responders.setdefault(thread, ConsoleResponder(thread, console))
+            msg = IncomingMessage(platform="console", thread_key=f"console:{thread}",
+                                  message_id=f"console:{thread}:{uuid.uuid4().hex}", author_id=user,
+                                  author_name=user, text=line, is_admin=True, is_expert=True)
+            await service.handle(msg, out)
+        if interactive:
+            console.print(prompt(), end="")
