@@ -229,7 +229,8 @@ class ModelCaller:
         self.json_mode = json_mode
         self.timeout = timeout
         self.max_retries = max_retries
-        self._sem = asyncio.Semaphore(max_concurrent)
+        # one local llama.cpp call at a time: queued calls wait here, outside their timeout
+        self._sem = asyncio.Semaphore(1 if json_mode == "llamacpp" else max_concurrent)
         # A llama.cpp context is not thread-safe, and a timed-out call keeps running in its
         # worker thread: a lock held by that thread keeps a retry from running beside it.
         self._local_lock = threading.Lock() if json_mode == "llamacpp" else None
