@@ -23,13 +23,13 @@ async def test_local_model_calls_never_overlap_even_after_timeouts():
             return "overlap"
         try:
             calls.append(1)
-            time.sleep(0.3 if len(calls) == 1 else 0.01)  # the first call outlives its timeout
+            time.sleep(2.5 if len(calls) == 1 else 0.01)  # the first call outlives its timeout and the backoff
             return "fine"
         finally:
             inside.release()
 
     caller = ModelCaller(ScriptedChatModel(script={"generate": slow}), json_mode="llamacpp",
-                         max_concurrent=4, max_retries=2, timeout=0.1)
+                         max_concurrent=4, max_retries=3, timeout=0.1)
     results = await asyncio.gather(*[caller.text("TASK: generate\nx", f"q{i}") for i in range(3)],
                                    return_exceptions=True)
     assert overlaps == []
