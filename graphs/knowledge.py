@@ -207,6 +207,14 @@ class IndexSnapshot:
         top = np.argsort(-sims)[:limit]
         return [int(i) + 1 for i in top]
 
+    def file_chunks(self, file: str) -> list[tuple[Chunk, np.ndarray | None]]:
+        """Every chunk of ``file`` in order, with its vector (None without a dense index)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT rowid, title, text, file_hash FROM chunks WHERE file = ? ORDER BY rowid", (file,)).fetchall()
+        return [(Chunk(file=file, title=title, text=text, file_hash=h),
+                 self.vectors[rowid - 1] if self.vectors is not None else None) for rowid, title, text, h in rows]
+
     def chunks(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
         """``rowid -> (file, title, text)`` for the given rowids."""
         if not rowids:
@@ -293,12 +301,8 @@ class KnowledgeBase:
         snap = self.snapshot
         if snap is None:
             return True
-        m = snap.manifest
-        return (
-            m.get("sources") != [str(Path(s).expanduser().resolve()) for s in self.sources]
-            or m.get("embedder") != self.embedder_id
-            or m.get("chunking") != [self.chunk_size, self.chunk_overlap]
-        )
+        sources = [str(Path(s).expanduser().resolve()) for s in self.sources]
+        return snap.manifest.get("sources") != sources or self._settings_changed(snap)
 
     def search(self, queries: Sequence[str | tuple[str, float]], k: int) -> list[Doc]:
         """Hybrid search.
@@ -388,7 +392,7 @@ class KnowledgeBase:
         files = discover_files(self.sources, self.patterns)
         progress("scan", len(files), len(files))
         old = self.snapshot
-        reusable = old is not None and not self.needs_rebuild_params(old)
+        reusable = old is not None and not self._settings_changed(old)
         old_files: dict[str, str] = old.manifest.get("files", {}) if (old and reusable) else {}
 
         chunks: list[Chunk] = []
@@ -400,7 +404,7 @@ class KnowledgeBase:
             digest = hashlib.sha256(data).hexdigest()
             file_hashes[display] = digest
             if old_files.get(display) == digest:
-                kept = self._old_chunks(old, display)
+                kept = old.file_chunks(display)
                 chunks += [c for c, _ in kept]
                 vectors += [v for _, v in kept]
             else:
@@ -448,20 +452,10 @@ class KnowledgeBase:
                  stats.files, stats.chunks, stats.embedded_chunks, stats.reused_chunks, stats.seconds, gen)
         return stats
 
-    def needs_rebuild_params(self, snap: IndexSnapshot) -> bool:
+    def _settings_changed(self, snap: IndexSnapshot) -> bool:
+        """The chunking or the embedding model differ from the snapshot's: nothing is reusable."""
         m = snap.manifest
         return m.get("embedder") != self.embedder_id or m.get("chunking") != [self.chunk_size, self.chunk_overlap]
-
-    def _old_chunks(self, snap: IndexSnapshot, file: str) -> list[tuple[Chunk, np.ndarray | None]]:
-        with snap._lock:
-            rows = snap._conn.execute(
-                "SELECT rowid, file, title, text, file_hash FROM chunks WHERE file = ? ORDER BY rowid", (file,)
-            ).fetchall()
-        out = []
-        for rowid, f, title, text, h in rows:
-            vec = snap.vectors[rowid - 1] if snap.vectors is not None else None
-            out.append((Chunk(file=f, title=title, text=text, file_hash=h), vec))
-        return out
 
     def _write_generation(self, directory: Path, chunks: list[Chunk], matrix: np.ndarray | None, hashes: dict[str, str]) -> None:
         conn = sqlite3.connect(directory / "chunks.sqlite")
