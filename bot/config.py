@@ -89,6 +89,7 @@ class ServiceSettings(_Section):
     max_concurrent_runs: int = Field(8, ge=1, le=256)
     keep_checkpoints_per_thread: int = Field(20, ge=2, le=10000)
     max_question_characters: int = Field(4000, ge=100, le=100000)
+    dedup_retention_days: float = Field(7.0, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     apology: str = (
         "Sorry, I couldn't find a reliable answer to that. "

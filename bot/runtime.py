@@ -143,6 +143,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
                 max_concurrent_runs=s.max_concurrent_runs, recursion_limit=g.recursion_limit,
                 empty_question_reply=s.empty_question_reply, keep_checkpoints=s.keep_checkpoints_per_thread,
                 max_question_characters=s.max_question_characters,
+                dedup_retention_seconds=s.dedup_retention_days * 86400,
             )
             log.info("runtime ready: model=%s web=%s index=%s", provider, bool(web), knowledge.stats())
             try:

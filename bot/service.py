@@ -100,12 +100,14 @@ class ChatService:
         keep_checkpoints: checkpoints kept per thread after each run (older ones pruned).
         max_question_characters: longer messages get a polite refusal (they would not fit
             the model's context window).
+        dedup_retention_seconds: handled message ids older than this are forgotten by
+            :meth:`recover` (redeliveries come within minutes).
     """
 
     def __init__(self, graph: Any, store: Bookkeeping, admin: Any, *, help_timeout_seconds: float = 3600.0,
                  max_concurrent_runs: int = 8, recursion_limit: int = 60,
                  empty_question_reply: str = "What would you like to know?", keep_checkpoints: int = 20,
-                 max_question_characters: int = 4000):
+                 max_question_characters: int = 4000, dedup_retention_seconds: float = 7 * 86400):
         self.graph = graph
         self.store = store
         self.admin_commands = admin
@@ -114,6 +116,7 @@ class ChatService:
         self.empty_question_reply = empty_question_reply
         self.keep_checkpoints = keep_checkpoints
         self.max_question_characters = max_question_characters
+        self.dedup_retention_seconds = dedup_retention_seconds
         self._runs = asyncio.Semaphore(max_concurrent_runs)
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
@@ -274,8 +277,12 @@ class ChatService:
             await out.post_notice(f"Sorry, `{command}` failed; the logs have the details.")
 
     async def recover(self) -> int:
-        """Re-arm the timeouts of help requests left open by an earlier process.
-        Call after the platforms are registered. Returns how many were re-armed."""
+        """Re-arm the timeouts of help requests left open by an earlier process and prune
+        old message ids. Call after the platforms are registered. Returns how many help
+        requests were re-armed."""
+        forgotten = await self.store.forget_seen_before(self.dedup_retention_seconds)
+        if forgotten:
+            log.info("forgot %d message ids older than %.0f days", forgotten, self.dedup_retention_seconds / 86400)
         rows = await self.store.open_help_requests()
         for row in rows:
             self._arm_timeout(row["thread_key"], max(0.0, row["deadline"] - time.time()))
