@@ -25,7 +25,7 @@ run: $(STAMP)
 	$(BIN)/threadwise run
 
 ask: $(STAMP)
-	$(BIN)/threadwise ask "$$Q"
+	$(BIN)/threadwise ask -- "$$Q"
 
 console: $(STAMP)
 	$(BIN)/threadwise console

@@ -15,6 +15,7 @@ import os
 import shlex
 import sqlite3
 import sys
+import warnings
 from pathlib import Path
 
 from rich.console import Console
@@ -33,6 +34,10 @@ def _setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "httpcore", "sentence_transformers", "urllib3", "aiosqlite", "discord.gateway"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if level != "DEBUG":  # it logs a full traceback for every failed request; our error line says it once
+        logging.getLogger("langchain_mistralai").setLevel(logging.CRITICAL)
+        warnings.filterwarnings("ignore", message="Could not download mistral tokenizer")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -145,6 +150,16 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                 tasks.append(asyncio.create_task(discord_mod.run_discord(rt, stop=stop), name="discord"))
         except ImportError:
             log.warning("Discord support is not installed")
+        slack_partial = (secrets.slack_bot_token or secrets.slack_app_token or secrets.slack_signing_secret) and not any(
+            t.get_name() == "slack" for t in tasks)
+        if slack_partial:
+            for t in tasks:
+                t.cancel()
+            needed = ("SLACK_BOT_TOKEN and SLACK_APP_TOKEN" if settings.slack.mode == "socket"
+                      else "SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
+            err.print(f"Slack tokens are set but incomplete: [slack] mode = \"{settings.slack.mode}\" needs {needed}. "
+                      "Set them (or change the mode in config.toml), or unset SLACK_* to use the console.", markup=False)
+            return 2
         if not tasks:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 try:
@@ -236,7 +251,7 @@ def cmd_threads(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         conn.close()
     for thread, n in rows:
-        console.print(f"{thread}  ({n} checkpoints)")
+        console.print(f"{thread}  ({n} checkpoints)", markup=False)
     return 0
 
 

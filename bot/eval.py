@@ -56,6 +56,9 @@ def load_eval(path: str | Path) -> list[dict[str, Any]]:
             if not isinstance(row.get("question"), str) or row.get("expected_route") not in (
                     "vectorstore", "websearch", "direct"):
                 raise ValueError("needs a question and an expected_route of vectorstore, websearch or direct")
+            for key in ("sources", "answer_facts"):
+                if not all(isinstance(x, str) for x in row.get(key) or []) or isinstance(row.get(key), str):
+                    raise ValueError(f"{key} must be a list of strings")
             for turn in row.get("history") or []:
                 if turn.get("role") not in ("user", "assistant") or not isinstance(turn.get("content"), str):
                     raise ValueError("history turns need a role (user or assistant) and a content")

@@ -41,19 +41,22 @@ NODE_STATUS: dict[str, Status] = {
     "direct": Status.WRITING,
 }
 _OUTCOME_KIND = {"answer": "answer", "direct": "direct", "human": "human", "apology": "apology"}
-_REPLY_RE = re.compile(r"^\s*(answer|retry|dismiss)\b\s*[:\-]?\s*(.*)$", re.I | re.S)
+_REPLY_RE = re.compile(r"^\s*(?:(answer|retry)\s*:\s*(.*)|(dismiss)\s*[:.!]?\s*)$", re.I | re.S)
 
 
 def parse_human_reply(text: str) -> tuple[HumanAction, str] | None:
     """Parse an expert's text reply to a help request.
 
-    ``answer: ...`` / ``retry: ...`` / ``dismiss`` (case-insensitive). Returns
+    ``answer: ...`` / ``retry: ...`` (with the colon) or ``dismiss`` alone
+    (case-insensitive). Returns
     ``(action, text)``, or None for any other text (chatter such as "let me check" must
     not become the answer).
     """
     m = _REPLY_RE.match(text)
     if not m:
         return None
+    if m.group(3):
+        return HumanAction.DISMISS, ""
     return HumanAction(m.group(1).lower()), m.group(2).strip()
 
 

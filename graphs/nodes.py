@@ -154,10 +154,15 @@ def _format_docs(docs: list[Doc], limit: int, with_facts: bool = False) -> str:
     return "\n\n".join(parts)
 
 
+_CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
+_CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
 def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, str]]]:
-    """Number the sources by file, in citation order, and renumber the answer's ``[n]``
-    citations (``n`` = position in ``docs``) to match, so ``[k]`` in the text is the
-    k-th listed source even when two cited chunks come from one file.
+    """Number the sources by file, in citation order, and renumber the answer's
+    citations (``[n]`` or ``[n, m]``, ``n`` = position in ``docs``) to match, so ``[k]``
+    in the text is the k-th listed source even when two cited chunks come from one file.
+    Code (fenced or inline) is left untouched.
 
     Returns ``(text, sources)``; with no valid citation, every document is listed and
     the text is unchanged. Citations of documents that do not exist are dropped.
@@ -166,21 +171,29 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
     sources: dict[str, dict[str, str]] = {}
 
     def number(match: re.Match) -> str:
-        i = int(match.group(1)) - 1
-        if not 0 <= i < len(docs):
-            return ""
-        loc = docs[i]["location"]
-        if loc not in sources:
-            order.append(loc)
-            sources[loc] = {"title": docs[i].get("title") or loc, "location": loc}
-        return f"[{order.index(loc) + 1}]"
+        numbers: list[int] = []
+        for part in match.group(1).split(","):
+            i = int(part) - 1
+            if not 0 <= i < len(docs):
+                continue
+            loc = docs[i]["location"]
+            if loc not in sources:
+                order.append(loc)
+                sources[loc] = {"title": docs[i].get("title") or loc, "location": loc}
+            if order.index(loc) + 1 not in numbers:
+                numbers.append(order.index(loc) + 1)
+        return "".join(f"[{n}]" for n in numbers)
 
-    text = re.sub(r"\[(\d+)\]", number, generation)
+    pieces, last = [], 0
+    for code in _CODE.finditer(generation):  # renumber prose only
+        pieces += [_CITATION.sub(number, generation[last:code.start()]), code.group(0)]
+        last = code.end()
+    pieces.append(_CITATION.sub(number, generation[last:]))
     if not order:
         for d in docs:
             sources.setdefault(d["location"], {"title": d.get("title") or d["location"], "location": d["location"]})
         return generation, list(sources.values())
-    text = re.sub(r"(\[\d+\])(\1)+", r"\1", text)  # "[1][1]" after merging -> "[1]"
+    text = re.sub(r"(\[\d+\])(\1)+", r"\1", "".join(pieces))  # "[1][1]" after merging -> "[1]"
     return text, [sources[loc] for loc in order]
 
 

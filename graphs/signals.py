@@ -93,8 +93,13 @@ _SMALL_TALK = frozenset("""hi hello hey hiya yo thanks thank thx ty cheers bye g
 ok okay cool great nice awesome lol good night welcome sup howdy""".split())
 
 
+_FILLER = frozenset("""a the you so much very lot lots all there everyone folks guys team bot threadwise again
+for it that this is and again man mate""".split())
+
+
 def is_small_talk(text: str) -> bool:
-    """A short greeting or thanks ("hi!", "thanks a lot", "good morning"): at most four
-    words, one of them a small-talk word, none of them a question word about a topic."""
+    """A short greeting or thanks ("hi!", "thanks a lot", "good morning"): at most five
+    words, all of them small-talk or filler words (so "is slack ok?" is not small talk)."""
     words = re.findall(r"[a-z']+", text.lower())
-    return 0 < len(words) <= 4 and any(w in _SMALL_TALK for w in words) and not (set(words) & {"how", "what", "why", "where", "which", "when"})
+    return 0 < len(words) <= 5 and any(w in _SMALL_TALK for w in words) and \
+        all(w in _SMALL_TALK or w in _FILLER for w in words) and "?" not in text

@@ -31,7 +31,7 @@ async def test_console_session_threads_help_request_and_resume(settings):
         "   ",                                                # empty: a short reply, no LLM call
         "how do I lock down studio auth?",
         "what does [/graph] mean?",                           # rich markup in user text is shown, not parsed
-        "/bogus",
+        "/help",
         "/threads",
         "/quit",
         "never read",

@@ -384,3 +384,12 @@ async def test_lexical_graders_for_a_small_model(tmp_path):
     assert "REDIS_URI and DATABASE_URI" in answer.text and "kubernetes" not in answer.text
     assert answer.sources[0].location == "deploy/container.md"
     assert hello.answers[0].kind == "direct"
+
+
+def test_grouped_citations_and_code_are_handled():
+    from graphs.nodes import cite_sources
+
+    docs = [{"location": "a.md"}, {"location": "b.md"}, {"location": "c.md"}]
+    text, sources = cite_sources("Use X [3]. Also Y [1, 2]. Code: `xs[1]` and\n```\narr[0]\n```", docs)
+    assert text == "Use X [1]. Also Y [2][3]. Code: `xs[1]` and\n```\narr[0]\n```"
+    assert [s["location"] for s in sources] == ["c.md", "a.md", "b.md"]

@@ -85,7 +85,7 @@ class ConsoleResponder:
         return {"thread": self.thread}
 
 
-_COMMANDS_HELP = "Commands: /thread NAME (switch thread), /threads (list them), /quit. Anything else is a question."
+_COMMANDS_HELP = "Commands: /thread NAME (switch thread), /threads (list them), /help, /quit. Anything else is a question."
 
 
 async def _read_lines(stdin: TextIO) -> AsyncIterator[str]:
@@ -133,8 +133,8 @@ async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None =
         line = raw.strip()
         if line in ("/quit", "/exit"):
             break
-        if line.startswith("/"):
-            name, _, arg = line.partition(" ")
+        name, _, arg = line.partition(" ")
+        if name in ("/thread", "/threads", "/help"):
             if name == "/thread" and arg.strip():
                 thread = arg.strip()
                 console.print(f"[dim]now on thread {escape(thread)}[/dim]")
