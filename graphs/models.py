@@ -207,6 +207,30 @@ def _extract_json(text: str) -> str:
     return text[start : end + 1] if start != -1 and end > start else text
 
 
+async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a blocking call in a daemon thread. Unlike ``asyncio.to_thread`` (the default
+    executor is joined at shutdown), Ctrl-C does not wait for a long local model call."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if not future.done():
+            future.set_exception(error) if error is not None else future.set_result(result)
+
+    def run() -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop is gone (shutting down): nobody waits any more
+            pass
+
+    threading.Thread(target=run, name="local-model-call", daemon=True).start()
+    return await future
+
+
 class ModelCaller:
     """How the graph calls the chat model.
 
@@ -244,7 +268,7 @@ class ModelCaller:
         async def once(msgs: list[BaseMessage]) -> AIMessage:
             try:
                 if self._local_lock is not None:
-                    return await asyncio.wait_for(asyncio.to_thread(self._locked_invoke, runnable, msgs), self.timeout)
+                    return await asyncio.wait_for(_in_daemon_thread(self._locked_invoke, runnable, msgs), self.timeout)
                 return await asyncio.wait_for(runnable.ainvoke(msgs), self.timeout)
             except Exception as exc:  # noqa: BLE001 - classify, then re-raise
                 if _is_retryable(exc):
