@@ -113,16 +113,26 @@ class FakeTavily:
                                   "response_time": 0.01})
 
 
-@pytest.fixture
-async def tavily() -> AsyncIterator[FakeTavily]:
-    fake = FakeTavily()
+@asynccontextmanager
+async def serve(routes: dict[str, Any]) -> AsyncIterator[str]:
+    """Serve ``{path: POST handler}`` on 127.0.0.1 with a free port; yields the base URL."""
     app = web.Application()
-    app.router.add_post("/search", fake.search)
+    for path, handler in routes.items():
+        app.router.add_post(path, handler)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    fake.base_url = f"http://127.0.0.1:{port}"
-    yield fake
-    await runner.cleanup()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def tavily() -> AsyncIterator[FakeTavily]:
+    fake = FakeTavily()
+    async with serve({"/search": fake.search}) as base_url:
+        fake.base_url = base_url
+        yield fake

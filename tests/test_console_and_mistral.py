@@ -16,7 +16,7 @@ from bot.config import Secrets, load_settings
 from bot.platforms.console import run_console
 from bot.runtime import open_runtime
 from graphs import prompts
-from tests.conftest import scripted_runtime, write_config
+from tests.conftest import scripted_runtime, serve, write_config
 
 NONE_RELEVANT = json.dumps({"documents": [{"id": 1, "relevant": False}], "feedback": "nothing"})
 
@@ -101,16 +101,8 @@ class FakeMistral:
 @pytest.fixture
 async def mistral() -> AsyncIterator[tuple[FakeMistral, str]]:
     fake = FakeMistral()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", fake.chat)
-    app.router.add_post("/v1/embeddings", fake.embeddings)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield fake, f"http://127.0.0.1:{port}/v1"
-    await runner.cleanup()
+    async with serve({"/v1/chat/completions": fake.chat, "/v1/embeddings": fake.embeddings}) as base_url:
+        yield fake, f"{base_url}/v1"
 
 
 async def test_mistral_backend_end_to_end(tmp_path, mistral):
