@@ -36,6 +36,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes import write_platform_config
+
 MESSAGE_CONTENT_INTENT = 1 << 15
 PERM_ALL_TEXT = (1 << 11) | (1 << 10) | (1 << 6) | (1 << 16) | (1 << 38) | (1 << 35)  # send/view/react/history/threads
 PERM_MANAGE_GUILD = 1 << 5
@@ -830,25 +832,7 @@ KB_FILES = {
 def write_config(tmp_path: Any, fake: FakeDiscord, *, discord: str = "", extra: str = "") -> Any:
     """A config.toml for tests: data and a two-file knowledge base under ``tmp_path``, Discord
     pointed at ``fake`` (experts: the fake's expert role; admins: its admin role)."""
-    kb = tmp_path / "kb"
-    kb.mkdir(exist_ok=True)
-    for name, text in KB_FILES.items():
-        (kb / name).write_text(text, encoding="utf-8")
-    data = tmp_path / "data"
-    path = tmp_path / "config.toml"
-    path.write_text(
-        f"""
-[service]
-data_dir = "{data}"
-checkpoint_db = "{data}/checkpoints.sqlite"
-bookkeeping_db = "{data}/bookkeeping.sqlite"
-help_timeout_seconds = 600
-
-[knowledge]
-sources = ["{kb}"]
-index_dir = "{data}/index"
-embeddings = "none"
-
+    return write_platform_config(tmp_path, KB_FILES, f"""
 [web]
 enabled = false
 
@@ -859,10 +843,7 @@ expert_role_ids = [{fake.expert_role_id}]
 admin_role_ids = [{fake.admin_role_id}]
 {discord}
 {extra}
-""",
-        encoding="utf-8",
-    )
-    return path
+""")
 
 
 class DiscordHarness:

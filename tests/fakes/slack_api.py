@@ -37,6 +37,8 @@ from typing import Any, Callable
 from aiohttp import WSMsgType, web
 from slack_sdk.signature import SignatureVerifier
 
+from tests.fakes import write_platform_config
+
 BOT_TOKEN = "xoxb-test-bot-token"
 APP_TOKEN = "xapp-test-app-token"
 SIGNING_SECRET = "test-signing-secret"
@@ -595,24 +597,7 @@ def write_config(tmp_path: Any, fake: FakeSlackAPI, *, slack: str = "", extra: s
     ``slack`` adds lines to ``[slack]``, ``web`` replaces the body of ``[web]``, ``extra``
     appends whole sections.
     """
-    kb = tmp_path / "kb"
-    kb.mkdir(exist_ok=True)
-    for name, text in KB_FILES.items():
-        (kb / name).write_text(text, encoding="utf-8")
-    data = tmp_path / "data"
-    path = tmp_path / "config.toml"
-    path.write_text(f"""
-[service]
-data_dir = "{data}"
-checkpoint_db = "{data}/checkpoints.sqlite"
-bookkeeping_db = "{data}/bookkeeping.sqlite"
-help_timeout_seconds = 600
-
-[knowledge]
-sources = ["{kb}"]
-index_dir = "{data}/index"
-embeddings = "none"
-
+    return write_platform_config(tmp_path, KB_FILES, f"""
 [web]
 {web}
 
@@ -624,8 +609,7 @@ admins = ["UADMIN"]
 rate_limit_retries = 2
 {slack}
 {extra}
-""", encoding="utf-8")
-    return path
+""")
 
 
 class SlackHarness:
