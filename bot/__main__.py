@@ -80,8 +80,7 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     from bot.platforms.console import ConsoleResponder, format_answer
 
     async def body(rt) -> int:
-        out = ConsoleResponder(args.thread, err, show_status=not args.json)
-        out.post_answer = _capture(out)  # print the answer ourselves, after the statuses
+        out = ConsoleResponder(args.thread, err, show_status=not args.json, show_answers=False)
         result = await rt.service.ask(f"console:{args.thread}", args.question, out)
         v = result.values if result else {}
         answer = result.answer if result else None
@@ -102,12 +101,6 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     return await _with_runtime(settings, args.source, body)
-
-
-def _capture(out):
-    async def post_answer(answer):
-        out.answers.append(answer)
-    return post_answer
 
 
 async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:

@@ -79,12 +79,13 @@ async def run_eval(runtime: Any, rows: list[dict[str, Any]], console: Console | 
     console = console or Console()
     service, kb = runtime.service, runtime.knowledge
     out_rows: list[EvalRow] = []
-    quiet = Console(file=open("/dev/null", "w"), force_terminal=False)  # noqa: SIM115
+    quiet = Console(quiet=True)
     for i, row in enumerate(rows, start=1):
         key = f"eval:{row.get('id', i)}:{uuid.uuid4().hex[:8]}"
         await service.seed_history(key, row.get("history", []))
         t0 = time.perf_counter()
-        result = await service.ask(key, row["question"], ConsoleResponder(key, quiet, show_status=False), platform="eval")
+        result = await service.ask(key, row["question"], ConsoleResponder(key, quiet, show_status=False,
+                                                                           show_answers=False), platform="eval")
         seconds = time.perf_counter() - t0
         values = result.values if result else {}
         retrieved = list(values.get("first_retrieval") or [])

@@ -122,7 +122,6 @@ class HelpRequest:
         question: the standalone question the bot could not answer.
         reason: why it gave up (e.g. "knowledge base and web search exhausted").
         attempts: what was tried, one short line each.
-        experts: platform user ids or group ids to mention (from config.toml).
         timeout_seconds: after this many seconds without a human reply the bot apologises.
         interrupt_id: the LangGraph interrupt id; buttons carry it so a stale click on an
             older help request cannot resume a newer one.
@@ -134,7 +133,6 @@ class HelpRequest:
     question: str
     reason: str
     attempts: list[str] = field(default_factory=list)
-    experts: list[str] = field(default_factory=list)
     timeout_seconds: float = 0.0
     interrupt_id: str = ""
 

@@ -389,7 +389,7 @@ class Nodes:
         Resume value: ``{"action": "answer"|"retry"|"dismiss", "text": str, "by": str}``.
         ``retry`` turns the hint into query feedback and gives a fresh budget.
         """
-        reason = state.get("review_reason") or "no grounded answer within the retry budget"
+        reason = self._review_reason(state)
         value = interrupt({
             "question": state.get("question") or last_user_message(state),
             "reason": reason,
@@ -405,6 +405,19 @@ class Nodes:
                     "query_feedback": [f"Hint from {by or 'a teammate'}: {text}"] if text else [],
                     "generation_feedback": [], "human_retries": state.get("human_retries", 0) + 1}
         return {**step, "human_action": "dismiss"}
+
+    def _review_reason(self, state: RAGState) -> str:
+        """Why the budget ran out, in one line for the help request."""
+        searched = [f"the knowledge base ({state.get('kb_searches', 0)} searches)"]
+        if state.get("web_searches"):
+            searched.append(f"the web ({state['web_searches']} searches)")
+        elif not self.web_available:
+            searched.append("web search is not configured")
+        if state.get("verdict") == "hallucination":
+            return f"drafts were not supported by the sources; searched {', '.join(searched)}"
+        if state.get("verdict") == "not_useful":
+            return f"the documents found did not answer it; searched {', '.join(searched)}"
+        return f"nothing relevant found; searched {', '.join(searched)}"
 
     async def apology(self, state: RAGState) -> dict[str, Any]:
         """Give up politely."""

@@ -50,7 +50,6 @@ class RAGState(TypedDict, total=False):
     path: list[str]  # nodes visited this turn, in order
     outcome: str  # answer | direct | human | apology
     answered_by: str
-    review_reason: str
     verdict: str  # last answer grade: useful | hallucination | not_useful
     human_action: str  # last human resume action: answer | retry | dismiss
     human_retries: int
@@ -77,7 +76,6 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
     "path": [],
     "outcome": "",
     "answered_by": "",
-    "review_reason": "",
     "verdict": "",
     "human_action": "",
     "human_retries": 0,

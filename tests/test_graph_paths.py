@@ -393,3 +393,11 @@ def test_grouped_citations_and_code_are_handled():
     text, sources = cite_sources("Use X [3]. Also Y [1, 2]. Code: `xs[1]` and\n```\narr[0]\n```", docs)
     assert text == "Use X [1]. Also Y [2][3]. Code: `xs[1]` and\n```\narr[0]\n```"
     assert [s["location"] for s in sources] == ["c.md", "a.md", "b.md"]
+
+
+async def test_help_request_says_why_the_budget_ran_out(settings):
+    async with scripted_runtime(settings, {"grade_answer": HALLUCINATED}) as (rt, _):
+        out = await ask(rt, "what does the standalone container need to boot?")
+    [request] = out.help_requests
+    assert request.reason.startswith("drafts were not supported by the sources")
+    assert "knowledge base (2 searches)" in request.reason and "web search is not configured" in request.reason

@@ -45,10 +45,12 @@ def format_answer(answer: Answer) -> str:
 class ConsoleResponder:
     """Prints statuses, answers and help requests for one console thread."""
 
-    def __init__(self, thread: str, console: Console | None = None, show_status: bool = True):
+    def __init__(self, thread: str, console: Console | None = None, show_status: bool = True,
+                 show_answers: bool = True):
         self.thread = thread
         self.console = console or Console(highlight=False)
         self.show_status = show_status
+        self.show_answers = show_answers  # False: answers are only recorded (the caller prints them)
         self.statuses: list[Status] = []
         self.answers: list[Answer] = []
         self.help_requests: list[HelpRequest] = []
@@ -61,6 +63,8 @@ class ConsoleResponder:
 
     async def post_answer(self, answer: Answer) -> None:
         self.answers.append(answer)
+        if not self.show_answers:
+            return
         self.console.print(f"[bold cyan]threadwise[/bold cyan] [dim]({escape(self.thread)})[/dim]")
         self.console.print(format_answer(answer), markup=False, highlight=False)
 

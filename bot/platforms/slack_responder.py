@@ -199,7 +199,7 @@ class SlackResponder:
 
     async def post_help_request(self, request: HelpRequest) -> None:
         """Post the help request with Answer / Retry with hint / Dismiss buttons, mentioning experts."""
-        experts = list(dict.fromkeys([*self.settings.experts, *request.experts]))
+        experts = list(dict.fromkeys(self.settings.experts))
         ref = HelpRef(request.thread_key or self.place.thread_key, self.place.channel, self.place.thread_ts,
                       self.place.message_ts, str(getattr(request, "interrupt_id", "") or ""))
         timeout = request.timeout_seconds or self.help_timeout_seconds

@@ -662,52 +662,29 @@ class FakeDiscord:
             return self._error(400, 50035, "Invalid Form Body: name: Must be between 1 and 100 in length.")
         if message_id in self.threads:
             return self._error(400, 160004, "A thread has already been created for this message")
-        thread = {
-            "id": message_id,  # a thread started from a message has the message's id
-            "guild_id": self.guild_id,
-            "parent_id": channel_id,
-            "owner_id": self.bot.id,
-            "type": 11,
-            "name": name,
-            "last_message_id": None,
-            "thread_metadata": {
-                "archived": False,
-                "auto_archive_duration": int(body.get("auto_archive_duration") or 1440),
-                "archive_timestamp": _now(),
-                "locked": False,
-            },
-            "message_count": 0,
-            "member_count": 1,
-            "rate_limit_per_user": 0,
-            "flags": 0,
-        }
+        # a thread started from a message has the message's id
+        thread = self._thread_payload(message_id, channel_id, self.bot.id, name,
+                                      int(body.get("auto_archive_duration") or 1440))
         self.threads[message_id] = thread
         await self.dispatch("THREAD_CREATE", dict(thread, newly_created=True))
         return self._json(thread)
+
+    def _thread_payload(self, thread_id: Any, parent_id: Any, owner_id: Any, name: str,
+                        auto_archive_minutes: int) -> dict[str, Any]:
+        """A public thread channel object (Discord API: Channel, type 11)."""
+        return {
+            "id": thread_id, "guild_id": self.guild_id, "parent_id": parent_id, "owner_id": owner_id,
+            "type": 11, "name": name, "last_message_id": None,
+            "thread_metadata": {"archived": False, "auto_archive_duration": auto_archive_minutes,
+                                "archive_timestamp": _now(), "locked": False},
+            "message_count": 0, "member_count": 1, "rate_limit_per_user": 0, "flags": 0,
+        }
 
     async def user_thread(self, owner: FakeUser, name: str) -> str:
         """A member starts a thread (not from one of the bot's questions): THREAD_CREATE."""
         starter = self.message_payload(owner, name)
         self.all_messages[starter["id"]] = starter
-        thread = {
-            "id": starter["id"],
-            "guild_id": self.guild_id,
-            "parent_id": self.channel_id,
-            "owner_id": owner.id,
-            "type": 11,
-            "name": name,
-            "last_message_id": None,
-            "thread_metadata": {
-                "archived": False,
-                "auto_archive_duration": 1440,
-                "archive_timestamp": _now(),
-                "locked": False,
-            },
-            "message_count": 0,
-            "member_count": 1,
-            "rate_limit_per_user": 0,
-            "flags": 0,
-        }
+        thread = self._thread_payload(starter["id"], self.channel_id, owner.id, name, 1440)
         self.threads[thread["id"]] = thread
         await self.dispatch("THREAD_CREATE", dict(thread, newly_created=True))
         return thread["id"]
