@@ -10,16 +10,25 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run ask console test eval bench clean
+.PHONY: run ask console test eval bench clean rebuild-offline
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/build-llama-portable.sh
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	# CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build.
 	# Elsewhere than our CI machines: make run TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
 	$(BIN)/pip install "torch==2.13.0" $(TORCH_PIP_ARGS)
+	# llama.cpp built for any x86-64-v3 CPU (AVX2/FMA/F16C, no AVX-512/AMX), cached by version
+	# and flags: a native build dies with SIGILL on other CPUs (scripts/build-llama-portable.sh)
+	$(BIN)/pip install "$$(scripts/build-llama-portable.sh $(BIN)/python)"
 	$(BIN)/pip install -e ".[offline,test]"
+	$(BIN)/python scripts/check_isa.py $(VENV)/lib/python*/site-packages/llama_cpp
 	touch $(STAMP)
+
+# Rebuild the offline backend portably into an existing .venv (after a SIGILL self-check).
+rebuild-offline:
+	$(BIN)/pip install --force-reinstall --no-deps "$$(scripts/build-llama-portable.sh $(BIN)/python)"
+	$(BIN)/python scripts/check_isa.py $(VENV)/lib/python*/site-packages/llama_cpp
 
 run: $(STAMP)
 	$(BIN)/threadwise run

@@ -18,14 +18,15 @@ import sys
 import warnings
 from pathlib import Path
 
-from rich.console import Console
+
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bot.terminal import make_console
 from bot.config import ConfigError, Secrets, Settings, load_settings
 
-console = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+console = make_console()
+err = make_console(stderr=True)
 log = logging.getLogger("threadwise")
 
 
@@ -93,7 +94,7 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
                               "seconds": round(result.seconds, 2) if result else 0.0}, indent=1))
         elif answer:
             console.print(format_answer(answer), markup=False)
-            console.print(f"[dim]{v.get('llm_calls', 0)} LLM calls, {result.seconds:.1f} s[/dim]")
+            console.print(f"{v.get('llm_calls', 0)} LLM calls, {result.seconds:.1f} s", style="dim")
         elif result and result.help_request:
             console.print(f"Paused for a human ({result.help_request.reason}). Resume it with: threadwise ask "
                           f"--thread {shlex.quote(args.thread)} \"answer: ...\" (or \"retry: <hint>\", \"dismiss\")",
@@ -204,7 +205,7 @@ async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     try:
         rows = load_eval(args.file)
     except (OSError, ValueError) as exc:
-        err.print(f"[red]{exc}[/red]")
+        err.print(str(exc), style="red")
         return 2
     if args.limit:
         rows = rows[: args.limit]
@@ -279,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:
-        err.print(f"[red]Configuration error[/red]\n{exc}", markup=True)
+        err.print(f"Configuration error: {exc}", style="red")
         return 2
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level)
@@ -296,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         from graphs.models import ModelUnavailableError
 
         if isinstance(exc, (KnowledgeBaseError, ModelUnavailableError)):
-            err.print(f"[red]{exc}[/red]")
+            err.print(str(exc), style="red")
             return 2
         log.debug("threadwise %s failed", args.command, exc_info=True)
         err.print(f"threadwise {args.command} failed: {type(exc).__name__}: {exc}", style="red", markup=False)

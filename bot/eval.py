@@ -22,6 +22,8 @@ from typing import Any
 
 from rich.console import Console
 
+
+from bot.terminal import make_console
 from bot.platforms.console import ConsoleResponder
 from graphs.nodes import kb_queries
 
@@ -76,10 +78,10 @@ def _hit(retrieved: list[str], expected: list[str], k: int) -> float | None:
 
 async def run_eval(runtime: Any, rows: list[dict[str, Any]], console: Console | None = None) -> dict[str, Any]:
     """Run every row on a fresh thread; returns ``{"rows": [...], "totals": {...}}``."""
-    console = console or Console()
+    console = console or make_console()
     service, kb = runtime.service, runtime.knowledge
     out_rows: list[EvalRow] = []
-    quiet = Console(quiet=True)
+    quiet = make_console(quiet=True)
     for i, row in enumerate(rows, start=1):
         key = f"eval:{row.get('id', i)}:{uuid.uuid4().hex[:8]}"
         await service.seed_history(key, row.get("history", []))

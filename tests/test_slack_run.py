@@ -18,6 +18,7 @@ from bot.config import Secrets, load_settings
 from bot.platforms.slack import run_slack, slack_enabled
 from bot.runtime import open_runtime
 from graphs.models import ScriptedChatModel
+from tests.conftest import requires_offline_model
 from tests.fakes.slack_api import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -197,6 +198,7 @@ async def test_threadwise_run_http_mode_subprocess(tmp_path, fake):
 
 
 @pytest.mark.slow
+@requires_offline_model
 async def test_threadwise_run_answers_a_question_with_the_offline_model(tmp_path, fake):
     proc = ThreadwiseProcess(tmp_path, fake)
     events = SlackEvents()

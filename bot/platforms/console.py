@@ -16,9 +16,10 @@ import uuid
 from typing import Any, AsyncIterator, TextIO
 
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from bot.protocol import Answer, HelpRequest, IncomingMessage, Status
+from bot.terminal import make_console
 
 _STATUS_TEXT = {
     Status.RECEIVED: "received",
@@ -48,7 +49,7 @@ class ConsoleResponder:
     def __init__(self, thread: str, console: Console | None = None, show_status: bool = True,
                  show_answers: bool = True):
         self.thread = thread
-        self.console = console or Console(highlight=False)
+        self.console = console or make_console()
         self.show_status = show_status
         self.show_answers = show_answers  # False: answers are only recorded (the caller prints them)
         self.statuses: list[Status] = []
@@ -59,21 +60,21 @@ class ConsoleResponder:
     async def set_status(self, status: Status) -> None:
         self.statuses.append(status)
         if self.show_status:
-            self.console.print(f"[dim]  … {_STATUS_TEXT[status]}[/dim]")
+            self.console.print(f"  … {_STATUS_TEXT[status]}", style="dim")
 
     async def post_answer(self, answer: Answer) -> None:
         self.answers.append(answer)
         if not self.show_answers:
             return
-        self.console.print(f"[bold cyan]threadwise[/bold cyan] [dim]({escape(self.thread)})[/dim]")
+        self.console.print(Text.assemble(("threadwise", "bold cyan"), " ", (f"({self.thread})", "dim")))
         self.console.print(format_answer(answer), markup=False, highlight=False)
 
     async def post_help_request(self, request: HelpRequest) -> None:
         self.help_requests.append(request)
-        self.console.print(
-            f"[bold yellow]help needed[/bold yellow] [dim]({escape(self.thread)})[/dim]: I couldn't find a grounded "
-            f"answer to: {escape(repr(request.question))}\n  reason: {escape(request.reason)}\n"
-            "  Reply with `answer: ...`, `retry: <hint>` or `dismiss`.", markup=True, highlight=False)
+        self.console.print(Text.assemble(
+            ("help needed", "bold yellow"), " ", (f"({self.thread})", "dim"),
+            f": I couldn't find a grounded answer to: {request.question!r}\n  reason: {request.reason}\n"
+            "  Reply with `answer: ...`, `retry: <hint>` or `dismiss`."))
 
     async def post_notice(self, text: str) -> None:
         self.notices.append(text)
@@ -117,7 +118,7 @@ async def _read_lines(stdin: TextIO) -> AsyncIterator[str]:
 async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None = None,
                       console: Console | None = None) -> None:
     """Interactive chat loop on ``runtime.service`` until ``/quit`` or end of input."""
-    console = console or Console(highlight=False)
+    console = console or make_console()
     stdin = stdin or sys.stdin
     service = runtime.service
     user = runtime.settings.console.user
@@ -126,10 +127,10 @@ async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None =
         ref.get("thread", thread), ConsoleResponder(ref.get("thread", thread), console)))
     await service.recover()
     interactive = stdin.isatty()
-    console.print(f"Threadwise console, thread [bold]{escape(thread)}[/bold]. {_COMMANDS_HELP}")
+    console.print(Text.assemble("Threadwise console, thread ", (thread, "bold"), f". {_COMMANDS_HELP}"))
 
     def prompt() -> str:
-        return f"[bold green]{escape(user)}[/bold green] [dim]({escape(thread)})[/dim]> "
+        return Text.assemble((user, "bold green"), " ", (f"({thread})", "dim"), "> ")
 
     if interactive:
         console.print(prompt(), end="")
@@ -141,7 +142,7 @@ async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None =
         if name in ("/thread", "/threads", "/help"):
             if name == "/thread" and arg.strip():
                 thread = arg.strip()
-                console.print(f"[dim]now on thread {escape(thread)}[/dim]")
+                console.print(f"now on thread {thread}", style="dim")
             elif name == "/threads":
                 names = sorted({*responders, *[k.split(":", 1)[1] for k in await service.thread_keys("console:")]})
                 console.print(", ".join(names) or "(none yet)", markup=False)
@@ -149,7 +150,7 @@ async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None =
                 console.print(_COMMANDS_HELP, markup=False)
         else:
             if not interactive:
-                console.print(prompt() + escape(line))
+                console.print(prompt() + line)
             out = responders.setdefault(thread, ConsoleResponder(thread, console))
             msg = IncomingMessage(platform="console", thread_key=f"console:{thread}",
                                   message_id=f"console:{thread}:{uuid.uuid4().hex}", author_id=user,
