@@ -14,6 +14,25 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 
+class PostError(Exception):
+    """A responder could not post an answer or a help request (the platform refused it
+    after its retries, e.g. Slack ``not_in_channel`` or Discord 403 Missing Access).
+
+    Raised by :meth:`Responder.post_answer` and :meth:`Responder.post_help_request`
+    (only those: reactions, notices and private notes stay best effort). The
+    ChatService then ends the question with :attr:`Status.APOLOGY` instead of
+    :attr:`Status.DONE` (or :attr:`Status.WAITING_HUMAN`) and logs one line.
+
+    Args:
+        message: what failed, for the log line (no message text, no secrets).
+        reason: the platform's short error code (``not_in_channel``, ``403``...), or "".
+    """
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class Status(str, enum.Enum):
     """Progress of one question, shown by adapters as a reaction (emoji names in config.toml)."""
 
@@ -142,17 +161,28 @@ class Responder(Protocol):
     """Output side of an adapter, bound to one incoming message (and so to its thread).
 
     Every method must swallow its own platform errors (log them): a failing reaction
-    never stops an answer. Methods are awaited in order by the ChatService.
+    never stops an answer. The exceptions: :meth:`post_answer` and
+    :meth:`post_help_request` raise :class:`PostError` when the text could not be
+    posted at all, so the question never ends as "done" without an answer.
+    Methods are awaited in order by the ChatService.
     """
 
     async def set_status(self, status: Status) -> None:
         """Show ``status`` on the user's message (one reaction at a time)."""
 
     async def post_answer(self, answer: Answer) -> None:
-        """Post the final answer (or apology) in the thread, split as the platform needs."""
+        """Post the final answer (or apology) in the thread, split as the platform needs.
+
+        Raises:
+            PostError: the answer could not be posted (after the platform's retries).
+        """
 
     async def post_help_request(self, request: HelpRequest) -> None:
-        """Post a help request in the thread mentioning the experts, with resume controls."""
+        """Post a help request in the thread mentioning the experts, with resume controls.
+
+        Raises:
+            PostError: the help request could not be posted.
+        """
 
     async def post_notice(self, text: str) -> None:
         """Post a short plain notice in the thread (empty question, refusal, progress)."""
