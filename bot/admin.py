@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 
+from bot.chat.text import REPLY_SYNTAX
 from bot.protocol import Responder
 from bot.store import Bookkeeping
 from graphs.knowledge import KnowledgeBase
@@ -20,11 +21,12 @@ COMMANDS = ("reindex", "status", "help")
 
 HELP_TEXT = (
     "I answer questions from {kb}. Ask me in words: mention me in a channel, write to me in a DM, "
-    "or reply in a thread I'm part of.\n"
+    "or reply in a thread I'm part of (a reply that mentions someone else and not me is left to "
+    "the people you talk to).\n"
     "• While I work, the reaction on your message shows what I'm doing (searching, writing, done).\n"
     "• When I can't find a grounded answer I ask the team's experts in the thread; they reply with "
-    "`answer: ...`, `retry: <hint>` or `dismiss` (or use the buttons).\n"
-    "• Admin commands: `reindex` (admins only), `status`, `help`."
+    + REPLY_SYNTAX + " (or use the buttons).\n"
+    "• Admin commands: `reindex` (admins only), `status`, `help`. This help is shown only to you."
 )
 
 
@@ -58,9 +60,10 @@ class AdminCommands:
         return word if word in COMMANDS else None
 
     async def run(self, command: str, *, actor_id: str, is_admin: bool, out: Responder) -> None:
-        """Run ``command`` for ``actor_id``; refuses ``reindex`` to non-admins privately."""
+        """Run ``command`` for ``actor_id``; refuses ``reindex`` to non-admins privately.
+        ``help`` is private (ephemeral on Slack and Discord)."""
         if command == "help":
-            await out.post_notice(HELP_TEXT.format(kb=self.kb_description))
+            await out.notify_private(HELP_TEXT.format(kb=self.kb_description))
         elif command == "status":
             await out.post_notice(await self.status_text())
         elif command == "reindex":
@@ -107,9 +110,10 @@ class AdminCommands:
                 stats = await asyncio.to_thread(self.knowledge.reindex, progress)
             except Exception as exc:  # noqa: BLE001
                 log.exception("reindex failed")
-                await out.update_progress(f"Reindex failed: {exc}. The previous index is still in use.")
+                await out.update_progress(f"Reindex failed: {exc}. The previous index is still in use.", final=True)
                 return
             await out.update_progress(
                 f"Reindex done: {stats.files} files, {stats.chunks} chunks "
-                f"({stats.embedded_chunks} embedded, {stats.reused_chunks} reused) in {stats.seconds:.1f} s."
+                f"({stats.embedded_chunks} embedded, {stats.reused_chunks} reused) in {stats.seconds:.1f} s.",
+                final=True,
             )

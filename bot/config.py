@@ -28,6 +28,9 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
+ReplyPolicyName = Literal["all", "unless_addressed_to_others", "mentions_only"]
+
+
 class ModelSettings(_Section):
     provider: Literal["auto", "mistral", "llamacpp"] = "auto"
     mistral_chat_model: str = "mistral-small-latest"
@@ -117,6 +120,9 @@ class SlackSettings(_Section):
     experts: list[str] = []  # user ids (U...) or user group ids (S...)
     admins: list[str] = []  # user ids allowed to reindex
     allowed_bots: list[str] = []  # bot ids whose mentions we answer
+    # follow-ups in the bot's threads: "all" | "unless_addressed_to_others" | "mentions_only" (bot.chat.policy)
+    reply_policy: ReplyPolicyName = "unless_addressed_to_others"
+    allowed_teams: list[str] = []  # other teams (T...) answered in Slack Connect channels; ours always is
     reactions: Reactions = Reactions()
     max_section_characters: int = Field(3000, ge=100, le=3000)
     max_message_characters: int = Field(12000, ge=500, le=40000)
@@ -143,6 +149,8 @@ class DiscordSettings(_Section):
     admins_with_manage_guild: bool = True
     allowed_bot_ids: list[int] = []
     command_guild_ids: list[int] = []  # empty: global slash commands
+    reply_policy: ReplyPolicyName = "unless_addressed_to_others"  # see SlackSettings.reply_policy
+    allowed_guild_ids: list[int] = []  # empty: every server the bot is in; else others get a refusal
     reactions: DiscordReactions = DiscordReactions()
     max_message_characters: int = Field(2000, ge=100, le=2000)
     thread_name_characters: int = Field(90, ge=10, le=100)

@@ -187,9 +187,11 @@ class Responder(Protocol):
     async def post_notice(self, text: str) -> None:
         """Post a short plain notice in the thread (empty question, refusal, progress)."""
 
-    async def update_progress(self, text: str) -> None:
+    async def update_progress(self, text: str, *, final: bool = False) -> None:
         """Show progress of a long admin task: the first call posts a message, later
-        calls edit that same message (reindex progress)."""
+        calls edit that same message (reindex progress). ``final`` marks the result: an
+        adapter with a limited number of updates (Slack's response_url) skips interim
+        steps, never the final one."""
 
     async def notify_private(self, text: str) -> None:
         """Tell only the author (Slack: ephemeral; Discord: ephemeral or DM; console: print),

@@ -27,7 +27,8 @@ from typing import Any, AsyncIterator, Callable
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
-from bot.protocol import Answer, HelpRequest, HumanAction, IncomingMessage, Responder, Source, Status
+from bot.chat.text import REPLY_SYNTAX
+from bot.protocol import Answer, HelpRequest, HumanAction, IncomingMessage, PostError, Responder, Source, Status
 from bot.store import Bookkeeping
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,7 @@ def parse_human_reply(text: str) -> tuple[HumanAction, str] | None:
     return HumanAction(m.group(1).lower()), m.group(2).strip()
 
 
-REPLY_HINT = ("This thread is waiting for an expert. Reply with `answer: <the answer>`, "
-              "`retry: <a hint for a new search>` or `dismiss`.")
+REPLY_HINT = f"This thread is waiting for an expert. Reply with {REPLY_SYNTAX}."
 
 
 class _NullResponder:
@@ -72,7 +72,7 @@ class _NullResponder:
         log.info("no adapter to post a %s answer", answer.kind)
     async def post_help_request(self, request: HelpRequest) -> None: ...
     async def post_notice(self, text: str) -> None: ...
-    async def update_progress(self, text: str) -> None: ...
+    async def update_progress(self, text: str, *, final: bool = False) -> None: ...
     async def notify_private(self, text: str) -> None: ...
     def reference(self) -> dict[str, Any]:
         return {}
@@ -351,7 +351,12 @@ class ChatService:
                 reason=str(payload.get("reason", "")), attempts=list(payload.get("attempts", [])),
                 timeout_seconds=self.help_timeout_seconds, interrupt_id=intr.id,
             )
-            await out.post_help_request(request)
+            try:
+                await out.post_help_request(request)
+            except PostError as exc:  # done/waiting only when posted (another branch refines this)
+                log.error("[%s] help request not posted: %s", thread_key, exc)
+                await out.set_status(Status.APOLOGY)
+                return TurnResult(thread_key, None, request, values, time.perf_counter() - t0)
             await out.set_status(Status.WAITING_HUMAN)
             # the reference is taken after posting, so it names the help message and the current reaction
             await self.store.open_help_request(thread_key, platform, out.reference(), request.question,
@@ -366,7 +371,12 @@ class ChatService:
             route=list(values.get("path", [])), kind=_OUTCOME_KIND.get(outcome, "answer"),
             answered_by=values.get("answered_by", ""),
         )
-        await out.post_answer(answer)
+        try:
+            await out.post_answer(answer)
+        except PostError as exc:  # done only when posted (another branch refines this)
+            log.error("[%s] answer not posted: %s", thread_key, exc)
+            await out.set_status(Status.APOLOGY)
+            return TurnResult(thread_key, answer, None, values, time.perf_counter() - t0)
         await out.set_status(Status.APOLOGY if answer.kind == "apology" else Status.DONE)
         seconds = time.perf_counter() - t0
         log.info("[%s] %s in %.1fs, %d LLM calls, path %s", thread_key, answer.kind, seconds,

@@ -55,6 +55,12 @@ class Bookkeeping:
         await self._conn.commit()
         return cur.rowcount == 1
 
+    async def thread_of(self, message_id: str) -> str | None:
+        """The thread key a handled message id was recorded with, or None."""
+        row = await (await self._conn.execute(
+            "SELECT thread_key FROM seen_messages WHERE message_id = ?", (message_id,))).fetchone()
+        return str(row[0]) if row else None
+
     async def has_thread(self, thread_key: str) -> bool:
         """True if a message of this thread was handled before."""
         row = await (await self._conn.execute(

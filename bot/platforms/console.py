@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, TextIO
 from rich.console import Console
 from rich.text import Text
 
+from bot.chat.text import REPLY_SYNTAX
 from bot.protocol import Answer, HelpRequest, IncomingMessage, Status
 from bot.terminal import make_console
 
@@ -74,13 +75,13 @@ class ConsoleResponder:
         self.console.print(Text.assemble(
             ("help needed", "bold yellow"), " ", (f"({self.thread})", "dim"),
             f": I couldn't find a grounded answer to: {request.question!r}\n  reason: {request.reason}\n"
-            "  Reply with `answer: ...`, `retry: <hint>` or `dismiss`."))
+            f"  Reply with {REPLY_SYNTAX}."))
 
     async def post_notice(self, text: str) -> None:
         self.notices.append(text)
         self.console.print(text, markup=False, highlight=False)
 
-    async def update_progress(self, text: str) -> None:
+    async def update_progress(self, text: str, *, final: bool = False) -> None:
         await self.post_notice(text)
 
     async def notify_private(self, text: str) -> None:

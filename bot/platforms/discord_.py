@@ -4,19 +4,31 @@ Triggers (see docs/discord.md):
 
 * an @mention (``<@id>``, ``<@!id>`` or the bot's own role) in a channel starts a public
   thread from the question (named from it) and answers there; admin words
-  (``reindex``/``status``/``help``) and a bare mention are answered in the channel;
-* any message in a thread the bot takes part in continues the conversation, no mention needed;
+  (``reindex``/``status``/``help``) and a bare mention are answered in the channel. Where
+  the bot may not start threads (403), it answers in the channel as a reply to the
+  question, and the conversation is keyed on the question message, as its thread would
+  have been: other people's questions in that channel are other conversations;
+* a reply (message reference) to one of the bot's messages in a channel continues that
+  message's conversation;
+* any message in a thread the bot takes part in continues the conversation, no mention
+  needed, as ``[discord] reply_policy`` allows (default: not when it mentions or replies
+  to someone else and not the bot; :mod:`bot.chat.policy`);
 * DMs work without a mention;
+* servers outside ``[discord] allowed_guild_ids`` (when set) get one polite refusal;
 * ``/threadwise reindex|status|help`` (application commands);
 * the Answer / Retry with hint / Dismiss buttons and modals of a help request.
 
-Thread keys: ``discord:<guild id>:<thread id>`` (or the channel id when there is no thread)
-and ``discord:dm:<DM channel id>``. Message ids are ``discord:<message id>``; the
-ChatService deduplicates on them, persisted across restarts.
+Thread keys: ``discord:<guild id>:<thread id>`` (for a question answered in its channel, the
+question message's id, which is also the id its thread would have had) and
+``discord:dm:<DM channel id>``. Message ids are ``discord:<message id>``; the ChatService
+deduplicates on them, persisted across restarts.
 
 Ignored: the bot's own messages, other bots and webhooks (unless their id is in
 ``discord.allowed_bot_ids`` and they mention us), system messages (joins, pins, thread
-created...), edits and deletions (no handlers for them).
+created...), edits and deletions (no handlers for them). The text answered is the text
+the message was created with: an edit that arrives in the same socket read as the
+MESSAGE_CREATE updates discord.py's cached message before ``on_message`` runs, so
+:meth:`ThreadwiseBot.dispatch` hands ``on_message`` a copy taken at creation.
 
 Without the privileged MESSAGE_CONTENT intent Discord closes the gateway with 4014; the bot
 logs what to enable in the developer portal and reconnects without it, answering mentions
@@ -27,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 from collections.abc import Coroutine
 from typing import Any
@@ -36,6 +49,7 @@ import yarl
 from discord import app_commands
 
 from bot.admin import AdminCommands
+from bot.chat.policy import OUTSIDER_REFUSAL, Addressing, is_outsider, wants_answer
 from bot.config import Secrets, Settings
 from bot.platforms.discord_auth import is_admin, is_expert
 from bot.platforms.discord_format import strip_mentions, thread_name
@@ -77,7 +91,8 @@ def thread_key_for(channel: Any, guild_id: int | None) -> str:
 
 
 def channel_of(thread_key: str) -> int:
-    """The channel (thread or DM channel) id at the end of a Discord thread key."""
+    """The id at the end of a Discord thread key: the thread or DM channel (or, for a
+    question answered in its channel, the question message)."""
     return int(thread_key.rsplit(":", 1)[1])
 
 
@@ -167,6 +182,15 @@ class ThreadwiseBot(discord.Client):
                 self._connection._intents.message_content = False
                 self.message_content_enabled = False
 
+    def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        """discord.py's event dispatch, with ``on_message`` given a copy of the message as
+        created: discord.py calls this synchronously while parsing MESSAGE_CREATE, but runs
+        the handler later, after a MESSAGE_UPDATE from the same socket read may have edited
+        the cached message (an edit could otherwise add a mention or change the question)."""
+        if event == "message" and args and isinstance(args[0], discord.Message):
+            args = (copy.copy(args[0]), *args[1:])
+        super().dispatch(event, *args, **kwargs)
+
     # ------------------------------------------------------------------ background work
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Run ``coro`` in the background, keeping a reference until it ends."""
@@ -215,6 +239,52 @@ class ThreadwiseBot(discord.Client):
         role_id = self._own_role_id(message)
         return role_id is not None and role_id in message.raw_role_mentions
 
+    def _replied_bot_message(self, message: discord.Message) -> discord.Message | None:
+        """The bot's message this message replies to (message reference), if any."""
+        ref = message.reference
+        resolved = (ref.resolved or ref.cached_message) if ref else None
+        if isinstance(resolved, discord.Message) and self.user and resolved.author.id == self.user.id:
+            return resolved
+        return None
+
+    def _addressing(self, message: discord.Message, to_bot: bool) -> Addressing:
+        """Whom a message is for: the bot, and/or other people (mentions of users or roles
+        other than the bot's, @everyone/@here, or a reply to someone else's message)."""
+        me = self.user.id if self.user else 0
+        own_role = self._own_role_id(message)
+        others = any(u.id != me for u in message.mentions)
+        others = others or any(r != own_role for r in message.raw_role_mentions) or message.mention_everyone
+        ref = message.reference
+        resolved = (ref.resolved or ref.cached_message) if ref else None
+        if isinstance(resolved, discord.Message) and resolved.author.id != me:
+            others = True
+        return Addressing(direct=message.guild is None, mentions_bot=to_bot, others=others)
+
+    async def _conversation_of(self, bot_message: discord.Message, guild_id: int) -> str:
+        """The thread key of the conversation a bot message in a channel belongs to: the
+        one its question (the message it replies to) was handled in."""
+        question = bot_message.reference.message_id if bot_message.reference else None
+        if question is None:
+            return f"discord:{guild_id}:{bot_message.id}"
+        known = await self.service.store.thread_of(f"discord:{question}")
+        return known or f"discord:{guild_id}:{question}"
+
+    def _outsider_guild(self, guild_id: int | None) -> bool:
+        """True for a server outside ``[discord] allowed_guild_ids`` (when that list is set)."""
+        return is_outsider(guild_id, (), self.discord_settings.allowed_guild_ids)
+
+    async def _refuse_outsider(self, message: discord.Message) -> None:
+        """One polite refusal (a reply) per message addressed to the bot from a server outside
+        the allow-list; no thread, no LLM call."""
+        out = DiscordResponder(self, thread_key=f"discord:{message.guild.id if message.guild else 'dm'}:{message.id}",
+                               channel_id=message.channel.id, status_channel_id=message.channel.id,
+                               status_message_id=message.id, author_id=message.author.id)
+        if not await self.service.store.mark_seen(f"discord:{message.id}", out.thread_key):
+            return
+        log.info("discord: message %s from user=%s in guild=%s refused: guild not allowed", message.id,
+                 message.author.id, message.guild.id if message.guild else "dm")
+        await out.post_notice(OUTSIDER_REFUSAL)
+
     def _wanted(self, message: discord.Message) -> bool:
         """Cheap filters: own messages, system messages, bots and webhooks."""
         me = self.user
@@ -244,6 +314,10 @@ class ThreadwiseBot(discord.Client):
         try:
             if previous is not None:
                 await asyncio.wait([previous])
+            if self._outsider_guild(message.guild.id if message.guild else None):
+                if self._mentions_me(message) or self._replied_bot_message(message) is not None:
+                    self.spawn(self._refuse_outsider(message), name=f"discord refuse {message.id}")
+                return
             translated = await self._translate(message)
             if translated is not None:
                 incoming, out = translated
@@ -264,27 +338,40 @@ class ThreadwiseBot(discord.Client):
         channel = message.channel
         guild_id = message.guild.id if message.guild else None
         reply_channel = channel.id
+        replied = self._replied_bot_message(message)
+        addressing = self._addressing(message, mentioned or replied is not None)
+        in_channel = False  # answering in a guild channel, as replies to the question
         if guild_id is None:
             thread_key = thread_key_for(channel, None)
         elif isinstance(channel, (discord.Thread, discord.PartialMessageable)):
             # PartialMessageable: a guild channel missing from the cache, in practice a thread
             # that was archived (discord.py drops those) and just got a new message.
             thread_key = thread_key_for(channel, guild_id)
-            if not mentioned:
+            if not addressing.mentions_bot:
                 if not self.message_content_enabled:
                     return None  # the text is withheld by Discord: never answer an empty question
+                if not wants_answer(self.discord_settings.reply_policy, addressing, in_conversation=True):
+                    log.info("discord: message %s in thread=%s not for the bot (reply_policy %s)", message.id,
+                             thread_key, self.discord_settings.reply_policy)
+                    return None
                 ours = getattr(channel, "owner_id", None) == self.user.id
                 if not ours and not await self.service.knows_thread(thread_key):
                     return None
+        elif replied is not None:
+            thread_key = await self._conversation_of(replied, guild_id)  # continue it where it is
+            in_channel = True
         elif not mentioned:
             return None
         elif not text or AdminCommands.parse(text):
-            thread_key = thread_key_for(channel, guild_id)  # short replies stay in the channel
+            thread_key = f"discord:{guild_id}:{message.id}"  # short replies stay in the channel
         else:
             thread = await self._start_thread(message, text)
-            target = thread or channel
-            thread_key = thread_key_for(target, guild_id)
-            reply_channel = target.id
+            if thread is not None:
+                thread_key = thread_key_for(thread, guild_id)
+                reply_channel = thread.id
+            else:  # keyed on the question, not the channel: one conversation per question
+                thread_key = f"discord:{guild_id}:{message.id}"
+                in_channel = True
         author = message.author
         incoming = IncomingMessage(
             platform="discord",
@@ -303,6 +390,7 @@ class ThreadwiseBot(discord.Client):
             status_channel_id=channel.id,
             status_message_id=message.id,
             author_id=author.id,
+            reply_always=in_channel,
         )
         log.info(
             "discord: message %s from user=%s accepted thread=%s (%d chars, mention=%s)",
@@ -401,7 +489,7 @@ class ThreadwiseBot(discord.Client):
             ephemeral=True,
             in_thread=True,
             thread_key=thread_key,
-            channel_id=channel_of(thread_key),
+            channel_id=interaction.channel_id or channel_of(thread_key),
             author_id=interaction.user.id,
         )
         user = interaction.user
@@ -433,6 +521,12 @@ class ThreadwiseBot(discord.Client):
         """``/threadwise <command>``: authorise, then let the service run it. Non-admins see
         only ephemeral replies (a refused reindex is ephemeral)."""
         user = interaction.user
+        if self._outsider_guild(interaction.guild_id):
+            log.info("discord: /threadwise %s by user=%s in guild=%s refused: guild not allowed", command, user.id,
+                     interaction.guild_id)
+            with contextlib.suppress(discord.HTTPException):
+                await interaction.response.send_message(OUTSIDER_REFUSAL, ephemeral=True)
+            return
         admin = is_admin(user, self.discord_settings, self._perms(interaction))
         thread_key = thread_key_for(
             interaction.channel or discord.Object(interaction.channel_id or 0), interaction.guild_id

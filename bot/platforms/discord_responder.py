@@ -7,7 +7,12 @@
   ephemeral replies and one progress message edited in place; answers go to the thread.
 
 Every method swallows and logs Discord errors (HTTP 403 missing permissions, 50083 archived
-thread, 404 unknown message...): a failed reaction never stops an answer. Messages are sent
+thread, 404 unknown message...): a failed reaction never stops an answer; only
+``post_answer`` and ``post_help_request`` raise :class:`~bot.protocol.PostError` when the
+text could not be posted (done means posted). Every message is sent with no mentions
+parsed except the ones we mean (``allowed_mentions``) and with link previews suppressed
+(flag SUPPRESS_EMBEDS, 1 << 2): Discord's crawler never fetches a URL a model wrote.
+Status reactions go through the shared :class:`bot.chat.reactions.ReactionState`. Messages are sent
 one after another; discord.py's per-route rate limiter (X-RateLimit-* headers, 429 retry_after)
 paces bursts - no extra sleeps or retry loops here.
 """
@@ -21,10 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
+from bot.chat.reactions import ReactionState
+from bot.chat.text import Mention, Part, compose
 from bot.platforms.discord_auth import expert_mentions
 from bot.platforms.discord_format import format_answer, format_help_request, split_message
 from bot.platforms.discord_views import help_view
-from bot.protocol import Answer, HelpRequest, Status
+from bot.protocol import Answer, HelpRequest, PostError, Status
 
 if TYPE_CHECKING:
     from bot.platforms.discord_ import ThreadwiseBot
@@ -41,6 +48,18 @@ _GIVE_UP_CODES = {
     10008,
     10003,
 }  # missing permissions/access, archived thread, unknown message/channel
+
+
+def discord_text(text: str | list[Part]) -> str:
+    """Our Markdown with :class:`~bot.chat.text.Mention` parts as ``<@id>`` / ``<@&id>``
+    (digits only; they ping only if the send's ``allowed_mentions`` names them)."""
+
+    def mention(m: Mention) -> str:
+        if not m.id.isdigit():
+            return m.id
+        return f"<@&{m.id}>" if m.kind == "role" else f"<@{m.id}>"
+
+    return compose(text, render=lambda t: t, mention=mention)
 
 
 def _describe(exc: BaseException) -> str:
@@ -75,6 +94,7 @@ class DiscordResponder:
         status_message_id: int | None = None,
         author_id: int | None = None,
         stale_reactions: tuple[str, ...] = (),
+        reply_always: bool = False,
     ) -> None:
         self.bot = bot
         self.thread_key = thread_key
@@ -82,11 +102,11 @@ class DiscordResponder:
         self.status_channel_id = status_channel_id
         self.status_message_id = status_message_id
         self.author_id = author_id
-        self._status: str | None = None
-        self._stale = tuple(e for e in stale_reactions if e)
-        self._reactions_off = False
+        self.reply_always = reply_always  # every part replies to the question (answers in a channel)
+        self._reactions = ReactionState(list(dict.fromkeys(e for e in stale_reactions if e)))
         self._typing: asyncio.Task[None] | None = None
         self._progress: discord.Message | None = None
+        self.last_error = ""
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -115,7 +135,9 @@ class DiscordResponder:
             "status_channel_id": str(self.status_channel_id or ""),
             "status_message_id": str(self.status_message_id or ""),
             "author_id": str(self.author_id or ""),
-            "shown_reaction": self._status or "",
+            "shown_reaction": self._reactions.current or "",
+            "shown": list(self._reactions.shown),
+            "reply_always": self.reply_always,
         }
 
     @classmethod
@@ -140,41 +162,52 @@ class DiscordResponder:
             status_channel_id=num("status_channel_id"),
             status_message_id=num("status_message_id"),
             author_id=num("author_id"),
-            stale_reactions=(str(ref.get("shown_reaction") or ""), bot.discord_settings.reactions.waiting_human),
+            stale_reactions=(
+                *(str(e) for e in ref.get("shown") or []),
+                str(ref.get("shown_reaction") or ""),
+                bot.discord_settings.reactions.waiting_human,
+            ),
+            reply_always=bool(ref.get("reply_always")),
         )
 
     # ------------------------------------------------------------------ status
     async def set_status(self, status: Status) -> None:
         """Show ``status`` as the only Threadwise reaction on the user's message.
 
-        Adds the new emoji (config ``discord.reactions``) and then removes the previous one;
-        WRITING also starts the typing indicator, any other status stops it. After a 403 /
-        archived thread / unknown message, stops trying reactions for this message.
+        Adds the new emoji (config ``discord.reactions``) and then removes the others, even
+        when the add failed (shared :class:`~bot.chat.reactions.ReactionState`); WRITING also
+        starts the typing indicator, any other status stops it. After a 403 / archived
+        thread / unknown message, stops trying reactions for this message.
         """
         if status is Status.WRITING:
             self._start_typing()
         else:
             await self._stop_typing()
         emoji = getattr(self.settings.reactions, status.value)
-        previous, self._status = self._status, emoji
         message = self._status_message()
-        if message is None or self._reactions_off or emoji == previous:
+        if message is None:
             return
         log.debug("discord: status %s thread=%s message=%s", status.value, self.thread_key, self.status_message_id)
-        try:
-            await message.add_reaction(emoji)
-        except (discord.HTTPException, ValueError) as exc:
-            self._reaction_failed("add", emoji, exc)
-            return
-        old = [e for e in dict.fromkeys((previous, *self._stale)) if e and e != emoji]
-        self._stale = ()
-        for gone in old:
-            if self._reactions_off:
-                break
+
+        async def add(e: str) -> bool:
             try:
-                await message.remove_reaction(gone, discord.Object(self.bot.user.id))  # type: ignore[union-attr]
+                await message.add_reaction(e)
+                return True
             except (discord.HTTPException, ValueError) as exc:
-                self._reaction_failed("remove", gone, exc)
+                self._reaction_failed("add", e, exc)
+                return False
+
+        async def remove(e: str) -> bool:
+            try:
+                await message.remove_reaction(e, discord.Object(self.bot.user.id))  # type: ignore[union-attr]
+                return True
+            except discord.NotFound:
+                return True  # already gone
+            except (discord.HTTPException, ValueError) as exc:
+                self._reaction_failed("remove", e, exc)
+                return False
+
+        await self._reactions.move_to(emoji, add=add, remove=remove)
 
     def _reaction_failed(self, what: str, emoji: str, exc: BaseException) -> None:
         log.warning(
@@ -186,7 +219,7 @@ class DiscordResponder:
             _describe(exc),
         )
         if isinstance(exc, discord.HTTPException) and (exc.status in (403, 404) or exc.code in _GIVE_UP_CODES):
-            self._reactions_off = True
+            self._reactions.disabled = True
 
     def _start_typing(self) -> None:
         if self._typing is None or self._typing.done():
@@ -221,7 +254,7 @@ class DiscordResponder:
         view: discord.ui.View | None = None,
         reply: bool = False,
     ) -> discord.Message | None:
-        kwargs: dict[str, Any] = {"allowed_mentions": allowed}
+        kwargs: dict[str, Any] = {"allowed_mentions": allowed, "suppress_embeds": True}
         if view is not None:
             kwargs["view"] = view
         if reply and self.status_message_id and (self.status_channel_id in (None, self.channel_id)):
@@ -231,6 +264,7 @@ class DiscordResponder:
         try:
             return await self.channel().send(text, **kwargs)
         except discord.HTTPException as exc:
+            self.last_error = f"HTTP {exc.status} code {exc.code}"
             if "reference" in kwargs:  # e.g. the question was deleted: post without the reply link
                 kwargs.pop("reference")
                 with contextlib.suppress(discord.HTTPException):
@@ -240,7 +274,11 @@ class DiscordResponder:
 
     async def post_answer(self, answer: Answer) -> None:
         """Post the answer (Discord Markdown, sources, route note) in messages of at most
-        ``discord.max_message_characters`` (Discord: 2000), in order."""
+        ``discord.max_message_characters`` (Discord: 2000), in order.
+
+        Raises:
+            PostError: a part could not be posted (discord.py already retried 429/5xx).
+        """
         await self._stop_typing()
         chunks = format_answer(answer, self.settings.max_message_characters)
         log.info(
@@ -251,25 +289,33 @@ class DiscordResponder:
             self.thread_key,
         )
         for i, chunk in enumerate(chunks):
-            if await self._send(chunk, reply=(i == 0)) is None:
-                break  # the channel is gone or forbidden: later parts would fail too
+            if await self._send(chunk, reply=(i == 0 or self.reply_always)) is None:
+                # the channel is gone or forbidden: later parts would fail too
+                raise PostError(f"discord answer: {i} of {len(chunks)} message(s) posted thread={self.thread_key}",
+                                self.last_error)
 
     async def post_help_request(self, request: HelpRequest) -> None:
         """Post the help request mentioning the configured expert roles/users, with Answer /
-        Retry with hint / Dismiss buttons (persistent: they work after a restart)."""
+        Retry with hint / Dismiss buttons (persistent: they work after a restart).
+
+        Raises:
+            PostError: the help request could not be posted.
+        """
         await self._stop_typing()
         mentions, allowed = expert_mentions(self.settings)
         text = format_help_request(request, mentions, self.settings.max_message_characters)
+        sent = await self._send(text, allowed=allowed, view=help_view(self.thread_key, request.interrupt_id), reply=True)
+        if sent is None:
+            raise PostError(f"discord help request not posted thread={self.thread_key}", self.last_error)
         log.info("discord: help request posted thread=%s experts=%s", self.thread_key, mentions or "(none configured)")
-        await self._send(text, allowed=allowed, view=help_view(self.thread_key, request.interrupt_id), reply=True)
 
-    async def post_notice(self, text: str) -> None:
+    async def post_notice(self, text: str | list[Part]) -> None:
         """Post a short notice in the conversation (split if ever too long)."""
         await self._stop_typing()
-        for chunk in split_message(text, self.settings.max_message_characters):
+        for chunk in split_message(discord_text(text), self.settings.max_message_characters):
             await self._send(chunk, reply=True)
 
-    async def update_progress(self, text: str) -> None:
+    async def update_progress(self, text: str, *, final: bool = False) -> None:
         """First call posts a progress message; later calls edit that same message."""
         text = text[: self.settings.max_message_characters]
         if self._progress is not None:
@@ -280,14 +326,16 @@ class DiscordResponder:
                 log.warning("discord: could not edit progress thread=%s: %s", self.thread_key, _describe(exc))
         self._progress = await self._send(text, reply=True)
 
-    async def notify_private(self, text: str) -> None:
+    async def notify_private(self, text: str | list[Part]) -> None:
         """Tell only the author: by DM; if their DMs are closed, as a reply mentioning them."""
+        text = discord_text(text)
         if self.author_id is None:
             await self.post_notice(text)
             return
         try:
             dm = await self.bot.create_dm(discord.Object(self.author_id))  # POST /users/@me/channels
-            await dm.send(text[: self.settings.max_message_characters], allowed_mentions=NO_PINGS)
+            await dm.send(text[: self.settings.max_message_characters], allowed_mentions=NO_PINGS,
+                          suppress_embeds=True)
             log.info("discord: private note sent thread=%s user=%s", self.thread_key, self.author_id)
         except discord.HTTPException as exc:
             log.info(
@@ -346,28 +394,34 @@ class InteractionResponder(DiscordResponder):
                 except discord.HTTPException as exc:
                     log.warning("discord: could not defer interaction thread=%s: %s", self.thread_key, _describe(exc))
 
-    async def _reply(self, text: str, *, ephemeral: bool, edit: bool = False) -> None:
+    async def _reply(self, text: str | list[Part], *, ephemeral: bool, edit: bool = False) -> bool:
         """Answer the interaction: the first reply is its response (or replaces the "thinking"
-        placeholder); ``edit`` rewrites that response; anything else is a follow-up."""
-        text = text[: self.settings.max_message_characters]
+        placeholder); ``edit`` rewrites that response; anything else is a follow-up.
+        Returns False (logged) when Discord refused it."""
+        text = discord_text(text)[: self.settings.max_message_characters]
         async with self._lock:
             try:
                 if not self.interaction.response.is_done():
-                    await self.interaction.response.send_message(text, ephemeral=ephemeral, allowed_mentions=NO_PINGS)
+                    await self.interaction.response.send_message(
+                        text, ephemeral=ephemeral, allowed_mentions=NO_PINGS, suppress_embeds=True)
                     self._original = "sent"
                 elif self._original == "deferred" or (edit and self._original == "sent"):
-                    await self.interaction.edit_original_response(content=text)
+                    await self.interaction.edit_original_response(content=text, allowed_mentions=NO_PINGS)
                     self._original = "sent"
                 else:
-                    await self.interaction.followup.send(text, ephemeral=ephemeral, allowed_mentions=NO_PINGS)
+                    await self.interaction.followup.send(
+                        text, ephemeral=ephemeral, allowed_mentions=NO_PINGS, suppress_embeds=True)
+                return True
             except discord.HTTPException as exc:
+                self.last_error = f"HTTP {exc.status} code {exc.code}"
                 log.warning("discord: interaction reply failed thread=%s: %s", self.thread_key, _describe(exc))
+                return False
 
     async def set_status(self, status: Status) -> None:
         if self.in_thread:
             await super().set_status(status)
 
-    async def post_notice(self, text: str) -> None:
+    async def post_notice(self, text: str | list[Part]) -> None:
         if self.in_thread:
             await super().post_notice(text)
         else:
@@ -378,16 +432,17 @@ class InteractionResponder(DiscordResponder):
             await super().post_answer(answer)
             return
         for chunk in format_answer(answer, self.settings.max_message_characters):
-            await self._reply(chunk, ephemeral=self.ephemeral)
+            if not await self._reply(chunk, ephemeral=self.ephemeral):
+                raise PostError(f"discord interaction answer not posted thread={self.thread_key}", self.last_error)
 
-    async def update_progress(self, text: str) -> None:
+    async def update_progress(self, text: str, *, final: bool = False) -> None:
         """First call answers the interaction; later calls edit that response."""
         if self.in_thread:
-            await super().update_progress(text)
+            await super().update_progress(text, final=final)
             return
         await self._reply(text, ephemeral=self.ephemeral, edit=self._progress_started)
         self._progress_started = True
 
-    async def notify_private(self, text: str) -> None:
+    async def notify_private(self, text: str | list[Part]) -> None:
         """An ephemeral reply only the user sees."""
         await self._reply(text, ephemeral=True)

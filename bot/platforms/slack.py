@@ -2,7 +2,12 @@
 
 Triggers: an @mention in a channel (``app_mention``), any message in a DM with the bot
 (``message.im``), and a reply in a thread the bot already takes part in
-(``message.channels`` / ``.groups`` / ``.mpim``, no re-mention needed). An @mention in a
+(``message.channels`` / ``.groups`` / ``.mpim``, no re-mention needed) unless
+``[slack] reply_policy`` says it is not for the bot (default: a reply that mentions
+someone else and not the bot is people talking to each other; :mod:`bot.chat.policy`).
+People from another organisation in a Slack Connect channel (the event's ``user_team``
+is neither our team nor in ``[slack] allowed_teams``) get one polite refusal, no answer
+and no LLM call. An @mention in a
 channel arrives twice (app_mention and message): both become the same
 :class:`IncomingMessage` (``message_id = slack:<channel>:<ts>``), and the service answers
 a message id once, persisted across restarts. Edits, deletions, unfurls, joins and other
@@ -34,6 +39,8 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.chat.policy import OUTSIDER_REFUSAL, Addressing, is_outsider, wants_answer
+from bot.chat.text import Mention
 from bot.config import Secrets, Settings
 from bot.platforms.slack_blocks import (
     ACTION_ANSWER,
@@ -44,8 +51,8 @@ from bot.platforms.slack_blocks import (
     MODAL_RETRY,
     HelpRef,
     help_handled_message,
+    expert_mentions,
     help_modal,
-    mentions,
     modal_text,
     question_block_of,
 )
@@ -57,6 +64,8 @@ from bot.protocol import HumanAction, IncomingMessage, Status
 log = logging.getLogger(__name__)
 
 COMMAND = "/threadwise"
+# <@U1>, <@U1|name>, <!subteam^S1>, <!here>, <!channel>, <!everyone> in incoming text
+_ADDRESS = re.compile(r"<(@[UW][A-Z0-9]+|!subteam\^[A-Z0-9]+|!here|!channel|!everyone)(?:\|[^>]*)?>")
 # Message subtypes that are still a person writing a message; every other subtype
 # (message_changed, message_deleted, bot_message, channel_join, ...) is ignored.
 _USER_SUBTYPES = {None, "", "file_share", "thread_broadcast"}
@@ -189,14 +198,47 @@ class SlackBot:
             return
         team = str(body.get("team_id") or context.get("team_id") or event.get("team") or "")
         root = str(event.get("thread_ts") or ts)
-        mentioned = via == "app_mention" or bool(bot_user_id and f"<@{bot_user_id}>" in (event.get("text") or ""))
-        direct = event.get("channel_type") == "im"
-        in_thread = root != ts
-        if not (mentioned or direct or in_thread):
-            return  # channel chatter not addressed to us
+        addressing = self._addressing(event, bot_user_id, via)
+        if not wants_answer(self.settings.reply_policy, addressing, in_conversation=root != ts):
+            if root != ts:
+                log.info("slack reply %s:%s not for the bot (reply_policy %s)", channel, ts,
+                         self.settings.reply_policy)
+            return  # channel chatter, or people talking to each other in our thread
         place = SlackPlace(team=team, channel=channel, thread_ts=root, message_ts=ts, user=str(event["user"]))
-        self.spawn(self._turn(place, event, bot_user_id, need_known_thread=not (mentioned or direct), via=via),
+        need_known = not (addressing.mentions_bot or addressing.direct)
+        if self._outsider(body, event, context):
+            self.spawn(self._refuse_outsider(place, event, need_known_thread=need_known), f"outsider {place.thread_key}")
+            return
+        self.spawn(self._turn(place, event, bot_user_id, need_known_thread=need_known, via=via),
                    f"turn {place.thread_key}")
+
+    @staticmethod
+    def _addressing(event: dict, bot_user_id: str, via: str) -> Addressing:
+        """Whom a message is for: DM, a mention of the bot, mentions of anyone else."""
+        text = str(event.get("text") or "")
+        targets = {m.group(1) for m in _ADDRESS.finditer(text)}
+        mentions_bot = via == "app_mention" or bool(bot_user_id and f"@{bot_user_id}" in targets)
+        others = bool(targets - {f"@{bot_user_id}"})
+        return Addressing(direct=event.get("channel_type") == "im", mentions_bot=mentions_bot, others=others)
+
+    def _outsider(self, body: dict, event: dict, context: dict) -> bool:
+        """True when the author belongs to another organisation (Slack Connect) that is
+        not in ``[slack] allowed_teams``."""
+        home = {str(a.get("team_id")) for a in body.get("authorizations") or [] if a.get("team_id")}
+        home |= {str(x) for x in (body.get("team_id"), context.get("team_id")) if x}
+        member_of = event.get("user_team") or (event.get("user_profile") or {}).get("team") or event.get("team")
+        return is_outsider(member_of, home, self.settings.allowed_teams)
+
+    async def _refuse_outsider(self, place: SlackPlace, event: dict, *, need_known_thread: bool) -> None:
+        """One polite refusal per message (duplicate deliveries ignored), no LLM call."""
+        key = place.thread_key
+        if need_known_thread and key not in self._threads and not await self.service.knows_thread(key):
+            return
+        if not await self.service.store.mark_seen(f"slack:{place.channel}:{place.message_ts}", key):
+            return
+        log.info("slack message %s in %s from %s of team %s refused: outside the workspace", place.message_ts,
+                 key, place.user, event.get("user_team") or event.get("team"))
+        await self.responder(place).notify_private(OUTSIDER_REFUSAL)
 
     def _ignore_reason(self, event: dict, bot_user_id: str) -> str:
         """Why an event must not start an answer ("" when it may)."""
@@ -243,10 +285,13 @@ class SlackBot:
         return SlackPlace(team=team, channel=ref.channel, thread_ts=ref.root, user=user, **extra)
 
     async def _refuse_non_expert(self, ref: HelpRef, user: str) -> None:
-        who = mentions(self.settings.experts) or "nobody yet: set `[slack] experts` in config.toml"
+        experts: list[str | Mention] = []
+        for m in expert_mentions(self.settings.experts):
+            experts += [", "] * bool(experts) + [m]
+        who = experts or ["nobody yet: set `[slack] experts` in config.toml"]
         log.info("slack help request in %s: %s is not an expert, refused", ref.thread_key, user)
         await self.responder(self._place(ref, user)).notify_private(
-            f"Only the experts named for Threadwise can answer help requests ({who}).")
+            ["Only the experts named for Threadwise can answer help requests (", *who, ")."])
 
     async def _on_help_button(self, body: dict, action: dict) -> None:
         """A help request button: Dismiss resumes at once; Answer/Retry open a modal."""

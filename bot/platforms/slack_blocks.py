@@ -17,7 +17,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bot.platforms.slack_format import escape, markdown_to_mrkdwn, split_mrkdwn
+from bot.chat.text import Mention, reply_hint
+from bot.platforms.slack_format import escape, markdown_to_mrkdwn, slack_link, slack_mention, split_mrkdwn, to_mrkdwn
 from bot.protocol import Answer, HelpRequest, HumanAction
 
 MAX_BLOCKS = 50
@@ -85,7 +86,7 @@ def sources_mrkdwn(answer: Answer) -> str:
     for i, src in enumerate(answer.sources, 1):
         title = escape(src.title.strip())
         if src.is_url:
-            lines.append(f"{i}. <{escape(src.location)}|{(title or escape(src.location)).replace('|', '/')}>")
+            lines.append(f"{i}. {slack_link(src.location, src.title.strip() or src.location)}")
         else:
             loc = escape(src.location.replace("`", "'"))
             lines.append(f"{i}. `{loc}`" + (f" — {title}" if title and title != loc else ""))
@@ -127,15 +128,22 @@ def answer_messages(answer: Answer, *, max_section: int, max_message: int) -> li
     return out
 
 
-def mentions(ids: list[str]) -> str:
-    """Slack mentions for user ids (``<@U1>``) and user group ids (``<!subteam^S1>``)."""
-    parts = []
+def expert_mentions(ids: list[str]) -> list[Mention]:
+    """:class:`Mention` parts for ``[slack] experts``: user ids (``U…``/``W…``) and user
+    group ids (``S…``), in order, without duplicates or blanks."""
+    out: list[Mention] = []
     for raw in ids:
         i = raw.strip().lstrip("@")
-        if not i:
-            continue
-        parts.append(f"<!subteam^{i}>" if i.startswith("S") else f"<@{i}>")
-    return " ".join(dict.fromkeys(parts))
+        if i:
+            m = Mention(i, "group" if i.startswith("S") else "user")
+            if m not in out:
+                out.append(m)
+    return out
+
+
+def mentions(ids: list[str]) -> str:
+    """Slack mentions for user ids (``<@U1>``) and user group ids (``<!subteam^S1>``)."""
+    return " ".join(slack_mention(m) for m in expert_mentions(ids))
 
 
 def _question_block(question: str) -> dict[str, Any]:
@@ -153,7 +161,7 @@ def help_request_message(request: HelpRequest, *, experts: list[str], ref: HelpR
         ref: what the buttons resume (its ``help_ts`` is ignored here).
         timeout_text: e.g. ``"1 h"``; when given, says when the bot gives up.
     """
-    who = mentions(experts) or "(no experts are configured: set `[slack] experts` in config.toml)"
+    who = mentions(experts) or to_mrkdwn("(no experts are configured: set `[slack] experts` in config.toml)")
     lead = f":raising_hand: {who} I couldn't find a reliable answer and need a hand with this question:"
     details = []
     if request.reason:
@@ -161,10 +169,10 @@ def help_request_message(request: HelpRequest, *, experts: list[str], ref: HelpR
     if request.attempts:
         details.append("*Tried:*\n" + "\n".join(f"• {escape(a)}" for a in request.attempts[:10]))
     value = HelpRef(ref.thread_key, ref.channel, ref.root, ref.question_ts, ref.interrupt_id).dumps()
-    hint = ("No buttons? Reply in this thread with `answer: <your answer>`, `retry: <a hint>` or `dismiss`."
-            " Only the experts named in config.toml can do this.")
+    hint = reply_hint() + " Only the experts named in config.toml can do this."
     if timeout_text:
         hint += f" Without a reply within {timeout_text} I'll apologise to the asker."
+    hint = markdown_to_mrkdwn(hint)
     blocks = [_section(lead), _question_block(request.question)]
     if details:
         blocks.append(_section("\n".join(details)[:3000]))
@@ -188,7 +196,7 @@ _DONE = {HumanAction.ANSWER: "answered", HumanAction.RETRY: "sent back with a hi
 def help_handled_message(question_block: dict[str, Any] | None, action: HumanAction,
                          actor_id: str) -> dict[str, Any]:
     """The help request after a human took it: the question, no buttons, who did what."""
-    note = f"Help request {_DONE[action]} by <@{actor_id}>."
+    note = f"Help request {_DONE[action]} by {slack_mention(Mention(actor_id))}."
     blocks = ([question_block] if question_block else []) + [_context(f":white_check_mark: {note}")]
     return {"text": note, "blocks": blocks}
 

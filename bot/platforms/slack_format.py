@@ -17,6 +17,9 @@ its own. Nothing is dropped except the blank line at a paragraph cut.
 from __future__ import annotations
 
 import re
+from typing import Iterable
+
+from bot.chat.text import Mention, Part, break_broadcasts, compose, link_target
 
 FENCE = "```"
 _FENCE_LINE = re.compile(r"^\s*(```|~~~)(.*)$")
@@ -41,6 +44,43 @@ _SLACK_TOKEN = re.compile(r"<([^<>\n]+)>")
 def escape(text: str) -> str:
     """Escape the three characters Slack treats as markup: ``&``, ``<``, ``>``."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_SLACK_ID = re.compile(r"^[A-Z0-9]{2,30}$")
+
+
+def slack_mention(mention: Mention) -> str:
+    """The mrkdwn of a mention we mean: ``<@U1>`` (user) or ``<!subteam^S1>`` (user group).
+
+    Ids are checked (upper-case letters and digits only); anything else is shown escaped,
+    so a malformed id in config.toml can never become other markup.
+    """
+    raw = mention.id.strip().lstrip("@")
+    if not _SLACK_ID.match(raw):
+        return escape(mention.id)
+    if mention.kind == "group" or (mention.kind != "user" and raw.startswith("S")):
+        return f"<!subteam^{raw}>"
+    return f"<@{raw}>"
+
+
+def to_mrkdwn(text: str | Iterable[Part]) -> str:
+    """Markdown parts (escaped and converted by :func:`markdown_to_mrkdwn`) and
+    :class:`~bot.chat.text.Mention` parts (built by :func:`slack_mention`) as mrkdwn."""
+    return compose(text, render=markdown_to_mrkdwn, mention=slack_mention)
+
+
+def slack_link(url: str, label: str = "") -> str:
+    """``<url|label>`` for a link target we allow (http, https, mailto), else the escaped
+    text ``label (url)``: a target like ``!channel`` or ``@U1`` never becomes markup."""
+    target = link_target(url)
+    label = label.strip()
+    if target is None:
+        shown = url if not label or label == url else f"{label} ({url})"
+        return break_broadcasts(escape(shown))
+    target = escape(target.replace("|", "%7C"))
+    if not label or label == url:
+        return f"<{target}>"
+    return f"<{target}|{break_broadcasts(escape(label.replace('|', '/')))}>"
 
 
 def incoming_text(text: str, bot_user_id: str = "") -> str:
@@ -93,17 +133,13 @@ def _convert_inline(text: str) -> str:
         return keep("`" + escape(match.group(2).strip("`")) + "`")
 
     def link(match: re.Match[str]) -> str:
-        label, url = match.group(1).strip(), match.group(2)
-        url = url.replace("|", "%7C")
-        if not label or label == url:
-            return keep(f"<{escape(url)}>")
-        return keep(f"<{escape(url)}|{escape(label.replace('|', '/'))}>")
+        return keep(slack_link(match.group(2), match.group(1)))
 
     text = text.replace("\x01", "").replace("\x02", "").replace("\x03", "")
     text = _INLINE_CODE.sub(code, text)
     text = _MD_LINK.sub(link, text)
-    text = _AUTOLINK.sub(lambda m: keep(f"<{escape(m.group(1))}>"), text)
-    text = escape(text)
+    text = _AUTOLINK.sub(lambda m: keep(slack_link(m.group(1))), text)
+    text = break_broadcasts(escape(text))
     text = _BOLD.sub(lambda m: _BOLD_MARK + (m.group(1) or m.group(2)) + _BOLD_MARK, text)
     text = _ITALIC_STAR.sub(lambda m: "_" + m.group(1) + "_", text)
     text = _STRIKE.sub(lambda m: "~" + m.group(1) + "~", text)

@@ -3,7 +3,13 @@
 One responder is bound to one place: a channel, the thread to answer in (the root
 ``thread_ts``; none for a slash command) and the user's message that carries the status
 reaction. Every method swallows Slack errors after logging them, so a failing reaction
-or a refused post never stops the rest of the turn.
+never stops the rest of the turn; only :meth:`SlackResponder.post_answer` and
+:meth:`SlackResponder.post_help_request` raise :class:`~bot.protocol.PostError` when
+Slack refused the post after the client's retries (done means posted).
+
+Every post sends ``unfurl_links=False, unfurl_media=False`` (no previews of URLs a model
+wrote) and never ``link_names``/``parse=full``: text is escaped mrkdwn
+(:mod:`bot.chat.text`), so only the mentions we build can notify anyone.
 """
 
 from __future__ import annotations
@@ -16,16 +22,21 @@ from typing import Any, Callable
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot.chat.reactions import ReactionState
+from bot.chat.text import Part
 from bot.config import SlackSettings
 from bot.platforms.slack_blocks import HelpRef, answer_messages, help_request_message
 from bot.platforms.slack_client import slack_error
-from bot.platforms.slack_format import escape, markdown_to_mrkdwn, split_mrkdwn
-from bot.protocol import Answer, HelpRequest, Status
+from bot.platforms.slack_format import escape, split_mrkdwn, to_mrkdwn
+from bot.protocol import Answer, HelpRequest, PostError, Status
 
 log = logging.getLogger(__name__)
 
 # Statuses a message may rest in for long: these must land (reliable client).
 _RESTING = {Status.DONE, Status.APOLOGY, Status.WAITING_HUMAN}
+# A slash command's response_url accepts 5 posts (platform-notes.md); progress uses at
+# most 4, the final result always gets the last one.
+RESPONSE_URL_USES = 5
 
 
 @dataclass
@@ -78,10 +89,12 @@ class SlackResponder:
         self.help_timeout_seconds = help_timeout_seconds
         self.on_post = on_post
         self.posted_answer = False
+        self.last_error = ""
         self._progress_ts = ""
         self._progress_via_url = False
         self._progress_lock = asyncio.Lock()
-        self._lock = asyncio.Lock()
+        self._url_uses = 0
+        self._reactions = ReactionState(place.shown)
 
     # ---- reactions -----------------------------------------------------------------
     def reaction_for(self, status: Status) -> str:
@@ -91,26 +104,20 @@ class SlackResponder:
     async def set_status(self, status: Status) -> None:
         """Show ``status`` as the only bot reaction on the user's message.
 
-        Adds the new reaction first, then removes the others it may have left, so the
-        message always shows one. ``already_reacted`` / ``no_reaction`` count as success;
-        intermediate statuses use the best-effort client (skipped when rate limited),
-        resting ones (done, apology, waiting for a human) wait out rate limits.
+        The shared state machine (:class:`bot.chat.reactions.ReactionState`) adds the new
+        reaction, then removes the others even if the add failed, so a refused "done"
+        never leaves "writing" behind. ``already_reacted`` / ``no_reaction`` count as
+        success; intermediate statuses use the best-effort client (skipped when rate
+        limited), resting ones (done, apology, waiting for a human) wait out rate limits.
         """
         if not self.place.message_ts:
             return
         name = self.reaction_for(status)
         client = self.client if status in _RESTING else self.quiet_client
-        async with self._lock:
-            if self.place.shown == [name]:
-                return
-            if not await self._reaction(client, "add", name):
-                return
-            if name not in self.place.shown:
-                self.place.shown.append(name)
-            for old in [n for n in self.place.shown if n != name]:
-                if await self._reaction(client, "remove", old):
-                    self.place.shown.remove(old)
-        log.info("slack status %s (%s) on %s in %s", status.value, name, self.place.message_ts, self.place.thread_key)
+        shown = await self._reactions.move_to(name, add=lambda n: self._reaction(client, "add", n),
+                                              remove=lambda n: self._reaction(client, "remove", n))
+        log.info("slack status %s (%s)%s on %s in %s", status.value, name, "" if shown else " NOT shown",
+                 self.place.message_ts, self.place.thread_key)
 
     async def _reaction(self, client: AsyncWebClient, op: str, name: str) -> bool:
         call = client.reactions_add if op == "add" else client.reactions_remove
@@ -136,16 +143,19 @@ class SlackResponder:
         try:
             resp = await self.client.chat_postMessage(**kwargs)
         except Exception as exc:  # noqa: BLE001
-            log.warning("slack chat.postMessage failed in %s: %s", self.place.thread_key, slack_error(exc))
+            self.last_error = slack_error(exc)
+            log.warning("slack chat.postMessage failed in %s: %s", self.place.thread_key, self.last_error)
             return ""
         if self.on_post and self.place.thread_ts:
             self.on_post(self.place.thread_key)
         return str(resp.get("ts") or "")
 
     async def _respond(self, text: str, *, replace: bool = False) -> bool:
-        """Fallback through the slash command's response_url (ephemeral)."""
-        if not self.place.response_url:
+        """Fallback through the slash command's response_url (ephemeral; at most
+        :data:`RESPONSE_URL_USES` posts per command)."""
+        if not self.place.response_url or self._url_uses >= RESPONSE_URL_USES:
             return False
+        self._url_uses += 1
         try:
             resp = await AsyncWebhookClient(self.place.response_url).send(
                 text=text, response_type="ephemeral", replace_original=replace)
@@ -168,6 +178,10 @@ class SlackResponder:
 
         Each message is tried with blocks; if Slack refuses the blocks, the same text
         is posted plain so the answer still lands.
+
+        Raises:
+            PostError: some part of the answer could not be posted (e.g. ``not_in_channel``,
+                or rate limited after every retry).
         """
         messages = answer_messages(answer, max_section=self.settings.max_section_characters,
                                    max_message=self.settings.max_message_characters)
@@ -185,6 +199,9 @@ class SlackResponder:
             await self._close_help_request(_closing_note(answer))
         log.info("slack answer (%s, %d message(s), %d posted) in %s", answer.kind, len(messages), posted,
                  self.place.thread_key)
+        if posted < len(messages):
+            raise PostError(f"slack answer: {posted} of {len(messages)} message(s) posted in {self.place.thread_key}",
+                            self.last_error)
 
     async def _close_help_request(self, note: str) -> None:
         """Replace the buttons of this thread's earlier help request by ``note`` (best effort)."""
@@ -198,7 +215,11 @@ class SlackResponder:
             log.info("slack help request %s not closed in %s: %s", ts, self.place.thread_key, slack_error(exc))
 
     async def post_help_request(self, request: HelpRequest) -> None:
-        """Post the help request with Answer / Retry with hint / Dismiss buttons, mentioning experts."""
+        """Post the help request with Answer / Retry with hint / Dismiss buttons, mentioning experts.
+
+        Raises:
+            PostError: Slack refused the post.
+        """
         experts = list(dict.fromkeys(self.settings.experts))
         ref = HelpRef(request.thread_key or self.place.thread_key, self.place.channel, self.place.thread_ts,
                       self.place.message_ts, str(getattr(request, "interrupt_id", "") or ""))
@@ -208,24 +229,35 @@ class SlackResponder:
         self.place.help_ts = await self._post(msg["text"], msg["blocks"])
         log.info("slack help request %s in %s (experts: %s)", "posted" if self.place.help_ts else "NOT posted",
                  self.place.thread_key, ", ".join(experts) or "none")
+        if not self.place.help_ts:
+            raise PostError(f"slack help request not posted in {self.place.thread_key}", self.last_error)
 
-    async def post_notice(self, text: str) -> None:
-        """Post a short notice (Markdown) in the thread, or the channel for slash commands."""
-        await self._post_chunks(markdown_to_mrkdwn(text))
+    async def post_notice(self, text: str | list[Part]) -> None:
+        """Post a short notice in the thread, or the channel for slash commands.
 
-    async def update_progress(self, text: str) -> None:
+        Args:
+            text: Markdown (escaped), or parts with :class:`~bot.chat.text.Mention` s.
+        """
+        await self._post_chunks(to_mrkdwn(text))
+
+    async def update_progress(self, text: str, *, final: bool = False) -> None:
         """First call posts a message; later calls edit it (chat.update).
 
         When the bot may not post in the channel (slash command in a channel it is not
-        in), the progress goes through the command's response_url instead.
+        in), the progress goes through the command's response_url instead, which takes 5
+        posts: interim steps use at most 4 (later ones are skipped), ``final`` always lands.
         """
-        mrkdwn = markdown_to_mrkdwn(text)[: self.settings.max_section_characters]
+        mrkdwn = to_mrkdwn(text)[: self.settings.max_section_characters]
         async with self._progress_lock:  # edits land in call order (reindex progress comes from a thread)
-            await self._update_progress(mrkdwn)
+            await self._update_progress(mrkdwn, final)
 
-    async def _update_progress(self, mrkdwn: str) -> None:
+    async def _update_progress(self, mrkdwn: str, final: bool = False) -> None:
         if self._progress_via_url:
-            await self._respond(mrkdwn, replace=True)
+            if final or self._url_uses < RESPONSE_URL_USES - 1:
+                await self._respond(mrkdwn, replace=True)
+            else:
+                log.debug("slack progress step skipped in %s (response_url budget kept for the result)",
+                          self.place.thread_key)
             return
         if self._progress_ts:
             try:
@@ -237,9 +269,14 @@ class SlackResponder:
         if not self._progress_ts:
             self._progress_via_url = await self._respond(mrkdwn)
 
-    async def notify_private(self, text: str) -> None:
-        """An ephemeral message to the user only (chat.postEphemeral; response_url as fallback)."""
-        mrkdwn = markdown_to_mrkdwn(text)[:3000]
+    async def notify_private(self, text: str | list[Part]) -> None:
+        """An ephemeral message to the user only (chat.postEphemeral; response_url as fallback).
+
+        Args:
+            text: Markdown (escaped), or parts with :class:`~bot.chat.text.Mention` s (built
+                as mentions after the text is escaped).
+        """
+        mrkdwn = to_mrkdwn(text)[:3000]
         kwargs: dict[str, Any] = {"channel": self.place.channel, "user": self.place.user, "text": mrkdwn}
         if self.place.thread_ts:
             kwargs["thread_ts"] = self.place.thread_ts

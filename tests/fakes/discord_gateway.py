@@ -138,6 +138,7 @@ class FakeDiscord:
         self.close_codes: list[int] = []
         self.followups: list[dict[str, Any]] = []  # interaction follow-up messages
         self.dms_closed: set[str] = set()  # user ids who do not accept DMs from the bot (403 50007)
+        self.threads_forbidden = False  # starting a thread answers 403 50013 Missing Permissions
         self._original: dict[str, dict[str, Any]] = {}  # interaction token -> original response
         self._command_ids: dict[str, str] = {}  # registered application command name -> id
         self._rate_windows: dict[str, list[float]] = {}
@@ -318,8 +319,10 @@ class FakeDiscord:
         message_type: int = 0,
         webhook_id: str | None = None,
         message_id: str | None = None,
+        reply_to: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """A Message object as Discord sends it in MESSAGE_CREATE."""
+        """A Message object as Discord sends it in MESSAGE_CREATE (``reply_to``: the message
+        it replies to, sent as ``message_reference`` + ``referenced_message``, type 19)."""
         data: dict[str, Any] = {
             "id": message_id or snowflake(),
             "channel_id": channel_id or self.channel_id,
@@ -343,6 +346,13 @@ class FakeDiscord:
             data["member"] = author.member()
         if webhook_id:
             data["webhook_id"] = webhook_id
+        if reply_to is not None:
+            data["type"] = 19
+            data["message_reference"] = {"type": 0, "message_id": reply_to["id"], "channel_id": reply_to["channel_id"],
+                                         "guild_id": reply_to.get("guild_id")}
+            referenced = {k: v for k, v in reply_to.items() if k not in ("referenced_message", "posted_components",
+                                                                         "allowed_mentions")}
+            data["referenced_message"] = referenced
         return data
 
     async def send_message(
@@ -355,32 +365,53 @@ class FakeDiscord:
         mention_bot: bool | None = None,
         message_type: int = 0,
         message_id: str | None = None,
+        reply_to: dict[str, Any] | None = None,
+        edit_to: str | None = None,
     ) -> dict[str, Any]:
         """A user posts a message: MESSAGE_CREATE reaches the bot.
 
         ``mention_bot`` defaults to "the content contains <@bot> or <@!bot>" (Discord fills
-        ``mentions`` from the content). Without the MESSAGE_CONTENT intent, guild messages that
-        do not mention the bot arrive with empty content (as on Discord).
+        ``mentions`` from the content: other users' ``<@id>`` too). Without the MESSAGE_CONTENT
+        intent, guild messages that do not mention the bot arrive with empty content (as on
+        Discord). ``reply_to``: the message this one replies to. ``edit_to``: the author edits
+        the message at once; the MESSAGE_UPDATE is sent right behind the MESSAGE_CREATE, so the
+        bot reads both in one socket read.
         """
         if dm:
             channel_id = self.dm_channel_for(author)
         if mention_bot is None:
             mention_bot = f"<@{self.bot.id}>" in content or f"<@!{self.bot.id}>" in content
+        others = [u for uid, u in self.users.items()
+                  if uid != self.bot.id and (f"<@{uid}>" in content or f"<@!{uid}>" in content)]
         data = self.message_payload(
             author,
             content,
             channel_id=channel_id,
             guild=not dm,
-            mentions=[self.bot] if mention_bot else [],
+            mentions=([self.bot] if mention_bot else []) + others,
             message_type=message_type,
             message_id=message_id,
+            reply_to=reply_to,
         )
         self.all_messages[data["id"]] = data
         delivered = dict(data)
         if not dm and not self.has_message_content and not mention_bot and author.id != self.bot.id:
             delivered["content"] = ""
-        await self.dispatch("MESSAGE_CREATE", delivered)
-        return data
+        if edit_to is None:
+            await self.dispatch("MESSAGE_CREATE", delivered)
+            return data
+        edited = self.message_payload(
+            author, edit_to, channel_id=data["channel_id"], guild=not dm, message_id=data["id"], reply_to=reply_to,
+            mentions=[self.bot] if (f"<@{self.bot.id}>" in edit_to or f"<@!{self.bot.id}>" in edit_to) else [],
+        )
+        edited["edited_timestamp"] = _now()
+        async with self._ws_lock:  # both frames written back to back: one read on the bot's side
+            assert self._ws is not None
+            for event, payload in (("MESSAGE_CREATE", delivered), ("MESSAGE_UPDATE", edited)):
+                self._seq += 1
+                await self._ws.send_str(json.dumps({"op": 0, "t": event, "s": self._seq, "d": payload}))
+        self.all_messages[data["id"]] = edited
+        return edited
 
     async def edit_message(self, message: dict[str, Any], content: str) -> None:
         """A user edits a message: MESSAGE_UPDATE."""
@@ -642,6 +673,7 @@ class FakeDiscord:
         msg["components"] = body.get("components") or []
         msg["posted_components"] = msg["components"]  # for assertions: edits may remove components
         msg["allowed_mentions"] = body.get("allowed_mentions")
+        msg["flags"] = int(body.get("flags") or 0)
         if body.get("message_reference"):
             msg["message_reference"] = body["message_reference"]
         self.messages.setdefault(channel_id, []).append(msg)
@@ -662,6 +694,8 @@ class FakeDiscord:
             return self._error(400, 50035, "Invalid Form Body: name: Must be between 1 and 100 in length.")
         if message_id in self.threads:
             return self._error(400, 160004, "A thread has already been created for this message")
+        if self.threads_forbidden:
+            return self._error(403, 50013, "Missing Permissions")
         # a thread started from a message has the message's id
         thread = self._thread_payload(message_id, channel_id, self.bot.id, name,
                                       int(body.get("auto_archive_duration") or 1440))

@@ -48,6 +48,8 @@ BOT_ID = "BBOT"
 API_APP_ID = "A0APP"
 # chat.postMessage answers msg_blocks_too_long above an undocumented total; we hold it here
 MAX_BLOCKS_TEXT = 12000
+# posts a slash command's response_url accepts (platform-notes.md)
+RESPONSE_URL_USES = 5
 
 
 @dataclass
@@ -176,6 +178,7 @@ class FakeSlackAPI:
         self.users: dict[str, dict[str, Any]] = {}
         self.usergroups: dict[str, list[str]] = {}
         self.responses: list[dict[str, Any]] = []
+        self.refused_responses: list[dict[str, Any]] = []
         self.views: list[dict[str, Any]] = []
         self.valid_triggers: set[str] | None = None  # None: any trigger id is valid
         self._faults: dict[str, list[_Fault]] = {}
@@ -331,8 +334,17 @@ class FakeSlackAPI:
         return None
 
     async def _response_url(self, request: web.Request) -> web.Response:
+        """A response_url post; like Slack, a response_url takes 5 posts (later ones are
+        refused with 404 ``used_url`` and land in :attr:`refused_responses`)."""
         payload = await request.json()
-        self.responses.append({"rid": request.match_info["rid"], **payload})
+        rid = request.match_info["rid"]
+        if sum(1 for r in self.responses if r["rid"] == rid) >= RESPONSE_URL_USES:
+            self.refused_responses.append({"rid": rid, **payload})
+            self.calls.append(Call("response_url", payload, 404, {"ok": False, "error": "used_url"},
+                                   time.monotonic()))
+            self._changed.set()
+            return web.Response(status=404, text="used_url")
+        self.responses.append({"rid": rid, **payload})
         self.calls.append(Call("response_url", payload, 200, {"ok": True}, time.monotonic()))
         self._changed.set()
         return web.Response(text="ok")

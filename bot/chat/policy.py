@@ -1,0 +1,97 @@
+"""Who the bot answers: the reply policy for follow-ups and the outsider check.
+
+Both adapters call these with facts they read from their events, so Slack and Discord
+decide the same way.
+
+Reply policy (``[slack] reply_policy`` / ``[discord] reply_policy`` in config.toml):
+
+* ``all`` - every message in a conversation the bot takes part in is for the bot;
+* ``unless_addressed_to_others`` (default) - follow-ups without a mention are for the bot,
+  unless they mention someone else (a person, a group/role, ``@here``...) or reply to
+  someone else's message: people talking to each other in the bot's thread;
+* ``mentions_only`` - only messages that mention the bot (and DMs).
+
+A mention of the bot or a direct message is always for the bot.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Iterable
+
+
+class ReplyPolicy(str, enum.Enum):
+    """Which follow-ups in a conversation the bot answers (see the module docstring)."""
+
+    ALL = "all"
+    UNLESS_ADDRESSED_TO_OTHERS = "unless_addressed_to_others"
+    MENTIONS_ONLY = "mentions_only"
+
+
+DEFAULT_REPLY_POLICY = ReplyPolicy.UNLESS_ADDRESSED_TO_OTHERS
+
+OUTSIDER_REFUSAL = ("Sorry, I only answer members of this workspace: my knowledge base is internal. "
+                    "Please ask someone from the team that runs me.")
+
+
+@dataclass(frozen=True)
+class Addressing:
+    """What a message says about whom it is for.
+
+    Attributes:
+        direct: a direct message to the bot.
+        mentions_bot: mentions the bot (user or its role).
+        others: mentions of, or a reply to, anyone other than the bot (people, groups,
+            roles, ``@here``/``@channel``/``@everyone``).
+    """
+
+    direct: bool = False
+    mentions_bot: bool = False
+    others: bool = False
+
+
+def wants_answer(policy: ReplyPolicy | str, addressing: Addressing, *, in_conversation: bool) -> bool:
+    """Is this message for the bot?
+
+    Args:
+        policy: the platform's reply policy.
+        addressing: see :class:`Addressing`.
+        in_conversation: the message is in a thread/conversation (the caller still
+            checks that the bot takes part in it).
+
+    Returns:
+        True for DMs and mentions of the bot; for other messages in a conversation, what
+        the policy says; False for channel chatter.
+    """
+    if addressing.direct or addressing.mentions_bot:
+        return True
+    if not in_conversation:
+        return False
+    policy = ReplyPolicy(policy)
+    if policy is ReplyPolicy.ALL:
+        return True
+    if policy is ReplyPolicy.MENTIONS_ONLY:
+        return False
+    return not addressing.others
+
+
+def is_outsider(member_of: str | int | None, home: Iterable[str | int], allowed: Iterable[str | int]) -> bool:
+    """Is the author from outside the organisation the bot serves?
+
+    Args:
+        member_of: the author's team (Slack ``user_team``) or guild (Discord); None or ""
+            when the event does not say (then the author is not an outsider).
+        home: the bot's own team(s); empty for Discord (no home guild).
+        allowed: the allow-list from config.toml (``[slack] allowed_teams``,
+            ``[discord] allowed_guild_ids``).
+
+    For Slack the home team is always allowed; for Discord an empty allow-list allows
+    every guild the bot was invited to.
+    """
+    if member_of in (None, ""):
+        return False
+    ok = {str(x) for x in home} | {str(x) for x in allowed}
+    if not ok:
+        return False
+    return str(member_of) not in ok
