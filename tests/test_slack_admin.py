@@ -77,8 +77,9 @@ async def test_slash_status(slack, text):
 @pytest.mark.parametrize("text", ["help", ""])
 async def test_slash_help_and_bare_command(slack, text):
     await slack.send(command(slack, "UASKER", text))
-    posts = slack.fake.posts()
-    assert len(posts) == 1 and "reindex" in posts[0]["text"] and "`answer: ...`" in posts[0]["text"]
+    assert slack.fake.posts() == []  # help is private
+    private = [c.args["text"] for c in slack.fake.calls_to("chat.postEphemeral", ok_only=True)]
+    assert len(private) == 1 and "reindex" in private[0] and "`answer: &lt;your answer&gt;`" in private[0]
 
 
 async def test_slash_command_where_the_bot_is_not_a_member_answers_through_response_url(slack):
