@@ -187,6 +187,8 @@ async def test_reply_policy_is_configurable(tmp_path, fake, policy, text, answer
 def test_reply_policy_is_validated(tmp_path, fake):
     from bot.config import ConfigError, load_settings
 
+    assert load_settings(write_config(tmp_path, fake, slack='reply_policy = "all"')).slack.reply_policy == "all"
+    assert load_settings(write_config(tmp_path, fake)).slack.reply_policy == "unless_addressed_to_others"
     with pytest.raises(ConfigError, match="reply_policy"):
         load_settings(write_config(tmp_path, fake, slack='reply_policy = "sometimes"'))
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from bot.chat.text import reply_hint
+from bot.chat.text import REPLY_SYNTAX
 from bot.protocol import Answer, HelpRequest
 
 DISCORD_MESSAGE_LIMIT = 2000  # characters per message (Discord API: Create Message)
@@ -147,7 +147,7 @@ def format_help_request(request: HelpRequest, mentions: str, limit: int = DISCOR
     head = (
         f"🙋 {mentions + ' ' if mentions else ''}I couldn't find a grounded answer to this question. Can someone help?"
     )
-    how = "Use the buttons below. " + reply_hint("in this thread (or to this message)")
+    how = f"Use the buttons below, or reply in this thread (or to this message) with {REPLY_SYNTAX}."
     attempts = [a.strip() for a in request.attempts if a.strip()][:8]
 
     def render(q: str, tried: list[str]) -> str:

@@ -139,6 +139,8 @@ class FakeDiscord:
         self.followups: list[dict[str, Any]] = []  # interaction follow-up messages
         self.dms_closed: set[str] = set()  # user ids who do not accept DMs from the bot (403 50007)
         self.threads_forbidden = False  # starting a thread answers 403 50013 Missing Permissions
+        # channel id or "*" -> (status, code): POST messages there fail (e.g. (403, 50001))
+        self.message_failures: dict[str, tuple[int, int]] = {}
         self._original: dict[str, dict[str, Any]] = {}  # interaction token -> original response
         self._command_ids: dict[str, str] = {}  # registered application command name -> id
         self._rate_windows: dict[str, list[float]] = {}
@@ -662,6 +664,9 @@ class FakeDiscord:
                 429,
                 headers,
             )
+        failure = self.message_failures.get(channel_id) or self.message_failures.get("*")
+        if failure is not None:
+            return self._error(failure[0], failure[1], "Missing Access" if failure[0] == 403 else "Cannot send")
         content = body.get("content") or ""
         dm_user = next((uid for uid, cid in self.dm_channels.items() if cid == channel_id), None)
         if dm_user is not None and dm_user in self.dms_closed:
