@@ -347,9 +347,9 @@ class ThreadwiseBot(discord.Client):
             # PartialMessageable: a guild channel missing from the cache, in practice a thread
             # that was archived (discord.py drops those) and just got a new message.
             thread_key = thread_key_for(channel, guild_id)
+            if not mentioned and not self.message_content_enabled:
+                return None  # the text is withheld by Discord: never answer an empty question
             if not addressing.mentions_bot:
-                if not self.message_content_enabled:
-                    return None  # the text is withheld by Discord: never answer an empty question
                 if not wants_answer(self.discord_settings.reply_policy, addressing, in_conversation=True):
                     log.info("discord: message %s in thread=%s not for the bot (reply_policy %s)", message.id,
                              thread_key, self.discord_settings.reply_policy)
@@ -358,6 +358,8 @@ class ThreadwiseBot(discord.Client):
                 if not ours and not await self.service.knows_thread(thread_key):
                     return None
         elif replied is not None:
+            if not mentioned and not self.message_content_enabled:
+                return None  # the text is withheld by Discord: never answer an empty question
             thread_key = await self._conversation_of(replied, guild_id)  # continue it where it is
             in_channel = True
         elif not mentioned:
