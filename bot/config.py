@@ -4,6 +4,9 @@ Every setting lives in config.toml (with a comment and a default); secrets come 
 from the environment (:class:`Secrets`), never from config.toml. A broken config.toml
 raises :class:`ConfigError` naming the key and the problem, e.g.
 ``config.toml: graph.max_generations: Input should be a valid integer (got 'x')``.
+Settings that are valid one by one but cannot work together (budgets whose worst case
+exceeds ``graph.recursion_limit``) are refused the same way, naming every key involved.
+Values keep their units: seconds stay floats all the way to the clients.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class ModelSettings(_Section):
     context_tokens: int = Field(4096, ge=512, le=131072)
     request_timeout_seconds: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
+    max_retry_wait_seconds: float = Field(30.0, ge=0, le=600)
     max_concurrent_calls: int = Field(4, ge=1, le=64)
     threads: int = Field(2, ge=1, le=64)
 
@@ -220,6 +224,22 @@ def _format_error(path: Path, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _combination_errors(path: Path, settings: Settings) -> list[str]:
+    """Settings valid one by one that cannot work together, one line each."""
+    from graphs.adaptive_rag import worst_case_steps
+
+    g = settings.graph
+    web = g.max_web_searches if settings.web.enabled else 0
+    steps = worst_case_steps(g.max_generations, g.max_kb_searches, web)
+    if steps <= g.recursion_limit:
+        return []
+    budgets = f"graph.max_generations = {g.max_generations}, graph.max_kb_searches = {g.max_kb_searches}"
+    budgets += f", graph.max_web_searches = {g.max_web_searches}" if settings.web.enabled else ""
+    return [f"{path.name}: graph.recursion_limit = {g.recursion_limit} is below the {steps} graph steps that "
+            f"{budgets} can take (a question would end in GraphRecursionError): raise graph.recursion_limit "
+            f"to at least {steps} or lower those budgets"]
+
+
 def load_settings(path: str | Path | None = None) -> Settings:
     """Read and validate config.toml.
 
@@ -229,7 +249,8 @@ def load_settings(path: str | Path | None = None) -> Settings:
 
     Raises:
         ConfigError: the file is missing (when given explicitly), is not valid TOML
-            (with line and column), or a key has an invalid value (naming the key).
+            (with line and column), a key has an invalid value (naming the key), or
+            settings cannot work together (naming the keys).
     """
     explicit = path is not None or "THREADWISE_CONFIG" in os.environ
     cfg_path = Path(path or os.environ.get("THREADWISE_CONFIG") or DEFAULT_CONFIG).expanduser().resolve()
@@ -247,6 +268,10 @@ def load_settings(path: str | Path | None = None) -> Settings:
         raise ConfigError(f"{cfg_path.name}: base_dir: unknown key (paths are relative to the config file)")
     data["base_dir"] = str(cfg_path.parent)
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_error(cfg_path, exc)) from None
+    problems = _combination_errors(cfg_path, settings)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return settings

@@ -113,7 +113,8 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
     web = build_web_search(settings, secrets)
     g = settings.graph
     deps = GraphDeps(
-        caller=ModelCaller(model, json_mode_for(model), m.max_concurrent_calls, m.max_retries, m.request_timeout_seconds),
+        caller=ModelCaller(model, json_mode_for(model), m.max_concurrent_calls, m.max_retries, m.request_timeout_seconds,
+                           max_retry_wait=m.max_retry_wait_seconds, max_tokens=m.max_tokens),
         knowledge=knowledge, web=web,
         config=GraphConfig(
             k=settings.knowledge.k, max_generations=g.max_generations, max_kb_searches=g.max_kb_searches,

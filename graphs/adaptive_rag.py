@@ -9,7 +9,8 @@
 
 "Next search" (corrective RAG): the knowledge base again while its budget lasts, then the
 web (when configured) while its budget lasts, then a human (interrupt), or the apology
-when human review is off.
+when human review is off. A question routed to the web that the web cannot answer tries
+the knowledge base (while its budget lasts) before a human.
 """
 
 from __future__ import annotations
@@ -23,11 +24,31 @@ from graphs.nodes import GraphDeps, Nodes
 from graphs.state import RAGState
 
 
+def worst_case_steps(max_generations: int, max_kb_searches: int, max_web_searches: int) -> int:
+    """The most graph steps (node runs) one invocation can take with these budgets.
+
+    Every search costs at most a rewrite, the search, the document grading and
+    ``max_generations`` x (generate + grade_answer); there are at most
+    ``max_kb_searches + max_web_searches`` searches per invocation (a human's "retry"
+    resumes in a new invocation with fresh budgets). Around them: start and route (or,
+    on resume, human_review), and at the end human_review, or apology and finish. A
+    LangGraph ``recursion_limit`` below this can end a question in GraphRecursionError.
+    """
+    searches = max_kb_searches + max_web_searches
+    return searches * (3 + 2 * max_generations) + 3
+
+
 def _next_search(nodes: Nodes, state: RAGState) -> str:
-    """Where to go when the documents were not good enough."""
+    """Where to go when the documents were not good enough: the knowledge base while its
+    budget lasts (a plain search when the question went to the web first, a rewritten
+    query after a knowledge-base search), then the web while its budget lasts, then a
+    human or the apology."""
     cfg = nodes.cfg
-    if state.get("source") == "kb" and state.get("kb_searches", 0) < cfg.max_kb_searches:
+    kb_left = state.get("kb_searches", 0) < cfg.max_kb_searches
+    if state.get("source") == "kb" and kb_left:
         return "rewrite_kb"
+    if state.get("source") == "web" and kb_left:
+        return "retrieve" if state.get("kb_searches", 0) == 0 else "rewrite_kb"
     if nodes.web_available and state.get("web_searches", 0) < cfg.max_web_searches:
         return "rewrite_web"
     return "human_review" if cfg.human_review else "apology"
@@ -65,7 +86,7 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
     g.add_conditional_edges(
         "grade_documents",
         lambda s: "generate" if s.get("documents") else _next_search(nodes, s),
-        ["generate", "rewrite_kb", "rewrite_web", "human_review", "apology"],
+        ["generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"],
     )
     g.add_edge("generate", "grade_answer")
 
@@ -73,12 +94,12 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
         verdict = s.get("verdict")
         if verdict == "useful":
             return "finish"
-        if verdict == "hallucination" and s.get("generations", 0) < nodes.cfg.max_generations:
-            return "generate"
+        if verdict in ("hallucination", "empty") and s.get("generations", 0) < nodes.cfg.max_generations:
+            return "generate"  # an ungrounded or empty draft: write another from the same documents
         return _next_search(nodes, s)
 
     g.add_conditional_edges("grade_answer", after_answer,
-                            ["finish", "generate", "rewrite_kb", "rewrite_web", "human_review", "apology"])
+                            ["finish", "generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"])
     g.add_conditional_edges(
         "human_review",
         lambda s: {"answer": "finish", "retry": "rewrite_kb"}.get(s.get("human_action", ""), "apology"),

