@@ -185,3 +185,20 @@ async def mistral_server(script: dict[str, list[Any]] | None = None) -> AsyncIte
 def mistral_config(base_url: str, extra: str = "") -> str:
     """The ``[models]`` lines that point the product at the fake (append to a test config)."""
     return f'provider = "mistral"\nmistral_base_url = "{base_url}"\n{extra}'
+
+
+@asynccontextmanager
+async def mistral_runtime(tmp_path: Any, script: dict[str, list[Any]] | None = None, models: str = "",
+                          sections: str = "", tavily_key: str = "") -> AsyncIterator[tuple[Any, FakeMistral]]:
+    """A real runtime (graph, SQLite, keyword index over the test knowledge base) whose
+    chat model is ChatMistralAI talking to a :class:`FakeMistral`. ``models`` adds
+    ``[models]`` lines, ``sections`` whole TOML sections (``[graph]``, ``[web]`` ...)."""
+    from bot.config import Secrets, load_settings
+    from bot.runtime import open_runtime
+    from tests.conftest import write_config
+
+    async with mistral_server(script) as (fake, base):
+        settings = load_settings(write_config(tmp_path, extra=mistral_config(base, models) + "\n" + sections))
+        secrets = Secrets(mistral_api_key="test-key", tavily_api_key=tavily_key)
+        async with open_runtime(settings, secrets, embeddings=None) as rt:
+            yield rt, fake
