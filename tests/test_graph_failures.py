@@ -64,14 +64,15 @@ async def strict_tavily():
 # ---- web queries -------------------------------------------------------------------------
 @pytest.mark.parametrize("question,route_reply", [
     (LOG_QUESTION, route_to_web(None)),          # the model copies the pasted log into the query
-    (LOG_QUESTION, "not json at all"),           # unparseable route: the raw message is the query
+    (LOG_QUESTION, route_to_web("")),            # no query: the (long) question is searched
+    (LOG_QUESTION, "not json at all"),           # nothing parses: the raw message is the query
     (BLOB_QUESTION, route_to_web(None)),         # no word boundary to cut at
     ("short question?", route_to_web("keywords " * 80)),  # a long query for a short question
-], ids=["log-copied", "route-default", "one-long-word", "long-query"])
+], ids=["log-copied", "empty-query", "defaults", "one-long-word", "long-query"])
 async def test_every_web_query_fits_the_search_api(tmp_path, strict_tavily, question, route_reply):
     script = {"route": [route_reply]}
-    if route_reply == "not json at all":  # the default route is the knowledge base: let it fall back to the web
-        script["grade_documents"] = [NONE_RELEVANT]
+    if route_reply == "not json at all":  # the knowledge base finds nothing, no rewrite parses: the web gets
+        script.update(grade_documents=[NONE_RELEVANT], rewrite=["not json either"])  # the raw message
     async with await web_runtime(tmp_path, strict_tavily, script) as (rt, model):
         out = ConsoleResponder("t", show_status=False)
         await rt.service.ask("console:t", question, out)
@@ -81,9 +82,9 @@ async def test_every_web_query_fits_the_search_api(tmp_path, strict_tavily, ques
         query = body["query"]
         assert 0 < len(query) <= MAX_QUERY_CHARACTERS
         assert query == query.strip() and "\n" not in query
-    if question == LOG_QUESTION and route_reply != "not json at all":
+    if question == LOG_QUESTION:
         assert strict_tavily.requests[0]["query"] == "Why does the worker crash on start?"
-    assert all(len(q) <= MAX_QUERY_CHARACTERS for q in values["queries"][1:] if "web_search" in values["path"])
+    assert all(body["query"] in values["queries"] for body in strict_tavily.requests)  # the help request shows them
 
 
 async def test_a_rewritten_web_query_is_clipped_too(tmp_path, strict_tavily):

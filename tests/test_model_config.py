@@ -61,10 +61,10 @@ async def test_budgets_within_the_recursion_limit_are_accepted(tmp_path, generat
     assert code == 0, err
 
 
-@pytest.mark.parametrize("seconds", ["0.5", "0.75", "1.5"])
-async def test_a_fractional_request_timeout_reaches_the_model(tmp_path, seconds):
+@pytest.mark.parametrize("seconds,delay", [("0.5", 0.2), ("0.75", 0.2), ("1.5", 1.2)])
+async def test_a_fractional_request_timeout_reaches_the_model(tmp_path, seconds, delay):
     direct = json.dumps({"question": "hello", "route": "direct", "query": "hello"})
-    async with mistral_server({"route": [direct], "direct": [{"content": "Hello from Mistral.", "delay": 0.2}]}) as (
+    async with mistral_server({"route": [direct], "direct": [{"content": "Hello from Mistral.", "delay": delay}]}) as (
             fake, base):
         config = write_config(tmp_path, extra=mistral_config(base, f"request_timeout_seconds = {seconds}"))
         code, out, err = await run_cli("ask", "hello", "--json", "--config", str(config),

@@ -40,7 +40,8 @@ def validation_error(messages: list[dict[str, Any]]) -> str | None:
     for i, m in enumerate(messages):
         role = m.get("role")
         content = m.get("content")
-        text = content if isinstance(content, str) else json.dumps(content or "")
+        text = content if isinstance(content, str) else "".join(
+            str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in (content or []))
         if role not in {"system", "user", "assistant", "tool"}:
             return f"Unknown role {role!r}"
         if pending and role != "tool":
