@@ -272,6 +272,13 @@ class _RetryWait:
         return min(max(wait, 0.0), self.cap)
 
 
+def _log_retry(retry_state: Any) -> None:
+    """One log line per retry of a model call: the error and the wait."""
+    exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
+    log.warning("model call failed (%s), retry %d in %.1f s", str(exc)[:200], retry_state.attempt_number,
+                retry_state.next_action.sleep if retry_state.next_action else 0.0)
+
+
 def _content_text(content: Any) -> str:
     """The text of a message's content (a string, or a list of text parts)."""
     if isinstance(content, str):
@@ -453,6 +460,7 @@ class ModelCaller:
             retry=retry_if_exception_type(RetryableError),
             wait=_RetryWait(max_retry_wait),
             reraise=True,
+            before_sleep=_log_retry,
         ).wraps(self._once)
 
     def _locked_invoke(self, runnable: Any, msgs: list[BaseMessage]) -> AIMessage:

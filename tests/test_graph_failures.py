@@ -14,7 +14,6 @@ from langgraph.errors import GraphRecursionError
 from bot.config import Secrets, load_settings
 from bot.platforms.console import ConsoleResponder
 from graphs.adaptive_rag import worst_case_steps
-from graphs.models import ScriptedChatModel
 from graphs.web import MAX_QUERY_CHARACTERS
 from tests.conftest import FakeTavily, scripted_runtime, serve, write_config
 
