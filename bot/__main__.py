@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import shlex
-import sqlite3
 import sys
 import warnings
 from pathlib import Path
@@ -77,21 +77,60 @@ async def _with_runtime(settings: Settings, sources: list[str] | None, body, *, 
 
 
 # ---- commands -------------------------------------------------------------------------
+@contextlib.contextmanager
+def _graceful_stop(on_stop=None):
+    """While inside: SIGTERM (and SIGHUP) do not kill the process at once; the answer in
+    flight is finished first (the same graceful stop ``run`` gives Slack and Discord).
+    ``on_stop`` is called once on the first signal (e.g. stop reading input). Yields a
+    ``list`` that holds the signal numbers received."""
+    import signal
+
+    received: list[int] = []
+    loop = asyncio.get_running_loop()
+    sigs = [sig for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if sig]
+
+    def handler(sig: int) -> None:
+        first = not received
+        received.append(sig)
+        log.warning("signal %s: finishing the answer in flight, then exiting", sig)
+        if first and on_stop:
+            on_stop()
+
+    installed = []
+    for sig in sigs:
+        try:
+            loop.add_signal_handler(sig, handler, sig)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    try:
+        yield received
+    finally:
+        for sig in installed:
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+
+
 async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     from bot.platforms.console import ConsoleResponder, format_answer
 
     async def body(rt) -> int:
         out = ConsoleResponder(args.thread, err, show_status=not args.json, show_answers=False)
-        result = await rt.service.ask(f"console:{args.thread}", args.question, out)
+        with _graceful_stop():
+            result = await rt.service.ask(f"console:{args.thread}", args.question, out)
         v = result.values if result else {}
         answer = result.answer if result else None
+        failed = result.error if result else ""
         if args.json:
             kind = answer.kind if answer else ("help_request" if result and result.help_request else "notice")
             print(json.dumps({"answer": answer.text if answer else None, "kind": kind,
                               "sources": [s.location for s in (answer.sources if answer else [])],
                               "notices": out.notices, "path": v.get("path", []), "route": v.get("route"),
                               "llm_calls": v.get("llm_calls", 0),
-                              "seconds": round(result.seconds, 2) if result else 0.0}, indent=1))
+                              "seconds": round(result.seconds, 2) if result else 0.0,
+                              **({"error": failed} if failed else {})}, indent=1))
         elif answer:
             console.print(format_answer(answer), markup=False)
             console.print(f"{v.get('llm_calls', 0)} LLM calls, {result.seconds:.1f} s", style="dim")
@@ -99,6 +138,13 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             console.print(f"Paused for a human ({result.help_request.reason}). Resume it with: threadwise ask "
                           f"--thread {shlex.quote(args.thread)} \"answer: ...\" (or \"retry: <hint>\", \"dismiss\")",
                           markup=False)
+        if failed:  # the apology was shown; say why, once, and fail the command
+            from bot.failures import advice
+
+            err.print(f"threadwise ask failed: {failed}", style="red", markup=False)
+            if advice(failed.split(":", 1)[0]):
+                err.print(advice(failed.split(":", 1)[0]), markup=False)
+            return 1
         return 0
 
     return await _with_runtime(settings, args.source, body)
@@ -108,7 +154,9 @@ async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
     from bot.platforms.console import run_console
 
     async def body(rt) -> int:
-        await run_console(rt, thread=args.thread)
+        stop = asyncio.Event()
+        with _graceful_stop(on_stop=stop.set):
+            await run_console(rt, thread=args.thread, stop=stop)
         return 0
 
     return await _with_runtime(settings, args.source, body)
@@ -161,10 +209,13 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                 except (NotImplementedError, RuntimeError):
                     pass
             err.print("No SLACK_* or DISCORD_TOKEN set: starting the console chat (offline default).")
-            await run_console(rt)
+            stop_console = asyncio.Event()
+            with _graceful_stop(on_stop=stop_console.set):
+                await run_console(rt, stop=stop_console)
             return 0
         await rt.service.recover()
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        await rt.service.drain(10)  # a recovered run (bot.recovery) is finished too
         for t in done:
             if t.exception():
                 log.error("%s stopped: %s", t.get_name(), t.exception())
@@ -235,15 +286,12 @@ async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_threads(args: argparse.Namespace, settings: Settings) -> int:
-    path = settings.path(settings.service.checkpoint_db)
-    if not path.exists():
+    from bot.checkpoints import list_threads
+
+    rows = list_threads(settings.path(settings.service.checkpoint_db))
+    if not rows:
         console.print("(no threads yet)")
         return 0
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = conn.execute("SELECT thread_id, COUNT(*) FROM checkpoints GROUP BY thread_id ORDER BY thread_id").fetchall()
-    finally:
-        conn.close()
     for thread, n in rows:
         console.print(f"{thread}  ({n} checkpoints)", markup=False)
     return 0
@@ -276,7 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from bot.protocol import clean_text
+
+    # Arguments that are not valid UTF-8 reach Python as lone surrogates: clean them once, here.
+    args = build_parser().parse_args([clean_text(a) for a in (sys.argv[1:] if argv is None else argv)])
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:
@@ -299,11 +350,13 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, (KnowledgeBaseError, ModelUnavailableError)):
             err.print(str(exc), style="red")
             return 2
+        from bot.failures import advice, describe_failure, failure_kind
+
         log.debug("threadwise %s failed", args.command, exc_info=True)
-        err.print(f"threadwise {args.command} failed: {type(exc).__name__}: {exc}", style="red", markup=False)
-        if os.environ.get("MISTRAL_API_KEY"):
-            err.print("MISTRAL_API_KEY is set, so Mistral serves chat and embeddings: check the key and the "
-                      "network, or unset it to run offline.", markup=False)
+        kind = failure_kind(exc)
+        err.print(f"threadwise {args.command} failed: {describe_failure(exc)}", style="red", markup=False)
+        if advice(kind) and (kind == "storage" or os.environ.get("MISTRAL_API_KEY") or kind == "auth"):
+            err.print(advice(kind), markup=False)
         if not args.verbose:
             err.print("Run again with -v for the details.", markup=False)
         return 1

@@ -94,7 +94,8 @@ class ServiceSettings(_Section):
     bookkeeping_db: str = "data/bookkeeping.sqlite"
     help_timeout_seconds: float = Field(3600.0, gt=0)
     max_concurrent_runs: int = Field(8, ge=1, le=256)
-    keep_checkpoints_per_thread: int = Field(20, ge=2, le=10000)
+    keep_checkpoints_per_thread: int = Field(1, ge=1, le=10000)
+    resume_window_seconds: float = Field(900.0, ge=0)
     max_question_characters: int = Field(4000, ge=100, le=100000)
     dedup_retention_days: float = Field(7.0, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -103,6 +104,10 @@ class ServiceSettings(_Section):
         "Try rephrasing it, or ask a teammate who knows this area."
     )
     empty_question_reply: str = "Hi! What would you like to know? Ask me a question in words."
+    storage_apology: str = (
+        "Sorry, I can't save anything right now (the bot's storage is full or read-only), so I can't answer "
+        "this. Please try again later."
+    )
 
 
 class Reactions(_Section):

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from bot.terminal import make_console
 from bot.platforms.console import ConsoleResponder
+from bot.protocol import clean_text
 from graphs.nodes import kb_queries
 
 
@@ -48,9 +49,13 @@ class EvalRow:
 
 
 def load_eval(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSONL eval file; raises ValueError naming the line of a bad row."""
+    """Read a JSONL eval file; raises ValueError naming the line of a bad row.
+
+    Questions and history turns are cleaned like chat input (:func:`bot.protocol.clean_text`:
+    lone surrogates, NUL and control characters); bytes that are not UTF-8 become U+FFFD.
+    """
     rows = []
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -64,6 +69,9 @@ def load_eval(path: str | Path) -> list[dict[str, Any]]:
             for turn in row.get("history") or []:
                 if turn.get("role") not in ("user", "assistant") or not isinstance(turn.get("content"), str):
                     raise ValueError("history turns need a role (user or assistant) and a content")
+            row["question"] = clean_text(row["question"])
+            for turn in row.get("history") or []:
+                turn["content"] = clean_text(turn["content"])
         except (json.JSONDecodeError, ValueError, AttributeError) as exc:
             raise ValueError(f"{path}:{n}: not a valid eval row: {exc}") from None
         rows.append(row)

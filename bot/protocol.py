@@ -10,8 +10,58 @@ notice). Nothing here knows about Slack, Discord or graph nodes.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+import re
+import unicodedata
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+# C0 and C1 control characters except tab and newline, and the Unicode noncharacters
+# U+FFFE/U+FFFF: they break JSON encoders, terminals, SQLite text and HTTP clients.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
+
+
+def clean_text(text: str) -> str:
+    """Make text from outside (chat events, CLI arguments, terminals, eval files) safe to
+    store, send and show, once, at the boundary.
+
+    - UTF-16 surrogates: a pair split into two code points is joined into its
+      character; a lone surrogate (a broken emoji, or a byte Python's
+      ``surrogateescape`` could not decode) becomes U+FFFD.
+    - ``\\r\\n`` and ``\\r`` become ``\\n``; NUL and the other C0/C1 control characters
+      except tab and newline are removed, as are U+FFFE and U+FFFF.
+    - NFC normalisation (composed accents, so equal text compares and searches equal).
+
+    Args:
+        text: any ``str`` (non-str values are converted with ``str()``).
+
+    Returns:
+        The cleaned text (a valid UTF-8 encodable string).
+    """
+    if not isinstance(text, str):
+        text = str(text)
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    text = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return unicodedata.normalize("NFC", text)
+
+
+class PostError(Exception):
+    """A responder could not post an answer or a help request (the platform refused it
+    after its retries, e.g. Slack ``not_in_channel`` or Discord 403 Missing Access).
+
+    Raised by :meth:`Responder.post_answer` and :meth:`Responder.post_help_request`
+    (only those: reactions, notices and private notes stay best effort). The
+    ChatService then ends the question with :attr:`Status.APOLOGY` instead of
+    :attr:`Status.DONE` (or :attr:`Status.WAITING_HUMAN`) and logs one line.
+
+    Args:
+        message: what failed, for the log line (no message text, no secrets).
+        reason: the platform's short error code (``not_in_channel``, ``403``...), or "".
+    """
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class PostError(Exception):
@@ -65,6 +115,7 @@ class IncomingMessage:
             deduplicate repeated deliveries, e.g. ``slack:C1:1700000000.000200``.
         author_id: platform user id of the author.
         text: the question, with bot mentions stripped and platform escapes undone.
+            Cleaned on construction by :func:`clean_text` (so are the other strings).
         author_name: display name, for logs and help requests.
         is_admin: may run admin commands (reindex).
         is_expert: may answer a help request (resume a paused run).
@@ -78,6 +129,17 @@ class IncomingMessage:
     author_name: str = ""
     is_admin: bool = False
     is_expert: bool = False
+
+    def __post_init__(self) -> None:
+        # Every entry path builds one of these: clean the text once, here (clean_text).
+        for name in ("thread_key", "message_id", "author_id", "text", "author_name"):
+            object.__setattr__(self, name, clean_text(getattr(self, name)))
+
+
+def message_record(msg: IncomingMessage) -> dict[str, Any]:
+    """A JSON-able copy of ``msg`` (stored with a run in flight; ``IncomingMessage(**record)``
+    rebuilds it)."""
+    return asdict(msg)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +17,10 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.chat_models import BaseChatModel
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from bot import checkpoints
 from bot.admin import AdminCommands
 from bot.config import Secrets, Settings
+from bot.failures import StorageError
 from bot.service import ChatService
 from bot.store import Bookkeeping
 from graphs.adaptive_rag import build_graph
@@ -82,6 +85,14 @@ def resolve_graders(graders: str, model: BaseChatModel) -> str:
     return graders
 
 
+async def _opened(path: Path, opening: Any) -> Any:
+    """Await ``opening`` (opening a SQLite file); a failure becomes a StorageError naming ``path``."""
+    try:
+        return await opening
+    except (OSError, sqlite3.Error) as exc:
+        raise StorageError(f"cannot open {path}: {exc}") from exc
+
+
 @asynccontextmanager
 async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: BaseChatModel | None = None,
                        embeddings: Embeddings | None | str = "config", sources: Sequence[str] | None = None,
@@ -130,9 +141,12 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
     s = settings.service
     cp_path = settings.path(s.checkpoint_db)
     cp_path.parent.mkdir(parents=True, exist_ok=True)
-    store = await Bookkeeping.open(settings.path(s.bookkeeping_db))
+    store = await _opened(settings.path(s.bookkeeping_db), Bookkeeping.open(settings.path(s.bookkeeping_db)))
     try:
         async with AsyncSqliteSaver.from_conn_string(str(cp_path)) as saver:
+            await checkpoints.prepare(saver)
+            # a read-only or full data folder fails here, at start, not in a run
+            await _opened(cp_path, saver.setup())
             graph = build_graph(deps, checkpointer=saver)
             provider = "scripted/test" if chat_model else resolve_provider(m.provider, secrets.mistral_api_key)
             admin = AdminCommands(
@@ -145,6 +159,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
                 empty_question_reply=s.empty_question_reply, keep_checkpoints=s.keep_checkpoints_per_thread,
                 max_question_characters=s.max_question_characters,
                 dedup_retention_seconds=s.dedup_retention_days * 86400,
+                resume_window_seconds=s.resume_window_seconds, storage_apology=s.storage_apology,
             )
             log.info("runtime ready: model=%s web=%s index=%s", provider, bool(web), knowledge.stats())
             try:

@@ -9,9 +9,14 @@ Guarantees (failure-modes.md):
 - messages of one thread run in order (one asyncio lock per thread key), different
   threads run concurrently (capped by ``service.max_concurrent_runs``);
 - a thread with a pending interrupt is resumed (``Command(resume=...)``), never restarted;
-  a help request resumes exactly once (per-thread lock + atomic claim in the store +
-  interrupt id check); no human in time -> the apology;
-- any failure of a run ends in the apology and the apology reaction, never a traceback.
+  a help request resumes exactly once: each reply (text or button) claims the interrupt
+  id pending when it arrived, atomically in the store; the loser is told privately;
+  no human in time -> the apology (the timeout claims too);
+- any failure of a run ends in the apology and the apology reaction, never a traceback;
+  a failure to save (full or read-only disk) ends in an apology that says so;
+- a run in flight is recorded in the store; a crash leaves it there and the next start
+  continues it or apologises (:mod:`bot.recovery`); the final status is one of done,
+  apology or waiting, and done only when the answer was posted (:class:`PostError`).
 """
 
 from __future__ import annotations
@@ -20,15 +25,19 @@ import asyncio
 import logging
 import re
 import time
+import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
+from bot import checkpoints
 from bot.chat.text import REPLY_SYNTAX
-from bot.protocol import Answer, HelpRequest, HumanAction, IncomingMessage, PostError, Responder, Source, Status
+from bot.failures import describe_failure, failure_kind
+from bot.protocol import (Answer, HelpRequest, HumanAction, IncomingMessage, PostError, Responder, Source, Status,
+                          message_record)
 from bot.store import Bookkeeping
 
 log = logging.getLogger(__name__)
@@ -61,6 +70,9 @@ def parse_human_reply(text: str) -> tuple[HumanAction, str] | None:
     return HumanAction(m.group(1).lower()), m.group(2).strip()
 
 
+DEFAULT_STORAGE_APOLOGY = ("Sorry, I can't save anything right now (the bot's storage is full or read-only), "
+                           "so I can't answer this. Please try again later; the admins have been told in the logs.")
+
 REPLY_HINT = f"This thread is waiting for an expert. Reply with {REPLY_SYNTAX}."
 
 
@@ -87,6 +99,7 @@ class TurnResult:
     help_request: HelpRequest | None
     values: dict[str, Any]
     seconds: float
+    error: str = ""  # one line (bot.failures.describe_failure) when the run failed and ended in the apology
 
 
 class ChatService:
@@ -105,12 +118,17 @@ class ChatService:
             the model's context window).
         dedup_retention_seconds: handled message ids older than this are forgotten by
             :meth:`recover` (redeliveries come within minutes).
+        resume_window_seconds: a run left unfinished by a crash is continued from its last
+            checkpoint after a restart when it started less than this long ago; older ones
+            get the apology (:mod:`bot.recovery`).
+        storage_apology: the apology when the bot cannot save (disk full or read-only).
     """
 
     def __init__(self, graph: Any, store: Bookkeeping, admin: Any, *, help_timeout_seconds: float = 3600.0,
                  max_concurrent_runs: int = 8, recursion_limit: int = 60,
-                 empty_question_reply: str = "What would you like to know?", keep_checkpoints: int = 20,
-                 max_question_characters: int = 4000, dedup_retention_seconds: float = 7 * 86400):
+                 empty_question_reply: str = "What would you like to know?", keep_checkpoints: int = 1,
+                 max_question_characters: int = 4000, dedup_retention_seconds: float = 7 * 86400,
+                 resume_window_seconds: float = 900.0, storage_apology: str = DEFAULT_STORAGE_APOLOGY):
         self.graph = graph
         self.store = store
         self.admin_commands = admin
@@ -120,16 +138,27 @@ class ChatService:
         self.keep_checkpoints = keep_checkpoints
         self.max_question_characters = max_question_characters
         self.dedup_retention_seconds = dedup_retention_seconds
+        self.resume_window_seconds = resume_window_seconds
+        self.storage_apology = storage_apology
+        self._recovery: asyncio.Task | None = None
         self._runs = asyncio.Semaphore(max_concurrent_runs)
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
         self._factories: dict[str, Callable[[dict[str, Any]], Responder]] = {}
+        self._ready: dict[str, Callable[[], Awaitable[Any]]] = {}
         self._timers: dict[str, asyncio.Task] = {}
 
     # ---- wiring ------------------------------------------------------------------
-    def register_platform(self, platform: str, factory: Callable[[dict[str, Any]], Responder]) -> None:
-        """Let the service rebuild a responder from ``Responder.reference()`` (after a restart)."""
+    def register_platform(self, platform: str, factory: Callable[[dict[str, Any]], Responder],
+                          ready: Callable[[], Awaitable[Any]] | None = None) -> None:
+        """Let the service rebuild a responder from ``Responder.reference()`` (after a restart).
+
+        ``ready`` (optional) is awaited before a rebuilt responder is used by crash
+        recovery, e.g. the Discord client's ``wait_until_ready`` (it cannot post before login).
+        """
         self._factories[platform] = factory
+        if ready is not None:
+            self._ready[platform] = ready
 
     def _responder_from(self, platform: str, reference: dict[str, Any], fallback: Responder | None) -> Responder:
         factory = self._factories.get(platform)
@@ -171,15 +200,7 @@ class ChatService:
 
     async def thread_keys(self, prefix: str = "") -> list[str]:
         """Saved thread keys starting with ``prefix`` (from the checkpoint file)."""
-        saver = self.graph.checkpointer
-        conn = getattr(saver, "conn", None)
-        if conn is None:
-            return []
-        async with saver.lock:
-            rows = await (await conn.execute(
-                "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id LIKE ? ORDER BY thread_id",
-                (prefix.replace("%", "") + "%",))).fetchall()
-        return [r[0] for r in rows]
+        return await checkpoints.thread_keys(self.graph.checkpointer, prefix)
 
     async def thread_values(self, thread_key: str) -> dict[str, Any]:
         """The saved state of a thread ({} if none)."""
@@ -189,33 +210,47 @@ class ChatService:
     async def handle(self, msg: IncomingMessage, out: Responder) -> TurnResult | None:
         """Handle one user message (see the module docstring). Never raises.
 
+        The message is recorded as a run in flight *with* its dedup mark, so a crash
+        before it is answered is found again by :meth:`recover` (not lost), and a
+        redelivery after the restart is ignored (not answered twice).
+
         Returns the run's :class:`TurnResult`, or None when no run happened (duplicate,
         empty or too long message, admin command, refused or non-command reply)."""
         try:
-            if not await self.store.mark_seen(msg.message_id, msg.thread_key):
+            if not await self.store.mark_seen(msg.message_id, msg.thread_key,
+                                              run=(msg.platform, out.reference(), message_record(msg))):
                 log.info("[%s] duplicate delivery of %s ignored", msg.thread_key, msg.message_id)
                 return None
-            return await self._dispatch(msg, out)
-        except Exception as exc:  # noqa: BLE001 - nothing may crash the process
-            log.error("[%s] handling %s failed: %s: %s", msg.thread_key, msg.message_id, type(exc).__name__, exc)
-            log.debug("traceback", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - e.g. the disk is full: tell the user, keep serving
+            await self._fail(msg.thread_key, exc, out, what=f"recording {msg.message_id}")
             return None
+        return await self._dispatch_guarded(msg, out, run_id=msg.message_id)
+
+    async def _dispatch_guarded(self, msg: IncomingMessage, out: Responder, *, run_id: str) -> TurnResult | None:
+        try:
+            return await self._dispatch(msg, out, run_id=run_id)
+        except Exception as exc:  # noqa: BLE001 - nothing may crash the process
+            await self._fail(msg.thread_key, exc, out, what=f"handling {msg.message_id or 'a message'}")
+            return None
+        finally:
+            await self._best_effort(self.store.finish_run(run_id), msg.thread_key)
 
     async def ask(self, thread_key: str, text: str, out: Responder, platform: str = "console") -> TurnResult | None:
         """One message from the local user (CLI ``ask``, eval): no dedup; the local user is
-        admin and expert. Same checks as :meth:`handle` otherwise."""
+        admin and expert. Same checks as :meth:`handle` otherwise. Never raises."""
         msg = IncomingMessage(platform=platform, thread_key=thread_key, message_id="", author_id="console",
                               author_name="console", text=text, is_admin=True, is_expert=True)
-        return await self._dispatch(msg, out)
+        return await self._dispatch_guarded(msg, out, run_id=f"ask:{uuid.uuid4().hex}")
 
-    async def _dispatch(self, msg: IncomingMessage, out: Responder) -> TurnResult | None:
+    async def _dispatch(self, msg: IncomingMessage, out: Responder, *, run_id: str) -> TurnResult | None:
         text = msg.text.strip()
+        key = msg.thread_key
         if not text:
-            log.info("[%s] empty question from %s", msg.thread_key, msg.author_id)
+            log.info("[%s] empty question from %s", key, msg.author_id)
             await out.post_notice(self.empty_question_reply)
             return None
         if len(text) > self.max_question_characters:
-            log.info("[%s] question of %d characters refused", msg.thread_key, len(text))
+            log.info("[%s] question of %d characters refused", key, len(text))
             await out.post_notice(
                 f"That message is too long for me ({len(text):,} characters; the limit is "
                 f"{self.max_question_characters:,}). Please shorten it or ask about one part at a time.")
@@ -224,24 +259,54 @@ class ChatService:
         if command:
             await self.admin(command, actor_id=msg.author_id, is_admin=msg.is_admin, out=out)
             return None
-        async with self._thread(msg.thread_key):
-            pending = await self.pending_interrupt(msg.thread_key)
+        by = msg.author_name or msg.author_id
+        parsed = parse_human_reply(text) if msg.is_expert else None
+        # The help request this message answers is the one pending when it *arrived*: a second
+        # reply to the same request loses the claim at once, even while the first one runs.
+        seen = await self.pending_interrupt(key) if parsed else None
+        if seen is not None and not await self._claim(seen.id, key, by, parsed, out):
+            return None
+        async with self._thread(key):
+            pending = await self.pending_interrupt(key)
             if pending is not None:
                 if not msg.is_expert:
-                    log.info("[%s] non-expert %s replied to a help request", msg.thread_key, msg.author_id)
+                    log.info("[%s] non-expert %s replied to a help request", key, msg.author_id)
                     await out.notify_private(
                         "This thread is waiting for an expert's answer; only the people named in the help "
                         "request can resume it. Your message was not sent to the bot.")
                     return None
-                parsed = parse_human_reply(text)
                 if parsed is None:
                     await out.notify_private(REPLY_HINT)
                     return None
-                return await self._resume_locked(msg.thread_key, parsed[0], parsed[1],
-                                                 msg.author_name or msg.author_id, out, interrupt_id=None)
-            log.info("[%s] question from %s (%d chars)", msg.thread_key, msg.author_id, len(text))
+                if seen is None:  # it arrived while the bot was still working on the question
+                    if not await self._claim(pending.id, key, by, parsed, out):
+                        return None
+                elif pending.id != seen.id:
+                    return await self._already_handled(key, parsed[0], by, out)
+                return await self._resume_locked(key, parsed[0], parsed[1], by, out, pending.id, run_id=run_id)
+            if seen is not None:  # it was a reply, and someone else's reply (or the timeout) won
+                return await self._already_handled(key, parsed[0], by, out)
+            log.info("[%s] question from %s (%d chars)", key, msg.author_id, len(text))
             async with self._runs:
-                return await self._run(msg.thread_key, {"messages": [HumanMessage(text)]}, out, platform=msg.platform)
+                return await self._run(key, {"messages": [HumanMessage(text)]}, out, platform=msg.platform,
+                                       run_id=run_id, record={"question": text})
+
+    async def _claim(self, interrupt_id: str, key: str, by: str, parsed: tuple[HumanAction, str] | None,
+                     out: Responder) -> bool:
+        """Claim a help request for one reply (atomic in the store). False, after telling the
+        replier privately, when another reply or the timeout claimed it first."""
+        if parsed and parsed[0] == HumanAction.ANSWER and not parsed[1]:
+            await out.notify_private("Please include the answer, e.g. `answer: the setting is X`.")
+            return False
+        if await self.store.claim_interrupt(interrupt_id, key, by):
+            return True
+        await self._already_handled(key, parsed[0] if parsed else HumanAction.DISMISS, by, out)
+        return False
+
+    async def _already_handled(self, key: str, action: HumanAction, by: str, out: Responder) -> None:
+        log.info("[%s] %s by %s ignored: the help request was already handled", key, action.value, by)
+        await out.notify_private("This help request has already been handled.")
+        return None
 
     async def seed_history(self, thread_key: str, history: list[dict[str, str]]) -> None:
         """Write earlier turns (``[{"role": "user"|"assistant", "content": str}]``) into a
@@ -254,21 +319,35 @@ class ChatService:
                      is_expert: bool, out: Responder, interrupt_id: str | None = None) -> bool:
         """Resume a paused thread from a button or modal.
 
-        Returns False (after telling the actor privately) when the actor is not an
-        expert, nothing is pending (already resumed), or ``interrupt_id`` names an
-        older help request. Never raises.
+        Exactly one reply resumes a help request (text or button, any platform): the
+        first to claim its interrupt id in the store. Returns False (after telling the
+        actor privately) when the actor is not an expert, the request was already
+        claimed or resumed, or ``interrupt_id`` names an older help request. Never raises.
         """
         try:
             if not is_expert:
                 log.info("[%s] resume refused for non-expert %s", thread_key, actor_id)
                 await out.notify_private("Only the experts named in this help request can answer it.")
                 return False
+            action, by = HumanAction(action), actor_name or actor_id
+            parsed = (action, text)
+            if interrupt_id and not await self._claim(interrupt_id, thread_key, by, parsed, out):
+                return False
             async with self._thread(thread_key):
-                result = await self._resume_locked(thread_key, HumanAction(action), text, actor_name or actor_id, out,
-                                                   interrupt_id=interrupt_id)
+                pending = await self.pending_interrupt(thread_key)
+                if pending is None or (interrupt_id and pending.id != interrupt_id):
+                    await self._already_handled(thread_key, action, by, out)
+                    return False
+                if not interrupt_id and not await self._claim(pending.id, thread_key, by, parsed, out):
+                    return False
+                run_id = f"resume:{pending.id}"
+                try:
+                    result = await self._resume_locked(thread_key, action, text, by, out, pending.id, run_id=run_id)
+                finally:
+                    await self._best_effort(self.store.finish_run(run_id), thread_key)
                 return result is not None
-        except Exception:  # noqa: BLE001
-            log.exception("[%s] resume failed", thread_key)
+        except Exception as exc:  # noqa: BLE001
+            await self._fail(thread_key, exc, out, what="resume")
             return False
 
     async def admin(self, command: str, *, actor_id: str, is_admin: bool, out: Responder) -> None:
@@ -280,35 +359,83 @@ class ChatService:
             await out.post_notice(f"Sorry, `{command}` failed; the logs have the details.")
 
     async def recover(self) -> int:
-        """Re-arm the timeouts of help requests left open by an earlier process and prune
-        old message ids. Call after the platforms are registered. Returns how many help
-        requests were re-armed."""
+        """After a start: re-arm the timeouts of help requests left open by an earlier
+        process, prune old message ids and claims, and finish the runs an earlier process
+        left unfinished (a crash, ``kill -9``) in the background (:mod:`bot.recovery`).
+        Call after the platforms are registered (or about to be: recovery waits up to
+        ``platform_wait_seconds`` for a run's platform). Returns how many help requests
+        were re-armed."""
         forgotten = await self.store.forget_seen_before(self.dedup_retention_seconds)
+        await self.store.forget_claims_before(self.dedup_retention_seconds)
         if forgotten:
             log.info("forgot %d message ids older than %.0f days", forgotten, self.dedup_retention_seconds / 86400)
         rows = await self.store.open_help_requests()
         for row in rows:
-            self._arm_timeout(row["thread_key"], max(0.0, row["deadline"] - time.time()))
+            self._arm_timeout(row["thread_key"], max(0.0, row["deadline"] - time.time()), row.get("interrupt_id", ""))
         if rows:
             log.info("re-armed %d open help requests", len(rows))
+        from bot.recovery import recover_runs
+
+        runs = await self.store.unfinished_runs()
+        if runs:
+            log.info("%d runs were left unfinished by the last process: recovering them", len(runs))
+            self._recovery = asyncio.create_task(recover_runs(self, runs), name="recover-runs")
         return len(rows)
+
+    async def wait_recovered(self) -> None:
+        """Wait until the unfinished runs found by :meth:`recover` are finished."""
+        if self._recovery is not None:
+            await asyncio.gather(self._recovery, return_exceptions=True)
+
+    def busy(self) -> bool:
+        """True while a run (or a recovery) is in flight: a graceful stop waits for it."""
+        return bool(self._lock_users) or (self._recovery is not None and not self._recovery.done())
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until no run is in flight. Returns True if none is left."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.busy() and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        return not self.busy()
 
     async def close(self) -> None:
         for t in self._timers.values():
             t.cancel()
         self._timers.clear()
+        if self._recovery is not None and not self._recovery.done():
+            self._recovery.cancel()
+            await asyncio.gather(self._recovery, return_exceptions=True)
 
     # ---- internals ---------------------------------------------------------------
+    async def _best_effort(self, coro: Any, thread_key: str) -> None:
+        """Await a bookkeeping write; a failure (full disk) is logged, the turn goes on."""
+        try:
+            await coro
+        except Exception as exc:  # noqa: BLE001
+            log.warning("[%s] bookkeeping write failed: %s", thread_key, describe_failure(exc))
+
+    async def _fail(self, thread_key: str, exc: BaseException, out: Responder, *, what: str) -> None:
+        """A turn failed outside the graph: one log line, the (storage) apology, the apology reaction."""
+        log.error("[%s] %s failed: %s", thread_key, what, describe_failure(exc))
+        log.debug("traceback", exc_info=exc)
+        try:
+            await out.post_answer(Answer(text=self._apology_for(exc), kind="apology"))
+        except Exception as post_exc:  # noqa: BLE001
+            log.error("[%s] the apology could not be posted either: %s", thread_key, describe_failure(post_exc))
+        try:
+            await out.set_status(Status.APOLOGY)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _apology_for(self, exc: BaseException) -> str:
+        if failure_kind(exc) == "storage":
+            return self.storage_apology
+        return self.admin_commands.apology
+
     async def _resume_locked(self, thread_key: str, action: HumanAction, text: str, by: str, out: Responder,
-                             interrupt_id: str | None) -> TurnResult | None:
-        pending = await self.pending_interrupt(thread_key)
-        if pending is None or (interrupt_id and pending.id != interrupt_id):
-            log.info("[%s] %s by %s ignored: no matching help request pending", thread_key, action.value, by)
-            await out.notify_private("This help request has already been handled.")
-            return None
-        if action == HumanAction.ANSWER and not text:
-            await out.notify_private("Please include the answer, e.g. `answer: the setting is X`.")
-            return None
+                             interrupt_id: str, *, run_id: str) -> TurnResult | None:
+        """Resume the claimed interrupt ``interrupt_id`` (caller holds the thread lock)."""
         claim = await self.store.claim_help_request(thread_key, by)
         target = self._responder_from(claim["platform"], claim["reference"], out) if claim else out
         timer = self._timers.pop(thread_key, None)
@@ -318,30 +445,47 @@ class ChatService:
         resume = {"action": action.value, "text": text, "by": by}
         async with self._runs:
             return await self._run(thread_key, Command(resume=resume), target,
-                                   platform=claim["platform"] if claim else "console", is_resume=True)
+                                   platform=claim["platform"] if claim else "console", is_resume=True,
+                                   run_id=run_id, record={"resume": resume, "interrupt_id": interrupt_id})
 
-    async def _run(self, thread_key: str, graph_input: Any, out: Responder, *, platform: str,
-                   is_resume: bool = False) -> TurnResult:
-        t0 = time.perf_counter()
+    async def _run(self, thread_key: str, graph_input: Any, out: Responder, *, platform: str, run_id: str,
+                   record: dict[str, Any], is_resume: bool = False, t0: float | None = None) -> TurnResult:
+        """Run the graph on ``graph_input`` (None: continue from the last checkpoint) and
+        report the outcome through ``out``. The run is recorded in the store while in
+        flight (with the responder reference and the reaction shown) so that a crash
+        leaves a trace :meth:`recover` finds. Never raises."""
+        t0 = time.perf_counter() if t0 is None else t0
         cfg = self._cfg(thread_key)
-        if not is_resume:
-            await out.set_status(Status.RECEIVED)
-        last: Status | None = None
         try:
+            before = await checkpoints.latest_checkpoint_id(self.graph.checkpointer, thread_key)
+            await self.store.run_started(run_id, thread_key, platform, out.reference(), record, before)
+            if not is_resume and graph_input is not None:
+                await self._show(run_id, out, Status.RECEIVED)
+            last: Status | None = None
             async for mode, chunk in self.graph.astream(graph_input, cfg, stream_mode=["tasks", "updates"]):
                 if mode == "tasks" and "result" not in chunk:
                     status = NODE_STATUS.get(chunk.get("name", ""))
                     if status and status != last:
                         last = status
-                        await out.set_status(status)
+                        await self._show(run_id, out, status)
             state = await self.graph.aget_state(cfg)
         except Exception as exc:  # noqa: BLE001 - the user gets an apology, never a traceback
-            log.error("[%s] graph run failed: %s: %s", thread_key, type(exc).__name__, str(exc)[:300])
+            log.error("[%s] graph run failed: %s", thread_key, describe_failure(exc))
             log.debug("traceback", exc_info=True)
-            answer = Answer(text=self.admin_commands.apology, kind="apology")
-            await out.post_answer(answer)
-            await out.set_status(Status.APOLOGY)
-            return TurnResult(thread_key, answer, None, {}, time.perf_counter() - t0)
+            answer = Answer(text=self._apology_for(exc), kind="apology")
+            await self._post_final(thread_key, run_id, answer, out)
+            return TurnResult(thread_key, answer, None, {}, time.perf_counter() - t0, error=describe_failure(exc))
+        return await self._report(thread_key, state, out, platform=platform, run_id=run_id, t0=t0)
+
+    async def _show(self, run_id: str, out: Responder, status: Status) -> None:
+        """Set a status and remember the reaction now shown (so a restart can clear it)."""
+        await out.set_status(status)
+        await self._best_effort(self.store.update_run(run_id, reference=out.reference()), run_id)
+
+    async def _report(self, thread_key: str, state: Any, out: Responder, *, platform: str, run_id: str,
+                      t0: float) -> TurnResult:
+        """Post what a finished (or paused) run ended with: the answer, the apology or the
+        help request; the final status is done, apology or waiting."""
         values = dict(state.values or {})
         if state.interrupts:
             intr = state.interrupts[0]
@@ -353,16 +497,19 @@ class ChatService:
             )
             try:
                 await out.post_help_request(request)
-            except PostError as exc:  # done/waiting only when posted (another branch refines this)
-                log.error("[%s] help request not posted: %s", thread_key, exc)
+            except PostError as exc:
+                log.error("[%s] help request could not be posted: %s", thread_key, exc)
                 await out.set_status(Status.APOLOGY)
-                return TurnResult(thread_key, None, request, values, time.perf_counter() - t0)
-            await out.set_status(Status.WAITING_HUMAN)
+            else:
+                await out.set_status(Status.WAITING_HUMAN)
             # the reference is taken after posting, so it names the help message and the current reaction
-            await self.store.open_help_request(thread_key, platform, out.reference(), request.question,
-                                               self.help_timeout_seconds)
-            self._arm_timeout(thread_key, self.help_timeout_seconds)
+            await self._best_effort(self.store.open_help_request(
+                thread_key, platform, out.reference(), request.question, self.help_timeout_seconds,
+                interrupt_id=intr.id), thread_key)
+            self._arm_timeout(thread_key, self.help_timeout_seconds, intr.id)
+            await self._best_effort(self.store.finish_run(run_id), thread_key)
             log.info("[%s] paused for a human after %s", thread_key, "->".join(values.get("path", [])))
+            await self._prune(thread_key)
             return TurnResult(thread_key, None, request, values, time.perf_counter() - t0)
         outcome = values.get("outcome") or "answer"
         answer = Answer(
@@ -371,20 +518,29 @@ class ChatService:
             route=list(values.get("path", [])), kind=_OUTCOME_KIND.get(outcome, "answer"),
             answered_by=values.get("answered_by", ""),
         )
-        try:
-            await out.post_answer(answer)
-        except PostError as exc:  # done only when posted (another branch refines this)
-            log.error("[%s] answer not posted: %s", thread_key, exc)
-            await out.set_status(Status.APOLOGY)
-            return TurnResult(thread_key, answer, None, values, time.perf_counter() - t0)
-        await out.set_status(Status.APOLOGY if answer.kind == "apology" else Status.DONE)
+        posted = await self._post_final(thread_key, run_id, answer, out)
         seconds = time.perf_counter() - t0
-        log.info("[%s] %s in %.1fs, %d LLM calls, path %s", thread_key, answer.kind, seconds,
-                 values.get("llm_calls", 0), "->".join(answer.route))
+        log.info("[%s] %s%s in %.1fs, %d LLM calls, path %s", thread_key, answer.kind,
+                 "" if posted else " NOT posted", seconds, values.get("llm_calls", 0), "->".join(answer.route))
         await self._prune(thread_key)
         return TurnResult(thread_key, answer, None, values, seconds)
 
-    def _arm_timeout(self, thread_key: str, delay: float) -> None:
+    async def _post_final(self, thread_key: str, run_id: str, answer: Answer, out: Responder) -> bool:
+        """Post an answer or apology and set the resting status: DONE only when a real
+        answer was posted; APOLOGY for an apology or when posting failed (:class:`PostError`).
+        Returns True if it was posted."""
+        try:
+            await out.post_answer(answer)
+            posted = True
+        except Exception as exc:  # noqa: BLE001 - PostError, or a responder that broke its contract
+            log.error("[%s] %s could not be posted: %s", thread_key, answer.kind, describe_failure(exc))
+            posted = False
+        await self._best_effort(self.store.update_run(run_id, stage="posted"), thread_key)
+        await out.set_status(Status.DONE if posted and answer.kind != "apology" else Status.APOLOGY)
+        await self._best_effort(self.store.finish_run(run_id), thread_key)
+        return posted
+
+    def _arm_timeout(self, thread_key: str, delay: float, interrupt_id: str = "") -> None:
         old = self._timers.pop(thread_key, None)
         if old:
             old.cancel()
@@ -392,27 +548,27 @@ class ChatService:
         async def fire() -> None:
             await asyncio.sleep(delay)
             log.info("[%s] no human answered in time", thread_key)
-            async with self._thread(thread_key):
-                await self._resume_locked(thread_key, HumanAction.DISMISS, "", "timeout", _NullResponder(),
-                                          interrupt_id=None)
+            try:
+                async with self._thread(thread_key):
+                    pending = await self.pending_interrupt(thread_key)
+                    if pending is None or (interrupt_id and pending.id != interrupt_id):
+                        return
+                    if not await self.store.claim_interrupt(pending.id, thread_key, "timeout"):
+                        return  # a human's reply won the claim a moment ago
+                    run_id = f"timeout:{pending.id}"
+                    await self._resume_locked(thread_key, HumanAction.DISMISS, "", "timeout", _NullResponder(),
+                                              pending.id, run_id=run_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                log.error("[%s] help request timeout failed: %s", thread_key, describe_failure(exc))
 
         self._timers[thread_key] = asyncio.create_task(fire(), name=f"help-timeout:{thread_key}")
 
     async def _prune(self, thread_key: str) -> None:
-        """Keep only the newest checkpoints of a thread so a long thread's file stays bounded."""
-        saver = self.graph.checkpointer
-        conn = getattr(saver, "conn", None)
-        if conn is None or not hasattr(saver, "lock"):
-            return
-        keep = self.keep_checkpoints
+        """Keep only the newest checkpoints of a thread (they hold the messages and any
+        pending interrupt) and give the freed pages back (:func:`bot.checkpoints.prune`)."""
         try:
-            async with saver.lock:
-                await conn.execute(
-                    "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id NOT IN (SELECT checkpoint_id FROM "
-                    "checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT ?)", (thread_key, thread_key, keep))
-                await conn.execute(
-                    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id NOT IN (SELECT checkpoint_id FROM "
-                    "checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT ?)", (thread_key, thread_key, keep))
-                await conn.commit()
-        except Exception:  # noqa: BLE001 - pruning is best effort
-            log.warning("[%s] checkpoint pruning failed", thread_key, exc_info=True)
+            await checkpoints.prune(self.graph.checkpointer, thread_key, self.keep_checkpoints)
+        except Exception as exc:  # noqa: BLE001 - pruning is best effort
+            log.warning("[%s] checkpoint pruning failed: %s", thread_key, describe_failure(exc))

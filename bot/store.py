@@ -1,12 +1,14 @@
 """Bot bookkeeping in its own SQLite file (never the checkpoint file, platform-notes.md):
-seen message ids (deduplication across restarts), open help requests (exactly-once
-resume, timeouts after a restart) and the admin audit log.
+seen message ids (deduplication across restarts), runs in flight (found again after a
+crash, :mod:`bot.recovery`), claims on help requests (exactly one human reply resumes a
+paused run), open help requests (timeouts after a restart) and the admin audit log.
 
 One aiosqlite connection per process, opened by :meth:`Bookkeeping.open`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -21,7 +23,13 @@ CREATE INDEX IF NOT EXISTS seen_by_thread ON seen_messages (thread_key);
 CREATE TABLE IF NOT EXISTS help_requests (
     thread_key TEXT PRIMARY KEY, platform TEXT NOT NULL, reference TEXT NOT NULL,
     question TEXT NOT NULL, deadline REAL NOT NULL, created_at REAL NOT NULL,
-    status TEXT NOT NULL, resolved_by TEXT NOT NULL DEFAULT '');
+    status TEXT NOT NULL, resolved_by TEXT NOT NULL DEFAULT '', interrupt_id TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, thread_key TEXT NOT NULL, platform TEXT NOT NULL, reference TEXT NOT NULL,
+    message TEXT NOT NULL DEFAULT '{}', input TEXT NOT NULL DEFAULT '{}', checkpoint_before TEXT NOT NULL DEFAULT '',
+    started_at REAL NOT NULL, stage TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS claims (
+    interrupt_id TEXT PRIMARY KEY, thread_key TEXT NOT NULL, claimed_by TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS audit (
     at REAL NOT NULL, actor TEXT NOT NULL, command TEXT NOT NULL, allowed INTEGER NOT NULL, detail TEXT NOT NULL);
 """
@@ -32,28 +40,50 @@ class Bookkeeping:
 
     def __init__(self, conn: aiosqlite.Connection):
         self._conn = conn
+        self._lock = asyncio.Lock()  # statements that must commit together
 
     @classmethod
     async def open(cls, path: str | Path) -> "Bookkeeping":
         """Open (and create) the bookkeeping database at ``path``."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         conn = await aiosqlite.connect(str(path))
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.executescript(_SCHEMA)
-        await conn.commit()
+        try:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.executescript(_SCHEMA)
+            cols = [r[1] for r in await (await conn.execute("PRAGMA table_info(help_requests)")).fetchall()]
+            if "interrupt_id" not in cols:  # files written before interrupt ids were recorded
+                await conn.execute("ALTER TABLE help_requests ADD COLUMN interrupt_id TEXT NOT NULL DEFAULT ''")
+            await conn.commit()
+        except BaseException:
+            await conn.close()  # else its worker thread keeps the process alive after the error
+            raise
         return cls(conn)
 
     async def close(self) -> None:
         await self._conn.close()
 
-    async def mark_seen(self, message_id: str, thread_key: str) -> bool:
-        """Record a message id; True the first time, False for any repeated delivery."""
-        cur = await self._conn.execute(
-            "INSERT OR IGNORE INTO seen_messages (message_id, thread_key, seen_at) VALUES (?, ?, ?)",
-            (message_id, thread_key, time.time()),
-        )
-        await self._conn.commit()
-        return cur.rowcount == 1
+    async def mark_seen(self, message_id: str, thread_key: str,
+                        run: tuple[str, dict[str, Any], dict[str, Any]] | None = None) -> bool:
+        """Record a message id; True the first time, False for any repeated delivery.
+
+        With ``run = (platform, responder reference, message record)`` the message is
+        also queued as a run in flight (run id = ``message_id``), in the same transaction:
+        from then on a crash cannot lose it (:meth:`unfinished_runs`).
+        """
+        async with self._lock:
+            cur = await self._conn.execute(
+                "INSERT OR IGNORE INTO seen_messages (message_id, thread_key, seen_at) VALUES (?, ?, ?)",
+                (message_id, thread_key, time.time()),
+            )
+            first = cur.rowcount == 1
+            if first and run is not None:
+                platform, reference, message = run
+                await self._conn.execute(
+                    "INSERT OR REPLACE INTO runs (run_id, thread_key, platform, reference, message, started_at, stage)"
+                    " VALUES (?, ?, ?, ?, ?, ?, 'queued')",
+                    (message_id, thread_key, platform, json.dumps(reference), json.dumps(message), time.time()))
+            await self._conn.commit()
+        return first
 
     async def thread_of(self, message_id: str) -> str | None:
         """The thread key a handled message id was recorded with, or None."""
@@ -74,13 +104,13 @@ class Bookkeeping:
         return cur.rowcount
 
     async def open_help_request(self, thread_key: str, platform: str, reference: dict[str, Any],
-                                question: str, timeout_seconds: float) -> float:
+                                question: str, timeout_seconds: float, interrupt_id: str = "") -> float:
         """Record an open help request; returns its deadline (epoch seconds)."""
         deadline = time.time() + timeout_seconds
         await self._conn.execute(
-            "INSERT OR REPLACE INTO help_requests (thread_key, platform, reference, question, deadline, created_at, status)"
-            " VALUES (?, ?, ?, ?, ?, ?, 'open')",
-            (thread_key, platform, json.dumps(reference), question, deadline, time.time()),
+            "INSERT OR REPLACE INTO help_requests (thread_key, platform, reference, question, deadline, created_at,"
+            " status, interrupt_id) VALUES (?, ?, ?, ?, ?, ?, 'open', ?)",
+            (thread_key, platform, json.dumps(reference), question, deadline, time.time(), interrupt_id),
         )
         await self._conn.commit()
         return deadline
@@ -109,8 +139,79 @@ class Bookkeeping:
     async def open_help_requests(self) -> list[dict[str, Any]]:
         """All open help requests: thread_key, platform, reference, deadline."""
         rows = await (await self._conn.execute(
-            "SELECT thread_key, platform, reference, deadline FROM help_requests WHERE status = 'open'")).fetchall()
-        return [{"thread_key": r[0], "platform": r[1], "reference": json.loads(r[2]), "deadline": r[3]} for r in rows]
+            "SELECT thread_key, platform, reference, deadline, interrupt_id FROM help_requests WHERE status = 'open'"
+        )).fetchall()
+        return [{"thread_key": r[0], "platform": r[1], "reference": json.loads(r[2]), "deadline": r[3],
+                 "interrupt_id": r[4]} for r in rows]
+
+    # ---- runs in flight (crash recovery) ------------------------------------------
+    async def run_started(self, run_id: str, thread_key: str, platform: str, reference: dict[str, Any],
+                          graph_input: dict[str, Any], checkpoint_before: str) -> None:
+        """Record that the graph is about to run (a queued message's row is updated).
+
+        Args:
+            run_id: the message id for a user message, else a made-up unique id.
+            reference: the responder's :meth:`~bot.protocol.Responder.reference`.
+            graph_input: JSON-able input to start the run again: ``{"question": str}`` or
+                ``{"resume": {...}, "interrupt_id": str}``.
+            checkpoint_before: the thread's newest checkpoint id before the run ("" if none),
+                telling a recovery whether the run saved anything.
+        """
+        await self._conn.execute(
+            "INSERT INTO runs (run_id, thread_key, platform, reference, input, checkpoint_before, started_at, stage)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, 'running') ON CONFLICT(run_id) DO UPDATE SET thread_key = excluded.thread_key,"
+            " platform = excluded.platform, reference = excluded.reference, input = excluded.input,"
+            " checkpoint_before = excluded.checkpoint_before, started_at = excluded.started_at, stage = 'running'",
+            (run_id, thread_key, platform, json.dumps(reference), json.dumps(graph_input), checkpoint_before,
+             time.time()))
+        await self._conn.commit()
+
+    async def update_run(self, run_id: str, *, reference: dict[str, Any] | None = None,
+                         stage: str | None = None) -> None:
+        """Refresh a run's responder reference (the reaction now shown) and/or its stage
+        (``running`` -> ``posted``: the answer is out, only the final reaction is left)."""
+        if reference is not None:
+            await self._conn.execute("UPDATE runs SET reference = ? WHERE run_id = ?", (json.dumps(reference), run_id))
+        if stage is not None:
+            await self._conn.execute("UPDATE runs SET stage = ? WHERE run_id = ?", (stage, run_id))
+        await self._conn.commit()
+
+    async def finish_run(self, run_id: str) -> None:
+        """Forget a run that ended (answered, apologised for, paused for a human, or no run needed)."""
+        await self._conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+        await self._conn.commit()
+
+    async def unfinished_runs(self) -> list[dict[str, Any]]:
+        """Runs queued or started and never finished (the process died), oldest first:
+        run_id, thread_key, platform, reference, message, input, checkpoint_before,
+        started_at, stage (``queued`` | ``running`` | ``posted``)."""
+        rows = await (await self._conn.execute(
+            "SELECT run_id, thread_key, platform, reference, message, input, checkpoint_before, started_at, stage"
+            " FROM runs ORDER BY started_at")).fetchall()
+        return [{"run_id": r[0], "thread_key": r[1], "platform": r[2], "reference": json.loads(r[3]),
+                 "message": json.loads(r[4]), "input": json.loads(r[5]), "checkpoint_before": r[6],
+                 "started_at": r[7], "stage": r[8]} for r in rows]
+
+    # ---- claims on help requests ---------------------------------------------------
+    async def claim_interrupt(self, interrupt_id: str, thread_key: str, by: str) -> bool:
+        """Atomically claim the right to resume the interrupt ``interrupt_id``: True for
+        the first caller only (across tasks and processes sharing this file)."""
+        cur = await self._conn.execute(
+            "INSERT OR IGNORE INTO claims (interrupt_id, thread_key, claimed_by, at) VALUES (?, ?, ?, ?)",
+            (interrupt_id, thread_key, by, time.time()))
+        await self._conn.commit()
+        return cur.rowcount == 1
+
+    async def release_interrupt(self, interrupt_id: str) -> None:
+        """Give a claim back (its resume could not start), so another reply may win."""
+        await self._conn.execute("DELETE FROM claims WHERE interrupt_id = ?", (interrupt_id,))
+        await self._conn.commit()
+
+    async def forget_claims_before(self, seconds: float) -> int:
+        """Drop claims older than ``seconds`` (their interrupts were resumed long ago)."""
+        cur = await self._conn.execute("DELETE FROM claims WHERE at < ?", (time.time() - seconds,))
+        await self._conn.commit()
+        return cur.rowcount
 
     async def audit(self, actor: str, command: str, allowed: bool, detail: str = "") -> None:
         """Append an admin command to the audit log."""

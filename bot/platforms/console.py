@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bot.chat.text import REPLY_SYNTAX
-from bot.protocol import Answer, HelpRequest, IncomingMessage, Status
+from bot.protocol import Answer, HelpRequest, IncomingMessage, PostError, Status, clean_text
 from bot.terminal import make_console
 
 _STATUS_TEXT = {
@@ -64,11 +64,19 @@ class ConsoleResponder:
             self.console.print(f"  … {_STATUS_TEXT[status]}", style="dim")
 
     async def post_answer(self, answer: Answer) -> None:
+        """Print the answer (or record it only, ``show_answers=False``).
+
+        Raises:
+            PostError: the terminal could not be written (closed pipe, full disk).
+        """
         self.answers.append(answer)
         if not self.show_answers:
             return
-        self.console.print(Text.assemble(("threadwise", "bold cyan"), " ", (f"({self.thread})", "dim")))
-        self.console.print(format_answer(answer), markup=False, highlight=False)
+        try:
+            self.console.print(Text.assemble(("threadwise", "bold cyan"), " ", (f"({self.thread})", "dim")))
+            self.console.print(format_answer(answer), markup=False, highlight=False)
+        except OSError as exc:
+            raise PostError(f"the answer could not be printed: {exc}") from exc
 
     async def post_help_request(self, request: HelpRequest) -> None:
         self.help_requests.append(request)
@@ -101,10 +109,23 @@ async def _read_lines(stdin: TextIO) -> AsyncIterator[str]:
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[str] = asyncio.Queue()
 
+    reconfigure = getattr(stdin, "reconfigure", None)
+    if reconfigure:  # bytes that are not UTF-8 arrive as lone surrogates (cleaned later), not as a crash
+        try:
+            reconfigure(errors="surrogateescape")
+        except (ValueError, OSError):
+            pass
+
     def pump() -> None:
         while True:
-            line = stdin.readline()
-            loop.call_soon_threadsafe(queue.put_nowait, line)
+            try:
+                line = stdin.readline()
+            except Exception:  # noqa: BLE001 - an unreadable input ends the session, never hangs it
+                line = ""
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, line)
+            except RuntimeError:  # the loop is closed
+                return
             if not line:
                 return
 
@@ -116,9 +137,27 @@ async def _read_lines(stdin: TextIO) -> AsyncIterator[str]:
         yield line
 
 
+async def _until(lines: AsyncIterator[str], stop: asyncio.Event | None) -> AsyncIterator[str]:
+    """``lines`` until ``stop`` is set (a line being answered is finished first)."""
+    it = lines.__aiter__()
+    while not (stop and stop.is_set()):
+        nxt = asyncio.ensure_future(it.__anext__())
+        waits = {nxt} | ({asyncio.ensure_future(stop.wait())} if stop else set())
+        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for p in pending:
+            p.cancel()
+        if nxt not in done:
+            return
+        try:
+            yield nxt.result()
+        except StopAsyncIteration:
+            return
+
+
 async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None = None,
-                      console: Console | None = None) -> None:
-    """Interactive chat loop on ``runtime.service`` until ``/quit`` or end of input."""
+                      console: Console | None = None, stop: asyncio.Event | None = None) -> None:
+    """Interactive chat loop on ``runtime.service`` until ``/quit``, end of input or ``stop``
+    (set by SIGTERM in the CLI: the answer in flight is finished, then the loop ends)."""
     console = console or make_console()
     stdin = stdin or sys.stdin
     service = runtime.service
@@ -135,8 +174,8 @@ async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None =
 
     if interactive:
         console.print(prompt(), end="")
-    async for raw in _read_lines(stdin):
-        line = raw.strip()
+    async for raw in _until(_read_lines(stdin), stop):
+        line = clean_text(raw).strip()
         if line in ("/quit", "/exit"):
             break
         name, _, arg = line.partition(" ")
@@ -157,5 +196,8 @@ async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None =
                                   message_id=f"console:{thread}:{uuid.uuid4().hex}", author_id=user,
                                   author_name=user, text=line, is_admin=True, is_expert=True)
             await service.handle(msg, out)
+            if stop and stop.is_set():
+                console.print("[dim]stopping: the answer above was finished first[/dim]")
+                break
         if interactive:
             console.print(prompt(), end="")

@@ -55,11 +55,27 @@ from bot.platforms.discord_auth import is_admin, is_expert
 from bot.platforms.discord_format import strip_mentions, thread_name
 from bot.platforms.discord_responder import DiscordResponder, InteractionResponder
 from bot.platforms.discord_views import HelpButton, help_modal, modal_text, parse_modal_id
-from bot.protocol import HumanAction, IncomingMessage
+from bot.protocol import HumanAction, IncomingMessage, clean_text
 
 log = logging.getLogger("threadwise.discord")
 
 _DEFAULT_API_BASE = discord.http.Route.BASE
+
+
+def _tolerant_from_json(raw: Any, _strict: Any = discord.utils._from_json) -> Any:
+    """discord.py parses gateway frames with orjson when it is installed, and orjson
+    refuses lone UTF-16 surrogates (``"\\ud83d"``: half an emoji, which Discord does
+    send). Parse such a frame with the standard library instead; the text is cleaned
+    later, in :class:`bot.protocol.IncomingMessage`."""
+    try:
+        return _strict(raw)
+    except ValueError:
+        import json
+
+        return json.loads(raw)
+
+
+discord.utils._from_json = _tolerant_from_json  # the one place discord.py's gateway and HTTP parse JSON
 _DEFAULT_GATEWAY = discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY
 _USER_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 SHUTDOWN_GRACE_SECONDS = 10.0  # in-flight answers may finish this long after a stop request
@@ -128,7 +144,8 @@ class ThreadwiseBot(discord.Client):
         self.tree.on_error = self._on_tree_error  # type: ignore[method-assign]
         self._tasks: set[asyncio.Task[Any]] = set()
         self._chains: dict[int, asyncio.Future[None]] = {}
-        self.service.register_platform("discord", lambda ref: DiscordResponder.from_reference(self, ref))
+        self.service.register_platform("discord", lambda ref: DiscordResponder.from_reference(self, ref),
+                                       ready=self.wait_until_ready)
 
     # ------------------------------------------------------------------ start-up
     async def setup_hook(self) -> None:
@@ -169,6 +186,7 @@ class ThreadwiseBot(discord.Client):
             discord.PrivilegedIntentsRequired: refused although message content was already off.
             discord.ConnectionClosed, discord.GatewayNotFound: unrecoverable gateway errors.
         """
+        backoff = 1.0
         while True:
             try:
                 await self.connect(reconnect=True)
@@ -181,6 +199,15 @@ class ThreadwiseBot(discord.Client):
                 # The client stays open after a 4014; reconnect with the intent dropped.
                 self._connection._intents.message_content = False
                 self.message_content_enabled = False
+            except (discord.LoginFailure, discord.ConnectionClosed, discord.GatewayNotFound):
+                raise
+            except Exception as exc:  # noqa: BLE001 - discord.py ends connect() on any error parsing one event
+                if self.is_closed():
+                    return
+                log.error("discord: gateway event could not be handled (%s: %s); reconnecting in %.0f s",
+                          type(exc).__name__, str(exc)[:200], backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 60.0)
 
     def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
         """discord.py's event dispatch, with ``on_message`` given a copy of the message as
@@ -334,7 +361,7 @@ class ThreadwiseBot(discord.Client):
         assert self.user is not None
         mentioned = self._mentions_me(message)
         own_role = self._own_role_id(message)
-        text = strip_mentions(message.content, [self.user.id], [own_role] if own_role else [])
+        text = strip_mentions(clean_text(message.content), [self.user.id], [own_role] if own_role else [])
         channel = message.channel
         guild_id = message.guild.id if message.guild else None
         reply_channel = channel.id

@@ -1,0 +1,169 @@
+"""Finish the runs an earlier process left unfinished (a crash, ``kill -9``, power loss).
+
+Every user message is recorded in the bookkeeping as a run in flight together with its
+dedup mark (one transaction, :meth:`bot.store.Bookkeeping.mark_seen`); the record is
+refreshed when the graph starts (input, the checkpoint id before the run) and after
+every status change (the responder reference names the reaction now shown), and it is
+deleted when the answer, apology or help request is out. So at start every record left
+is a question that was never answered. For each (oldest first, threads in parallel,
+one thread's runs in order) the service rebuilds the responder from its reference
+(``ChatService.register_platform``) and:
+
+=============================================  =========================================
+state found                                    what happens
+=============================================  =========================================
+older than ``resume_window_seconds``           the apology (+ apology reaction)
+queued, never started                          handled now, like a new message
+the graph never saved a step of this run       the run is started again from its input
+a pending next node, no interrupt              the run continues from its last checkpoint
+finished / paused, not reported                its answer / help request is posted now
+answer posted, final reaction missing          only the reaction is set
+=============================================  =========================================
+
+Why continue rather than apologise: every step is checkpointed during a run (LangGraph
+durability "async"), so the last checkpoint is at most one step old: continuing costs
+only the step that was cut off, and the user gets the answer they asked for in the same
+thread, as if the bot had been slow. After ``resume_window_seconds`` (config.toml) an
+answer would arrive long after the user moved on, and documents may have changed, so an
+apology asking them to ask again is the better reply.
+
+The platform redelivering the message after the restart changes nothing: its id is
+already marked seen, so only the recovery answers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import HumanMessage
+from langgraph.types import Command
+
+from bot.failures import describe_failure
+from bot.protocol import Answer, IncomingMessage, Responder, Status
+
+if TYPE_CHECKING:
+    from bot.service import ChatService
+
+log = logging.getLogger(__name__)
+
+#: How long recovery waits for a run's platform adapter to register (it starts alongside).
+PLATFORM_WAIT_SECONDS = 30.0
+
+
+async def recover_runs(service: "ChatService", runs: list[dict[str, Any]]) -> None:
+    """Finish ``runs`` (rows of :meth:`bot.store.Bookkeeping.unfinished_runs`): threads in
+    parallel, each thread's runs in the order they arrived. Never raises."""
+    by_thread: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in runs:
+        by_thread[row["thread_key"]].append(row)
+
+    async def one_thread(rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            try:
+                await recover_run(service, row)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one broken record must not stop the others
+                log.error("[%s] recovery of %s failed: %s", row["thread_key"], row["run_id"], describe_failure(exc))
+                await service._best_effort(service.store.finish_run(row["run_id"]), row["thread_key"])
+
+    await asyncio.gather(*(one_thread(rows) for rows in by_thread.values()))
+
+
+async def _responder(service: "ChatService", platform: str, reference: dict[str, Any]) -> Responder | None:
+    """The run's responder, once its platform adapter is registered and ready; None if no
+    adapter of that platform runs in this process (the record is left for one that does)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PLATFORM_WAIT_SECONDS
+    while platform not in service._factories and loop.time() < deadline:
+        await asyncio.sleep(0.1)
+    if platform not in service._factories:
+        return None
+    ready = service._ready.get(platform)
+    while ready is not None:
+        try:
+            await asyncio.wait_for(ready(), max(1.0, deadline - loop.time()))
+            break
+        except RuntimeError:  # e.g. discord.py before login: "Client has not been properly initialised"
+            if loop.time() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        except TimeoutError:
+            log.warning("recovery: the %s adapter is not ready; posting anyway", platform)
+            break
+    return service._responder_from(platform, reference, None)
+
+
+async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
+    """Finish one unfinished run (see the module docstring for the decision)."""
+    key, run_id, stage = row["thread_key"], row["run_id"], row["stage"]
+    out = await _responder(service, row["platform"], row["reference"])
+    if out is None:
+        log.warning("[%s] recovery: %s belongs to %s, which does not run in this process; left for it", key,
+                    run_id, row["platform"])
+        return
+    age = time.time() - float(row["started_at"])
+    stale = age > service.resume_window_seconds
+    if stage == "queued":
+        message = row.get("message") or {}
+        if not message or stale:
+            log.info("[%s] recovery: %s queued %.0fs ago, %s", key, run_id, age,
+                     "apologising" if message else "nothing to do")
+            if message:
+                await _apologise(service, key, run_id, out)
+            else:
+                await service.store.finish_run(run_id)
+            return
+        log.info("[%s] recovery: handling %s (queued %.0fs ago, never started)", key, run_id, age)
+        await service._dispatch_guarded(IncomingMessage(**message), out, run_id=run_id)
+        return
+    async with service._thread(key):
+        cfg = service._cfg(key)
+        state = await service.graph.aget_state(cfg)
+        latest = str((state.config or {}).get("configurable", {}).get("checkpoint_id") or "")
+        if stage == "posted":
+            kind = (state.values or {}).get("outcome") or "answer"
+            log.info("[%s] recovery: %s was posted; setting the final reaction", key, run_id)
+            await out.set_status(Status.APOLOGY if kind == "apology" else Status.DONE)
+            await service.store.finish_run(run_id)
+            return
+        if stale:
+            log.info("[%s] recovery: %s started %.0fs ago (> %.0fs): apologising", key, run_id, age,
+                     service.resume_window_seconds)
+            await _apologise(service, key, run_id, out)
+            return
+        record = row.get("input") or {}
+        platform = row["platform"]
+        async with service._runs:
+            if latest == row.get("checkpoint_before", ""):
+                graph_input = _input_of(record)
+                if graph_input is None:
+                    await _apologise(service, key, run_id, out)
+                    return
+                log.info("[%s] recovery: %s saved no step: starting it again", key, run_id)
+                await service._run(key, graph_input, out, platform=platform, run_id=run_id, record=record,
+                                   is_resume="resume" in record)
+            elif state.next and not state.interrupts:
+                log.info("[%s] recovery: %s continues at %s from checkpoint %s", key, run_id, ",".join(state.next),
+                         latest)
+                await service._run(key, None, out, platform=platform, run_id=run_id, record=record, is_resume=True)
+            else:
+                log.info("[%s] recovery: %s ended before it was reported: reporting it", key, run_id)
+                await service._report(key, state, out, platform=platform, run_id=run_id, t0=time.perf_counter())
+
+
+def _input_of(record: dict[str, Any]) -> Any:
+    if "question" in record:
+        return {"messages": [HumanMessage(str(record["question"]))]}
+    if "resume" in record:
+        return Command(resume=record["resume"])
+    return None
+
+
+async def _apologise(service: "ChatService", key: str, run_id: str, out: Responder) -> None:
+    answer = Answer(text=service.admin_commands.apology, kind="apology")
+    await service._post_final(key, run_id, answer, out)

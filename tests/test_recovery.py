@@ -1,0 +1,131 @@
+"""A crash loses nothing and doubles nothing: ``threadwise run`` (Slack HTTP mode, a real
+subprocess) is killed with SIGKILL while a question is in the graph; after a restart on the
+same data folder the question gets exactly one answer (or, when too old, the apology) in
+its thread, the "working" reactions are cleared, and a redelivery of the message by Slack
+does not start a second answer."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tests.fakes.mistral_stall import StallingMistral, mistral_server, models_section
+from tests.fakes.slack_api import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, FakeSlackAPI, SlackEvents, all_text, write_config
+from tests.test_slack_run import free_port, post, thread_posts
+
+ROOT = Path(__file__).resolve().parent.parent
+CHANNEL = "C0GENERAL"
+
+
+class BotProcess:
+    """``python -m bot run`` in Slack HTTP mode against the fakes (Slack + Mistral)."""
+
+    def __init__(self, tmp_path: Path, fake: FakeSlackAPI, model: StallingMistral, *, service: str = "") -> None:
+        self.port = free_port()
+        config = write_config(tmp_path, fake, slack=f'http_port = {self.port}\nhttp_host = "127.0.0.1"',
+                              extra=models_section(model))
+        if service:
+            config.write_text(config.read_text().replace("[service]\n", f"[service]\n{service}\n", 1))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_"))}
+        env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, MISTRAL_API_KEY="test-key",
+                   HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+        self.log = tmp_path / f"threadwise-{self.port}.log"
+        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "run", "--config", str(config)], cwd=ROOT,
+                                     env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    async def wait_ready(self, session: aiohttp.ClientSession, timeout: float = 120) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            try:
+                async with session.get(self.url + "/healthz") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientConnectionError:
+                pass
+            await asyncio.sleep(0.2)
+        raise TimeoutError(self.log.read_text()[-3000:])
+
+    async def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        while self.proc.poll() is None:
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> str:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            for _ in range(300):
+                if self.proc.poll() is not None:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                self.proc.kill()
+        return self.log.read_text()
+
+
+def answers_in(fake: FakeSlackAPI, ts: str) -> list[dict]:
+    return [p for p in thread_posts(fake, ts) if not any(b.get("type") == "actions" for b in p.get("blocks") or [])]
+
+
+@pytest.mark.parametrize("stall_on, service, expected, reaction", [
+    ("generate", "", "make rollback", "white_check_mark"),      # mid-run: continues from a checkpoint
+    ("route", "", "make rollback", "white_check_mark"),         # the first model call
+    ("grade_answer", "resume_window_seconds = 0", "Sorry", "disappointed"),  # too old to continue: the apology
+])
+async def test_killed_mid_run_the_question_is_answered_once_after_a_restart(tmp_path, fake, stall_on, service,
+                                                                            expected, reaction):
+    events = SlackEvents()
+    async with mistral_server(stall_on={stall_on}) as model:
+        first = BotProcess(tmp_path, fake, model, service=service)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await first.wait_ready(session)
+                ts = fake.next_ts()
+                event = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, kind="app_mention",
+                                            text=f"<@{BOT_USER_ID}> how do I roll back a deploy?")
+                status, _ = await post(session, first.url + "/slack/events", events.event(event, event_id="Ev1"))
+                assert status == 200
+                try:
+                    await asyncio.wait_for(model.stalled.wait(), 60)
+                except TimeoutError:
+                    raise AssertionError(first.log.read_text()[-3000:]) from None
+                await asyncio.sleep(0.5)  # let the step before the stalled call be checkpointed
+                working = list(fake.reactions.get((CHANNEL, ts), []))
+                await first.kill()
+                assert answers_in(fake, ts) == []
+                assert working and "white_check_mark" not in working  # e.g. eyes / mag / pencil2
+                model.release()
+
+                second = BotProcess(tmp_path, fake, model, service=service)
+                try:
+                    await second.wait_ready(session)
+                    # Slack redelivers the event (no ack came from the dead process)
+                    status, _ = await post(session, second.url + "/slack/events",
+                                           events.event(event, event_id="Ev1", retry_num=1))
+                    assert status == 200
+                    # ... and the same message again by another subscription (a new event id)
+                    again = dict(event, type="message", channel_type="channel")
+                    status, _ = await post(session, second.url + "/slack/events", events.event(again, event_id="Ev2"))
+                    assert status == 200
+                    await fake.wait_for(lambda: answers_in(fake, ts)
+                                        and fake.reactions.get((CHANNEL, ts)) == [reaction], timeout=60)
+                    await asyncio.sleep(1.5)  # nothing more may come
+                finally:
+                    log2 = await second.stop()
+        finally:
+            await first.stop()
+    posts = answers_in(fake, ts)
+    assert len(posts) == 1, log2[-3000:]
+    assert posts[0]["thread_ts"] == ts
+    assert expected in all_text(posts[0])
+    assert fake.reactions[(CHANNEL, ts)] == [reaction]
+    assert "recovery" in log2
