@@ -100,3 +100,40 @@ async def test_reply_restart_second_reply_refused(slack):
     await slack.send(click(slack, "UEXPERT", help_msg, "threadwise_dismiss"))
     assert len(finals(slack, ts)) == 1
     assert len(handled_notes(slack)) == 1
+
+
+# ---- Discord: a text reply and a button at once ------------------------------------------------
+@pytest.fixture
+async def discord_fake():
+    from tests.fakes.discord_gateway import FakeDiscord
+
+    server = await FakeDiscord().start()
+    yield server
+    await server.close()
+
+
+@pytest.mark.parametrize("button_first", [False, True])
+async def test_discord_text_reply_and_button_one_wins(tmp_path, discord_fake, button_first):
+    from tests.fakes.discord_gateway import DiscordHarness
+    from tests.test_discord_bot import (answers, ask_in_channel, button_ids, ephemeral_texts, never_grounded,
+                                        wait_help_request)
+
+    fake = discord_fake
+    bot = await DiscordHarness(tmp_path, fake, never_grounded()).open()
+    try:
+        alice = fake.add_user("alice")
+        erin = fake.add_user("erin", roles=[fake.expert_role_id])
+        _, thread_id = await ask_in_channel(fake, bot, alice, "what is the VPN password policy?")
+        help_msg = await wait_help_request(fake, bot, thread_id)
+        text = fake.send_message(erin, "answer: Every 90 days, enforced by IT.", channel_id=thread_id)
+        click = fake.click(erin, help_msg, button_ids(help_msg)["Dismiss"])
+        results = await asyncio.gather(*((click, text) if button_first else (text, click)))
+        click_payload = results[0] if button_first else results[1]
+        await fake.wait_until(lambda: answers(fake, thread_id), timeout=20)
+        await asyncio.sleep(0.5)
+        await bot.idle()
+        notes = ephemeral_texts(fake, click_payload) + answers(fake, fake.dm_channels.get(erin.id, "-"))
+        assert len(answers(fake, thread_id)) == 1
+        assert len([n for n in notes if "already been handled" in n]) == 1, notes
+    finally:
+        await bot.close()
