@@ -82,6 +82,13 @@ def resolve_graders(graders: str, model: BaseChatModel) -> str:
     return graders
 
 
+def resolve_composer(composer: str, model: BaseChatModel) -> str:
+    """``auto`` -> ``extractive`` for the offline llama.cpp model (too small to write answers), else ``llm``."""
+    if composer == "auto":
+        return "extractive" if json_mode_for(model) == "llamacpp" else "llm"
+    return composer
+
+
 @asynccontextmanager
 async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: BaseChatModel | None = None,
                        embeddings: Embeddings | None | str = "config", sources: Sequence[str] | None = None,
@@ -124,7 +131,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
                             "documentation from " + ", ".join(Path(s).name for s in sources)),
             apology=settings.service.apology,
             graders=resolve_graders(g.graders, model), relevance_threshold=g.relevance_threshold,
-            grounding_threshold=g.grounding_threshold,
+            grounding_threshold=g.grounding_threshold, composer=resolve_composer(g.composer, model),
         ),
     )
     s = settings.service
