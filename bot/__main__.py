@@ -127,6 +127,7 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             kind = answer.kind if answer else ("help_request" if result and result.help_request else "notice")
             print(json.dumps({"answer": answer.text if answer else None, "kind": kind,
                               "sources": [s.location for s in (answer.sources if answer else [])],
+                              "route_note": answer.route_note if answer else "",
                               "notices": out.notices, "path": v.get("path", []), "route": v.get("route"),
                               "llm_calls": v.get("llm_calls", 0),
                               "seconds": round(result.seconds, 2) if result else 0.0,

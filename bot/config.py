@@ -85,6 +85,7 @@ class GraphSettings(_Section):
     graders: Literal["auto", "llm", "lexical"] = "auto"
     relevance_threshold: float = Field(0.3, ge=0.0, le=1.0)
     grounding_threshold: float = Field(0.6, ge=0.0, le=1.0)
+    composer: Literal["auto", "llm", "extractive"] = "auto"
     recursion_limit: int = Field(60, ge=10, le=1000)
 
 

@@ -136,9 +136,12 @@ def totals(rows: list[EvalRow]) -> dict[str, Any]:
     """Aggregate figures; ``median_llm_calls_first_pass`` is over kb questions answered on
     the first pass (one knowledge-base search, no web search, no human)."""
     first = [r.llm_calls for r in rows if r.first_pass and r.expected_route == "vectorstore"]
+    kb_rows = [r for r in rows if r.kind in ("kb", "followup")]
     return {
         "questions": len(rows),
         "route_accuracy": _mean([1.0 if r.route_ok else 0.0 for r in rows]),
+        "route_accuracy_kb_followup_direct": _mean([1.0 if r.route_ok else 0.0 for r in rows
+                                                    if r.kind in ("kb", "followup", "direct")]),
         "recall_at_1": _mean([r.recall_at_1 for r in rows]),
         "recall_at_5": _mean([r.recall_at_5 for r in rows]),
         "recall_at_5_followup": _mean([r.recall_at_5 for r in rows if r.kind == "followup"]),
@@ -148,4 +151,7 @@ def totals(rows: list[EvalRow]) -> dict[str, Any]:
         "median_llm_calls": statistics.median([r.llm_calls for r in rows]) if rows else None,
         "median_seconds": statistics.median([r.seconds for r in rows]) if rows else None,
         "outcomes": {o: sum(r.outcome == o for r in rows) for o in sorted({r.outcome for r in rows})},
+        # help requests on kb/followup questions whose expected page was in the first search
+        "help_requests_page_retrieved": sum(r.outcome == "help_request" and bool(r.recall_at_5) for r in kb_rows),
+        "help_requests_web": sum(r.outcome == "help_request" for r in rows if r.kind == "web"),
     }

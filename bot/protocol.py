@@ -165,6 +165,8 @@ class Answer:
         kind: ``"answer"`` (grounded answer), ``"direct"`` (no retrieval),
             ``"human"`` (a human's answer to a help request) or ``"apology"``.
         answered_by: for ``kind == "human"``, the name of the human who answered.
+        note: a note the runtime adds to the route note (e.g. that the chat model is
+            unavailable and the answer quotes the documents); empty for none.
     """
 
     text: str
@@ -172,6 +174,7 @@ class Answer:
     route: list[str] = field(default_factory=list)
     kind: str = "answer"
     answered_by: str = ""
+    note: str = ""
 
     @property
     def route_note(self) -> str:
@@ -191,7 +194,7 @@ class Answer:
         drafts = steps.count("generate")
         if drafts > 1:
             parts.append(f"{drafts} drafts")
-        return " + ".join(parts)
+        return " + ".join(parts) + (f"; {self.note}" if self.note else "")
 
 
 @dataclass(frozen=True)

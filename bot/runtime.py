@@ -25,7 +25,14 @@ from bot.service import ChatService
 from bot.store import Bookkeeping
 from graphs.adaptive_rag import build_graph
 from graphs.knowledge import KnowledgeBase
-from graphs.models import ModelCaller, build_chat_model, build_embeddings, resolve_provider
+from graphs.models import (
+    ModelCaller,
+    ModelUnavailableError,
+    UnavailableChatModel,
+    build_chat_model,
+    build_embeddings,
+    resolve_provider,
+)
 from graphs.nodes import GraphConfig, GraphDeps
 from graphs.web import WebSearch
 
@@ -93,6 +100,40 @@ async def _opened(path: Path, opening: Any) -> Any:
         raise StorageError(f"cannot open {path}: {exc}") from exc
 
 
+def resolve_composer(composer: str, model: BaseChatModel) -> str:
+    """``auto`` -> ``extractive`` for the offline llama.cpp model (too small to write answers), else ``llm``."""
+    if composer == "auto":
+        return "extractive" if json_mode_for(model) == "llamacpp" else "llm"
+    return composer
+
+
+DEGRADED_NOTE = "the chat model is unavailable, so this quotes the documents (an admin can see why in the log)"
+
+
+def _chat_model(settings: Settings, secrets: Secrets, given: BaseChatModel | None) -> tuple[BaseChatModel, str]:
+    """The chat model, and why it is unavailable ("" when it works).
+
+    When the offline model was chosen by default (``provider = "auto"`` and no
+    MISTRAL_API_KEY) and cannot run (its backend died in its self-check, or the offline
+    extra is not installed), the bot keeps serving: one error line in the log, and the
+    graph answers extractively with no model call. A model the operator chose explicitly
+    must work: its failure is raised (the CLI exits 2).
+
+    Raises:
+        ModelUnavailableError: the explicitly configured model cannot be built.
+    """
+    if given is not None:
+        return given, ""
+    m = settings.models
+    try:
+        return build_chat_model(m, secrets.mistral_api_key), ""
+    except ModelUnavailableError as exc:
+        if m.provider != "auto" or secrets.mistral_api_key:
+            raise
+        log.error("%s; answering with the documents' own sentences until it is fixed", exc)
+        return UnavailableChatModel(reason=str(exc)), str(exc)
+
+
 @asynccontextmanager
 async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: BaseChatModel | None = None,
                        embeddings: Embeddings | None | str = "config", sources: Sequence[str] | None = None,
@@ -112,7 +153,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
         KnowledgeBaseError: a knowledge source is missing.
     """
     m = settings.models
-    model = chat_model or build_chat_model(m, secrets.mistral_api_key)
+    model, degraded = _chat_model(settings, secrets, chat_model)
     if embeddings == "config":
         emb, emb_id = build_embeddings(settings.knowledge.embeddings, m, secrets.mistral_api_key)
     else:
@@ -134,8 +175,9 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             kb_description=(settings.knowledge.description if not sources else
                             "documentation from " + ", ".join(Path(s).name for s in sources)),
             apology=settings.service.apology,
-            graders=resolve_graders(g.graders, model), relevance_threshold=g.relevance_threshold,
-            grounding_threshold=g.grounding_threshold,
+            graders="lexical" if degraded else resolve_graders(g.graders, model),
+            relevance_threshold=g.relevance_threshold, grounding_threshold=g.grounding_threshold,
+            composer="extractive" if degraded else resolve_composer(g.composer, model),
         ),
     )
     s = settings.service
@@ -149,6 +191,8 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             await _opened(cp_path, saver.setup())
             graph = build_graph(deps, checkpointer=saver)
             provider = "scripted/test" if chat_model else resolve_provider(m.provider, secrets.mistral_api_key)
+            if degraded:
+                provider = f"unavailable, answers quote the documents ({degraded})"
             admin = AdminCommands(
                 knowledge, store, kb_description=settings.knowledge.description, apology=s.apology,
                 describe={"Chat model": provider, "Web search": "on (Tavily)" if web else "off"},
@@ -160,6 +204,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
                 max_question_characters=s.max_question_characters,
                 dedup_retention_seconds=s.dedup_retention_days * 86400,
                 resume_window_seconds=s.resume_window_seconds, storage_apology=s.storage_apology,
+                answer_note=DEGRADED_NOTE if degraded else "",
             )
             log.info("runtime ready: model=%s web=%s index=%s", provider, bool(web), knowledge.stats())
             try:

@@ -128,8 +128,10 @@ class ChatService:
                  max_concurrent_runs: int = 8, recursion_limit: int = 60,
                  empty_question_reply: str = "What would you like to know?", keep_checkpoints: int = 1,
                  max_question_characters: int = 4000, dedup_retention_seconds: float = 7 * 86400,
-                 resume_window_seconds: float = 900.0, storage_apology: str = DEFAULT_STORAGE_APOLOGY):
+                 resume_window_seconds: float = 900.0, storage_apology: str = DEFAULT_STORAGE_APOLOGY,
+                 answer_note: str = ""):
         self.graph = graph
+        self.answer_note = answer_note  # shown with every answer, e.g. "chat model unavailable"
         self.store = store
         self.admin_commands = admin
         self.help_timeout_seconds = help_timeout_seconds
@@ -517,6 +519,7 @@ class ChatService:
             sources=[Source(s.get("title", ""), s.get("location", "")) for s in values.get("sources", [])],
             route=list(values.get("path", [])), kind=_OUTCOME_KIND.get(outcome, "answer"),
             answered_by=values.get("answered_by", ""),
+            note=self.answer_note if outcome in ("answer", "direct") else "",
         )
         posted = await self._post_final(thread_key, run_id, answer, out)
         seconds = time.perf_counter() - t0

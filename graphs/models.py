@@ -61,6 +61,26 @@ class BackendCrashedError(ModelUnavailableError):
 
 
 # ---- factories -------------------------------------------------------------------
+class UnavailableChatModel(BaseChatModel):
+    """Stands in for a chat model that could not be started (``reason`` says why).
+
+    Used when the offline model was chosen by default and its backend failed: the graph
+    then runs with ``composer = "extractive"`` and lexical graders, which make no model
+    call; a call that happens anyway raises :class:`ModelUnavailableError` (``reason``)
+    and the run ends in the apology.
+    """
+
+    reason: str = "no chat model"
+
+    @property
+    def _llm_type(self) -> str:
+        return "unavailable"
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        raise ModelUnavailableError(self.reason)
+
+
 def resolve_provider(provider: str, mistral_api_key: str) -> str:
     """``auto`` -> ``mistral`` if a key is set else ``llamacpp``; others pass through."""
     if provider == "auto":

@@ -26,8 +26,10 @@ from langgraph.types import interrupt
 from pydantic import BaseModel, Field
 
 from graphs import prompts, signals
+from graphs.extractive import Extractive, TextEmbedder
 from graphs.knowledge import KnowledgeBase
 from graphs.models import ModelCaller
+from graphs.offline_router import OfflineRouter, canned_reply
 from graphs.state import PER_TURN_DEFAULTS, Doc, RAGState
 from graphs.web import WebSearch, clip_query
 
@@ -61,6 +63,11 @@ class GraphConfig:
     graders: str = "llm"  # "llm" or "lexical" (graphs/signals.py, for models too small to judge)
     relevance_threshold: float = 0.3  # lexical: share of question terms a relevant document holds
     grounding_threshold: float = 0.6  # lexical: share of answer terms found in the sources
+    # "llm" (the chat model routes and writes) or "extractive" (no chat-model call at all:
+    # graphs/offline_router.py routes, graphs/extractive.py grades and composes; the
+    # graders are then lexical/embedding whatever ``graders`` says). Also the fallback
+    # when the offline model's backend is broken.
+    composer: str = "llm"
 
 
 @dataclass
@@ -204,6 +211,52 @@ class Nodes:
     def __init__(self, deps: GraphDeps):
         self.deps = deps
         self.cfg = deps.config
+        self._extractive: Extractive | None = None
+        self._router: OfflineRouter | None = None
+
+    @property
+    def offline(self) -> bool:
+        """Extractive composer: no chat-model call in any node."""
+        return self.cfg.composer == "extractive"
+
+    @property
+    def extractive(self) -> Extractive:
+        """The extractive grader/composer over the knowledge base's embeddings (built on first use)."""
+        if self._extractive is None:
+            self._extractive = Extractive(TextEmbedder(self.deps.knowledge.embeddings), self.deps.knowledge)
+            self._router = OfflineRouter(self._extractive.embedder, self.deps.knowledge)
+        return self._extractive
+
+    @property
+    def offline_router(self) -> OfflineRouter:
+        self.extractive  # noqa: B018 - builds both
+        assert self._router is not None
+        return self._router
+
+    def _offline_questions(self, state: RAGState) -> list[str]:
+        """Question variants the extractive graders and composer score against: the
+        user's words (the message; for a follow-up also the previous user message joined
+        with it), never a rewritten keyword query (documents must answer the question)."""
+        raw = last_user_message(state)
+        prev = [_text(m) for m in history_before_last(state, self.cfg.history_messages) if isinstance(m, HumanMessage)]
+        return [raw, f"{prev[-1]} {raw}"] if prev else [raw]
+
+    def _offline_search_queries(self, state: RAGState) -> list[str | tuple[str, float]]:
+        """Search variants without a model: :func:`kb_queries` plus, for a follow-up, the
+        previous answer's opening joined with the message (it names what "it" is; on the
+        dev set follow-up recall@5 0.70 -> 1.0, bench/README.md), as ``(query, weight)``
+        where the weight is not 1."""
+        queries: list[str | tuple[str, float]] = list(kb_queries(state, self.cfg.history_messages))
+        answers = [_text(m) for m in history_before_last(state, self.cfg.history_messages) if isinstance(m, AIMessage)]
+        if answers:
+            queries.append((f"{answers[-1][:300]} {last_user_message(state)}", 1.0))
+        rewritten = state.get("kb_query", "")
+        if (state.get("path") or [""])[-1] == "rewrite_kb" and rewritten in queries and \
+                not any(f.startswith("Hint from ") for f in state.get("query_feedback", [])):
+            # the model-free rewrite (the question's terms) only nudges the ranking: its extra
+            # hits are what the grader's threshold, calibrated on first searches, has not seen
+            queries[queries.index(rewritten)] = (rewritten, 0.5)
+        return queries
 
     @property
     def web_available(self) -> bool:
@@ -223,6 +276,13 @@ class Nodes:
         ``websearch`` without web search configured goes to the knowledge base too."""
         raw = last_user_message(state)
         history = history_before_last(state, self.cfg.history_messages)
+        if self.offline:
+            route, sig = await asyncio.to_thread(self.offline_router.route, raw, bool(history))
+            if route == "websearch" and not self.web_available:
+                route = "vectorstore"
+            log.info("offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",
+                     route, sig.kb, sig.small_talk, sig.general, sig.current)
+            return {**self._step(state, "route"), "route": route, "question": raw, "kb_query": raw, "web_query": raw}
         convo = "\n".join(
             f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {_text(m)[:600]}" for m in history
         ) or "(none)"
@@ -248,6 +308,11 @@ class Nodes:
         """Answer without retrieval (greetings, small talk, general knowledge). An empty
         reply is no answer: the apology is given instead."""
         history = history_before_last(state, self.cfg.history_messages)
+        if self.offline:
+            raw = last_user_message(state)
+            small_talk = await asyncio.to_thread(self.offline_router.is_small_talk, raw)
+            return {**self._step(state, "direct"), "outcome": "direct",
+                    "generation": canned_reply(raw, self.cfg.kb_description, small_talk)}
         answer, calls = await self.deps.caller.complete(prompts.DIRECT, last_user_message(state), history)
         if not answer.strip():
             log.warning("the direct answer was empty: apologising")
@@ -255,6 +320,11 @@ class Nodes:
         return {**self._step(state, "direct", calls), "generation": answer, "outcome": "direct"}
 
     async def _rewrite(self, state: RAGState, target: str, name: str, field: str) -> dict[str, Any]:
+        if self.offline:  # no model: search with a human's hint, else the question's own terms
+            hints = [f.split(": ", 1)[1] for f in state.get("query_feedback", []) if f.startswith("Hint from ")]
+            question = state.get("question") or last_user_message(state)
+            query = " ".join([*hints[-1:], question]) if hints else " ".join(sorted(signals.terms(question)))
+            return {**self._step(state, name), field: query or question}
         tried = "\n".join(f"- {q}" for q in state.get("queries", [])) or "- (none)"
         feedback = "\n".join(f"- {f}" for f in state.get("query_feedback", [])) or "- (none)"
         default = RewrittenQuery(query=state.get("question") or last_user_message(state))
@@ -277,7 +347,10 @@ class Nodes:
     async def retrieve(self, state: RAGState) -> dict[str, Any]:
         """Hybrid search of the knowledge base with the query variants of :func:`kb_queries`."""
         queries = kb_queries(state, self.cfg.history_messages)
-        docs = await asyncio.to_thread(self.deps.knowledge.search, queries, self.cfg.k)
+        if self.offline:  # more candidates, reranked by embeddings, widened to their sections
+            docs = await asyncio.to_thread(self.extractive.retrieve, self._offline_search_queries(state), self.cfg.k)
+        else:
+            docs = await asyncio.to_thread(self.deps.knowledge.search, queries, self.cfg.k)
         update = {**self._step(state, "retrieve"), "source": "kb", "retrieved": docs, "generations": 0,
                   "kb_searches": state.get("kb_searches", 0) + 1,
                   "queries": [*state.get("queries", []), queries[0] if queries else ""]}
@@ -304,7 +377,16 @@ class Nodes:
                     "query_feedback": [*state.get("query_feedback", []),
                                        f"The {state.get('source')} search for '{query}' found nothing."]}
         default = DocGrades(documents=[DocGrade(id=i, relevant=True) for i in range(1, len(retrieved) + 1)])
-        if self.cfg.graders == "lexical":
+        if self.offline:
+            scores = await asyncio.to_thread(self.extractive.grade, self._offline_questions(state), retrieved)
+            threshold = self.extractive.relevance_threshold
+            if state.get("source") == "kb":  # a current-events question the knowledge base must answer strongly
+                history = history_before_last(state, self.cfg.history_messages)
+                route, _ = await asyncio.to_thread(self.offline_router.route, last_user_message(state), bool(history))
+                threshold = self.extractive.current_relevance_threshold if route == "websearch" else threshold
+            grades, calls = DocGrades(documents=[DocGrade(id=i, relevant=score >= threshold)
+                                                 for i, score in enumerate(scores, start=1)]), 0
+        elif self.cfg.graders == "lexical":
             question = f"{state.get('question', '')} {last_user_message(state)}"
             grades, calls = DocGrades(documents=[
                 DocGrade(id=i, relevant=signals.relevance(question, f"{d.get('title', '')} {d['text']}")
@@ -338,6 +420,11 @@ class Nodes:
         With lexical graders (a model too small to judge), a redraft after a failed
         grounding check is extractive: the documents' own key sentences, cited, with no
         model call, so a small model never shows a hallucination to the user."""
+        if self.offline:
+            answer = await asyncio.to_thread(self.extractive.compose, self._offline_questions(state),
+                                             state.get("documents", []))
+            return {**self._step(state, "generate"), "generation": answer,
+                    "generations": state.get("generations", 0) + 1}
         if self.cfg.graders == "lexical" and state.get("generations", 0) >= 1:
             # a small model's draft failed the grounding check: answer with the sources' own sentences
             question = f"{state.get('question', '')} {last_user_message(state)}"
@@ -369,7 +456,11 @@ class Nodes:
                     "generation_feedback": [*state.get("generation_feedback", []),
                                             "the draft was empty: write the answer"]}
         default = AnswerGrade(grounded=True, useful=True)
-        if self.cfg.graders == "lexical":
+        if self.offline:  # quotes are grounded by construction; an empty composition is not useful
+            draft = state.get("generation", "")
+            grade, calls = AnswerGrade(grounded=True, useful=bool(draft.strip()),
+                                       feedback="" if draft.strip() else "no sentence of the documents answers it"), 0
+        elif self.cfg.graders == "lexical":
             docs = [f"{d.get('title', '')} {d['text']}" for d in state.get("documents", [])]
             draft = state.get("generation", "")
             grounded = signals.grounding(draft, docs) >= self.cfg.grounding_threshold

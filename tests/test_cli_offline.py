@@ -60,6 +60,8 @@ embeddings = "local"
 [models]
 provider = "llamacpp"
 max_tokens = 200
+[graph]
+composer = "llm"
 """)
     result = threadwise("ask", "what env vars does the standalone container need to boot?", "--json",
                         "--config", str(cfg), cwd=tmp_path, timeout=600)

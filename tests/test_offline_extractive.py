@@ -1,0 +1,151 @@
+"""The extractive offline path (``[graph] composer = "extractive"``) end to end: the real
+graph, ChatService, SQLite checkpointer and the real local MiniLM embeddings, with a
+scripted chat model that must never be called. Greetings get a canned reply, a
+knowledge-base question an answer quoting the documents with citations and its code
+block intact, a question no document answers the help request."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bot.config import Secrets, load_settings
+from bot.platforms.console import ConsoleResponder
+from bot.protocol import IncomingMessage
+from bot.runtime import open_runtime
+from graphs.extractive import split_units
+from graphs.models import ScriptedChatModel
+
+DOCS = {
+    "deploy/container.md": """# How to deploy a standalone container
+
+## Prerequisites
+
+Build the image with `langgraph build` first.
+The following environment variables are needed for a standalone container deployment:
+`REDIS_URI` points to a Redis instance used as a pub-sub broker, and `DATABASE_URI` points
+to a Postgres database that stores threads, runs and long term memory.
+
+## Docker
+
+Run the container with docker, passing the required environment variables:
+
+```shell
+docker run \\
+    --env-file .env \\
+    -p 8123:8000 \\
+    -e REDIS_URI="foo" \\
+    -e DATABASE_URI="bar" \\
+    -e LANGSMITH_API_KEY="baz" \\
+    my-image
+```
+
+Replace my-image with the name of the image you built.
+""",
+    "auth.md": """# Authentication
+
+## Studio access
+Custom auth handlers do not apply to Studio by default. Set disable_studio_auth to true in
+langgraph.json to require tokens from Studio too.
+""",
+    "memory.md": """# Memory
+
+## Trimming messages
+A pre_model_hook that returns llm_input_messages only changes what the model sees.
+To delete messages permanently from the thread, return RemoveMessage entries in messages.
+""",
+    "persistence.md": """# Persistence
+
+## Checkpointers
+Compile the graph with a checkpointer such as InMemorySaver to keep the state of every
+thread between runs. In production use a database-backed checkpointer like PostgresSaver.
+Every run needs a thread_id in its config so the checkpointer knows which thread to load.
+""",
+}
+
+
+def msg(text: str, thread: str) -> IncomingMessage:
+    return IncomingMessage(platform="console", thread_key=f"console:{thread}", message_id=uuid.uuid4().hex,
+                           author_id="ana", author_name="ana", text=text, is_expert=True, is_admin=False)
+
+
+@pytest.fixture(scope="module")
+def offline_settings(tmp_path_factory):
+    root = tmp_path_factory.mktemp("offline")
+    for rel, text in DOCS.items():
+        p = root / "kb" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    (root / "config.toml").write_text(f"""
+[knowledge]
+sources = ["{root / 'kb'}"]
+embeddings = "local"
+[graph]
+composer = "extractive"
+[service]
+help_timeout_seconds = 600
+""")
+    return load_settings(root / "config.toml")
+
+
+async def ask(rt, text: str, thread: str) -> tuple[ConsoleResponder, dict]:
+    out = ConsoleResponder(thread, show_status=False, show_answers=False)
+    await rt.service.handle(msg(text, thread), out)
+    return out, await rt.service.thread_values(f"console:{thread}")
+
+
+@pytest.mark.slow
+async def test_extractive_mode_routes_answers_and_asks_for_help_without_the_chat_model(offline_settings):
+    model = ScriptedChatModel()
+    async with open_runtime(offline_settings, Secrets(), chat_model=model) as rt:
+        # greetings and thanks: direct, a canned reply, no search
+        for i, text in enumerate(["hi there!", "thanks a lot 🙏", "good morning team"]):
+            out, values = await ask(rt, text, f"greet{i}")
+            assert values["route"] == "direct" and "retrieve" not in values["path"], (text, values["path"])
+            assert out.answers and out.answers[0].kind == "direct" and out.answers[0].text.strip()
+
+        # knowledge-base questions: an extractive answer with citations, code kept whole
+        out, values = await ask(rt, "what env vars does the standalone container need to boot? show me the docker command",
+                                "kb1")
+        [answer] = out.answers
+        assert answer.kind == "answer", values["path"]
+        assert "REDIS_URI" in answer.text and "[1]" in answer.text
+        assert answer.sources[0].location == "deploy/container.md"
+        # the whole code block, in one fence (the index keeps code lines, not their indentation)
+        block = re.search(r"```shell\n(.*?)\n```", answer.text, re.S)
+        assert block, answer.text
+        assert [line.strip() for line in block.group(1).splitlines()] == [
+            "docker run \\", "--env-file .env \\", "-p 8123:8000 \\", '-e REDIS_URI="foo" \\',
+            '-e DATABASE_URI="bar" \\', '-e LANGSMITH_API_KEY="baz" \\', "my-image"]
+        assert answer.text.count("```") == 2
+
+        out, values = await ask(rt, "studio can reach my server without a token, how do i require auth there too?", "kb2")
+        assert out.answers and out.answers[0].kind == "answer", values["path"]
+        assert "disable_studio_auth" in out.answers[0].text and out.answers[0].sources[0].location == "auth.md"
+
+        # a question no document answers reaches the experts
+        for i, text in enumerate(["what's the weather in berlin tomorrow?",
+                                  "how do I rebalance kafka consumer groups after adding partitions?"]):
+            out, values = await ask(rt, text, f"none{i}")
+            assert not out.answers and len(out.help_requests) == 1, (text, values["path"])
+            assert values["path"].count("retrieve") == 2  # both searches spent, without a model
+
+    assert model.calls == []  # zero chat-model calls in the whole session
+
+
+def test_units_keep_code_blocks_whole_and_split_sentences():
+    units = split_units(DOCS["deploy/container.md"])
+    code = [u for u in units if u.code]
+    assert len(code) == 1 and code[0].text.startswith("```shell\ndocker run") and code[0].text.endswith("```")
+    prose = [u.text for u in units if not u.code]
+    assert "Build the image with `langgraph build` first." in prose
+    # hard-wrapped lines are joined into one sentence
+    assert any(p.startswith("The following environment variables") and p.endswith("long term memory.") for p in prose)
+    # indented fences (inside list items) and unterminated fences (a chunk cut mid-block)
+    nested = split_units("1. Install:\n\n    ```bash\n    pip install x\n    ```\n\nThen run it now please.\n")
+    assert [u.text for u in nested if u.code] == ["```bash\npip install x\n```"]
+    cut = split_units("Run this command in your shell:\n```python\nprint(1)\n")
+    assert cut[-1].code and cut[-1].text == "```python\nprint(1)\n```"
