@@ -75,6 +75,7 @@ def test_explicit_offline_model_with_a_dying_backend_exits_2_with_one_line(tmp_p
 @requires_offline_model
 def test_auto_offline_model_with_a_dying_backend_answers_extractively(tmp_path):
     cfg = write_config(tmp_path)  # provider = "auto", no key: the offline model
+    cfg.write_text(cfg.read_text().replace('embeddings = "none"', 'embeddings = "local"'))
     result = _cli("ask", "--json", "what does the standalone container need before it boots?", "--config", str(cfg),
                   cwd=tmp_path, shim=_dying_llama(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
