@@ -139,7 +139,8 @@ class KnowledgeBase:
         Returns:
             Up to ``k`` :class:`Doc` dicts, best first, at most ``max_chunks_per_file``
             per file. Dense ranking is used only when the live generation was embedded
-            with this knowledge base's embedder (else keyword only).
+            with this knowledge base's embedder and the query embedding succeeds (else
+            keyword only).
 
         Raises:
             KnowledgeBaseError: no index has been built.
@@ -157,9 +158,14 @@ class KnowledgeBase:
         weights = [weighted[q] for q in texts]
         if (self.embeddings is not None and snap.vectors is not None and texts
                 and snap.manifest.get("embedder") == self.embedder_id):
-            qv = normalise(np.asarray(self.embeddings.embed_documents(texts)))
-            rankings += [snap.dense(v, self.candidates) for v in qv]
-            weights += weights
+            try:
+                qv = normalise(np.asarray(self.embeddings.embed_documents(texts)))
+            except Exception as exc:  # noqa: BLE001 - a failing embeddings API degrades to keyword search
+                log.warning("query embedding failed (%s: %s): keyword search only", type(exc).__name__,
+                            str(exc).splitlines()[0][:200] if str(exc) else "")
+            else:
+                rankings += [snap.dense(v, self.candidates) for v in qv]
+                weights += weights
         scores = rrf_fuse(rankings, self.rrf_k, weights)
         ordered = sorted(scores, key=lambda cid: -scores[cid])
         rows = snap.chunks(ordered[: max(k * 6, 30)])
