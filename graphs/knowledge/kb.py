@@ -109,6 +109,7 @@ class KnowledgeBase:
                     snap = idx.open_generation(self.index_dir, name)
                 except KnowledgeBaseError as exc:
                     log.error("cannot open the live index generation: %s", exc)
+                    self._stamp = stamp  # logged once per change of CURRENT
                     return self._snapshot
                 if self._snapshot is not None:
                     log.info("index generation %s is live (was %s)", name, self._snapshot.directory.name)

@@ -28,7 +28,7 @@ from graphs.knowledge.sources import FENCE_RE, clean_markdown
 SPLITTER_ID = "md-blocks-1"
 """Names this chunking; stored in the manifest so a change of it rebuilds the index."""
 
-_MD = MarkdownIt("commonmark", {"html": True}).enable("table")
+_MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])  # blocks only
 _MAX_HEADING_LEVEL = 4
 
 
@@ -131,12 +131,17 @@ def _pack_lines(lines: list[str], size: int, prose: RecursiveCharacterTextSplitt
     header = header or []
     pieces: list[str] = []
     cur: list[str] = list(header)
+    size_of_cur = [sum(len(x) + 1 for x in cur)]  # characters of "\n".join(cur) + 1
     base = len(header)  # lines at the start of ``cur`` that are not new content
     opening: str | None = None  # the line that opened the current fence
     closing = ""  # the marker that closes it
 
     def length(extra: list[str]) -> int:
-        return sum(len(x) + 1 for x in cur + extra) - 1
+        return size_of_cur[0] + sum(len(x) + 1 for x in extra) - 1
+
+    def add(line: str) -> None:
+        cur.append(line)
+        size_of_cur[0] += len(line) + 1
 
     def flush() -> None:
         nonlocal cur, base
@@ -145,6 +150,7 @@ def _pack_lines(lines: list[str], size: int, prose: RecursiveCharacterTextSplitt
         elif len(cur) > base:
             pieces.append("\n".join(cur + ([closing] if opening else [])))
         cur = list(header) + ([opening] if opening else [])
+        size_of_cur[0] = sum(len(x) + 1 for x in cur)
         base = len(cur)
 
     for line in lines:
@@ -155,10 +161,10 @@ def _pack_lines(lines: list[str], size: int, prose: RecursiveCharacterTextSplitt
             room = max(size - length([*tail, ""]), 16)
             parts = _cut(line, room, prose, code or opening is not None)
             for part in parts[:-1]:
-                cur.append(part)
+                add(part)
                 flush()
             line = parts[-1]
-        cur.append(line)
+        add(line)
         m = FENCE_RE.match(line)
         if m and opening is None and not (m.group(2)[0] == "`" and "`" in m.group(3)):
             opening, closing = line, m.group(1) + m.group(2)
