@@ -125,6 +125,10 @@ Start Redis first.
 See also:
 
 - [Persistence](persistence.md)
+
+For the details read
+[the checkpoint guide](persistence.md#checkpoints)
+which covers restarts.
 """
     kb = build(tmp_path, {"deploy.md": doc})
     chunks = chunks_of(kb, "deploy.md")
@@ -133,7 +137,8 @@ See also:
                  "github.com", "persistence.md", "---"):
         assert gone not in text, gone
     for kept in ("Data loss", "The container forgets its queue when it restarts.", "Start Redis first.",
-                 "Postgres 15 or later is required.", "Persistence"):
+                 "Postgres 15 or later is required.", "Persistence",
+                 "For the details read\nthe checkpoint guide\nwhich covers restarts."):
         assert kept in text, kept
     assert "    The container" not in text  # admonition body is text, not an indented code block
     assert all(title.startswith("Deployment guide > Container") for title, _ in chunks)

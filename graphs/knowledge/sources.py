@@ -3,7 +3,8 @@
 :func:`clean_markdown` removes YAML/TOML front matter (keeping its ``title``), HTML
 comments, admonition markers (MkDocs ``!!! note``/``??? note``, Docusaurus/VuePress
 ``:::tip`` ... ``:::``, GitHub ``> [!NOTE]``) while keeping the admonitions' content,
-link-only lines (navigation, badges, "edit this page") and reference link definitions.
+link-only lines standing alone (navigation, badges, "edit this page"; in a list or inside
+a paragraph only the addresses go) and reference link definitions.
 Fenced code is never touched.
 """
 
@@ -170,15 +171,24 @@ def _clean_lines(lines: list[str]) -> list[str]:
             continue
         m = _LINK_ONLY.match(line)
         if m:
-            if m.group(1):  # a list of links: keep the titles, drop the addresses
-                texts = [t for t in (_link_text(x) for x in re.findall(_LINK, m.group(2))) if t.strip()]
+            texts = [t for t in (_link_text(x) for x in re.findall(_LINK, m.group(2))) if t.strip()]
+            before = lines[i - 2] if i >= 2 else ""
+            after = lines[i] if i < len(lines) else ""
+            if m.group(1) or not _stands_alone(before, after):
+                # a list of links, or a link inside a paragraph: keep the titles, drop the addresses
                 if texts:
-                    out.append(line[: len(line) - len(line.lstrip())] + m.group(1) + ", ".join(texts))
-            continue
+                    out.append(line[: len(line) - len(line.lstrip())] + (m.group(1) or "") + ", ".join(texts))
+            continue  # a line of its own holding only links or badges: navigation, not content
         if _LINK_DEFINITION.match(line):
             continue
         out.append(line)
     return out
+
+
+def _stands_alone(before: str, after: str) -> bool:
+    """A line between these neighbours is a paragraph of its own (or part of a block of
+    link-only lines), not a line inside a sentence."""
+    return all(not n.strip() or _LINK_ONLY.match(n) or n.lstrip().startswith(("#", "<")) for n in (before, after))
 
 
 def _link_text(link: str) -> str:
