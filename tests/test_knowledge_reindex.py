@@ -130,3 +130,27 @@ async def test_a_running_knowledge_base_serves_a_generation_written_by_another_p
     assert hits and hits[0]["location"] == "airships.md"
     assert bot_kb.stats()["files"] == 4
 
+
+
+async def test_a_killed_reindex_leaves_the_live_index_and_no_lock(tmp_path):
+    fake = HeldEmbeddings()
+    async with serve({"/v1/embeddings": fake.embeddings}) as base:
+        config = write_config(tmp_path)
+        rc, text = await finish(await run_cli(config))  # a keyword-only generation is live
+        assert rc == 0, text
+        index = tmp_path / "data" / "index"
+        live = assert_complete(index)
+        config.write_text(config.read_text().replace('embeddings = "none"', 'embeddings = "mistral"')
+                          .replace("[models]", f'[models]\nmistral_base_url = "{base}/v1"'))
+        doomed = await run_cli(config, env={"MISTRAL_API_KEY": "test-key"})
+        await asyncio.wait_for(fake.arrived.wait(), 120)
+        assert list(index.glob("*.tmp")) == [] and (index / "CURRENT").read_text() == live
+        doomed.kill()  # SIGKILL mid-build: the kernel releases its lock
+        await doomed.wait()
+        fake.release.set()
+        reader = KnowledgeBase(index, [tmp_path / "kb"])
+        assert reader.stats()["generation"] == live
+        rc, text = await finish(await run_cli(config, env={"MISTRAL_API_KEY": "test-key"}))
+    assert rc == 0, text
+    assert assert_complete(index) != live
+    assert reader.stats()["embedder"] == "mistral:mistral-embed"
