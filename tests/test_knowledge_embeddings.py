@@ -148,6 +148,7 @@ async def test_start_up_without_any_index_falls_back_to_keyword_only(tmp_path, m
     failures = [r for r in caplog.records if "index build failed" in r.getMessage()]
     assert len(failures) == 1 and "\n" not in failures[0].getMessage()
     assert "keyword-only" in failures[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info]  # one line, no tracebacks in the log
 
 
 async def test_start_up_keeps_the_last_good_generation_when_a_rebuild_fails(tmp_path, mistral):

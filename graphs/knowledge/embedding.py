@@ -23,6 +23,18 @@ from graphs.knowledge.common import EmbeddingRefusedError
 
 log = logging.getLogger(__name__)
 
+
+class _DropClientTraceback(logging.Filter):
+    """langchain-mistralai logs a full traceback ("An error occurred with MistralAI") for
+    every failed request before raising; we handle or report each failure in one line
+    ourselves, so that record is dropped (a library fault worked around here only)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "An error occurred with MistralAI"
+
+
+logging.getLogger("langchain_mistralai.embeddings").addFilter(_DropClientTraceback())
+
 _DENSE = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3000-\u9fff\uac00-\ud7af"
                     r"\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]")
 _TOO_BIG = re.compile(r"too many (?:tokens|inputs)|too large|too long|maximum context|token limit|max(imum)? .*tokens", re.I)
