@@ -85,6 +85,7 @@ class AdminCommands:
             *(f"{k}: {v}" for k, v in self.describe.items()),
             f"Open help requests: {pending}",
             f"Reindex running: {'yes' if self._reindexing.locked() else 'no'}",
+            *([f"Last index build failed: {stats['last_error']}"] if stats.get("last_error") else []),
         ]
         return "\n".join(lines)
 

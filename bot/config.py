@@ -64,6 +64,10 @@ class KnowledgeSettings(_Section):
     max_chunks_per_file: int = Field(2, ge=1, le=50)
     embeddings: Literal["auto", "local", "mistral", "none"] = "auto"
     embedding_batch_size: int = Field(64, ge=1, le=4096)
+    # Estimated tokens per embedding request (CJK characters count 1, other text chars/4).
+    # Mistral caps a request at 16384 tokens (issue 10); half of it leaves room for the
+    # estimate's error, and a refused batch is split in halves anyway.
+    embedding_batch_tokens: int = Field(8000, ge=100, le=1_000_000)
     keep_generations: int = Field(2, ge=1, le=20)
 
 

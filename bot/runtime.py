@@ -67,7 +67,7 @@ def build_knowledge_base(settings: Settings, embeddings: Embeddings | None, embe
         index_dir, srcs, k.patterns, embeddings=embeddings, embedder_id=embedder_id, chunk_size=k.chunk_size,
         chunk_overlap=k.chunk_overlap, candidates=k.candidates, rrf_k=k.rrf_k,
         max_chunks_per_file=k.max_chunks_per_file, keep_generations=k.keep_generations,
-        batch_size=k.embedding_batch_size,
+        batch_size=k.embedding_batch_size, batch_tokens=k.embedding_batch_tokens,
     )
 
 
@@ -161,7 +161,9 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
     knowledge = build_knowledge_base(settings, emb, emb_id, sources)
     if build_index and knowledge.needs_rebuild():
         log.info("building the knowledge index from %s", ", ".join(knowledge.sources))
-        await asyncio.to_thread(knowledge.reindex, progress)  # embedding calls must not block the loop
+        # a failed build (embeddings API, another reindex running) is logged and shown by
+        # `status`; the bot starts with the last good generation, or keyword-only
+        await asyncio.to_thread(knowledge.ensure_index, progress)  # embedding calls must not block the loop
     web = build_web_search(settings, secrets)
     g = settings.graph
     deps = GraphDeps(

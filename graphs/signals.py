@@ -2,16 +2,17 @@
 judge (``[graph] graders = "lexical"``, and ``"auto"`` with the offline model).
 
 They make the same checks as the LLM graders (document relevance, grounding,
-usefulness) from term overlap, at no model cost. Terms are lower-cased words of two or
-more characters, minus stopwords, with a crude suffix strip (s, es, ing, ed) so that
-"reindexing" matches "reindex".
+usefulness) from term overlap, at no model cost. Terms are those of
+:func:`graphs.terms.content_terms` (any script: case-folded words of two or more
+characters minus stopwords, character bigrams of Chinese, Japanese, Thai...), with a
+crude suffix strip (s, es, ing, ed) so that "reindexing" matches "reindex".
 """
 
 from __future__ import annotations
 
 import re
 
-from graphs.knowledge import _STOPWORDS
+from graphs.terms import content_terms
 
 _REFUSALS = ("i don't know", "i do not know", "i'm not sure", "cannot answer", "can't answer",
              "no information", "not contain", "does not say", "do not have")
@@ -20,9 +21,7 @@ _REFUSALS = ("i don't know", "i do not know", "i'm not sure", "cannot answer", "
 def terms(text: str) -> set[str]:
     """Content terms of ``text`` (see the module docstring)."""
     out = set()
-    for w in re.findall(r"[a-z0-9_]+", text.lower()):
-        if len(w) < 2 or w in _STOPWORDS:
-            continue
+    for w in content_terms(text):
         for suffix in ("ing", "es", "ed", "s"):
             if len(w) > len(suffix) + 3 and w.endswith(suffix):
                 w = w[: -len(suffix)]

@@ -1,0 +1,264 @@
+"""The index on disk: generations, the ``CURRENT`` pointer, the reindex lock, and reading.
+
+Layout (``knowledge.index_dir``, separate from the checkpoint file)::
+
+    index_dir/
+      CURRENT                 name of the live generation (replaced atomically)
+      reindex.lock            flock()ed by the one process building a generation; holds its pid
+      gen-<timestamp>-<pid>-<n>/
+        chunks.sqlite         chunk table + FTS5 keyword index (BM25 ranking)
+        vectors.npy           float32 unit vectors, row i = chunk rowid i+1 (optional)
+        manifest.json         sources, per-file sha256, chunking and embedding ids, counts
+
+A generation is written under ``<name>.tmp``, synced, renamed, and only then named in
+``CURRENT`` (written to ``CURRENT.tmp``, synced, ``os.replace``d): whoever reads
+``CURRENT`` finds a complete generation with its manifest.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from graphs import terms
+from graphs.knowledge.common import Chunk, KnowledgeBaseError, ReindexBusyError
+
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+"""SQLite FTS5 tokenizer of the keyword index. The text it sees is already
+:func:`graphs.terms.index_text` (case-folded, spaceless scripts as character bigrams)."""
+
+_MAX_QUERY_TERMS = 64
+
+
+def keyword_query(text: str) -> str:
+    """Turn free chat text in any script into an FTS5 query: the distinct content terms of
+    :func:`graphs.terms.content_terms` (identifiers also by their ``_`` parts), OR-ed and
+    each quoted, so punctuation and FTS operators in user text cannot break the query."""
+    out: dict[str, None] = {}
+    for t in terms.content_terms(text):
+        out.setdefault(t, None)
+        if "_" in t:
+            for part in t.split("_"):
+                if len(part) > 1 and part not in terms.STOPWORDS:
+                    out.setdefault(part, None)
+    return " OR ".join('"' + t.replace('"', "") + '"' for t in list(out)[:_MAX_QUERY_TERMS])
+
+
+class IndexSnapshot:
+    """One immutable generation of the index, opened read-only.
+
+    Raises:
+        KnowledgeBaseError: the generation folder or its manifest is missing or unreadable.
+    """
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        try:
+            self.manifest = json.loads((directory / "manifest.json").read_text())
+            self._conn = sqlite3.connect(f"file:{directory / 'chunks.sqlite'}?mode=ro", uri=True,
+                                         check_same_thread=False)
+            vec_path = directory / "vectors.npy"
+            self.vectors = np.load(vec_path) if vec_path.exists() else None
+        except (OSError, ValueError, sqlite3.Error) as exc:
+            raise KnowledgeBaseError(f"index generation {directory.name} is unreadable: {exc}") from exc
+        self._lock = threading.Lock()
+        self.count = int(self.manifest.get("chunks", 0))
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def keyword(self, query: str, limit: int) -> list[int]:
+        """Chunk rowids ranked by FTS5 bm25() (best first). Columns weighted text 1,
+        title 2, file 2."""
+        q = keyword_query(query)
+        if not q:
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY bm25(fts, 1.0, 2.0, 2.0) LIMIT ?",
+                (q, limit),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def dense(self, query_vector: np.ndarray, limit: int) -> list[int]:
+        """Chunk rowids ranked by cosine similarity to ``query_vector`` (best first)."""
+        if self.vectors is None or not len(self.vectors) or self.vectors.shape[1] != query_vector.shape[-1]:
+            return []
+        sims = self.vectors @ query_vector.astype(np.float32)
+        top = np.argsort(-sims)[:limit]
+        return [int(i) + 1 for i in top]
+
+    def file_chunks(self, file: str) -> list[tuple[Chunk, np.ndarray | None]]:
+        """Every chunk of ``file`` in order, with its vector (None without a dense index)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT rowid, title, text, file_hash FROM chunks WHERE file = ? ORDER BY rowid", (file,)).fetchall()
+        return [(Chunk(file=file, title=title, text=text, file_hash=h),
+                 self.vectors[rowid - 1] if self.vectors is not None else None) for rowid, title, text, h in rows]
+
+    def chunks(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """``rowid -> (file, title, text)`` for the given rowids."""
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT rowid, file, title, text FROM chunks WHERE rowid IN ({marks})", list(rowids)
+            ).fetchall()
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def _fts_file(file: str) -> str:
+    return terms.index_text(file.replace("/", " ").replace("_", " ").replace(".", " ").replace("-", " "))
+
+
+def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | None, manifest: dict) -> None:
+    """Write a complete generation into ``directory`` (an empty folder) and sync it."""
+    conn = sqlite3.connect(directory / "chunks.sqlite")
+    try:
+        conn.execute("CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, file TEXT, title TEXT, text TEXT, file_hash TEXT)")
+        conn.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, title, file, content='', tokenize='{FTS_TOKENIZER}')")
+        conn.executemany(
+            "INSERT INTO chunks (rowid, file, title, text, file_hash) VALUES (?, ?, ?, ?, ?)",
+            [(i, c.file, c.title, c.text, c.file_hash) for i, c in enumerate(chunks, start=1)],
+        )
+        conn.executemany(
+            "INSERT INTO fts (rowid, text, title, file) VALUES (?, ?, ?, ?)",
+            [(i, terms.index_text(c.text), terms.index_text(c.title), _fts_file(c.file))
+             for i, c in enumerate(chunks, start=1)],
+        )
+        conn.commit()
+    finally:
+        conn.close()
+    if matrix is not None:
+        np.save(directory / "vectors.npy", matrix)
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    for name in ("chunks.sqlite", "vectors.npy", "manifest.json"):
+        if (directory / name).exists():
+            _fsync(directory / name)
+    _fsync(directory)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def new_generation_name() -> str:
+    """A generation folder name that sorts by creation time and is unique across processes."""
+    return f"gen-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 1_000_000_000:09d}-{os.getpid()}"
+
+
+def publish(index_dir: Path, tmp: Path, name: str) -> Path:
+    """Rename the finished ``tmp`` generation to ``name`` and point ``CURRENT`` at it
+    (atomic ``os.replace`` of a synced file). Returns the generation's folder."""
+    final = index_dir / name
+    tmp.rename(final)
+    pointer = index_dir / "CURRENT.tmp"
+    with open(pointer, "w") as f:
+        f.write(name)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(pointer, index_dir / "CURRENT")
+    _fsync(index_dir)
+    return final
+
+
+def read_current(index_dir: Path) -> tuple[str | None, tuple[int, int] | None]:
+    """``(generation name, (inode, mtime_ns) of CURRENT)``; ``(None, None)`` if none."""
+    current = index_dir / "CURRENT"
+    try:
+        st = current.stat()
+        name = current.read_text().strip()
+    except FileNotFoundError:
+        return None, None
+    return (name or None), (st.st_ino, st.st_mtime_ns)
+
+
+def current_stamp(index_dir: Path) -> tuple[int, int] | None:
+    """``(inode, mtime_ns)`` of ``CURRENT`` (one stat call), None if it does not exist."""
+    try:
+        st = (index_dir / "CURRENT").stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def prune(index_dir: Path, keep: set[str], keep_generations: int) -> None:
+    """Delete generations beyond the newest ``keep_generations`` (never those in
+    ``keep``) and leftover ``.tmp`` folders. Call only while holding the reindex lock."""
+    gens = sorted(p for p in index_dir.glob("gen-*") if p.is_dir())
+    names = [p.name for p in gens if not p.name.endswith(".tmp")]
+    survivors = set(names[-keep_generations:]) | keep
+    for p in gens:
+        if p.name not in survivors:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+class ReindexLock:
+    """An exclusive, non-blocking ``flock`` on ``index_dir/reindex.lock``, across processes
+    (and across threads of one process: each acquisition opens its own file description).
+
+    The kernel releases it when its holder exits, so a crashed reindex never leaves the
+    index locked. The holder writes its pid into the file for the refusal message.
+
+    Raises:
+        ReindexBusyError: on enter, when another holder has it.
+    """
+
+    def __init__(self, index_dir: Path):
+        self.path = index_dir / "reindex.lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> "ReindexLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise ReindexBusyError(self.holder()) from None
+            raise KnowledgeBaseError(f"cannot lock {self.path}: {exc}") from exc
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def holder(self) -> int:
+        """The pid written by the current holder (0 if unreadable)."""
+        try:
+            return int(self.path.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+
+def open_generation(index_dir: Path, name: str) -> IndexSnapshot:
+    """Open generation ``name`` of ``index_dir``.
+
+    Raises:
+        KnowledgeBaseError: it is missing or incomplete.
+    """
+    gen = index_dir / name
+    if not (gen / "manifest.json").exists():
+        raise KnowledgeBaseError(f"index generation {name} named in {index_dir / 'CURRENT'} is missing or incomplete")
+    return IndexSnapshot(gen)

@@ -1,0 +1,168 @@
+"""What the knowledge base keeps of Markdown: code byte for byte (fenced and indented,
+Python, YAML, tabs), split fences reopened, table headers on every chunk, and none of
+front matter, comments, admonition markers or link-only lines (issue 10, items 1, 2, 5)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from graphs.knowledge import KnowledgeBase
+
+PYTHON = "def main():\n    if ready():\n        run()\n    else:\n        for i in range(3):\n            wait(i)\n"
+YAML = "services:\n  api:\n    image: app:1\n    env:\n      - REDIS_URI=redis://r\n  db:\n    image: postgres\n"
+TABS = "all:\n\tgo build ./...\n\tif [ -f x ]; then \\\n\t\techo yes; \\\n\tfi\n"
+
+
+def build(tmp_path: Path, files: dict[str, str], chunk_size: int = 1000) -> KnowledgeBase:
+    src = tmp_path / "src"
+    for name, text in files.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(text)
+    kb = KnowledgeBase(tmp_path / "index", [src], chunk_size=chunk_size, chunk_overlap=20)
+    kb.reindex()
+    return kb
+
+
+def chunks_of(kb: KnowledgeBase, file: str) -> list[tuple[str, str]]:
+    return [(c.title, c.text) for c, _ in kb.snapshot.file_chunks(file)]
+
+
+@pytest.mark.parametrize("lang,code", [("python", PYTHON), ("yaml", YAML), ("makefile", TABS)])
+def test_fenced_code_is_kept_byte_for_byte(tmp_path, lang, code):
+    doc = f"# Setup\n\nRun this:\n\n```{lang}\n{code}```\n\nThen restart.\n"
+    kb = build(tmp_path, {"setup.md": doc})
+    texts = [t for _, t in chunks_of(kb, "setup.md")]
+    assert any(f"```{lang}\n{code}```" in t for t in texts)
+    # and what search returns is the same text
+    hit = kb.search(["setup run restart " + code.split()[0]], 1)[0]
+    assert f"```{lang}\n{code}```" in hit["text"]
+
+
+def test_indented_code_and_code_in_lists_keep_indentation(tmp_path):
+    indented = "".join("    " + line + "\n" for line in PYTHON.splitlines())
+    listed = "".join("   " + line + "\n" for line in PYTHON.splitlines())
+    doc = (f"# Guide\n\nAn indented block:\n\n{indented}\nA list:\n\n1. Write it:\n\n   ```python\n{listed}   ```\n"
+           "2. Run it.\n")
+    kb = build(tmp_path, {"guide.md": doc})
+    text = "\n\n".join(t for _, t in chunks_of(kb, "guide.md"))
+    assert indented.rstrip("\n") in text
+    assert f"   ```python\n{listed}   ```" in text
+
+
+def _fence_bodies(text: str) -> list[tuple[str, str]]:
+    """(opening line, body) of each fenced block; fails on an unclosed fence."""
+    out = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^( *)(`{3,}|~{3,})(.*)$", lines[i])
+        if m:
+            j = i + 1
+            while j < len(lines) and lines[j].strip() != m.group(2):
+                j += 1
+            assert j < len(lines), f"unclosed fence in chunk:\n{text}"
+            out.append((lines[i], "\n".join(lines[i + 1 : j])))
+            i = j
+        i += 1
+    return out
+
+
+@pytest.mark.parametrize("code,opening", [(PYTHON * 12, "```python title=\"main.py\""), (YAML * 10, "~~~~yaml"),
+                                          (TABS * 15, "```makefile")])
+def test_long_fence_is_split_with_the_fence_reopened(tmp_path, code, opening):
+    closing = opening.split("yaml")[0] if opening.startswith("~") else "```"
+    doc = f"# Long\n\nIntro text.\n\n{opening}\n{code}{closing}\n\nAfter the code.\n"
+    kb = build(tmp_path, {"long.md": doc}, chunk_size=300)
+    chunks = [t for _, t in chunks_of(kb, "long.md")]
+    assert len(chunks) > 3
+    fenced = [f for t in chunks for f in _fence_bodies(t)]
+    assert len(fenced) > 2 and all(o == opening for o, _ in fenced)  # every piece reopened with its info
+    assert "\n".join(body for _, body in fenced) == code.rstrip("\n")  # nothing lost, nothing changed
+    assert all(len(t) <= 300 for t in chunks)
+
+
+def test_long_table_repeats_its_header_in_every_chunk(tmp_path):
+    header = "| Setting | Default | Meaning |\n|---|:---:|---|"
+    rows = [f"| option_{i} | {i * 10} | what option {i} does to the bot |" for i in range(60)]
+    doc = "# Settings\n\nAll settings:\n\n" + header + "\n" + "\n".join(rows) + "\n\nThe end.\n"
+    kb = build(tmp_path, {"settings.md": doc}, chunk_size=400)
+    chunks = [t for _, t in chunks_of(kb, "settings.md")]
+    with_rows = [t for t in chunks if "| option_" in t]
+    assert len(with_rows) > 3
+    assert all(header in t for t in with_rows)
+    kept = [line for t in with_rows for line in t.splitlines() if line.startswith("| option_")]
+    assert kept == rows  # every row once, in order
+    # a question about a late row gets a chunk that says which column is which
+    hit = kb.search(["option_57"], 1)[0]
+    assert "| option_57 |" in hit["text"] and hit["text"].startswith(header)
+
+
+def test_front_matter_comments_admonitions_and_link_only_lines_are_not_indexed(tmp_path):
+    doc = """---
+title: Deployment guide
+sidebar_position: 3
+tags: [deploy, ops]
+---
+<!-- TODO: rewrite this section before the release -->
+# Container
+
+[![Build](https://ci.example.com/badge.svg)](https://ci.example.com)
+[Edit this page](https://github.com/example/docs/edit/main/deploy.md)
+
+!!! warning "Data loss"
+    The container forgets its queue when it restarts.
+
+:::tip
+Start Redis first.
+:::
+
+> [!NOTE]
+> Postgres 15 or later is required.
+
+See also:
+
+- [Persistence](persistence.md)
+
+For the details read
+[the checkpoint guide](persistence.md#checkpoints)
+which covers restarts.
+"""
+    kb = build(tmp_path, {"deploy.md": doc})
+    chunks = chunks_of(kb, "deploy.md")
+    text = "\n".join(t for _, t in chunks)
+    for gone in ("sidebar_position", "TODO", "<!--", "!!!", ":::", "[!NOTE]", "badge.svg", "Edit this page",
+                 "github.com", "persistence.md", "---"):
+        assert gone not in text, gone
+    for kept in ("Data loss", "The container forgets its queue when it restarts.", "Start Redis first.",
+                 "Postgres 15 or later is required.", "Persistence",
+                 "For the details read\nthe checkpoint guide\nwhich covers restarts."):
+        assert kept in text, kept
+    assert "    The container" not in text  # admonition body is text, not an indented code block
+    assert all(title.startswith("Deployment guide > Container") for title, _ in chunks)
+    assert kb.search(["sidebar_position"], 3) == [] and kb.search(["rewrite release"], 3) == []
+    hit = kb.search(["does the container forget its queue on restart?"], 1)[0]
+    assert hit["title"] == "Deployment guide > Container"
+
+
+def test_front_matter_title_without_headings_and_markers_inside_code_are_kept(tmp_path):
+    doc = """---
+title: "FAQ: tokens"
+---
+Tokens expire after one hour.
+
+```markdown
+---
+title: kept
+---
+!!! note "kept"
+<!-- kept -->
+[kept](kept.md)
+```
+"""
+    kb = build(tmp_path, {"faq.md": doc})
+    [(title, text)] = chunks_of(kb, "faq.md")
+    assert title == "FAQ: tokens"
+    assert '```markdown\n---\ntitle: kept\n---\n!!! note "kept"\n<!-- kept -->\n[kept](kept.md)\n```' in text
