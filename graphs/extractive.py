@@ -106,7 +106,10 @@ _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _HTML = re.compile(r"</?(?:a|p|br|hr|div|span|img|sup|sub|details|summary|figure|figcaption|iframe|video|source|"
                    r"table|thead|tbody|tr|td|th|ul|ol|li|em|strong|b|i|code|pre|center|picture)\b[^<>]*>", re.I)
 _ADMONITION = re.compile(r"^\s*(?:!!!|\?\?\?\+?)\s*\w*(?:\s+\"([^\"]*)\")?\s*$")
-_SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<=[.!?])\s+(?=[A-Z`\"(*])")
+# A sentence ends at . ! ? before a capital letter (Latin, Greek, Cyrillic) or a quote, or
+# right after the full-width ends of Chinese and Japanese (。！？), which take no space.
+_SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)"
+                           r"(?:(?<=[.!?])\s+(?=[A-ZÀ-ÖØ-ÞΑ-ΩА-ЯЁ`\"(*])|(?<=[。！？])\s*)")
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 
 
@@ -136,7 +139,8 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]
         block.clear()
         for piece in _SENTENCE_END.split(joined):
             piece = piece.strip()
-            if len(piece) >= min_characters:
+            # a CJK character carries about a word: count it twice against the minimum
+            if len(piece) + sum(1 for ch in piece if ord(ch) >= 0x2E80) >= min_characters:
                 units.append(Unit(doc, len(units), piece))
 
     i = 0

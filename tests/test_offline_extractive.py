@@ -149,3 +149,18 @@ def test_units_keep_code_blocks_whole_and_split_sentences():
     assert [u.text for u in nested if u.code] == ["```bash\npip install x\n```"]
     cut = split_units("Run this command in your shell:\n```python\nprint(1)\n")
     assert cut[-1].code and cut[-1].text == "```python\nprint(1)\n```"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("LangGraph は状態を保存します。チェックポイントはスレッドごとに保存されます。再開できます！",
+     ["LangGraph は状態を保存します。", "チェックポイントはスレッドごとに保存されます。", "再開できます！"]),
+    ("检查点按线程保存。中断会暂停图的执行？是的，可以恢复。",
+     ["检查点按线程保存。", "中断会暂停图的执行？", "是的，可以恢复。"]),
+    ("Граф сохраняет состояние после каждого шага. Контрольные точки хранятся по потокам.",
+     ["Граф сохраняет состояние после каждого шага.", "Контрольные точки хранятся по потокам."]),
+    ("Der Graph speichert den Zustand nach jedem Schritt. Über Threads wird fortgesetzt.",
+     ["Der Graph speichert den Zustand nach jedem Schritt.", "Über Threads wird fortgesetzt."]),
+])
+def test_sentences_split_in_any_script(text, expected):
+    """Extractive answers quote sentences, not whole paragraphs, in any script."""
+    assert [u.text for u in split_units(text, min_characters=8)] == expected
