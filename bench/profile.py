@@ -3,8 +3,8 @@
 One fresh ``threadwise run`` (as in bench/load.py), one warm-up question, then
 ``py-spy record --pid PID --nonblocking --threads --format raw`` while ``--burst``
 questions arrive at once; py-spy is stopped (SIGINT) when they are answered. The raw
-file (collapsed stacks, loadable in speedscope or flamegraph.pl) goes to
-bench/results/profile-<label>.txt and a summary (samples by thread, by package of the
+file (collapsed stacks, loadable in speedscope or flamegraph.pl once gunzipped) goes to
+bench/results/profile-<label>.txt.gz and a summary (samples by thread, by package of the
 running frame, by package anywhere on the stack, by the innermost bot/ or graphs/ function)
 to key "profile" of bench/results/load-<label>.json.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import linecache
 import os
@@ -91,7 +92,10 @@ def summarise(raw: Path, top: int = 15) -> dict[str, Any]:
     ours_innermost: Counter[str] = Counter()
     task_root: Counter[str] = Counter()
     total = 0
-    for line in raw.read_text(errors="replace").splitlines():
+    opener = gzip.open if raw.suffix == ".gz" else open
+    with opener(raw, "rt", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    for line in lines:
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
@@ -211,12 +215,16 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     raw = RESULTS / f"profile-{label}.txt"
     result = asyncio.run(profile(args, raw))
-    result["raw"] = str(raw.relative_to(ROOT))
     result["summary"] = summarise(raw)
+    packed = raw.with_name(raw.name + ".gz")
+    with raw.open("rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    result["raw"] = str(packed.relative_to(ROOT))
     print_summary(result["summary"])
     print(f"\nburst of {args.burst}: {result['burst_cpu_s']} CPU s in {result['burst_wall_s']} s wall; "
           f"load average {os.getloadavg()[0]:.1f}")
-    print(f"wrote {update_results(label, 'profile', result)} and {raw}")
+    print(f"wrote {update_results(label, 'profile', result)} and {packed}")
 
 
 if __name__ == "__main__":
