@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
-import json
 import linecache
 import os
 import re
