@@ -49,23 +49,23 @@ eval: $(STAMP)
 # Benchmarks (bench/README.md): the real `threadwise run` in Slack HTTP mode under 1/50/200
 # questions at once against local fakes, keyword reindex and search, and a py-spy profile of a
 # burst of 100; each writes bench/results/load-<product commit>.json, report.py the tables.
-# BENCH_ARGS go to bench/load.py, e.g. BENCH_ARGS="--repeats 1 --sizes 1,50".
+# BENCH_ARGS go to bench/bench_load.py, e.g. BENCH_ARGS="--repeats 1 --sizes 1,50".
 BENCH_ARGS ?=
 bench: $(STAMP)
-	$(BIN)/python bench/load.py $(BENCH_ARGS)
-	$(BIN)/python bench/kb.py
+	$(BIN)/python bench/bench_load.py $(BENCH_ARGS)
+	$(BIN)/python bench/bench_kb.py
 	$(MAKE) --no-print-directory bench-profile
-	$(BIN)/python bench/report.py
+	$(BIN)/python bench/bench_report.py
 
 bench-profile: $(STAMP)
 	test -x $(BIN)/py-spy || $(BIN)/pip install py-spy
-	$(BIN)/python bench/profile.py
-	$(BIN)/python bench/report.py
+	$(BIN)/python bench/bench_profile.py
+	$(BIN)/python bench/bench_report.py
 
 # Reindex with local MiniLM embeddings (full takes minutes on two cores) and hybrid search latency.
 bench-embeddings: $(STAMP)
-	$(BIN)/python bench/kb.py --embeddings
-	$(BIN)/python bench/report.py
+	$(BIN)/python bench/bench_kb.py --embeddings
+	$(BIN)/python bench/bench_report.py
 
 clean:
 	rm -rf $(VENV) data

@@ -1,6 +1,6 @@
 """Where the bot's CPU goes during a burst of questions: py-spy on the running process.
 
-One fresh ``threadwise run`` (as in bench/load.py), one warm-up question, then
+One fresh ``threadwise run`` (as in bench/bench_load.py), one warm-up question, then
 ``py-spy record --pid PID --nonblocking --threads --format raw`` while ``--burst``
 questions arrive at once; py-spy is stopped (SIGINT) when they are answered. The raw
 file (collapsed stacks, loadable in speedscope or flamegraph.pl once gunzipped) goes to
@@ -11,8 +11,8 @@ to key "profile" of bench/results/load-<label>.json.
 Needs py-spy (``pip install py-spy``) and permission to ptrace the bot (root, or
 kernel.yama.ptrace_scope = 0).
 
-Usage: python bench/profile.py [--burst 100] [--rate 100] [--label NAME]
-       python bench/profile.py --summarise FILE.txt   (summary of an existing raw file)
+Usage: python bench/bench_profile.py [--burst 100] [--rate 100] [--label NAME]
+       python bench/bench_profile.py --summarise FILE.txt   (summary of an existing raw file)
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import RESULTS, ROOT  # noqa: E402
-from load import Runner, common_args, default_label, level_stats, update_results  # noqa: E402
+from bench_harness import RESULTS, ROOT  # noqa: E402
+from bench_load import Runner, common_args, default_label, level_stats, update_results  # noqa: E402
 
 _FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 

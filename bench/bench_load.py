@@ -11,8 +11,8 @@ One run = one fresh bot process (fresh data folder): start, one warm-up question
 its own thread, from its own user). Each figure is computed per run; the summary is the
 median over ``--repeats`` runs, and ratios are taken within a run.
 
-Usage: python bench/load.py [--repeats 3] [--sizes 1,50,200] [--label NAME]
-Writes bench/results/load-<label>.json (key "load"); bench/report.py makes the table.
+Usage: python bench/bench_load.py [--repeats 3] [--sizes 1,50,200] [--label NAME]
+Writes bench/results/load-<label>.json (key "load"); bench/bench_report.py makes the table.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import (  # noqa: E402
+from bench_harness import (  # noqa: E402
     DEFAULT_CORPUS,
     DEFAULT_EVAL,
     RESULTS,

@@ -6,7 +6,7 @@ newest file that has one between ``<!-- bench:profile:begin -->`` and
 ``<!-- bench:profile:end -->``. Everything else in the README is kept. Missing markers are
 appended at the end.
 
-Usage: python bench/report.py [--columns 4] [--readme bench/README.md]
+Usage: python bench/bench_report.py [--columns 4] [--readme bench/README.md]
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ eval file, one query each, top ``[knowledge] k``, after one warm-up pass.
 Keyword only (``[knowledge] embeddings = "none"``) by default; ``--embeddings`` does the
 same with local MiniLM embeddings (minutes on a shared 2-core machine) and hybrid search.
 
-Usage: python bench/kb.py [--embeddings] [--repeats 3] [--label NAME]
+Usage: python bench/bench_kb.py [--embeddings] [--repeats 3] [--label NAME]
 Writes key "kb" (or "kb_embeddings") of bench/results/load-<label>.json.
 """
 
@@ -29,8 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import ROOT, bot_env, median_of, percentile, write_bench_config  # noqa: E402
-from load import common_args, default_label, update_results  # noqa: E402
+from bench_harness import ROOT, bot_env, median_of, percentile, write_bench_config  # noqa: E402
+from bench_load import common_args, default_label, update_results  # noqa: E402
 
 _INDEXED = re.compile(r"Indexed (\d+) files into (\d+) chunks \((\d+) embedded, (\d+) reused\) in ([\d.]+) s")
 
