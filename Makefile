@@ -48,7 +48,7 @@ eval: $(STAMP)
 
 # Benchmarks (bench/README.md): the real `threadwise run` in Slack HTTP mode under 1/50/200
 # questions at once against local fakes, keyword reindex and search, and a py-spy profile of a
-# burst of 100; each writes bench/results/load-<product commit>.json, report.py the tables.
+# burst of 100; each writes bench/results/load-<product commit>.json, bench_report.py the tables.
 # BENCH_ARGS go to bench/bench_load.py, e.g. BENCH_ARGS="--repeats 1 --sizes 1,50".
 BENCH_ARGS ?=
 bench: $(STAMP)
