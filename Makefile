@@ -2,6 +2,7 @@
 #   make run                 set up (first time) and start the bot: Slack/Discord with tokens, else console chat
 #   make ask Q="question"    set up (first time) and answer one question
 #   make test                set up (first time) and run the tests
+#   make bench               load benchmark (issue 11), reindex/search timings, py-spy profile -> bench/README.md
 PY ?= python3
 TORCH_PIP_ARGS ?=
 # the question of `make ask`, passed through the environment so the shell never expands it
@@ -10,7 +11,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run ask console test eval bench clean rebuild-offline
+.PHONY: run ask console test eval bench bench-profile bench-embeddings clean rebuild-offline
 
 $(STAMP): pyproject.toml scripts/build-llama-portable.sh
 	$(PY) -m venv $(VENV)
@@ -44,6 +45,27 @@ test: $(STAMP)
 
 eval: $(STAMP)
 	$(BIN)/threadwise eval ../shared/eval/dev.jsonl --source ../shared/corpus/langgraph-docs --json bench/results/eval-dev.json
+
+# Benchmarks (bench/README.md): the real `threadwise run` in Slack HTTP mode under 1/50/200
+# questions at once against local fakes, keyword reindex and search, and a py-spy profile of a
+# burst of 100; each writes bench/results/load-<product commit>.json, bench_report.py the tables.
+# BENCH_ARGS go to bench/bench_load.py, e.g. BENCH_ARGS="--repeats 1 --sizes 1,50".
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(BIN)/python bench/bench_load.py $(BENCH_ARGS)
+	$(BIN)/python bench/bench_kb.py
+	$(MAKE) --no-print-directory bench-profile
+	$(BIN)/python bench/bench_report.py
+
+bench-profile: $(STAMP)
+	test -x $(BIN)/py-spy || $(BIN)/pip install py-spy
+	$(BIN)/python bench/bench_profile.py
+	$(BIN)/python bench/bench_report.py
+
+# Reindex with local MiniLM embeddings (full takes minutes on two cores) and hybrid search latency.
+bench-embeddings: $(STAMP)
+	$(BIN)/python bench/bench_kb.py --embeddings
+	$(BIN)/python bench/bench_report.py
 
 clean:
 	rm -rf $(VENV) data
