@@ -64,25 +64,6 @@ class PostError(Exception):
         self.reason = reason
 
 
-class PostError(Exception):
-    """A responder could not post an answer or a help request (the platform refused it
-    after its retries, e.g. Slack ``not_in_channel`` or Discord 403 Missing Access).
-
-    Raised by :meth:`Responder.post_answer` and :meth:`Responder.post_help_request`
-    (only those: reactions, notices and private notes stay best effort). The
-    ChatService then ends the question with :attr:`Status.APOLOGY` instead of
-    :attr:`Status.DONE` (or :attr:`Status.WAITING_HUMAN`) and logs one line.
-
-    Args:
-        message: what failed, for the log line (no message text, no secrets).
-        reason: the platform's short error code (``not_in_channel``, ``403``...), or "".
-    """
-
-    def __init__(self, message: str, reason: str = "") -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
 class Status(str, enum.Enum):
     """Progress of one question, shown by adapters as a reaction (emoji names in config.toml)."""
 
