@@ -126,7 +126,7 @@ def clean_prose(text: str) -> str:
 
 def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]:
     """Cut ``text`` (Markdown) into prose units (sentences, list items; hard-wrapped lines
-    joined) and whole fenced code blocks (dedented, fences kept). Prose pieces shorter
+    joined), whole fenced code blocks (dedented, fences kept) and whole tables (rows kept). Prose pieces shorter
     than ``min_characters`` are dropped; code blocks are never cut."""
     units: list[Unit] = []
     lines = text.splitlines()
@@ -163,6 +163,17 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]
             if any(b.strip() for b in body[1:-1]):  # an empty block (a chunk cut at its fence) is dropped
                 units.append(Unit(doc, len(units), "\n".join(body).strip(), code=True))
             i += 1
+            continue
+        if line.lstrip().startswith("|"):
+            # a Markdown table is kept whole, like code: its rows mean nothing flattened into prose
+            flush()
+            rows = []
+            while i < len(lines) and lines[i].lstrip().startswith("|"):
+                rows.append(lines[i].strip())
+                i += 1
+            if len(rows) > 1 and not rows[-1].endswith("|"):
+                rows.pop()  # a row cut by the chunk's or the prompt's length limit
+            units.append(Unit(doc, len(units), "\n".join(rows), code=True))
             continue
         if not line.strip() or _ITEM.match(line) or line.lstrip().startswith("#") or _ADMONITION.match(line):
             flush()

@@ -164,3 +164,17 @@ def test_units_keep_code_blocks_whole_and_split_sentences():
 def test_sentences_split_in_any_script(text, expected):
     """Extractive answers quote sentences, not whole paragraphs, in any script."""
     assert [u.text for u in split_units(text, min_characters=8)] == expected
+
+
+def test_tables_are_kept_whole_not_flattened_into_prose():
+    text = ("Telemetry depends on the deployment. See the table below.\n\n"
+            "| Option | Telemetry |\n| --- | --- |\n| Cloud SaaS | sent to LangSmith |\n| Standalone | self-reported |\n\n"
+            "After the table comes more prose about it.")
+    units = split_units(text, min_characters=8)
+    tables = [u for u in units if u.text.startswith("|")]
+    assert len(tables) == 1 and tables[0].code
+    assert tables[0].text.splitlines() == ["| Option | Telemetry |", "| --- | --- |", "| Cloud SaaS | sent to LangSmith |",
+                                           "| Standalone | self-reported |"]
+    assert not any("|" in u.text for u in units if not u.code)
+    cut = split_units("| A | B |\n| --- | --- |\n| one | two |\n| thr", min_characters=8)
+    assert cut[0].text.splitlines()[-1] == "| one | two |"  # a row cut by a length limit is dropped
