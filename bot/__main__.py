@@ -14,10 +14,12 @@ import json
 import logging
 import os
 import shlex
+import signal
 import sys
+import time
+import uuid
 import warnings
 from pathlib import Path
-
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -115,6 +117,9 @@ def _graceful_stop(on_stop=None):
 
 async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     from bot.platforms.console import ConsoleResponder, format_answer
+
+    # each `ask` is its own conversation unless --thread names one to continue
+    args.thread = args.thread or f"ask-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
     async def body(rt) -> int:
         out = ConsoleResponder(args.thread, err, show_status=not args.json, show_answers=False)
@@ -300,9 +305,14 @@ def cmd_threads(args: argparse.Namespace, settings: Settings) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="threadwise", description="Threadwise: team Q&A bot (adaptive RAG).")
+    # --config and -v work before the command and after it (SUPPRESS: an option not given
+    # after the command does not overwrite one given before it)
+    p.add_argument("--config", help="config.toml to use (default: $THREADWISE_CONFIG or the project's)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every event, with tracebacks (DEBUG)")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", help="config.toml to use (default: $THREADWISE_CONFIG or the project's)")
-    common.add_argument("-v", "--verbose", action="store_true", help="log every event, with tracebacks (DEBUG)")
+    common.add_argument("--config", default=argparse.SUPPRESS, help="config.toml to use")
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="log every event, with tracebacks (DEBUG)")
     src = argparse.ArgumentParser(add_help=False)
     src.add_argument("--source", action="append", metavar="DIR",
                      help="knowledge source folder instead of config.toml's (repeatable)")
@@ -310,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("run", parents=[common], help="run the bot: Slack/Discord when their tokens are set, else the console")
     a = sub.add_parser("ask", parents=[common, src], help="answer one question")
     a.add_argument("question")
-    a.add_argument("--thread", default="cli", help="thread name (follow-ups keep context)")
+    a.add_argument("--thread", help="continue this thread (follow-ups keep context); default: a new thread")
     a.add_argument("--json", action="store_true", help="print the result as JSON")
     c = sub.add_parser("console", parents=[common, src], help="interactive chat in the terminal")
     c.add_argument("--thread", default="main")
@@ -324,8 +334,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGINT during ask/eval: one line, exit code 130 now."""
+    err.print("interrupted (Ctrl-C): the question was not answered", style="red")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(130)
+
+
 def main(argv: list[str] | None = None) -> int:
     from bot.protocol import clean_text
+
+    # no "Loading weights" progress bars from the local embedding model on every start
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
     # Arguments that are not valid UTF-8 reach Python as lone surrogates: clean them once, here.
     args = build_parser().parse_args([clean_text(a) for a in (sys.argv[1:] if argv is None else argv)])
@@ -339,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
                 "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads}
     handler = handlers[args.command]
+    if args.command in ("ask", "eval"):
+        # Ctrl-C stops a one-shot command at once, with one line; asyncio's own shutdown
+        # would first wait for worker threads (a model or embedding call) to finish.
+        # Committed SQLite writes are safe; an unfinished run is recovered at next start.
+        signal.signal(signal.SIGINT, _interrupted)
     try:
         result = handler(args, settings)
         return asyncio.run(result) if asyncio.iscoroutine(result) else result

@@ -110,7 +110,8 @@ class AdminCommands:
             try:
                 stats = await asyncio.to_thread(self.knowledge.reindex, progress)
             except Exception as exc:  # noqa: BLE001
-                log.exception("reindex failed")
+                log.error("reindex failed: %s", exc)
+                log.debug("reindex failed", exc_info=True)
                 await out.update_progress(f"Reindex failed: {exc}. The previous index is still in use.", final=True)
                 return
             await out.update_progress(

@@ -28,7 +28,8 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    # no inf/nan: a timeout of inf seconds never fires, nan compares false with everything
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 ReplyPolicyName = Literal["all", "unless_addressed_to_others", "mentions_only"]
@@ -238,16 +239,25 @@ def _combination_errors(path: Path, settings: Settings) -> list[str]:
     """Settings valid one by one that cannot work together, one line each."""
     from graphs.adaptive_rag import worst_case_steps
 
+    k = settings.knowledge
+    problems = []
+    if k.chunk_overlap >= k.chunk_size:
+        problems.append(f"{path.name}: knowledge.chunk_overlap = {k.chunk_overlap} must be below "
+                        f"knowledge.chunk_size = {k.chunk_size} (each chunk would repeat the previous one)")
+    if k.candidates < k.k:
+        problems.append(f"{path.name}: knowledge.candidates = {k.candidates} must be at least knowledge.k = {k.k} "
+                        "(a search keeps k of its candidates)")
     g = settings.graph
     web = g.max_web_searches if settings.web.enabled else 0
     steps = worst_case_steps(g.max_generations, g.max_kb_searches, web)
     if steps <= g.recursion_limit:
-        return []
+        return problems
     budgets = f"graph.max_generations = {g.max_generations}, graph.max_kb_searches = {g.max_kb_searches}"
     budgets += f", graph.max_web_searches = {g.max_web_searches}" if settings.web.enabled else ""
-    return [f"{path.name}: graph.recursion_limit = {g.recursion_limit} is below the {steps} graph steps that "
-            f"{budgets} can take (a question would end in GraphRecursionError): raise graph.recursion_limit "
-            f"to at least {steps} or lower those budgets"]
+    return problems + [
+        f"{path.name}: graph.recursion_limit = {g.recursion_limit} is below the {steps} graph steps that "
+        f"{budgets} can take (a question would end in GraphRecursionError): raise graph.recursion_limit "
+        f"to at least {steps} or lower those budgets"]
 
 
 def load_settings(path: str | Path | None = None) -> Settings:
@@ -270,6 +280,8 @@ def load_settings(path: str | Path | None = None) -> Settings:
             data = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{cfg_path.name}: not valid TOML: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{cfg_path.name}: not UTF-8 text (byte {exc.start}): save it as UTF-8") from exc
         except OSError as exc:
             raise ConfigError(f"{cfg_path}: cannot read: {exc}") from exc
     elif explicit:

@@ -30,6 +30,8 @@ def clean_text(text: str) -> str:
     - ``\\r\\n`` and ``\\r`` become ``\\n``; NUL and the other C0/C1 control characters
       except tab and newline are removed, as are U+FFFE and U+FFFF.
     - NFC normalisation (composed accents, so equal text compares and searches equal).
+    - Text of only white space and invisible format characters (zero-width space, BOM,
+      word joiner) becomes ``""``.
 
     Args:
         text: any ``str`` (non-str values are converted with ``str()``).
@@ -42,7 +44,13 @@ def clean_text(text: str) -> str:
     if any("\ud800" <= ch <= "\udfff" for ch in text):
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     text = _CONTROL.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-    return unicodedata.normalize("NFC", text)
+    text = unicodedata.normalize("NFC", text)
+    # invisible format characters (zero-width space, BOM, ...) at the edges: a message of
+    # only those and spaces is an empty message, not a question
+    edges = 0
+    while edges < len(text) and (text[edges].isspace() or unicodedata.category(text[edges]) == "Cf"):
+        edges += 1
+    return "" if edges == len(text) else text
 
 
 class PostError(Exception):

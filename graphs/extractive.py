@@ -407,8 +407,13 @@ class Extractive:
         parts: list[str] = []
         para: list[str] = []
         last: tuple[int, int] | None = None
+        quoted: set[str] = set()  # the same sentence in two chunks or pages is quoted once
         for doc_i, pos in chosen:
             u = by_key[(doc_i, pos)].unit
+            key = " ".join(u.text.split()).lower()
+            if key in quoted:
+                continue
+            quoted.add(key)
             if para and (last is None or last[0] != doc_i or u.code):
                 parts.append(" ".join(para) + f" [{last[0] + 1}]")
                 para = []

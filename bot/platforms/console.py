@@ -197,7 +197,7 @@ async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None =
                                   author_name=user, text=line, is_admin=True, is_expert=True)
             await service.handle(msg, out)
             if stop and stop.is_set():
-                console.print("[dim]stopping: the answer above was finished first[/dim]")
+                console.print("stopping: the answer above was finished first", style="dim")
                 break
         if interactive:
             console.print(prompt(), end="")
