@@ -108,6 +108,9 @@ class IncomingMessage:
         author_name: display name, for logs and help requests.
         is_admin: may run admin commands (reindex).
         is_expert: may answer a help request (resume a paused run).
+        channel: the platform channel the conversation belongs to (Slack channel id; Discord
+            parent channel of a thread, or the channel): picks the ``[[channels]]`` settings
+            and is recorded with answers. "" when there is none (console, CLI).
     """
 
     platform: str
@@ -118,10 +121,11 @@ class IncomingMessage:
     author_name: str = ""
     is_admin: bool = False
     is_expert: bool = False
+    channel: str = ""
 
     def __post_init__(self) -> None:
         # Every entry path builds one of these: clean the text once, here (clean_text).
-        for name in ("thread_key", "message_id", "author_id", "text", "author_name"):
+        for name in ("thread_key", "message_id", "author_id", "text", "author_name", "channel"):
             object.__setattr__(self, name, clean_text(getattr(self, name)))
 
 
@@ -156,6 +160,8 @@ class Answer:
         answered_by: for ``kind == "human"``, the name of the human who answered.
         note: a note the runtime adds to the route note (e.g. that the chat model is
             unavailable and the answer quotes the documents); empty for none.
+        answer_id: the id votes on this answer carry (👍/👎 controls); "" when it takes no
+            votes (apologies, or the answer could not be recorded).
     """
 
     text: str
@@ -164,6 +170,7 @@ class Answer:
     kind: str = "answer"
     answered_by: str = ""
     note: str = ""
+    answer_id: str = ""
 
     @property
     def route_note(self) -> str:

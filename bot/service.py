@@ -27,7 +27,7 @@ import re
 import time
 import uuid
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -37,7 +37,7 @@ from bot import checkpoints
 from bot.chat.text import REPLY_SYNTAX
 from bot.failures import describe_failure, failure_kind
 from bot.protocol import (Answer, HelpRequest, HumanAction, IncomingMessage, PostError, Responder, Source, Status,
-                          message_record)
+                          clean_text, message_record)
 from bot.store import Bookkeeping
 
 log = logging.getLogger(__name__)
@@ -285,13 +285,14 @@ class ChatService:
                         return None
                 elif pending.id != seen.id:
                     return await self._already_handled(key, parsed[0], by, out)
-                return await self._resume_locked(key, parsed[0], parsed[1], by, out, pending.id, run_id=run_id)
+                return await self._resume_locked(key, parsed[0], parsed[1], by, out, pending.id, run_id=run_id,
+                                                 channel=msg.channel)
             if seen is not None:  # it was a reply, and someone else's reply (or the timeout) won
                 return await self._already_handled(key, parsed[0], by, out)
             log.info("[%s] question from %s (%d chars)", key, msg.author_id, len(text))
             async with self._runs:
                 return await self._run(key, {"messages": [HumanMessage(text)]}, out, platform=msg.platform,
-                                       run_id=run_id, record={"question": text})
+                                       run_id=run_id, record={"question": text, "channel": msg.channel})
 
     async def _claim(self, interrupt_id: str, key: str, by: str, parsed: tuple[HumanAction, str] | None,
                      out: Responder) -> bool:
@@ -318,8 +319,9 @@ class ChatService:
             await self.graph.aupdate_state(self._cfg(thread_key), {"messages": msgs}, as_node="finish")
 
     async def resume(self, thread_key: str, action: HumanAction, text: str, *, actor_id: str, actor_name: str,
-                     is_expert: bool, out: Responder, interrupt_id: str | None = None) -> bool:
-        """Resume a paused thread from a button or modal.
+                     is_expert: bool, out: Responder, interrupt_id: str | None = None, channel: str = "") -> bool:
+        """Resume a paused thread from a button or modal (``channel``: the conversation's
+        channel, for its ``[[channels]]`` settings).
 
         Exactly one reply resumes a help request (text or button, any platform): the
         first to claim its interrupt id in the store. Returns False (after telling the
@@ -344,7 +346,8 @@ class ChatService:
                     return False
                 run_id = f"resume:{pending.id}"
                 try:
-                    result = await self._resume_locked(thread_key, action, text, by, out, pending.id, run_id=run_id)
+                    result = await self._resume_locked(thread_key, action, text, by, out, pending.id, run_id=run_id,
+                                                       channel=channel)
                 finally:
                     await self._best_effort(self.store.finish_run(run_id), thread_key)
                 return result is not None
@@ -436,7 +439,7 @@ class ChatService:
         return self.admin_commands.apology
 
     async def _resume_locked(self, thread_key: str, action: HumanAction, text: str, by: str, out: Responder,
-                             interrupt_id: str, *, run_id: str) -> TurnResult | None:
+                             interrupt_id: str, *, run_id: str, channel: str = "") -> TurnResult | None:
         """Resume the claimed interrupt ``interrupt_id`` (caller holds the thread lock)."""
         claim = await self.store.claim_help_request(thread_key, by)
         target = self._responder_from(claim["platform"], claim["reference"], out) if claim else out
@@ -448,7 +451,8 @@ class ChatService:
         async with self._runs:
             return await self._run(thread_key, Command(resume=resume), target,
                                    platform=claim["platform"] if claim else "console", is_resume=True,
-                                   run_id=run_id, record={"resume": resume, "interrupt_id": interrupt_id})
+                                   run_id=run_id,
+                                   record={"resume": resume, "interrupt_id": interrupt_id, "channel": channel})
 
     async def _run(self, thread_key: str, graph_input: Any, out: Responder, *, platform: str, run_id: str,
                    record: dict[str, Any], is_resume: bool = False, t0: float | None = None) -> TurnResult:
@@ -477,7 +481,8 @@ class ChatService:
             answer = Answer(text=self._apology_for(exc), kind="apology")
             await self._post_final(thread_key, run_id, answer, out)
             return TurnResult(thread_key, answer, None, {}, time.perf_counter() - t0, error=describe_failure(exc))
-        return await self._report(thread_key, state, out, platform=platform, run_id=run_id, t0=t0)
+        return await self._report(thread_key, state, out, platform=platform, run_id=run_id, t0=t0,
+                                  channel=str(record.get("channel") or ""))
 
     async def _show(self, run_id: str, out: Responder, status: Status) -> None:
         """Set a status and remember the reaction now shown (so a restart can clear it)."""
@@ -485,7 +490,7 @@ class ChatService:
         await self._best_effort(self.store.update_run(run_id, reference=out.reference()), run_id)
 
     async def _report(self, thread_key: str, state: Any, out: Responder, *, platform: str, run_id: str,
-                      t0: float) -> TurnResult:
+                      t0: float, channel: str = "") -> TurnResult:
         """Post what a finished (or paused) run ended with: the answer, the apology or the
         help request; the final status is done, apology or waiting."""
         values = dict(state.values or {})
@@ -521,12 +526,43 @@ class ChatService:
             answered_by=values.get("answered_by", ""),
             note=self.answer_note if outcome in ("answer", "direct") else "",
         )
+        if answer.kind != "apology":
+            answer = await self._recorded(answer, values, thread_key=thread_key, platform=platform, channel=channel)
         posted = await self._post_final(thread_key, run_id, answer, out)
         seconds = time.perf_counter() - t0
         log.info("[%s] %s%s in %.1fs, %d LLM calls, path %s", thread_key, answer.kind,
                  "" if posted else " NOT posted", seconds, values.get("llm_calls", 0), "->".join(answer.route))
         await self._prune(thread_key)
         return TurnResult(thread_key, answer, None, values, seconds)
+
+    async def _recorded(self, answer: Answer, values: dict[str, Any], *, thread_key: str, platform: str,
+                        channel: str) -> Answer:
+        """Record an answer for feedback and give it the id its 👍/👎 controls carry; when
+        the record cannot be written the answer goes out without controls (logged)."""
+        answer_id = uuid.uuid4().hex[:16]
+        try:
+            await self.store.record_answer(
+                answer_id, thread_key=thread_key, platform=platform, channel=channel,
+                question=str(values.get("question") or ""), answer=answer.text, kind=answer.kind,
+                route=str(values.get("route") or ""), sources=[dict(s) for s in values.get("sources", [])],
+                path=list(answer.route))
+        except Exception as exc:  # noqa: BLE001 - feedback is bookkeeping: the answer still goes out
+            log.warning("[%s] answer not recorded for feedback: %s", thread_key, describe_failure(exc))
+            return answer
+        return replace(answer, answer_id=answer_id)
+
+    async def vote(self, answer_id: str, user_id: str, vote: int, reason: str | None = None) -> bool:
+        """Record a 👍 (``vote`` = 1) or 👎 (-1) on a posted answer; one vote per user and
+        answer, the latest counts. ``reason`` (a 👎's optional reason) None keeps the
+        reason given earlier. Returns False when the answer is unknown or the vote could
+        not be saved (logged). Never raises."""
+        try:
+            ok = await self.store.record_vote(answer_id, user_id, vote, clean_text(reason) if reason else reason)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("vote on %s by %s not recorded: %s", answer_id, user_id, describe_failure(exc))
+            return False
+        log.info("vote %+d on answer %s by %s%s", vote, answer_id, user_id, "" if ok else " ignored: unknown answer")
+        return ok
 
     async def _post_final(self, thread_key: str, run_id: str, answer: Answer, out: Responder) -> bool:
         """Post an answer or apology and set the resting status: DONE only when a real

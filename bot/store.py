@@ -1,7 +1,8 @@
 """Bot bookkeeping in its own SQLite file (never the checkpoint file, platform-notes.md):
 seen message ids (deduplication across restarts), runs in flight (found again after a
 crash, :mod:`bot.recovery`), claims on help requests (exactly one human reply resumes a
-paused run), open help requests (timeouts after a restart) and the admin audit log.
+paused run), open help requests (timeouts after a restart), the admin audit log, and
+answer feedback (every posted answer, and one 👍/👎 vote per user per answer).
 
 One aiosqlite connection per process, opened by :meth:`Bookkeeping.open`.
 """
@@ -30,6 +31,13 @@ CREATE TABLE IF NOT EXISTS runs (
     started_at REAL NOT NULL, stage TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS claims (
     interrupt_id TEXT PRIMARY KEY, thread_key TEXT NOT NULL, claimed_by TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS answers (
+    answer_id TEXT PRIMARY KEY, thread_key TEXT NOT NULL, platform TEXT NOT NULL, channel TEXT NOT NULL DEFAULT '',
+    question TEXT NOT NULL, answer TEXT NOT NULL, kind TEXT NOT NULL, route TEXT NOT NULL DEFAULT '',
+    sources TEXT NOT NULL DEFAULT '[]', path TEXT NOT NULL DEFAULT '[]', at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS votes (
+    answer_id TEXT NOT NULL, user_id TEXT NOT NULL, vote INTEGER NOT NULL, reason TEXT NOT NULL DEFAULT '',
+    at REAL NOT NULL, PRIMARY KEY (answer_id, user_id));
 CREATE TABLE IF NOT EXISTS audit (
     at REAL NOT NULL, actor TEXT NOT NULL, command TEXT NOT NULL, allowed INTEGER NOT NULL, detail TEXT NOT NULL);
 """
@@ -221,3 +229,63 @@ class Bookkeeping:
 
     async def audit_rows(self) -> list[tuple]:
         return list(await (await self._conn.execute("SELECT actor, command, allowed, detail FROM audit ORDER BY at")).fetchall())
+
+    # ---- answer feedback ---------------------------------------------------------------
+    async def record_answer(self, answer_id: str, *, thread_key: str, platform: str, channel: str, question: str,
+                            answer: str, kind: str, route: str, sources: list[dict[str, str]],
+                            path: list[str]) -> None:
+        """Remember a posted answer so votes on it can be summarised and exported.
+
+        Args:
+            answer_id: unique id carried by the answer's vote buttons (hex, at most 32 characters).
+            channel: the platform channel id ("" when there is none, e.g. the console).
+            question: the standalone question (the router's ``state["question"]``).
+            kind: ``answer`` | ``direct`` | ``human``. route: ``vectorstore`` | ``websearch`` | ``direct`` | "".
+            sources: ``[{"title": str, "location": str}]`` as cited. path: the graph's nodes, in order.
+        """
+        await self._conn.execute(
+            "INSERT OR REPLACE INTO answers (answer_id, thread_key, platform, channel, question, answer, kind, route,"
+            " sources, path, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (answer_id, thread_key, platform, channel, question, answer, kind, route, json.dumps(sources),
+             json.dumps(path), time.time()))
+        await self._conn.commit()
+
+    async def answer_record(self, answer_id: str) -> dict[str, Any] | None:
+        """The answer recorded as ``answer_id`` (the columns of :meth:`record_answer`), or None."""
+        row = await (await self._conn.execute(
+            "SELECT answer_id, thread_key, platform, channel, question, answer, kind, route, sources, path, at"
+            " FROM answers WHERE answer_id = ?", (answer_id,))).fetchone()
+        return _answer_row(row) if row else None
+
+    async def record_vote(self, answer_id: str, user_id: str, vote: int, reason: str | None = None) -> bool:
+        """Record ``user_id``'s vote on an answer: +1 (👍) or -1 (👎). One vote per user and
+        answer; a later vote replaces the earlier one. ``reason`` None keeps the reason
+        already given with a 👎 (a 👍 clears it). Returns False when the answer is unknown."""
+        if vote not in (1, -1):
+            raise ValueError(f"a vote is +1 or -1, not {vote!r}")
+        if await self.answer_record(answer_id) is None:
+            return False
+        await self._conn.execute(
+            "INSERT INTO votes (answer_id, user_id, vote, reason, at) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT(answer_id, user_id) DO UPDATE SET vote = excluded.vote, at = excluded.at,"
+            " reason = CASE WHEN ? THEN excluded.reason WHEN excluded.vote > 0 THEN '' ELSE votes.reason END",
+            (answer_id, user_id, vote, reason or "", time.time(), reason is not None))
+        await self._conn.commit()
+        return True
+
+    async def feedback_rows(self) -> list[dict[str, Any]]:
+        """Every vote with its answer, oldest first: the answer's columns (see
+        :meth:`record_answer`; ``sources``/``path`` decoded) plus ``user_id``, ``vote``
+        (+1/-1), ``reason`` and ``voted_at``."""
+        rows = await (await self._conn.execute(
+            "SELECT a.answer_id, a.thread_key, a.platform, a.channel, a.question, a.answer, a.kind, a.route,"
+            " a.sources, a.path, a.at, v.user_id, v.vote, v.reason, v.at FROM votes v JOIN answers a"
+            " ON a.answer_id = v.answer_id ORDER BY v.at")).fetchall()
+        return [{**_answer_row(r[:11]), "user_id": r[11], "vote": r[12], "reason": r[13], "voted_at": r[14]}
+                for r in rows]
+
+
+def _answer_row(r: Any) -> dict[str, Any]:
+    return {"answer_id": r[0], "thread_key": r[1], "platform": r[2], "channel": r[3], "question": r[4],
+            "answer": r[5], "kind": r[6], "route": r[7], "sources": json.loads(r[8]), "path": json.loads(r[9]),
+            "at": r[10]}

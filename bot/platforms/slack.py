@@ -39,6 +39,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.chat import feedback
 from bot.chat.policy import OUTSIDER_REFUSAL, Addressing, is_outsider, wants_answer
 from bot.chat.text import Mention
 from bot.config import Secrets, Settings
@@ -46,15 +47,19 @@ from bot.platforms.slack_blocks import (
     ACTION_ANSWER,
     ACTION_DISMISS,
     ACTION_RETRY,
+    ACTION_VOTE_DOWN,
+    ACTION_VOTE_UP,
     INPUT_BLOCK,
     MODAL_ANSWER,
     MODAL_RETRY,
+    MODAL_VOTE_REASON,
     HelpRef,
     help_handled_message,
     expert_mentions,
     help_modal,
     modal_text,
     question_block_of,
+    vote_reason_modal,
 )
 from bot.platforms.slack_client import SlackDirectory, best_effort_copy, make_client, slack_error
 from bot.platforms.slack_format import incoming_text
@@ -183,6 +188,17 @@ class SlackBot:
                 await ack()
                 self.spawn(self._on_modal(body, view), f"modal {view.get('callback_id')}")
 
+        for action_id in (ACTION_VOTE_UP, ACTION_VOTE_DOWN):
+            @app.action(action_id)
+            async def on_vote(ack: Callable, body: dict, action: dict) -> None:
+                await ack()
+                self.spawn(self._on_vote(body, action), f"vote {action.get('action_id')}")
+
+        @app.view(MODAL_VOTE_REASON)
+        async def on_reason(ack: Callable, body: dict, view: dict) -> None:
+            await ack()
+            self.spawn(self._on_vote_reason(body, view), "vote reason")
+
         @app.command(COMMAND)
         async def on_command(ack: Callable, body: dict) -> None:
             await ack()
@@ -268,7 +284,8 @@ class SlackBot:
             platform="slack", thread_key=key, message_id=f"slack:{place.channel}:{place.message_ts}",
             author_id=user, text=incoming_text(str(event.get("text") or ""), bot_user_id),
             author_name=await self.directory.display_name(user),
-            is_admin=self.directory.is_admin(user), is_expert=await self.directory.is_expert(user))
+            is_admin=self.directory.is_admin(user), is_expert=await self.directory.is_expert(user),
+            channel=place.channel)
         out = self.responder(place)
         log.info("slack message %s in %s from %s (via %s)", msg.message_id, key, user, via)
         try:
@@ -336,7 +353,8 @@ class SlackBot:
         out = self.responder(self._place(ref, user, message_ts=ref.question_ts, shown=[waiting]))
         log.info("slack help request in %s: %s by %s", ref.thread_key, action.value, user)
         resumed = await self.service.resume(ref.thread_key, action, text, actor_id=user, actor_name=name,
-                                            is_expert=True, out=out, interrupt_id=ref.interrupt_id or None)
+                                            is_expert=True, out=out, interrupt_id=ref.interrupt_id or None,
+                                            channel=ref.channel)
         if not resumed:  # the service told the actor privately
             log.info("slack help request in %s: %s by %s not resumed (already handled)", ref.thread_key,
                      action.value, user)
@@ -347,6 +365,47 @@ class SlackBot:
                 await self.client.chat_update(channel=ref.channel, ts=ref.help_ts, **msg)
             except Exception as exc:  # noqa: BLE001
                 log.warning("slack chat.update of help request failed in %s: %s", ref.thread_key, slack_error(exc))
+
+    # ---- feedback ----------------------------------------------------------------------
+    def _vote_place(self, body: dict) -> SlackPlace:
+        container = body.get("container") or {}
+        message = body.get("message") or {}
+        channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
+        return SlackPlace(team=str((body.get("team") or {}).get("id") or ""), channel=channel,
+                          thread_ts=str(message.get("thread_ts") or container.get("thread_ts") or ""),
+                          user=str((body.get("user") or {}).get("id") or ""))
+
+    async def _on_vote(self, body: dict, action: dict) -> None:
+        """👍 / 👎 under an answer: record the vote at once; a 👎 opens the optional-reason modal
+        (or, when the modal cannot open, says so privately: the vote stays)."""
+        answer_id = str(action.get("value") or "")
+        user = body.get("user") or {}
+        place = self._vote_place(body)
+        if not feedback.is_answer_id(answer_id):
+            log.info("slack vote with a foreign value ignored (user %s)", place.user)
+            return
+        if is_outsider(user.get("team_id"), {str((body.get("team") or {}).get("id") or "")},
+                       self.settings.allowed_teams):
+            await self.responder(place).notify_private(OUTSIDER_REFUSAL)
+            return
+        vote = feedback.UP if action.get("action_id") == ACTION_VOTE_UP else feedback.DOWN
+        ok = await self.service.vote(answer_id, place.user, vote)
+        if ok and vote == feedback.DOWN and body.get("trigger_id"):
+            try:
+                await self.client.views_open(trigger_id=body["trigger_id"], view=vote_reason_modal(answer_id))
+                return  # the modal is the private reply
+            except Exception as exc:  # noqa: BLE001
+                log.warning("slack views.open (vote reason) failed in %s: %s", place.channel, slack_error(exc))
+        await self.responder(place).notify_private(feedback.vote_reply(ok, vote))
+
+    async def _on_vote_reason(self, body: dict, view: dict) -> None:
+        """The 👎 reason modal was submitted: store the reason with the vote (empty: nothing to add)."""
+        answer_id = str(view.get("private_metadata") or "")
+        user = str((body.get("user") or {}).get("id") or "")
+        reason = modal_text(view)[: feedback.REASON_MAX_CHARACTERS]
+        if not feedback.is_answer_id(answer_id) or not reason:
+            return
+        await self.service.vote(answer_id, user, feedback.DOWN, reason)
 
     # ---- admin -------------------------------------------------------------------------
     async def _on_command(self, body: dict) -> None:

@@ -17,6 +17,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from bot.chat import feedback
 from bot.chat.text import Mention, reply_hint
 from bot.platforms.slack_format import escape, markdown_to_mrkdwn, slack_link, slack_mention, split_mrkdwn, to_mrkdwn
 from bot.protocol import Answer, HelpRequest, HumanAction
@@ -27,6 +28,11 @@ ACTION_RETRY = "threadwise_retry"
 ACTION_DISMISS = "threadwise_dismiss"
 MODAL_ANSWER = "threadwise_answer_modal"
 MODAL_RETRY = "threadwise_retry_modal"
+ACTION_VOTE_UP = "threadwise_vote_up"
+ACTION_VOTE_DOWN = "threadwise_vote_down"
+MODAL_VOTE_REASON = "threadwise_vote_reason"
+FEEDBACK_BLOCK = "threadwise_feedback"
+HELP_BLOCK = "threadwise_help"
 INPUT_BLOCK = "threadwise_text"
 INPUT_ACTION = "text"
 _PREVIEW = 200
@@ -110,11 +116,13 @@ def answer_messages(answer: Answer, *, max_section: int, max_message: int) -> li
     blocks: list[dict[str, Any]] = [_section(t) for t in body + footer]
     if note:
         blocks.append(_context(f"_{escape(note)}_"))
+    if answer.answer_id:
+        blocks.append(feedback_block(answer.answer_id))
 
     messages: list[list[dict[str, Any]]] = [[]]
     size = 0
     for block in blocks:
-        length = len(block.get("text", {}).get("text", "")) or len(block["elements"][0]["text"])
+        length = block_length(block)
         if messages[-1] and (size + length > max_message or len(messages[-1]) >= MAX_BLOCKS):
             messages.append([])
             size = 0
@@ -126,6 +134,52 @@ def answer_messages(answer: Answer, *, max_section: int, max_message: int) -> li
         prefix = "" if n == 0 else f"({n + 1}/{len(messages)}) "
         out.append({"text": prefix + _preview(first), "blocks": msg_blocks})
     return out
+
+
+def block_length(block: dict[str, Any]) -> int:
+    """Characters of readable text in a section, context or actions block."""
+    if block.get("type") == "section":
+        return len(block["text"]["text"])
+    if block.get("type") == "context":
+        return len(block["elements"][0]["text"])
+    return 0
+
+
+def block_plain_text(block: dict[str, Any]) -> str:
+    """The mrkdwn text of a section or context block ("" for others, e.g. buttons)."""
+    if block.get("type") == "section":
+        return str(block["text"]["text"])
+    if block.get("type") == "context":
+        return str(block["elements"][0]["text"])
+    return ""
+
+
+def feedback_block(answer_id: str) -> dict[str, Any]:
+    """The 👍 / 👎 buttons under an answer; both carry the answer id as their value."""
+    return {"type": "actions", "block_id": FEEDBACK_BLOCK, "elements": [
+        {"type": "button", "action_id": ACTION_VOTE_UP, "value": answer_id,
+         "text": {"type": "plain_text", "text": feedback.UP_LABEL, "emoji": True}},
+        {"type": "button", "action_id": ACTION_VOTE_DOWN, "value": answer_id,
+         "text": {"type": "plain_text", "text": feedback.DOWN_LABEL, "emoji": True}},
+    ]}
+
+
+def vote_reason_modal(answer_id: str) -> dict[str, Any]:
+    """The modal a 👎 opens: an optional reason (views.open ``view``); private_metadata is the answer id."""
+    return {
+        "type": "modal", "callback_id": MODAL_VOTE_REASON,
+        "title": {"type": "plain_text", "text": feedback.REASON_TITLE[:24]},
+        "submit": {"type": "plain_text", "text": "Send"},
+        "close": {"type": "plain_text", "text": "Skip"},
+        "private_metadata": answer_id,
+        "blocks": [{
+            "type": "input", "block_id": INPUT_BLOCK, "optional": True,
+            "label": {"type": "plain_text", "text": feedback.REASON_LABEL},
+            "element": {"type": "plain_text_input", "action_id": INPUT_ACTION, "multiline": True,
+                        "max_length": feedback.REASON_MAX_CHARACTERS,
+                        "placeholder": {"type": "plain_text", "text": feedback.REASON_PLACEHOLDER}},
+        }],
+    }
 
 
 def expert_mentions(ids: list[str]) -> list[Mention]:
@@ -176,7 +230,7 @@ def help_request_message(request: HelpRequest, *, experts: list[str], ref: HelpR
     blocks = [_section(lead), _question_block(request.question)]
     if details:
         blocks.append(_section("\n".join(details)[:3000]))
-    blocks.append({"type": "actions", "block_id": "threadwise_help", "elements": [
+    blocks.append({"type": "actions", "block_id": HELP_BLOCK, "elements": [
         {"type": "button", "action_id": ACTION_ANSWER, "style": "primary", "value": value,
          "text": {"type": "plain_text", "text": "Answer"}},
         {"type": "button", "action_id": ACTION_RETRY, "value": value,

@@ -25,7 +25,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 from bot.chat.reactions import ReactionState
 from bot.chat.text import Part
 from bot.config import SlackSettings
-from bot.platforms.slack_blocks import HelpRef, answer_messages, help_request_message
+from bot.platforms.slack_blocks import HelpRef, answer_messages, block_plain_text, help_request_message
 from bot.platforms.slack_client import slack_error
 from bot.platforms.slack_format import escape, split_mrkdwn, to_mrkdwn
 from bot.protocol import Answer, HelpRequest, PostError, Status
@@ -190,8 +190,7 @@ class SlackResponder:
             if await self._post(msg["text"], msg["blocks"]):
                 posted += 1
                 continue
-            text = "\n\n".join(b["text"]["text"] if b["type"] == "section" else b["elements"][0]["text"]
-                               for b in msg["blocks"])
+            text = "\n\n".join(t for t in map(block_plain_text, msg["blocks"]) if t)
             if await self._post_chunks(text):
                 posted += 1
         self.posted_answer = self.posted_answer or posted > 0

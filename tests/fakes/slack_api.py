@@ -707,13 +707,12 @@ class SlackHarness:
         out = []
         for p in self.fake.posts(channel or self.channel):
             blocks = p.get("blocks") or []
-            if blocks and not any(b.get("type") == "actions" for b in blocks):
+            if blocks and not _is_help(p):
                 out.append(p)
         return out
 
     def help_requests(self, channel: str | None = None) -> list[dict[str, Any]]:
-        return [p for p in self.fake.posts(channel or self.channel)
-                if any(b.get("type") == "actions" for b in p.get("blocks") or [])]
+        return [p for p in self.fake.posts(channel or self.channel) if _is_help(p)]
 
     def reaction_adds(self, ts: str, channel: str | None = None) -> list[str]:
         """Names added (successfully) on a message, in order."""
@@ -721,6 +720,19 @@ class SlackHarness:
 
     def reactions_now(self, ts: str, channel: str | None = None) -> list[str]:
         return list(self.fake.reactions.get((channel or self.channel, ts), []))
+
+
+def _is_help(post: dict[str, Any]) -> bool:
+    """A help request: it has the Answer / Retry / Dismiss buttons (not only 👍/👎 ones)."""
+    return any(b.get("type") == "actions" and any(str(e.get("action_id", "")).startswith(
+        ("threadwise_answer", "threadwise_retry", "threadwise_dismiss")) for e in b.get("elements") or [])
+        for b in post.get("blocks") or [])
+
+
+def vote_buttons(post: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The 👍/👎 buttons of an answer post, by action id ({} when it has none)."""
+    return {e["action_id"]: e for b in post.get("blocks") or [] if b.get("type") == "actions"
+            for e in b.get("elements") or [] if str(e.get("action_id", "")).startswith("threadwise_vote")}
 
 
 def section_texts(post: dict[str, Any]) -> list[str]:
