@@ -16,7 +16,7 @@ import re
 import pytest
 
 from graphs.models import ScriptedChatModel
-from tests.fakes.discord_gateway import DiscordHarness, FakeDiscord
+from tests.fakes.discord_gateway import is_help_request, DiscordHarness, FakeDiscord
 
 EYES, MAG, PENCIL, RAISED, CHECK, SAD = "👀", "🔍", "✏️", "🙋", "✅", "😞"
 NOT_GROUNDED = json.dumps({"grounded": False, "useful": False, "feedback": "not supported by the documents"})
@@ -70,12 +70,12 @@ def present_reactions(fake: FakeDiscord, message_id: str) -> list[str]:
 
 def answers(fake: FakeDiscord, channel_id: str) -> list[str]:
     """Texts the bot posted in a channel, help requests (messages with buttons) excluded."""
-    return [m["content"] for m in fake.bot_messages(channel_id) if not m.get("posted_components")]
+    return [m["content"] for m in fake.bot_messages(channel_id) if not is_help_request(m)]
 
 
 def help_requests(fake: FakeDiscord, channel_id: str) -> list[dict]:
     """Messages the bot posted with buttons (as they are now: edits included)."""
-    return [fake.all_messages[m["id"]] for m in fake.bot_messages(channel_id) if m.get("posted_components")]
+    return [fake.all_messages[m["id"]] for m in fake.bot_messages(channel_id) if is_help_request(m)]
 
 
 def button_ids(message: dict) -> dict[str, str]:

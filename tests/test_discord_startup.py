@@ -13,7 +13,7 @@ from bot.config import Secrets, load_settings
 from bot.platforms.discord_ import discord_enabled, run_discord
 from bot.runtime import open_runtime
 from graphs.models import ScriptedChatModel
-from tests.fakes.discord_gateway import MESSAGE_CONTENT_INTENT, DiscordHarness, FakeDiscord, write_config
+from tests.fakes.discord_gateway import is_help_request, MESSAGE_CONTENT_INTENT, DiscordHarness, FakeDiscord, write_config
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ async def refusing_fake():
 
 
 def answers(fake: FakeDiscord, channel_id: str) -> list[str]:
-    return [m["content"] for m in fake.bot_messages(channel_id) if not m.get("posted_components")]
+    return [m["content"] for m in fake.bot_messages(channel_id) if not is_help_request(m)]
 
 
 async def test_refused_message_content_intent_is_explained_and_falls_back_to_mentions_and_dms(

@@ -92,3 +92,4 @@ async def test_apologies_carry_no_vote_buttons(tmp_path, fake):
         assert vote_buttons(apology) == {}
     finally:
         await harness.close()
+

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from graphs.models import ScriptedChatModel
-from tests.fakes.discord_gateway import FakeDiscord
+from tests.fakes.discord_gateway import is_help_request, FakeDiscord
 from tests.test_discord_bot import (  # noqa: F401 - fixtures
     CHECK,
     PENCIL,
@@ -147,7 +147,7 @@ async def test_without_thread_permission_each_question_is_its_own_conversation(f
     b_msg = await fake.send_message(bob, f"<@{fake.bot.id}> how do I deploy?")
     await fake.wait_until(lambda: answers(fake, fake.channel_id))
     await bot.idle()
-    (b_answer,) = [m for m in fake.bot_messages(fake.channel_id) if not m.get("posted_components")]
+    (b_answer,) = [m for m in fake.bot_messages(fake.channel_id) if not is_help_request(m)]
     assert str(b_answer["message_reference"]["message_id"]) == b_msg["id"]
     assert "waiting for an expert" not in b_answer["content"]
     assert present_reactions(fake, b_msg["id"]) == [CHECK]

@@ -54,7 +54,9 @@ from bot.config import Secrets, Settings
 from bot.platforms.discord_auth import is_admin, is_expert
 from bot.platforms.discord_format import strip_mentions, thread_name
 from bot.platforms.discord_responder import DiscordResponder, InteractionResponder
-from bot.platforms.discord_views import HelpButton, help_modal, modal_text, parse_modal_id
+from bot.chat import feedback
+from bot.platforms.discord_views import (HelpButton, VoteButton, help_modal, modal_text, parse_modal_id,
+                                         parse_vote_reason_id, vote_reason_modal)
 from bot.protocol import HumanAction, IncomingMessage, clean_text
 
 log = logging.getLogger("threadwise.discord")
@@ -150,7 +152,7 @@ class ThreadwiseBot(discord.Client):
     # ------------------------------------------------------------------ start-up
     async def setup_hook(self) -> None:
         """Register the persistent help buttons and publish the slash commands."""
-        self.add_dynamic_items(HelpButton)
+        self.add_dynamic_items(HelpButton, VoteButton)
         try:
             guild_ids = self.discord_settings.command_guild_ids
             if guild_ids:
@@ -411,6 +413,7 @@ class ThreadwiseBot(discord.Client):
             author_name=getattr(author, "display_name", "") or author.name,
             is_admin=is_admin(author, self.discord_settings),
             is_expert=is_expert(author, self.discord_settings),
+            channel=str(getattr(channel, "parent_id", None) or channel.id),
         )
         out = DiscordResponder(
             self,
@@ -479,11 +482,50 @@ class ThreadwiseBot(discord.Client):
             self._resume(interaction, action, "", thread_key, interrupt_id, expert), name=f"discord resume {thread_key}"
         )
 
+    async def on_vote_button(self, interaction: discord.Interaction, vote: int, answer_id: str) -> None:
+        """👍 / 👎 under an answer: the vote is recorded at once (one per user, the latest
+        counts); a 👎 opens the optional-reason modal as the interaction's response, a 👍
+        gets an ephemeral thanks."""
+        user = interaction.user
+        if self._outsider_guild(interaction.guild_id):
+            with contextlib.suppress(discord.HTTPException):
+                await interaction.response.send_message(OUTSIDER_REFUSAL, ephemeral=True)
+            return
+        log.info("discord: vote %+d on answer %s by user=%s", vote, answer_id, user.id)
+        if vote == feedback.DOWN:
+            with contextlib.suppress(discord.HTTPException):
+                await interaction.response.send_modal(vote_reason_modal(answer_id))
+        else:
+            with contextlib.suppress(discord.HTTPException):
+                await interaction.response.defer(ephemeral=True, thinking=True)
+
+        async def record() -> None:
+            ok = await self.service.vote(answer_id, str(user.id), vote)
+            if vote == feedback.UP or not ok:
+                with contextlib.suppress(discord.HTTPException):
+                    await interaction.followup.send(feedback.vote_reply(ok, vote), ephemeral=True)
+
+        await self.spawn(record(), name=f"discord vote {answer_id}")
+
+    async def _on_vote_reason(self, interaction: discord.Interaction, answer_id: str) -> None:
+        reason = modal_text(interaction)[: feedback.REASON_MAX_CHARACTERS]
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        ok = await self.service.vote(answer_id, str(interaction.user.id), feedback.DOWN, reason or None)
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.followup.send(feedback.vote_reply(ok, feedback.DOWN, reason=reason), ephemeral=True)
+
     async def on_interaction(self, interaction: discord.Interaction) -> None:
-        """Handle help-modal submits (``tw:m:...``); other interactions have their own handlers."""
+        """Handle help-modal submits (``tw:m:...``) and 👎 reasons (``tw:vr:...``); other
+        interactions have their own handlers."""
         if interaction.type is not discord.InteractionType.modal_submit:
             return
-        parsed = parse_modal_id(str((interaction.data or {}).get("custom_id", "")))
+        custom_id = str((interaction.data or {}).get("custom_id", ""))
+        answer_id = parse_vote_reason_id(custom_id)
+        if answer_id is not None:
+            await self.spawn(self._on_vote_reason(interaction, answer_id), name=f"discord vote reason {answer_id}")
+            return
+        parsed = parse_modal_id(custom_id)
         if parsed is None:
             return
         action, thread_key, interrupt_id = parsed
@@ -531,6 +573,7 @@ class ThreadwiseBot(discord.Client):
             is_expert=expert,
             out=out,
             interrupt_id=interrupt_id or None,
+            channel=str(getattr(interaction.channel, "parent_id", None) or interaction.channel_id or ""),
         )
         if not ok:
             return

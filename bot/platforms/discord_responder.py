@@ -30,7 +30,7 @@ from bot.chat.reactions import ReactionState
 from bot.chat.text import Mention, Part, compose
 from bot.platforms.discord_auth import expert_mentions
 from bot.platforms.discord_format import format_answer, format_help_request, split_message
-from bot.platforms.discord_views import help_view
+from bot.platforms.discord_views import help_view, vote_view
 from bot.protocol import Answer, HelpRequest, PostError, Status
 
 if TYPE_CHECKING:
@@ -289,7 +289,9 @@ class DiscordResponder:
             self.thread_key,
         )
         for i, chunk in enumerate(chunks):
-            if await self._send(chunk, reply=(i == 0 or self.reply_always)) is None:
+            last = i == len(chunks) - 1
+            view = vote_view(answer.answer_id) if last and answer.answer_id else None
+            if await self._send(chunk, reply=(i == 0 or self.reply_always), view=view) is None:
                 # the channel is gone or forbidden: later parts would fail too
                 raise PostError(f"discord answer: {i} of {len(chunks)} message(s) posted thread={self.thread_key}",
                                 self.last_error)

@@ -8,6 +8,9 @@ subclasses registered once at start-up (``client.add_dynamic_items``: discord.py
 ``add_view`` for custom_ids that hold state), so a click on a help request posted before a
 restart still reaches the bot.
 
+Every answer carries 👍 / 👎 buttons the same way (:class:`VoteButton`, ``tw:v:<u|d>:<answer id>``);
+a 👎 opens an optional-reason modal (``tw:vr:<answer id>``), handled in ``on_interaction`` too.
+
 A modal's submit arrives as its own interaction with ``custom_id`` ``tw:m:<a|r>:<key>:<id>``;
 the bot handles it in ``on_interaction`` from the id alone, so it works across restarts too.
 """
@@ -19,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
+from bot.chat import feedback
 from bot.protocol import HumanAction
 
 if TYPE_CHECKING:
@@ -113,3 +117,53 @@ def modal_text(interaction: discord.Interaction) -> str:
             if comp.get("custom_id") == TEXT_INPUT_ID:
                 return str(comp.get("value") or "").strip()
     return ""
+
+
+VOTE_ID = r"tw:v:(?P<vote>[ud]):(?P<aid>[0-9a-f]{6,32})"
+VOTE_REASON_ID = re.compile(r"tw:vr:(?P<aid>[0-9a-f]{6,32})")
+
+
+class VoteButton(discord.ui.DynamicItem[discord.ui.Button], template=VOTE_ID):
+    """👍 or 👎 under an answer (custom_id ``tw:v:<u|d>:<answer id>``, persistent across restarts)."""
+
+    def __init__(self, vote: int, answer_id: str) -> None:
+        up = vote > 0
+        super().__init__(discord.ui.Button(
+            label=feedback.UP_LABEL if up else feedback.DOWN_LABEL, style=discord.ButtonStyle.secondary,
+            custom_id=f"tw:v:{'u' if up else 'd'}:{answer_id}"))
+        self.vote = feedback.UP if up else feedback.DOWN
+        self.answer_id = answer_id
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
+    ) -> VoteButton:
+        return cls(feedback.UP if match["vote"] == "u" else feedback.DOWN, match["aid"])
+
+    async def callback(self, interaction: discord.Interaction) -> None:  # type: ignore[override]
+        bot: ThreadwiseBot = interaction.client  # type: ignore[assignment]
+        await bot.on_vote_button(interaction, self.vote, self.answer_id)
+
+
+def vote_view(answer_id: str) -> discord.ui.View:
+    """A persistent view (``timeout=None``) with the 👍 and 👎 buttons of one answer."""
+    view = discord.ui.View(timeout=None)
+    view.add_item(VoteButton(feedback.UP, answer_id))
+    view.add_item(VoteButton(feedback.DOWN, answer_id))
+    return view
+
+
+def vote_reason_modal(answer_id: str) -> discord.ui.Modal:
+    """The optional-reason modal a 👎 opens; its submit (``tw:vr:<answer id>``) is handled in
+    ``ThreadwiseBot.on_interaction``."""
+    modal = discord.ui.Modal(title=feedback.REASON_TITLE, timeout=None, custom_id=f"tw:vr:{answer_id}")
+    modal.add_item(discord.ui.TextInput(
+        label=feedback.REASON_LABEL[:45], placeholder=feedback.REASON_PLACEHOLDER, custom_id=TEXT_INPUT_ID,
+        style=discord.TextStyle.paragraph, max_length=feedback.REASON_MAX_CHARACTERS, required=False))
+    return modal
+
+
+def parse_vote_reason_id(custom_id: str) -> str | None:
+    """The answer id of a 👎 reason modal's custom_id, or None."""
+    m = VOTE_REASON_ID.fullmatch(custom_id)
+    return m["aid"] if m else None

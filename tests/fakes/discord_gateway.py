@@ -845,6 +845,19 @@ KB_FILES = {
 }
 
 
+def is_help_request(message: dict[str, Any]) -> bool:
+    """A message the bot posted with help-request buttons (not only an answer's 👍/👎)."""
+    return any(str(c.get("custom_id", "")).startswith(("tw:a:", "tw:r:", "tw:d:"))
+               for row in message.get("posted_components") or [] for c in row.get("components") or [])
+
+
+def vote_ids(message: dict[str, Any]) -> dict[str, str]:
+    """``{"up": custom_id, "down": custom_id}`` of an answer's vote buttons ({} when it has none)."""
+    return {("up" if c["custom_id"].startswith("tw:v:u:") else "down"): c["custom_id"]
+            for row in message.get("components") or [] for c in row.get("components") or []
+            if str(c.get("custom_id", "")).startswith("tw:v:")}
+
+
 def write_config(tmp_path: Any, fake: FakeDiscord, *, discord: str = "", extra: str = "") -> Any:
     """A config.toml for tests: data and a two-file knowledge base under ``tmp_path``, Discord
     pointed at ``fake`` (experts: the fake's expert role; admins: its admin role)."""
