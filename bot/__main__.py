@@ -303,6 +303,33 @@ def cmd_threads(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def cmd_feedback(args: argparse.Namespace, settings: Settings) -> int:
+    """Summarise the 👍/👎 votes (or export them as eval-shaped JSONL with ``--json``)."""
+    from bot.feedback import export_rows, format_summary, summarise
+    from bot.store import Bookkeeping
+
+    path = settings.path(settings.service.bookkeeping_db)
+    if not path.exists():
+        rows: list = []
+    else:
+        store = await Bookkeeping.open(path)
+        try:
+            rows = await store.feedback_rows()
+        finally:
+            await store.close()
+    if args.json:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in export_rows(rows))
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(text, encoding="utf-8")
+            console.print(f"wrote {len(export_rows(rows))} answers to {args.json}", markup=False)
+        return 0
+    console.print(format_summary(summarise(rows)), markup=False, highlight=False)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="threadwise", description="Threadwise: team Q&A bot (adaptive RAG).")
     # --config and -v work before the command and after it (SUPPRESS: an option not given
@@ -331,6 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="PATH", help="write per-question rows and totals as JSON")
     e.add_argument("--limit", type=int, default=0, help="only the first N questions")
     sub.add_parser("threads", parents=[common], help="list saved threads")
+    f = sub.add_parser("feedback", parents=[common], help="summarise the 👍/👎 votes on answers")
+    f.add_argument("--json", metavar="PATH", help="export the voted answers as eval-shaped JSONL ('-': stdout)")
     return p
 
 
@@ -358,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level)
     handlers = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
-                "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads}
+                "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads, "feedback": cmd_feedback}
     handler = handlers[args.command]
     if args.command in ("ask", "eval"):
         # Ctrl-C stops a one-shot command at once, with one line; asyncio's own shutdown

@@ -3,11 +3,13 @@ a 👎 asks privately for an optional reason, and ``threadwise feedback`` summar
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from bot.__main__ import main
+from bot.config import load_settings
 from graphs.models import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, vote_buttons, write_config
 
@@ -93,3 +95,61 @@ async def test_apologies_carry_no_vote_buttons(tmp_path, fake):
     finally:
         await harness.close()
 
+
+
+# ---- console and the CLI summary ------------------------------------------------------------
+async def test_console_good_and_bad_rate_the_last_answer_and_the_cli_summarises(tmp_path, capsys):
+    import io
+
+    from rich.console import Console
+
+    from bot.platforms.console import run_console
+    from tests.conftest import scripted_runtime
+    from tests.conftest import write_config as write_core_config
+
+    config = write_core_config(tmp_path)
+    settings = load_settings(config)
+    lines = "\n".join(["/good", "how do I lock down studio auth?", "/good", "/bad it cites the wrong page",
+                       "/thread other", "/bad", "what does the standalone container need to boot?",
+                       "/bad", "/quit"]) + "\n"
+    screen = io.StringIO()
+    async with scripted_runtime(settings) as (rt, _):
+        await run_console(rt, thread="main", stdin=io.StringIO(lines), console=Console(file=screen, width=200))
+        got = await rt.service.store.feedback_rows()
+    text = screen.getvalue()
+    assert text.count("No answer to rate in this thread yet.") == 2  # before any answer, and on a new thread
+    assert "Rate it: /good or /bad" in text
+    # one vote per user and answer: /bad replaced /good, with its reason
+    assert [(r["question"], r["vote"], r["reason"]) for r in got] == [
+        ("how do I lock down studio auth?", -1, "it cites the wrong page"),
+        ("what does the standalone container need to boot?", -1, "")]
+
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["feedback", "--config", str(config)]) == 0
+    summary = capsys.readouterr().out
+    assert "2 answers voted on: 0 👍, 2 👎" in summary
+    assert "Per channel" in summary and "console: 0 👍, 2 👎" in summary
+    assert "vectorstore: 0 👍, 2 👎" in summary
+    assert "Worst-rated documents" in summary and "auth.md" in summary
+
+    assert await asyncio.to_thread(main, ["feedback", "--config", str(config), "--json", "-"]) == 0
+    exported = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["question"] for e in exported] == ["how do I lock down studio auth?",
+                                                 "what does the standalone container need to boot?"]
+    first = exported[0]
+    assert {"id", "kind", "question", "history", "expected_route", "sources", "answer_facts"} <= set(first)
+    assert first["kind"] == "kb" and first["expected_route"] == "vectorstore" and first["down"] == 1
+    assert first["reasons"] == ["it cites the wrong page"] and "auth.md" in first["cited_sources"]
+    # the export is a valid eval file once the expected sources are filled in
+    from bot.eval import load_eval
+
+    path = tmp_path / "cases.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in exported))
+    assert len(load_eval(path)) == 2
+
+
+def test_feedback_summary_before_any_vote(tmp_path, capsys):
+    from tests.conftest import write_config as write_core_config
+
+    assert main(["feedback", "--config", str(write_core_config(tmp_path))]) == 0
+    assert "No votes yet" in capsys.readouterr().out

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bot.chat.text import REPLY_SYNTAX
+from bot.chat import feedback
 from bot.protocol import Answer, HelpRequest, IncomingMessage, PostError, Status, clean_text
 from bot.terminal import make_console
 
@@ -41,6 +42,8 @@ def format_answer(answer: Answer) -> str:
         lines += [f"  [{i}] {s.location}" + (f" — {s.title}" if s.title and s.title != s.location else "")
                   for i, s in enumerate(answer.sources, start=1)]
     lines.append(f"\n({answer.route_note}; path: {' -> '.join(answer.route) or 'n/a'})")
+    if answer.answer_id:
+        lines.append("Rate it: /good or /bad [what was wrong]")
     return "\n".join(lines)
 
 
@@ -99,7 +102,8 @@ class ConsoleResponder:
         return {"thread": self.thread}
 
 
-_COMMANDS_HELP = "Commands: /thread NAME (switch thread), /threads (list them), /help, /quit. Anything else is a question."
+_COMMANDS_HELP = ("Commands: /thread NAME (switch thread), /threads (list them), /good or /bad [reason] (rate the "
+                  "last answer), /help, /quit. Anything else is a question.")
 
 
 async def _read_lines(stdin: TextIO) -> AsyncIterator[str]:
@@ -179,7 +183,16 @@ async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None =
         if line in ("/quit", "/exit"):
             break
         name, _, arg = line.partition(" ")
-        if name in ("/thread", "/threads", "/help"):
+        if name in ("/good", "/bad"):
+            last = [a for a in (responders[thread].answers if thread in responders else []) if a.answer_id]
+            if not last:
+                console.print("No answer to rate in this thread yet.", markup=False)
+            else:
+                vote = feedback.UP if name == "/good" else feedback.DOWN
+                reason = arg.strip() or None if vote == feedback.DOWN else None
+                ok = await service.vote(last[-1].answer_id, user, vote, reason)
+                console.print(feedback.vote_reply(ok, vote, reason=reason), markup=False)
+        elif name in ("/thread", "/threads", "/help"):
             if name == "/thread" and arg.strip():
                 thread = arg.strip()
                 console.print(f"now on thread {thread}", style="dim")
