@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "config.toml"
@@ -175,6 +175,53 @@ class ConsoleSettings(_Section):
     user: str = "you"
 
 
+class LearningSettings(_Section):
+    enabled: bool = Field(True, description="Save experts' answers to help requests as knowledge entries "
+                                            "(searched with the documents, cited as a teammate's answer)")
+    index_db: str = Field("data/learned.sqlite", description="SQLite file of the learned entries")
+
+
+class ChannelSettings(_Section):
+    """One ``[[channels]]`` entry: settings for one Slack or Discord channel. Unset keys
+    (and channels without an entry) use the defaults of the other sections."""
+
+    platform: Literal["slack", "discord"] = Field(description="the platform of the channel")
+    id: str = Field("", description="channel id (Slack C..., G...; Discord channel id, which also covers "
+                                    "its threads); id or name is required")
+    name: str = Field("", description="channel name without '#' (used when id is empty)")
+    description: str = Field("", description="what the channel is for (a note for admins)")
+    sources: list[str] | None = Field(
+        None, description="entries of [knowledge] sources this channel searches (exactly as written there, or "
+                          "the folder name); unset: all. Answers here never cite other sources")
+    experts: list[str] | None = Field(
+        None, description="Slack: user (U...) or user group (S...) ids answering help requests here; unset: "
+                          "[slack] experts")
+    expert_role_ids: list[int] | None = Field(None, description="Discord: expert roles here; unset: [discord]'s")
+    expert_user_ids: list[int] | None = Field(None, description="Discord: expert users here; unset: [discord]'s")
+    reply_policy: ReplyPolicyName | None = Field(
+        None, description="all | unless_addressed_to_others | mentions_only; unset: the platform's")
+    web: bool | None = Field(None, description="web search in this channel; unset: [web] enabled")
+    learning: bool | None = Field(None, description="use and save learned entries here; unset: [learning] enabled")
+
+    @model_validator(mode="after")
+    def _named(self) -> "ChannelSettings":
+        self.id, self.name = self.id.strip(), self.name.strip().lstrip("#")
+        if not (self.id or self.name):
+            raise ValueError("a [[channels]] entry needs an id or a name")
+        if self.platform == "slack" and not self.id:
+            raise ValueError("a Slack [[channels]] entry needs the channel id (C...): Slack events carry no names")
+        return self
+
+    def matches(self, platform: str, channel_id: str, channel_name: str = "") -> bool:
+        """True if this entry is for ``platform``'s channel ``channel_id`` (or, when the
+        entry has no id, the channel named ``channel_name``, case-insensitive)."""
+        if platform != self.platform:
+            return False
+        if self.id:
+            return str(channel_id) == self.id
+        return bool(channel_name) and channel_name.lstrip("#").lower() == self.name.lower()
+
+
 class Settings(_Section):
     """The whole config.toml. Paths are resolved against the config file's folder."""
 
@@ -186,7 +233,25 @@ class Settings(_Section):
     slack: SlackSettings = SlackSettings()
     discord: DiscordSettings = DiscordSettings()
     console: ConsoleSettings = ConsoleSettings()
+    learning: LearningSettings = LearningSettings()
+    channels: list[ChannelSettings] = []
     base_dir: str = "."
+
+    def channel(self, platform: str, channel_id: str, channel_name: str = "") -> ChannelSettings | None:
+        """The first ``[[channels]]`` entry for this channel, or None (defaults apply)."""
+        return next((c for c in self.channels if c.matches(platform, channel_id, channel_name)), None)
+
+    def channel_sources(self, entry: ChannelSettings | None) -> list[str] | None:
+        """The ``[knowledge] sources`` entries (resolved paths, as the knowledge base holds
+        them) a channel may search; None for all."""
+        if entry is None or entry.sources is None:
+            return None
+        out = []
+        for want in entry.sources:
+            for src in self.knowledge.sources:
+                if want.strip().rstrip("/") in (src.rstrip("/"), Path(src.rstrip("/")).name):
+                    out.append(str(self.path(src)))
+        return sorted(set(out))
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config.toml against the config file's folder."""
@@ -235,6 +300,30 @@ def _format_error(path: Path, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _channel_errors(path: Path, settings: Settings) -> list[str]:
+    """``[[channels]]`` entries naming sources that ``[knowledge] sources`` lacks, or repeated."""
+    problems, seen = [], set()
+    names = {s.rstrip("/") for s in settings.knowledge.sources} | {Path(s.rstrip("/")).name
+                                                                  for s in settings.knowledge.sources}
+    for i, ch in enumerate(settings.channels):
+        where = f"{path.name}: channels.{i}"
+        key = (ch.platform, ch.id or "#" + ch.name.lower())
+        if key in seen:
+            problems.append(f"{where}: {ch.platform} channel {ch.id or ch.name!r} has an earlier entry")
+        seen.add(key)
+        for want in ch.sources or []:
+            if want.strip().rstrip("/") not in names:
+                problems.append(f"{where}.sources: {want!r} is not one of [knowledge] sources "
+                                f"({', '.join(settings.knowledge.sources)})")
+        if ch.sources == []:
+            problems.append(f"{where}.sources: empty (leave it out to search every source)")
+        if ch.platform == "slack" and (ch.expert_role_ids is not None or ch.expert_user_ids is not None):
+            problems.append(f"{where}: expert_role_ids/expert_user_ids are for Discord; Slack uses experts")
+        if ch.platform == "discord" and ch.experts is not None:
+            problems.append(f"{where}: experts is for Slack; Discord uses expert_role_ids/expert_user_ids")
+    return problems
+
+
 def _combination_errors(path: Path, settings: Settings) -> list[str]:
     """Settings valid one by one that cannot work together, one line each."""
     from graphs.adaptive_rag import worst_case_steps
@@ -247,6 +336,7 @@ def _combination_errors(path: Path, settings: Settings) -> list[str]:
     if k.candidates < k.k:
         problems.append(f"{path.name}: knowledge.candidates = {k.candidates} must be at least knowledge.k = {k.k} "
                         "(a search keeps k of its candidates)")
+    problems += _channel_errors(path, settings)
     g = settings.graph
     web = g.max_web_searches if settings.web.enabled else 0
     steps = worst_case_steps(g.max_generations, g.max_kb_searches, web)

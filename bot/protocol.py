@@ -111,6 +111,7 @@ class IncomingMessage:
         channel: the platform channel the conversation belongs to (Slack channel id; Discord
             parent channel of a thread, or the channel): picks the ``[[channels]]`` settings
             and is recorded with answers. "" when there is none (console, CLI).
+        channel_name: its name without ``#`` when the event gives it (Discord), else "".
     """
 
     platform: str
@@ -122,10 +123,11 @@ class IncomingMessage:
     is_admin: bool = False
     is_expert: bool = False
     channel: str = ""
+    channel_name: str = ""
 
     def __post_init__(self) -> None:
         # Every entry path builds one of these: clean the text once, here (clean_text).
-        for name in ("thread_key", "message_id", "author_id", "text", "author_name", "channel"):
+        for name in ("thread_key", "message_id", "author_id", "text", "author_name", "channel", "channel_name"):
             object.__setattr__(self, name, clean_text(getattr(self, name)))
 
 

@@ -6,6 +6,7 @@ shared infrastructure (Postgres checkpointer, a vector server) is a change here 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import sqlite3
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bot import checkpoints
 from bot.admin import AdminCommands
+from bot.chat.channels import run_scope
 from bot.config import Secrets, Settings
 from bot.failures import StorageError
 from bot.service import ChatService
@@ -207,6 +209,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
                 dedup_retention_seconds=s.dedup_retention_days * 86400,
                 resume_window_seconds=s.resume_window_seconds, storage_apology=s.storage_apology,
                 answer_note=DEGRADED_NOTE if degraded else "",
+                scope_for=functools.partial(run_scope, settings, restrict_sources=not sources),
             )
             log.info("runtime ready: model=%s web=%s index=%s", provider, bool(web), knowledge.stats())
             try:

@@ -122,6 +122,9 @@ class ChatService:
             checkpoint after a restart when it started less than this long ago; older ones
             get the apology (:mod:`bot.recovery`).
         storage_apology: the apology when the bot cannot save (disk full or read-only).
+        scope_for: ``(platform, channel id, channel name) -> dict``: what a run in that
+            channel may use (``[[channels]]``, :func:`bot.chat.channels.run_scope`), passed
+            to the graph as ``configurable["scope"]``; None: everything.
     """
 
     def __init__(self, graph: Any, store: Bookkeeping, admin: Any, *, help_timeout_seconds: float = 3600.0,
@@ -129,8 +132,9 @@ class ChatService:
                  empty_question_reply: str = "What would you like to know?", keep_checkpoints: int = 1,
                  max_question_characters: int = 4000, dedup_retention_seconds: float = 7 * 86400,
                  resume_window_seconds: float = 900.0, storage_apology: str = DEFAULT_STORAGE_APOLOGY,
-                 answer_note: str = ""):
+                 answer_note: str = "", scope_for: Callable[[str, str, str], dict[str, Any]] | None = None):
         self.graph = graph
+        self.scope_for = scope_for
         self.answer_note = answer_note  # shown with every answer, e.g. "chat model unavailable"
         self.store = store
         self.admin_commands = admin
@@ -292,7 +296,9 @@ class ChatService:
             log.info("[%s] question from %s (%d chars)", key, msg.author_id, len(text))
             async with self._runs:
                 return await self._run(key, {"messages": [HumanMessage(text)]}, out, platform=msg.platform,
-                                       run_id=run_id, record={"question": text, "channel": msg.channel})
+                                       run_id=run_id,
+                                       record={"question": text, "channel": msg.channel,
+                                               "channel_name": msg.channel_name})
 
     async def _claim(self, interrupt_id: str, key: str, by: str, parsed: tuple[HumanAction, str] | None,
                      out: Responder) -> bool:
@@ -462,6 +468,9 @@ class ChatService:
         leaves a trace :meth:`recover` finds. Never raises."""
         t0 = time.perf_counter() if t0 is None else t0
         cfg = self._cfg(thread_key)
+        if self.scope_for is not None:  # the channel's settings, for this run only
+            cfg["configurable"]["scope"] = self.scope_for(platform, str(record.get("channel") or ""),
+                                                          str(record.get("channel_name") or ""))
         try:
             before = await checkpoints.latest_checkpoint_id(self.graph.checkpointer, thread_key)
             await self.store.run_started(run_id, thread_key, platform, out.reference(), record, before)

@@ -50,7 +50,7 @@ def _next_search(nodes: Nodes, state: RAGState) -> str:
         return "rewrite_kb"
     if state.get("source") == "web" and kb_left:
         return "retrieve" if state.get("kb_searches", 0) == 0 else "rewrite_kb"
-    if nodes.web_available and state.get("web_searches", 0) < cfg.max_web_searches:
+    if nodes.web_allowed(state) and state.get("web_searches", 0) < cfg.max_web_searches:
         return "rewrite_web"
     return "human_review" if cfg.human_review else "apology"
 

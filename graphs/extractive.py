@@ -313,16 +313,19 @@ class Extractive:
         order = np.argsort(-self.rerank_scores(cos, title), kind="stable")
         return [docs[i] for i in order[:k]]
 
-    def retrieve(self, questions: Sequence[str | tuple[str, float]], k: int, candidates_per_result: int = 4) -> list[Doc]:
+    def retrieve(self, questions: Sequence[str | tuple[str, float]], k: int, candidates_per_result: int = 4,
+                 sources: Sequence[str] | None = None) -> list[Doc]:
         """Search the knowledge base (``questions``: plain or ``(query, weight)``, see
         ``KnowledgeBase.search``) for ``k * candidates_per_result`` chunks, keep the
         ``k`` best after :meth:`rerank`, each widened to its section (:meth:`widen`; two
-        chunks of one section become one document).
+        chunks of one section become one document). ``sources``: only these configured
+        sources (``KnowledgeBase.search``).
 
         Raises:
             KnowledgeBaseError: no index has been built.
         """
-        cands = self.knowledge.search(list(questions), k * candidates_per_result)
+        cands = (self.knowledge.search(list(questions), k * candidates_per_result, sources=sources)
+                 if sources is not None else self.knowledge.search(list(questions), k * candidates_per_result))
         texts = [q if isinstance(q, str) else q[0] for q in questions]
         out: list[Doc] = []
         seen: set[tuple[str, str]] = set()

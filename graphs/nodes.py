@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 from pydantic import BaseModel, Field
 
@@ -204,6 +205,14 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
     return text, [sources[loc] for loc in order]
 
 
+def scope_of(state: RAGState) -> dict[str, Any]:
+    """This turn's scope with its defaults: ``sources`` (resolved source paths the
+    knowledge base may search, None for all), ``web`` and ``learning`` (bools)."""
+    scope = state.get("scope") or {}
+    return {"sources": scope.get("sources"), "web": scope.get("web", True) is not False,
+            "learning": scope.get("learning", True) is not False}
+
+
 class Nodes:
     """The graph's nodes, bound to their dependencies. Every node returns a partial state
     update and appends its name to ``path``."""
@@ -262,13 +271,21 @@ class Nodes:
     def web_available(self) -> bool:
         return self.deps.web is not None and self.cfg.max_web_searches > 0
 
+    def web_allowed(self, state: RAGState) -> bool:
+        """Web search is configured and this turn's scope (its channel) allows it."""
+        return self.web_available and scope_of(state)["web"]
+
     def _step(self, state: RAGState, name: str, calls: int = 0) -> dict[str, Any]:
         return {"path": [*state.get("path", []), name], "llm_calls": state.get("llm_calls", 0) + calls}
 
     # ---- turn start --------------------------------------------------------------
-    async def start(self, state: RAGState) -> dict[str, Any]:
-        """Reset every per-question field (the history persists)."""
-        return {**{k: (list(v) if isinstance(v, list) else v) for k, v in PER_TURN_DEFAULTS.items()}, "path": ["start"]}
+    async def start(self, state: RAGState, config: RunnableConfig) -> dict[str, Any]:
+        """Reset every per-question field (the history persists) and take this turn's scope
+        from the run's ``configurable["scope"]`` (the channel's settings: which sources,
+        web search, learned entries; see :func:`scope_of`). A resumed turn keeps its scope."""
+        scope = dict((config.get("configurable") or {}).get("scope") or {})
+        return {**{k: (list(v) if isinstance(v, list) else v) for k, v in PER_TURN_DEFAULTS.items()}, "path": ["start"],
+                "scope": scope}
 
     async def route(self, state: RAGState) -> dict[str, Any]:
         """Contextualise the newest message with the history, route it and write the first
@@ -278,7 +295,7 @@ class Nodes:
         history = history_before_last(state, self.cfg.history_messages)
         if self.offline:
             route, sig = await asyncio.to_thread(self.offline_router.route, raw, bool(history))
-            if route == "websearch" and not self.web_available:
+            if route == "websearch" and not self.web_allowed(state):
                 route = "vectorstore"
             log.info("offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",
                      route, sig.kb, sig.small_talk, sig.general, sig.current)
@@ -297,7 +314,7 @@ class Nodes:
             # a model too small to judge: its "direct" is trusted only for greetings and thanks,
             # and a greeting never costs a search
             route = "direct" if signals.is_small_talk(raw) else ("vectorstore" if route == "direct" else route)
-        if route == "websearch" and not self.web_available:
+        if route == "websearch" and not self.web_allowed(state):
             route = "vectorstore"
         question = decision.question.strip() or raw
         query = decision.query.strip() or question
@@ -347,10 +364,12 @@ class Nodes:
     async def retrieve(self, state: RAGState) -> dict[str, Any]:
         """Hybrid search of the knowledge base with the query variants of :func:`kb_queries`."""
         queries = kb_queries(state, self.cfg.history_messages)
+        sources = scope_of(state)["sources"]  # a channel restricted to some sources never sees others
         if self.offline:  # more candidates, reranked by embeddings, widened to their sections
-            docs = await asyncio.to_thread(self.extractive.retrieve, self._offline_search_queries(state), self.cfg.k)
+            docs = await asyncio.to_thread(self.extractive.retrieve, self._offline_search_queries(state), self.cfg.k,
+                                           sources=sources)
         else:
-            docs = await asyncio.to_thread(self.deps.knowledge.search, queries, self.cfg.k)
+            docs = await asyncio.to_thread(self.deps.knowledge.search, queries, self.cfg.k, sources=sources)
         update = {**self._step(state, "retrieve"), "source": "kb", "retrieved": docs, "generations": 0,
                   "kb_searches": state.get("kb_searches", 0) + 1,
                   "queries": [*state.get("queries", []), queries[0] if queries else ""]}
@@ -523,6 +542,8 @@ class Nodes:
             searched.append(f"the web ({state['web_searches']} searches)")
         elif not self.web_available:
             searched.append("web search is not configured")
+        elif not self.web_allowed(state):
+            searched.append("web search is off in this channel")
         if state.get("verdict") == "hallucination":
             return f"drafts were not supported by the sources; searched {', '.join(searched)}"
         if state.get("verdict") == "empty":

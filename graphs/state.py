@@ -53,6 +53,7 @@ class RAGState(TypedDict, total=False):
     verdict: str  # last answer grade: useful | hallucination | not_useful
     human_action: str  # last human resume action: answer | retry | dismiss
     human_retries: int
+    scope: dict[str, Any]  # what this turn may use (the channel's settings): sources, web, learning
 
 
 PER_TURN_DEFAULTS: dict[str, Any] = {
@@ -79,4 +80,5 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
     "verdict": "",
     "human_action": "",
     "human_retries": 0,
+    "scope": {},
 }

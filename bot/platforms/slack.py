@@ -40,6 +40,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat import feedback
+from bot.chat.channels import entry_for, reply_policy
 from bot.chat.policy import OUTSIDER_REFUSAL, Addressing, is_outsider, wants_answer
 from bot.chat.text import Mention
 from bot.config import Secrets, Settings
@@ -154,7 +155,13 @@ class SlackBot:
     def responder(self, place: SlackPlace) -> SlackResponder:
         """A responder writing to ``place`` with this bot's clients and settings."""
         return SlackResponder(self.client, self.quiet_client, self.settings, place,
-                              help_timeout_seconds=self.help_timeout_seconds, on_post=self._threads.add)
+                              help_timeout_seconds=self.help_timeout_seconds, on_post=self._threads.add,
+                              experts=self.experts_for(place.channel))
+
+    def experts_for(self, channel: str) -> list[str]:
+        """The experts of a channel: its ``[[channels]] experts``, else ``[slack] experts``."""
+        entry = entry_for(self.runtime.settings, "slack", channel)
+        return list(entry.experts) if entry is not None and entry.experts is not None else list(self.settings.experts)
 
     def responder_from_reference(self, ref: dict[str, Any]) -> SlackResponder:
         """Rebuild a responder from ``SlackResponder.reference()`` (after a restart)."""
@@ -215,10 +222,10 @@ class SlackBot:
         team = str(body.get("team_id") or context.get("team_id") or event.get("team") or "")
         root = str(event.get("thread_ts") or ts)
         addressing = self._addressing(event, bot_user_id, via)
-        if not wants_answer(self.settings.reply_policy, addressing, in_conversation=root != ts):
+        policy = reply_policy(self.runtime.settings, "slack", self.settings.reply_policy, channel)
+        if not wants_answer(policy, addressing, in_conversation=root != ts):
             if root != ts:
-                log.info("slack reply %s:%s not for the bot (reply_policy %s)", channel, ts,
-                         self.settings.reply_policy)
+                log.info("slack reply %s:%s not for the bot (reply_policy %s)", channel, ts, policy)
             return  # channel chatter, or people talking to each other in our thread
         place = SlackPlace(team=team, channel=channel, thread_ts=root, message_ts=ts, user=str(event["user"]))
         need_known = not (addressing.mentions_bot or addressing.direct)
@@ -284,7 +291,8 @@ class SlackBot:
             platform="slack", thread_key=key, message_id=f"slack:{place.channel}:{place.message_ts}",
             author_id=user, text=incoming_text(str(event.get("text") or ""), bot_user_id),
             author_name=await self.directory.display_name(user),
-            is_admin=self.directory.is_admin(user), is_expert=await self.directory.is_expert(user),
+            is_admin=self.directory.is_admin(user),
+            is_expert=await self.directory.is_expert(user, self.experts_for(place.channel)),
             channel=place.channel)
         out = self.responder(place)
         log.info("slack message %s in %s from %s (via %s)", msg.message_id, key, user, via)
@@ -303,7 +311,7 @@ class SlackBot:
 
     async def _refuse_non_expert(self, ref: HelpRef, user: str) -> None:
         experts: list[str | Mention] = []
-        for m in expert_mentions(self.settings.experts):
+        for m in expert_mentions(self.experts_for(ref.channel)):
             experts += [", "] * bool(experts) + [m]
         who = experts or ["nobody yet: set `[slack] experts` in config.toml"]
         log.info("slack help request in %s: %s is not an expert, refused", ref.thread_key, user)
@@ -317,7 +325,7 @@ class SlackBot:
         ref = HelpRef(ref.thread_key, ref.channel, ref.root, ref.question_ts, ref.interrupt_id,
                       help_ts=str(message.get("ts") or ""))
         user = str((body.get("user") or {}).get("id") or "")
-        if not await self.directory.is_expert(user):
+        if not await self.directory.is_expert(user, self.experts_for(ref.channel)):
             await self._refuse_non_expert(ref, user)
             return
         question = question_block_of(message.get("blocks"))
@@ -338,7 +346,7 @@ class SlackBot:
         """A submitted Answer / Retry modal."""
         ref = HelpRef.loads(str(view.get("private_metadata") or ""))
         user = str((body.get("user") or {}).get("id") or "")
-        if not await self.directory.is_expert(user):
+        if not await self.directory.is_expert(user, self.experts_for(ref.channel)):
             await self._refuse_non_expert(ref, user)
             return
         kind = HumanAction.ANSWER if view.get("callback_id") == MODAL_ANSWER else HumanAction.RETRY

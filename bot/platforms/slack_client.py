@@ -76,9 +76,10 @@ class SlackDirectory:
         """True when ``user_id`` is listed in ``[slack] admins``."""
         return user_id in self.settings.admins
 
-    async def is_expert(self, user_id: str) -> bool:
-        """True when ``user_id`` is in ``[slack] experts`` directly or through a user group."""
-        experts = [e.strip().lstrip("@") for e in self.settings.experts]
+    async def is_expert(self, user_id: str, experts: list[str] | None = None) -> bool:
+        """True when ``user_id`` is in ``experts`` (default ``[slack] experts``; a channel's
+        ``[[channels]] experts`` replace them there) directly or through a user group."""
+        experts = [e.strip().lstrip("@") for e in (self.settings.experts if experts is None else experts)]
         if user_id in experts:
             return True
         for group in (e for e in experts if e.startswith("S")):

@@ -80,13 +80,15 @@ class SlackResponder:
         place: where to write (:class:`SlackPlace`).
         help_timeout_seconds: shown in help requests ("I'll apologise within ...").
         on_post: called with the thread key after every successful post in a thread.
+        experts: who a help request mentions here (default ``[slack] experts``).
     """
 
     def __init__(self, client: AsyncWebClient, quiet_client: AsyncWebClient, settings: SlackSettings,
                  place: SlackPlace, *, help_timeout_seconds: float = 0.0,
-                 on_post: Callable[[str], None] | None = None) -> None:
+                 on_post: Callable[[str], None] | None = None, experts: list[str] | None = None) -> None:
         self.client, self.quiet_client, self.settings, self.place = client, quiet_client, settings, place
         self.help_timeout_seconds = help_timeout_seconds
+        self.experts = settings.experts if experts is None else experts  # the channel's, see [[channels]]
         self.on_post = on_post
         self.posted_answer = False
         self.last_error = ""
@@ -219,7 +221,7 @@ class SlackResponder:
         Raises:
             PostError: Slack refused the post.
         """
-        experts = list(dict.fromkeys(self.settings.experts))
+        experts = list(dict.fromkeys(self.experts))
         ref = HelpRef(request.thread_key or self.place.thread_key, self.place.channel, self.place.thread_ts,
                       self.place.message_ts, str(getattr(request, "interrupt_id", "") or ""))
         timeout = request.timeout_seconds or self.help_timeout_seconds

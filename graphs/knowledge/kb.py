@@ -90,6 +90,7 @@ class KnowledgeBase:
         self._snapshot: idx.IndexSnapshot | None = None
         self._stamp: tuple[int, int] | None = None
         self._open_lock = threading.Lock()
+        self._files_cache: dict[tuple[tuple[str, ...], str], frozenset[str]] = {}
 
     # ---- reading -------------------------------------------------------------------
     @property
@@ -127,7 +128,42 @@ class KnowledgeBase:
             return True
         return snap.manifest.get("sources") != self._source_ids() or self._settings_changed(snap)
 
-    def search(self, queries: Sequence[str | tuple[str, float]], k: int) -> list[Doc]:
+    def files_of(self, sources: Sequence[str]) -> frozenset[str]:
+        """The files (display paths, as in a :class:`Doc`'s ``location``) that come from
+        ``sources`` and from no other configured source.
+
+        Args:
+            sources: a subset of :attr:`sources` (the same strings). A file whose display
+                path also occurs in another source is left out: its chunks cannot be told
+                apart, and a search restricted to ``sources`` must never return another
+                source's text.
+
+        Raises:
+            KnowledgeBaseError: an entry of ``sources`` is not one of :attr:`sources`.
+        """
+        wanted = [str(s) for s in sources]
+        unknown = [s for s in wanted if s not in self.sources]
+        if unknown:
+            raise KnowledgeBaseError(f"not a source of this knowledge base: {', '.join(unknown)}")
+        snap = self.snapshot
+        key = (tuple(sorted(wanted)), snap.directory.name if snap is not None else "")
+        cached = self._files_cache.get(key)
+        if cached is not None:
+            return cached
+        mine: set[str] = set()
+        others: set[str] = set()
+        for src in self.sources:
+            try:
+                found = {rel for _, rel in discover_files([src], self.patterns)}
+            except KnowledgeBaseError:
+                found = set()
+            (mine if src in wanted else others).update(found)
+        files = frozenset(mine - others)
+        self._files_cache = {key: files}  # one entry: the live generation's
+        return files
+
+    def search(self, queries: Sequence[str | tuple[str, float]], k: int,
+               sources: Sequence[str] | None = None) -> list[Doc]:
         """Hybrid search.
 
         Args:
@@ -136,6 +172,8 @@ class KnowledgeBase:
                 and by the dense index, and all rankings are fused with weighted RRF.
                 Any script works (see :mod:`graphs.terms`).
             k: number of chunks to return.
+            sources: only chunks of files from these configured sources (see
+                :meth:`files_of`); None searches every source.
 
         Returns:
             Up to ``k`` :class:`Doc` dicts, best first, at most ``max_chunks_per_file``
@@ -169,13 +207,16 @@ class KnowledgeBase:
                 weights += weights
         scores = rrf_fuse(rankings, self.rrf_k, weights)
         ordered = sorted(scores, key=lambda cid: -scores[cid])
-        rows = snap.chunks(ordered[: max(k * 6, 30)])
+        allowed = self.files_of(sources) if sources is not None else None
+        rows = snap.chunks(ordered if allowed is not None else ordered[: max(k * 6, 30)])
         per_file: dict[str, int] = {}
         docs: list[Doc] = []
         for cid in ordered:
             if cid not in rows:
                 continue
             file, title, text = rows[cid]
+            if allowed is not None and file not in allowed:
+                continue
             if per_file.get(file, 0) >= self.max_chunks_per_file:
                 continue
             per_file[file] = per_file.get(file, 0) + 1
