@@ -49,6 +49,7 @@ import yarl
 from discord import app_commands
 
 from bot.admin import AdminCommands
+from bot.chat.channels import entry_for
 from bot.chat.policy import OUTSIDER_REFUSAL, Addressing, is_outsider, wants_answer
 from bot.config import Secrets, Settings
 from bot.platforms.discord_auth import is_admin, is_expert
@@ -146,8 +147,47 @@ class ThreadwiseBot(discord.Client):
         self.tree.on_error = self._on_tree_error  # type: ignore[method-assign]
         self._tasks: set[asyncio.Task[Any]] = set()
         self._chains: dict[int, asyncio.Future[None]] = {}
+        self._thread_channels: dict[str, tuple[str, str]] = {}  # thread key -> (channel id, name)
         self.service.register_platform("discord", lambda ref: DiscordResponder.from_reference(self, ref),
                                        ready=self.wait_until_ready)
+
+    # ------------------------------------------------------------------ per-channel settings
+    @staticmethod
+    def channel_ref(channel: Any) -> tuple[str, str]:
+        """``(id, name)`` of the channel a conversation belongs to: a thread's parent
+        channel, else the channel itself ("" name for DMs and uncached channels)."""
+        parent = getattr(channel, "parent", None)
+        if parent is not None or getattr(channel, "parent_id", None):
+            return str(getattr(channel, "parent_id", "") or parent.id), str(getattr(parent, "name", "") or "")
+        return str(getattr(channel, "id", "") or ""), str(getattr(channel, "name", "") or "")
+
+    def settings_for(self, channel_id: str, channel_name: str = "") -> Any:
+        """``[discord]`` with the channel's ``[[channels]]`` entry applied (experts, reply policy)."""
+        entry = entry_for(self.runtime.settings, "discord", channel_id, channel_name)
+        if entry is None:
+            return self.discord_settings
+        update: dict[str, Any] = {}
+        if entry.expert_role_ids is not None:
+            update["expert_role_ids"] = list(entry.expert_role_ids)
+        if entry.expert_user_ids is not None:
+            update["expert_user_ids"] = list(entry.expert_user_ids)
+        if entry.reply_policy:
+            update["reply_policy"] = entry.reply_policy
+        return self.discord_settings.model_copy(update=update)
+
+    def settings_for_thread(self, thread_key: str) -> Any:
+        """:meth:`settings_for` the channel of a conversation (remembered when its message
+        arrived, else looked up in the cache; the defaults when unknown)."""
+        ref = self._thread_channels.get(thread_key)
+        if ref is None:
+            try:
+                channel = self.get_channel(channel_of(thread_key))
+            except ValueError:
+                channel = None
+            if channel is None:
+                return self.discord_settings
+            ref = self.channel_ref(channel)
+        return self.settings_for(*ref)
 
     # ------------------------------------------------------------------ start-up
     async def setup_hook(self) -> None:
@@ -379,9 +419,10 @@ class ThreadwiseBot(discord.Client):
             if not mentioned and not self.message_content_enabled:
                 return None  # the text is withheld by Discord: never answer an empty question
             if not addressing.mentions_bot:
-                if not wants_answer(self.discord_settings.reply_policy, addressing, in_conversation=True):
+                policy = self.settings_for(*self.channel_ref(channel)).reply_policy
+                if not wants_answer(policy, addressing, in_conversation=True):
                     log.info("discord: message %s in thread=%s not for the bot (reply_policy %s)", message.id,
-                             thread_key, self.discord_settings.reply_policy)
+                             thread_key, policy)
                     return None
                 ours = getattr(channel, "owner_id", None) == self.user.id
                 if not ours and not await self.service.knows_thread(thread_key):
@@ -404,6 +445,9 @@ class ThreadwiseBot(discord.Client):
                 thread_key = f"discord:{guild_id}:{message.id}"
                 in_channel = True
         author = message.author
+        channel_id, channel_name = self.channel_ref(channel)
+        self._thread_channels[thread_key] = (channel_id, channel_name)
+        here = self.settings_for(channel_id, channel_name)
         incoming = IncomingMessage(
             platform="discord",
             thread_key=thread_key,
@@ -412,8 +456,9 @@ class ThreadwiseBot(discord.Client):
             text=text,
             author_name=getattr(author, "display_name", "") or author.name,
             is_admin=is_admin(author, self.discord_settings),
-            is_expert=is_expert(author, self.discord_settings),
-            channel=str(getattr(channel, "parent_id", None) or channel.id),
+            is_expert=is_expert(author, here),
+            channel=channel_id,
+            channel_name=channel_name,
         )
         out = DiscordResponder(
             self,
@@ -468,7 +513,7 @@ class ThreadwiseBot(discord.Client):
         open a modal, Dismiss resumes at once.
         """
         user = interaction.user
-        expert = is_expert(user, self.discord_settings, self._perms(interaction))
+        expert = is_expert(user, self.settings_for_thread(thread_key), self._perms(interaction))
         log.info("discord: help button %s by user=%s expert=%s thread=%s", action.value, user.id, expert, thread_key)
         if expert and action is not HumanAction.DISMISS:
             try:
@@ -529,7 +574,7 @@ class ThreadwiseBot(discord.Client):
         if parsed is None:
             return
         action, thread_key, interrupt_id = parsed
-        expert = is_expert(interaction.user, self.discord_settings, self._perms(interaction))
+        expert = is_expert(interaction.user, self.settings_for_thread(thread_key), self._perms(interaction))
         log.info(
             "discord: help modal %s submitted by user=%s expert=%s thread=%s",
             action.value,
@@ -573,7 +618,7 @@ class ThreadwiseBot(discord.Client):
             is_expert=expert,
             out=out,
             interrupt_id=interrupt_id or None,
-            channel=str(getattr(interaction.channel, "parent_id", None) or interaction.channel_id or ""),
+            channel=self._thread_channels.get(thread_key, self.channel_ref(interaction.channel))[0],
         )
         if not ok:
             return

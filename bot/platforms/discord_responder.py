@@ -111,7 +111,7 @@ class DiscordResponder:
     # ------------------------------------------------------------------ plumbing
     @property
     def settings(self):
-        return self.bot.discord_settings
+        return self.bot.settings_for_thread(self.thread_key)
 
     def channel(self, channel_id: int | None = None) -> discord.abc.Messageable:
         """The channel object (cached, or a partial one that needs no cache)."""
