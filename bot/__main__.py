@@ -330,6 +330,32 @@ async def cmd_feedback(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_learned(args: argparse.Namespace, settings: Settings) -> int:
+    """``threadwise learned list|forget ID``: the experts' answers saved as knowledge."""
+    from graphs.learned import LearnedStore
+
+    store = LearnedStore(settings.path(settings.learning.index_db))
+    if args.action == "forget":
+        if args.id is None:
+            err.print("Usage: threadwise learned forget ID (the number `threadwise learned list` shows)", markup=False)
+            return 2
+        if not store.forget(args.id):
+            err.print(f"There is no learned entry {args.id}.", markup=False)
+            return 1
+        console.print(f"Learned entry {args.id} removed.", markup=False)
+        return 0
+    entries = store.entries()
+    if args.json:
+        sys.stdout.write("".join(json.dumps(e.as_dict(), ensure_ascii=False) + "\n" for e in entries))
+        return 0
+    if not entries:
+        console.print("No learned entries yet.", markup=False)
+    for e in entries:
+        console.print(f"{e.id}: {e.question or '(no question)'}\n    -> {' '.join(e.answer.split())}\n"
+                      f"    ({e.citation}{'; ' + e.permalink if e.permalink else ''})", markup=False, highlight=False)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="threadwise", description="Threadwise: team Q&A bot (adaptive RAG).")
     # --config and -v work before the command and after it (SUPPRESS: an option not given
@@ -360,6 +386,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("threads", parents=[common], help="list saved threads")
     f = sub.add_parser("feedback", parents=[common], help="summarise the 👍/👎 votes on answers")
     f.add_argument("--json", metavar="PATH", help="export the voted answers as eval-shaped JSONL ('-': stdout)")
+    lr = sub.add_parser("learned", parents=[common], help="list or remove what the bot learned from experts")
+    lr.add_argument("action", choices=["list", "forget"], nargs="?", default="list")
+    lr.add_argument("id", type=int, nargs="?", help="the entry to forget")
+    lr.add_argument("--json", action="store_true", help="list as JSON lines")
     return p
 
 
@@ -387,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level)
     handlers = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
-                "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads, "feedback": cmd_feedback}
+                "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads, "feedback": cmd_feedback,
+                "learned": cmd_learned}
     handler = handlers[args.command]
     if args.command in ("ask", "eval"):
         # Ctrl-C stops a one-shot command at once, with one line; asyncio's own shutdown

@@ -1,4 +1,5 @@
-"""Admin commands from chat: ``reindex`` (admins only), ``status``, ``help``.
+"""Admin commands from chat: ``reindex`` (admins only), ``status``, ``help``, and
+``learned list`` / ``learned forget ID`` (admins only: the experts' answers saved as knowledge).
 
 The same words work as a slash command (``/threadwise reindex``) and as the whole text
 after a mention. Every reindex attempt is written to the audit log; refusals are logged.
@@ -8,16 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 
 from bot.chat.text import REPLY_SYNTAX
 from bot.protocol import Responder
 from bot.store import Bookkeeping
 from graphs.knowledge import KnowledgeBase
+from graphs.learned import LearnedEntry, LearnedStore
 
 log = logging.getLogger(__name__)
 
 COMMANDS = ("reindex", "status", "help")
+_LEARNED = re.compile(r"^learned(?:\s+(list|forget)(?:\s+#?(\S+))?)?$")
+LIST_LIMIT = 30  # entries shown by `learned list` (a chat message stays readable)
 
 HELP_TEXT = (
     "I answer questions from {kb}. Ask me in words: mention me in a channel, write to me in a DM, "
@@ -26,7 +31,9 @@ HELP_TEXT = (
     "• While I work, the reaction on your message shows what I'm doing (searching, writing, done).\n"
     "• When I can't find a grounded answer I ask the team's experts in the thread; they reply with "
     + REPLY_SYNTAX + " (or use the buttons).\n"
-    "• Admin commands: `reindex` (admins only), `status`, `help`. This help is shown only to you."
+    "• Rate an answer with its 👍 / 👎 buttons. Experts can teach me with `remember: <the answer>` in a thread.\n"
+    "• Admin commands: `reindex`, `learned list`, `learned forget ID` (admins only), `status`, `help`. "
+    "This help is shown only to you."
 )
 
 
@@ -39,16 +46,19 @@ class AdminCommands:
         describe: extra status facts (model, web search) as ``{label: value}``.
         progress_interval: seconds between progress message edits during a reindex.
         apology: the apology text (shared with the service).
+        learned: the learned entries (``learned list|forget``); None when learning is off.
     """
 
     def __init__(self, knowledge: KnowledgeBase, store: Bookkeeping, *, kb_description: str = "the knowledge base",
-                 describe: dict[str, str] | None = None, progress_interval: float = 2.0, apology: str = "Sorry."):
+                 describe: dict[str, str] | None = None, progress_interval: float = 2.0, apology: str = "Sorry.",
+                 learned: LearnedStore | None = None):
         self.knowledge = knowledge
         self.store = store
         self.kb_description = kb_description
         self.describe = describe or {}
         self.progress_interval = progress_interval
         self.apology = apology
+        self.learned = learned
         self._reindexing = asyncio.Lock()
 
     @staticmethod
@@ -56,8 +66,10 @@ class AdminCommands:
         """The admin command if ``text`` is exactly one of :data:`COMMANDS` (case and a
         leading ``/`` or ``!`` ignored), else None: questions that merely contain the
         word are questions."""
-        word = text.strip().lstrip("/!").strip().lower()
-        return word if word in COMMANDS else None
+        word = " ".join(text.strip().lstrip("/!").strip().lower().split())
+        if word in COMMANDS or _LEARNED.match(word):
+            return word
+        return None
 
     async def run(self, command: str, *, actor_id: str, is_admin: bool, out: Responder) -> None:
         """Run ``command`` for ``actor_id``; refuses ``reindex`` to non-admins privately.
@@ -73,8 +85,35 @@ class AdminCommands:
                 await out.notify_private("Sorry, only admins can reindex the knowledge base.")
                 return
             await self.reindex(out)
+        elif _LEARNED.match(command):
+            await self.store.audit(actor_id, command, is_admin)
+            if not is_admin:
+                log.warning("%s refused for non-admin %s", command, actor_id)
+                await out.notify_private("Sorry, only admins can list or remove learned entries.")
+                return
+            await self.learned_command(command, out)
         else:
             await out.post_notice(f"Unknown command `{command}`. Try `help`.")
+
+    async def learned_command(self, command: str, out: Responder) -> None:
+        """``learned [list]`` lists the entries (newest first, at most :data:`LIST_LIMIT`),
+        privately; ``learned forget ID`` removes one."""
+        m = _LEARNED.match(command)
+        action, arg = (m.group(1) or "list", m.group(2)) if m else ("list", None)
+        if self.learned is None:
+            await out.notify_private("Learning is turned off ([learning] enabled = false in config.toml).")
+            return
+        if action == "forget":
+            if not arg or not arg.isdigit():
+                await out.notify_private("Usage: `learned forget ID` (the number `learned list` shows).")
+                return
+            removed = await asyncio.to_thread(self.learned.forget, int(arg))
+            log.info("learned entry %s %s", arg, "forgotten" if removed else "not found")
+            await out.notify_private(f"Learned entry {arg} removed: I won't use it any more." if removed
+                                     else f"There is no learned entry {arg}. `learned list` shows them.")
+            return
+        entries = await asyncio.to_thread(self.learned.entries)
+        await out.notify_private(format_learned(entries))
 
     async def status_text(self) -> str:
         stats = self.knowledge.stats()
@@ -119,3 +158,18 @@ class AdminCommands:
                 f"({stats.embedded_chunks} embedded, {stats.reused_chunks} reused) in {stats.seconds:.1f} s.",
                 final=True,
             )
+
+
+def format_learned(entries: list[LearnedEntry], limit: int = LIST_LIMIT) -> str:
+    """The learned entries as a short Markdown list, newest first (escaped by the renderers)."""
+    if not entries:
+        return "No learned entries yet: an expert's answer to a help request is saved as one."
+    lines = [f"{len(entries)} learned entries (newest first):"]
+    for e in list(reversed(entries))[:limit]:
+        q = " ".join(e.question.split())[:80] or "(no question)"
+        a = " ".join(e.answer.split())[:80]
+        lines.append(f"• {e.id}: {q} → {a} ({e.citation})")
+    if len(entries) > limit:
+        lines.append(f"… and {len(entries) - limit} older ones (`threadwise learned list` shows all).")
+    lines.append("Remove one with `learned forget ID`.")
+    return "\n".join(lines)

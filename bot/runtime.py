@@ -26,6 +26,7 @@ from bot.failures import StorageError
 from bot.service import ChatService
 from bot.store import Bookkeeping
 from graphs.adaptive_rag import build_graph
+from graphs.learned import LearnedStore
 from graphs.knowledge import KnowledgeBase
 from graphs.models import (
     ModelCaller,
@@ -168,10 +169,12 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
         await asyncio.to_thread(knowledge.ensure_index, progress)  # embedding calls must not block the loop
     web = build_web_search(settings, secrets)
     g = settings.graph
+    learned_path = settings.path(settings.learning.index_db)
+    learned = await _opened(learned_path, asyncio.to_thread(LearnedStore, learned_path))
     deps = GraphDeps(
         caller=ModelCaller(model, json_mode_for(model), m.max_concurrent_calls, m.max_retries, m.request_timeout_seconds,
                            max_retry_wait=m.max_retry_wait_seconds, max_tokens=m.max_tokens),
-        knowledge=knowledge, web=web,
+        knowledge=knowledge, web=web, learned=learned,
         config=GraphConfig(
             k=settings.knowledge.k, max_generations=g.max_generations, max_kb_searches=g.max_kb_searches,
             max_web_searches=g.max_web_searches, history_messages=g.history_messages,
@@ -200,6 +203,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             admin = AdminCommands(
                 knowledge, store, kb_description=settings.knowledge.description, apology=s.apology,
                 describe={"Chat model": provider, "Web search": "on (Tavily)" if web else "off"},
+                learned=learned,
             )
             service = ChatService(
                 graph, store, admin, help_timeout_seconds=s.help_timeout_seconds,
@@ -209,7 +213,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
                 dedup_retention_seconds=s.dedup_retention_days * 86400,
                 resume_window_seconds=s.resume_window_seconds, storage_apology=s.storage_apology,
                 answer_note=DEGRADED_NOTE if degraded else "",
-                scope_for=functools.partial(run_scope, settings, restrict_sources=not sources),
+                scope_for=functools.partial(run_scope, settings, restrict_sources=not sources), learned=learned,
             )
             log.info("runtime ready: model=%s web=%s index=%s", provider, bool(web), knowledge.stats())
             try:

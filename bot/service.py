@@ -39,6 +39,8 @@ from bot.failures import describe_failure, failure_kind
 from bot.protocol import (Answer, HelpRequest, HumanAction, IncomingMessage, PostError, Responder, Source, Status,
                           clean_text, message_record)
 from bot.store import Bookkeeping
+from graphs.learned import LearnedEntry, LearnedStore
+from graphs.nodes import scope_of
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ NODE_STATUS: dict[str, Status] = {
     "direct": Status.WRITING,
 }
 _OUTCOME_KIND = {"answer": "answer", "direct": "direct", "human": "human", "apology": "apology"}
+_REMEMBER_RE = re.compile(r"^\s*/?remember\s*:\s*(\S.*)$", re.I | re.S)
 _REPLY_RE = re.compile(r"^\s*(?:(answer|retry)\s*:\s*(.*)|(dismiss)\s*[:.!]?\s*)$", re.I | re.S)
 
 
@@ -125,6 +128,7 @@ class ChatService:
         scope_for: ``(platform, channel id, channel name) -> dict``: what a run in that
             channel may use (``[[channels]]``, :func:`bot.chat.channels.run_scope`), passed
             to the graph as ``configurable["scope"]``; None: everything.
+        learned: where experts' answers are saved as knowledge (:mod:`graphs.learned`); None: not saved.
     """
 
     def __init__(self, graph: Any, store: Bookkeeping, admin: Any, *, help_timeout_seconds: float = 3600.0,
@@ -132,9 +136,11 @@ class ChatService:
                  empty_question_reply: str = "What would you like to know?", keep_checkpoints: int = 1,
                  max_question_characters: int = 4000, dedup_retention_seconds: float = 7 * 86400,
                  resume_window_seconds: float = 900.0, storage_apology: str = DEFAULT_STORAGE_APOLOGY,
-                 answer_note: str = "", scope_for: Callable[[str, str, str], dict[str, Any]] | None = None):
+                 answer_note: str = "", scope_for: Callable[[str, str, str], dict[str, Any]] | None = None,
+                 learned: LearnedStore | None = None):
         self.graph = graph
         self.scope_for = scope_for
+        self.learned = learned
         self.answer_note = answer_note  # shown with every answer, e.g. "chat model unavailable"
         self.store = store
         self.admin_commands = admin
@@ -260,6 +266,10 @@ class ChatService:
             await out.post_notice(
                 f"That message is too long for me ({len(text):,} characters; the limit is "
                 f"{self.max_question_characters:,}). Please shorten it or ask about one part at a time.")
+            return None
+        remembered = _REMEMBER_RE.match(text)
+        if remembered:
+            await self.remember(msg, remembered.group(1).strip(), out)
             return None
         command = self.admin_commands.parse(text)
         if command:
@@ -538,6 +548,9 @@ class ChatService:
         if answer.kind != "apology":
             answer = await self._recorded(answer, values, thread_key=thread_key, platform=platform, channel=channel)
         posted = await self._post_final(thread_key, run_id, answer, out)
+        if posted and answer.kind == "human" and values.get("human_action") == "answer":
+            await self._learn(values.get("question") or "", answer.text, answer.answered_by, values, out,
+                              thread_key=thread_key, platform=platform, channel=channel)
         seconds = time.perf_counter() - t0
         log.info("[%s] %s%s in %.1fs, %d LLM calls, path %s", thread_key, answer.kind,
                  "" if posted else " NOT posted", seconds, values.get("llm_calls", 0), "->".join(answer.route))
@@ -559,6 +572,48 @@ class ChatService:
             log.warning("[%s] answer not recorded for feedback: %s", thread_key, describe_failure(exc))
             return answer
         return replace(answer, answer_id=answer_id)
+
+    async def _learn(self, question: str, text: str, by: str, values: dict[str, Any], out: Responder, *,
+                     thread_key: str, platform: str, channel: str) -> LearnedEntry | None:
+        """Save an expert's answer as a learned entry (when learning is on for the turn's
+        channel), with a link to the thread where the responder can give one. Best effort:
+        a failure is logged, the answer is already posted."""
+        if self.learned is None or not scope_of(values)["learning"]:
+            return None
+        try:
+            permalink = ""
+            make_link = getattr(out, "permalink", None)
+            if callable(make_link):
+                permalink = str(await make_link() or "")
+            entry = await asyncio.to_thread(self.learned.add, question, text, by, thread_key=thread_key,
+                                            permalink=permalink, platform=platform, channel=channel)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("[%s] expert answer not saved as a learned entry: %s", thread_key, describe_failure(exc))
+            return None
+        log.info("[%s] learned entry %d saved (answered by %s)", thread_key, entry.id, by)
+        return entry
+
+    async def remember(self, msg: IncomingMessage, text: str, out: Responder) -> None:
+        """``remember: <text>`` from an expert in a thread: a learned entry answering the
+        thread's last question (or standing alone). Others are refused privately."""
+        key = msg.thread_key
+        if not msg.is_expert:
+            await out.notify_private("Only the experts named for this channel can add to what I've learned.")
+            return
+        if self.learned is None:
+            await out.notify_private("Learning is turned off ([learning] enabled = false in config.toml).")
+            return
+        values = await self.thread_values(key) if await self.knows_thread(key) else {}
+        scope = (self.scope_for(msg.platform, msg.channel, msg.channel_name) if self.scope_for else {})
+        entry = await self._learn(str(values.get("question") or ""), text, msg.author_name or msg.author_id,
+                                  {"scope": scope}, out, thread_key=key, platform=msg.platform, channel=msg.channel)
+        if entry is None:
+            await out.notify_private("Sorry, I couldn't save that (learning is off in this channel, or the "
+                                     "storage failed: see the logs).")
+            return
+        about = f" as the answer to “{entry.question}”" if entry.question else ""
+        await out.notify_private(f"Saved{about} (learned entry {entry.id}, {entry.citation}). Admins can remove it "
+                                 f"with `learned forget {entry.id}`.")
 
     async def vote(self, answer_id: str, user_id: str, vote: int, reason: str | None = None) -> bool:
         """Record a 👍 (``vote`` = 1) or 👎 (-1) on a posted answer; one vote per user and

@@ -29,12 +29,15 @@ from pydantic import BaseModel, Field
 from graphs import prompts, signals
 from graphs.extractive import Extractive, TextEmbedder
 from graphs.knowledge import KnowledgeBase
+from graphs.learned import LearnedStore, entry_doc
 from graphs.models import ModelCaller
 from graphs.offline_router import OfflineRouter, canned_reply
 from graphs.state import PER_TURN_DEFAULTS, Doc, RAGState
 from graphs.web import WebSearch, clip_query
 
 log = logging.getLogger(__name__)
+
+LEARNED_PER_SEARCH = 2  # learned entries offered to the grader per knowledge-base search
 
 
 @dataclass
@@ -79,6 +82,7 @@ class GraphDeps:
     knowledge: KnowledgeBase
     web: WebSearch | None
     config: GraphConfig
+    learned: LearnedStore | None = None  # experts' earlier answers, searched with the documents
 
 
 # ---- structured outputs ----------------------------------------------------------------
@@ -362,7 +366,9 @@ class Nodes:
 
     # ---- search ------------------------------------------------------------------
     async def retrieve(self, state: RAGState) -> dict[str, Any]:
-        """Hybrid search of the knowledge base with the query variants of :func:`kb_queries`."""
+        """Hybrid search of the knowledge base with the query variants of :func:`kb_queries`,
+        restricted to the turn's sources (:func:`scope_of`); the best learned entries (experts'
+        earlier answers, :mod:`graphs.learned`) come first when the turn's scope allows them."""
         queries = kb_queries(state, self.cfg.history_messages)
         sources = scope_of(state)["sources"]  # a channel restricted to some sources never sees others
         if self.offline:  # more candidates, reranked by embeddings, widened to their sections
@@ -370,6 +376,9 @@ class Nodes:
                                            sources=sources)
         else:
             docs = await asyncio.to_thread(self.deps.knowledge.search, queries, self.cfg.k, sources=sources)
+        if self.deps.learned is not None and scope_of(state)["learning"]:
+            entries = await asyncio.to_thread(self.deps.learned.search, queries, LEARNED_PER_SEARCH)
+            docs = [entry_doc(e, self.cfg.max_document_characters) for e in entries] + list(docs)
         update = {**self._step(state, "retrieve"), "source": "kb", "retrieved": docs, "generations": 0,
                   "kb_searches": state.get("kb_searches", 0) + 1,
                   "queries": [*state.get("queries", []), queries[0] if queries else ""]}

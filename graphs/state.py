@@ -24,6 +24,7 @@ class Doc(TypedDict, total=False):
     title: str  # heading path ("Guide > Install") or page title
     score: float  # fused rank score, higher is better
     facts: str  # facts extracted by the document grader
+    kind: str  # "learned" for a teammate's earlier answer (graphs/learned.py); absent for documents
 
 
 class RAGState(TypedDict, total=False):

@@ -42,7 +42,7 @@ import contextlib
 import copy
 import logging
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Literal
 
 import discord
 import yarl
@@ -664,6 +664,25 @@ class ThreadwiseBot(discord.Client):
         finally:
             keep_alive.cancel()
 
+    async def run_remember(self, interaction: discord.Interaction, text: str) -> None:
+        """``/threadwise remember <text>`` in a thread: the service saves a learned entry
+        (experts only); the reply is ephemeral."""
+        user = interaction.user
+        channel = interaction.channel or discord.Object(interaction.channel_id or 0)
+        thread_key = thread_key_for(channel, interaction.guild_id)
+        channel_id, channel_name = self.channel_ref(interaction.channel)
+        here = self.settings_for(channel_id, channel_name)
+        msg = IncomingMessage(platform="discord", thread_key=thread_key, message_id=f"discord:{interaction.id}",
+                              author_id=str(user.id), text=f"remember: {text}",
+                              author_name=getattr(user, "display_name", "") or user.name,
+                              is_expert=is_expert(user, here, self._perms(interaction)),
+                              channel=channel_id, channel_name=channel_name)
+        out = InteractionResponder(self, interaction, ephemeral=True, thread_key=thread_key,
+                                   channel_id=interaction.channel_id or 0, author_id=user.id)
+        log.info("discord: /threadwise remember by user=%s thread=%s", user.id, thread_key)
+        await self.spawn(self.service.remember(msg, msg.text.split(":", 1)[1].strip(), out),
+                         name=f"discord remember {thread_key}")
+
     async def _on_tree_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         log.error("discord: slash command failed: %r", error)
         with contextlib.suppress(discord.HTTPException):
@@ -686,6 +705,17 @@ def _admin_group(bot: ThreadwiseBot) -> app_commands.Group:
     @group.command(name="help", description="How to ask Threadwise questions")
     async def help_(interaction: discord.Interaction) -> None:
         await bot.run_admin(interaction, "help")
+
+    @group.command(name="learned", description="List or remove what I learned from experts (admins only)")
+    @app_commands.describe(action="list the entries, or forget one", entry="the entry number to forget")
+    async def learned(interaction: discord.Interaction, action: Literal["list", "forget"] = "list",
+                      entry: int | None = None) -> None:
+        await bot.run_admin(interaction, f"learned {action}" + (f" {entry}" if entry is not None else ""))
+
+    @group.command(name="remember", description="Experts: save an answer to this thread's question")
+    @app_commands.describe(text="the answer, as you would give it to a teammate")
+    async def remember(interaction: discord.Interaction, text: str) -> None:
+        await bot.run_remember(interaction, text)
 
     return group
 

@@ -127,6 +127,14 @@ class DiscordResponder:
         ch = self.channel(self.status_channel_id or self.channel_id)
         return ch.get_partial_message(self.status_message_id)  # type: ignore[union-attr]
 
+    async def permalink(self) -> str:
+        """A link to this conversation (``https://discord.com/channels/<guild or @me>/<channel>``)."""
+        parts = self.thread_key.split(":")
+        if len(parts) != 3 or not parts[2].isdigit():
+            return ""
+        guild = "@me" if parts[1] == "dm" else parts[1]
+        return f"https://discord.com/channels/{guild}/{self.channel_id or parts[2]}"
+
     def reference(self) -> dict[str, Any]:
         """JSON-serialisable ids from which :meth:`from_reference` rebuilds this responder."""
         return {

@@ -420,7 +420,12 @@ class SlackBot:
         """``/threadwise <word>`` -> ChatService.admin (the service checks the words)."""
         user, channel = str(body.get("user_id") or ""), str(body.get("channel_id") or "")
         words = str(body.get("text") or "").strip().lower()
-        command = re.split(r"\s+", words)[0] if words else "help"
+        command = self.service.admin_commands.parse(words) or (re.split(r"\s+", words)[0] if words else "help")
+        if command.startswith("remember"):  # Slack runs no slash command in a thread
+            await self.responder(SlackPlace(team=str(body.get("team_id") or ""), channel=channel, user=user,
+                                            response_url=str(body.get("response_url") or ""))).notify_private(
+                "To teach me, mention me in the thread of the question: `@threadwise remember: <the answer>`.")
+            return
         place = SlackPlace(team=str(body.get("team_id") or ""), channel=channel, user=user,
                            response_url=str(body.get("response_url") or ""))
         log.info("slack command %s %s by %s in %s", COMMAND, command, user, channel)

@@ -287,6 +287,18 @@ class SlackResponder:
             log.warning("slack chat.postEphemeral failed in %s: %s", self.place.thread_key, slack_error(exc))
             await self._respond(mrkdwn)
 
+    async def permalink(self) -> str:
+        """A link to this thread (chat.getPermalink of its root message); "" when Slack gives none."""
+        ts = self.place.thread_ts or self.place.message_ts
+        if not ts:
+            return ""
+        try:
+            resp = await self.client.chat_getPermalink(channel=self.place.channel, message_ts=ts)
+            return str(resp.get("permalink") or "")
+        except Exception as exc:  # noqa: BLE001
+            log.info("slack chat.getPermalink failed in %s: %s", self.place.thread_key, slack_error(exc))
+            return ""
+
     def reference(self) -> dict[str, Any]:
         """JSON-able place of this responder; :func:`place_from_reference` rebuilds it."""
         return {"platform": "slack", "team": self.place.team, "channel": self.place.channel,

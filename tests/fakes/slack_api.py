@@ -435,6 +435,13 @@ class FakeSlackAPI:
         self.views.append(view)
         return {"view": view}
 
+    def _m_chat_getPermalink(self, args: dict[str, Any]) -> dict[str, Any]:
+        """chat.getPermalink (https://docs.slack.dev/reference/methods/chat.getPermalink)."""
+        self._require(args, "channel", "message_ts")
+        ts = str(args["message_ts"])
+        return {"channel": args["channel"],
+                "permalink": f"https://fake.slack.com/archives/{args['channel']}/p{ts.replace('.', '')}"}
+
     def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
         self._require(args, "user")
         user = self.users.get(args["user"])
