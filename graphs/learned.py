@@ -6,7 +6,7 @@ thread, and a link to it where the platform has one. Retrieval searches these en
 with the documents (their own source type ``learned``, :func:`entry_doc`), and the answer
 cites them as "answered by NAME on DATE". They never override documents silently: the
 generate prompt says an entry is a teammate's answer and that a conflict with a document
-must be stated (:data:`graphs.prompts.GENERATE`).
+must be stated (:data:`graphs.prompts.LEARNED_RULE`, added to the generate prompt).
 
 Storage: one small SQLite file with an FTS5 index (BM25) over the question and answer,
 tokenised like the knowledge index (:func:`graphs.terms.index_text`), so any script

@@ -469,7 +469,9 @@ class Nodes:
                 state.get("documents", []), self.cfg.max_document_characters, with_facts=self.cfg.graders == "llm")),
             feedback=feedback,
         )
-        answer, calls = await self.deps.caller.complete(prompts.GENERATE, user)
+        learned = any(d.get("kind") == "learned" for d in state.get("documents", []))
+        system = prompts.GENERATE + prompts.LEARNED_RULE if learned else prompts.GENERATE
+        answer, calls = await self.deps.caller.complete(system, user)
         return {**self._step(state, "generate", calls), "generation": answer,
                 "generations": state.get("generations", 0) + 1}
 

@@ -60,10 +60,14 @@ after the claim. Be concise: a short paragraph or a few bullets; keep code, comm
 names exact. If the sources do not contain the answer, say what is missing instead of
 guessing. If a <feedback> block follows, reviewers rejected earlier drafts for those
 reasons: fix them.
+""" + DATA_RULE
+
+# Added to GENERATE when a learned entry (graphs/learned.py) is among the sources.
+LEARNED_RULE = """
 A source titled "answered by NAME on DATE" is a teammate's earlier answer in chat, not
 documentation: you may use and cite it like the others, but when it and a document
 disagree, say so plainly and cite both; never silently prefer one.
-""" + DATA_RULE
+"""
 
 GENERATE_INPUT = """Question: {question}
 
