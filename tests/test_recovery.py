@@ -17,7 +17,8 @@ import aiohttp
 import pytest
 
 from tests.fakes.mistral_stall import StallingMistral, mistral_server, models_section
-from tests.fakes.slack_api import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, FakeSlackAPI, SlackEvents, all_text, write_config
+from tests.fakes.slack_api import (BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, FakeSlackAPI, SlackEvents, is_help_request, all_text,
+                                   write_config)
 from tests.test_slack_run import free_port, post, thread_posts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +74,7 @@ class BotProcess:
 
 
 def answers_in(fake: FakeSlackAPI, ts: str) -> list[dict]:
-    return [p for p in thread_posts(fake, ts) if not any(b.get("type") == "actions" for b in p.get("blocks") or [])]
+    return [p for p in thread_posts(fake, ts) if not is_help_request(p)]
 
 
 @pytest.mark.parametrize("stall_on, service, expected, reaction", [

@@ -16,6 +16,7 @@ from tests.fakes.slack_api import (
     BOT_USER_ID,
     SlackHarness,
     all_text,
+    route_note,
     section_texts,
     write_config,
 )
@@ -37,7 +38,7 @@ async def test_mention_in_channel_answers_in_thread_with_reactions_and_sources(s
     text = all_text(answers[0])
     assert "Here is the answer from the knowledge base" in text
     assert "*Sources*" in text and ".md" in text  # sources as file paths
-    assert "knowledge base" in answers[0]["blocks"][-1]["elements"][0]["text"]  # the route note
+    assert "knowledge base" in route_note(answers[0])
     # statuses follow the graph, one at a time, ending in done
     adds = slack.reaction_adds(ts)
     assert adds[0] == "eyes" and adds[-1] == "white_check_mark"
@@ -236,7 +237,7 @@ async def test_web_search_status_and_url_sources(tmp_path, fake, tavily):
         [answer] = harness.answers()
         text = all_text(answer)
         assert "<https://example.com/news|Release notes>" in text  # a URL source is a link
-        assert "web search" in answer["blocks"][-1]["elements"][0]["text"]
+        assert "web search" in route_note(answer)
     finally:
         await harness.close()
 

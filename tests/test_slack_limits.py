@@ -8,7 +8,7 @@ import time
 import pytest
 
 from graphs.models import ScriptedChatModel
-from tests.fakes.slack_api import SlackHarness, all_text, section_texts, write_config
+from tests.fakes.slack_api import SlackHarness, all_text, route_note, section_texts, write_config
 
 
 def long_answer() -> tuple[str, list[str]]:
@@ -44,7 +44,7 @@ async def test_answer_of_12000_characters_is_split_in_order_with_balanced_fences
     call_ts = [c.response["ts"] for c in slack.fake.calls_to("chat.postMessage", ok_only=True)
                if c.args.get("thread_ts") == ts]
     assert call_ts == sorted(call_ts)
-    assert "knowledge base" in posts[-1]["blocks"][-1]["elements"][0]["text"]
+    assert "knowledge base" in route_note(posts[-1])
     assert all(b["type"] == "section" for p in posts[:-1] for b in p["blocks"])
     assert slack.reactions_now(ts) == ["white_check_mark"]
 

@@ -714,12 +714,12 @@ class SlackHarness:
         out = []
         for p in self.fake.posts(channel or self.channel):
             blocks = p.get("blocks") or []
-            if blocks and not _is_help(p):
+            if blocks and not is_help_request(p):
                 out.append(p)
         return out
 
     def help_requests(self, channel: str | None = None) -> list[dict[str, Any]]:
-        return [p for p in self.fake.posts(channel or self.channel) if _is_help(p)]
+        return [p for p in self.fake.posts(channel or self.channel) if is_help_request(p)]
 
     def reaction_adds(self, ts: str, channel: str | None = None) -> list[str]:
         """Names added (successfully) on a message, in order."""
@@ -729,11 +729,16 @@ class SlackHarness:
         return list(self.fake.reactions.get((channel or self.channel, ts), []))
 
 
-def _is_help(post: dict[str, Any]) -> bool:
+def is_help_request(post: dict[str, Any]) -> bool:
     """A help request: it has the Answer / Retry / Dismiss buttons (not only 👍/👎 ones)."""
     return any(b.get("type") == "actions" and any(str(e.get("action_id", "")).startswith(
         ("threadwise_answer", "threadwise_retry", "threadwise_dismiss")) for e in b.get("elements") or [])
         for b in post.get("blocks") or [])
+
+
+def route_note(post: dict[str, Any]) -> str:
+    """The text of an answer's last context block (the route note)."""
+    return [b for b in post.get("blocks") or [] if b.get("type") == "context"][-1]["elements"][0]["text"]
 
 
 def vote_buttons(post: dict[str, Any]) -> dict[str, dict[str, Any]]:
