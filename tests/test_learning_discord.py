@@ -36,3 +36,19 @@ async def test_an_expert_answer_is_learned_cited_and_forgotten_on_discord(fake, 
     _, thread = await ask_in_channel(fake, bot, alice, "what is the VPN password policy?")
     await wait_help_request(fake, bot, thread)
     assert answers(fake, thread) == []
+
+
+async def test_slash_learned_lists_for_admins_only(fake, open_bot):
+    from tests.test_discord_bot import callbacks_for, ephemeral_texts
+
+    bot = await open_bot(ScriptedChatModel(script={"grade_documents": learned_only}))
+    bot.runtime.service.learned.add("what is the VPN password policy?", "Every 90 days.", "erin")
+    bob, adam = fake.add_user("bob"), fake.add_user("adam", roles=[fake.admin_role_id])
+    refused = await fake.slash(bob, "threadwise", "learned")
+    await fake.wait_until(lambda: ephemeral_texts(fake, refused))
+    listed = await fake.slash(adam, "threadwise", "learned")
+    await fake.wait_until(lambda: callbacks_for(fake, listed) and ephemeral_texts(fake, listed))
+    await bot.idle()
+    assert "only admins" in ephemeral_texts(fake, refused)[0].lower()
+    assert any("1: what is the VPN password policy?" in t and "answered by erin" in t
+               for t in ephemeral_texts(fake, listed))
