@@ -214,6 +214,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
                 resume_window_seconds=s.resume_window_seconds, storage_apology=s.storage_apology,
                 answer_note=DEGRADED_NOTE if degraded else "",
                 scope_for=functools.partial(run_scope, settings, restrict_sources=not sources), learned=learned,
+                human_review=g.human_review,
             )
             log.info("runtime ready: model=%s web=%s index=%s", provider, bool(web), knowledge.stats())
             try:

@@ -129,6 +129,7 @@ class ChatService:
             channel may use (``[[channels]]``, :func:`bot.chat.channels.run_scope`), passed
             to the graph as ``configurable["scope"]``; None: everything.
         learned: where experts' answers are saved as knowledge (:mod:`graphs.learned`); None: not saved.
+        human_review: ``[graph] human_review``: a 👎 may ask the experts (:meth:`escalate`).
     """
 
     def __init__(self, graph: Any, store: Bookkeeping, admin: Any, *, help_timeout_seconds: float = 3600.0,
@@ -137,8 +138,9 @@ class ChatService:
                  max_question_characters: int = 4000, dedup_retention_seconds: float = 7 * 86400,
                  resume_window_seconds: float = 900.0, storage_apology: str = DEFAULT_STORAGE_APOLOGY,
                  answer_note: str = "", scope_for: Callable[[str, str, str], dict[str, Any]] | None = None,
-                 learned: LearnedStore | None = None):
+                 learned: LearnedStore | None = None, human_review: bool = True):
         self.graph = graph
+        self.human_review = human_review
         self.scope_for = scope_for
         self.learned = learned
         self.answer_note = answer_note  # shown with every answer, e.g. "chat model unavailable"
@@ -614,6 +616,43 @@ class ChatService:
         about = f" as the answer to “{entry.question}”" if entry.question else ""
         await out.notify_private(f"Saved{about} (learned entry {entry.id}, {entry.citation}). Admins can remove it "
                                  f"with `learned forget {entry.id}`.")
+
+    async def escalate(self, answer_id: str, *, actor_id: str, actor_name: str, out: Responder) -> bool:
+        """A 👎'd answer goes to the experts: a help request in the answer's thread about its
+        question (the graph resumes at ``human_review``; an expert's answer is then posted
+        and learned like any other). ``out`` must write to that thread. Returns False (after
+        telling the actor privately) when the answer is unknown, human review is off, or the
+        thread already waits for an expert. The actor's 👎 reason, if any, is the request's "why".
+        Never raises."""
+        rec: dict[str, Any] | None = None
+        try:
+            rec = await self.store.answer_record(answer_id)
+            if rec is None or not self.human_review:
+                await out.notify_private("Sorry, I can't ask the experts about that answer." if rec is not None
+                                         else "I can't find that answer any more.")
+                return False
+            key = rec["thread_key"]
+            vote = await self.store.vote_of(answer_id, actor_id)
+            reason = vote["reason"] if vote else ""
+            note = f"{actor_name or 'a teammate'} marked the answer as wrong" + (f": {reason}" if reason else "")
+            async with self._thread(key):
+                if await self.pending_interrupt(key) is not None:
+                    await out.notify_private("This thread is already waiting for an expert.")
+                    return False
+                await self.graph.aupdate_state(self._cfg(key), {
+                    "question": rec["question"], "documents": [], "retrieved": [], "verdict": "downvoted",
+                    "review_note": clean_text(note), "queries": [], "path": ["downvoted"]}, as_node="grade_documents")
+                log.info("[%s] answer %s sent to the experts by %s", key, answer_id, actor_name)
+                async with self._runs:
+                    result = await self._run(key, None, out, platform=rec["platform"], is_resume=True,
+                                             run_id=f"escalate:{answer_id}:{uuid.uuid4().hex[:8]}",
+                                             record={"channel": rec["channel"]})
+            return result.help_request is not None
+        except Exception as exc:  # noqa: BLE001
+            log.error("[%s] asking the experts about %s failed: %s", rec["thread_key"] if rec else "-", answer_id,
+                      describe_failure(exc))
+            await out.notify_private("Sorry, I couldn't ask the experts (see the logs).")
+            return False
 
     async def vote(self, answer_id: str, user_id: str, vote: int, reason: str | None = None) -> bool:
         """Record a 👍 (``vote`` = 1) or 👎 (-1) on a posted answer; one vote per user and

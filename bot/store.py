@@ -273,6 +273,12 @@ class Bookkeeping:
         await self._conn.commit()
         return True
 
+    async def vote_of(self, answer_id: str, user_id: str) -> dict[str, Any] | None:
+        """``{"vote": +1|-1, "reason": str}`` of one user on one answer, or None."""
+        row = await (await self._conn.execute(
+            "SELECT vote, reason FROM votes WHERE answer_id = ? AND user_id = ?", (answer_id, user_id))).fetchone()
+        return {"vote": row[0], "reason": row[1]} if row else None
+
     async def feedback_rows(self) -> list[dict[str, Any]]:
         """Every vote with its answer, oldest first: the answer's columns (see
         :meth:`record_answer`; ``sources``/``path`` decoded) plus ``user_id``, ``vote``

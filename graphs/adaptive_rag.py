@@ -45,6 +45,8 @@ def _next_search(nodes: Nodes, state: RAGState) -> str:
     query after a knowledge-base search), then the web while its budget lasts, then a
     human or the apology."""
     cfg = nodes.cfg
+    if state.get("verdict") == "downvoted":  # a teammate asked the experts about a rated answer
+        return "human_review" if cfg.human_review else "apology"
     kb_left = state.get("kb_searches", 0) < cfg.max_kb_searches
     if state.get("source") == "kb" and kb_left:
         return "rewrite_kb"

@@ -548,6 +548,8 @@ class Nodes:
 
     def _review_reason(self, state: RAGState) -> str:
         """Why the budget ran out, in one line for the help request."""
+        if state.get("verdict") == "downvoted":
+            return state.get("review_note") or "a teammate marked the answer as wrong"
         searched = [f"the knowledge base ({state.get('kb_searches', 0)} searches)"]
         if state.get("web_searches"):
             searched.append(f"the web ({state['web_searches']} searches)")

@@ -173,3 +173,27 @@ async def test_store_keeps_one_vote_per_user_and_the_reason_until_a_thumbs_up(tm
             await store.record_vote("abc123", "U1", 0)
     finally:
         await store.close()
+
+
+async def test_a_thumbs_down_can_ask_the_experts_whose_answer_is_then_learned(slack):
+    req, ts = slack.mention("UASKER", "how do I deploy?")
+    await slack.send(req)
+    (answer,) = slack.answers()
+    await slack.send(vote(slack, "UASKER", answer, "down"))
+    await slack.send(reason(slack, "UASKER", slack.fake.views[-1], "it is make ship now"))
+    offer = [c.args for c in slack.fake.calls_to("chat.postEphemeral", ok_only=True) if c.args.get("blocks")][-1]
+    assert offer["user"] == "UASKER" and offer["thread_ts"] == ts
+    button = next(e for b in offer["blocks"] if b["type"] == "actions" for e in b["elements"])
+    click = slack.events.block_action(user="UASKER", action_id=button["action_id"], value=button["value"],
+                                      channel=slack.channel, message={"ts": slack.fake.next_ts(), "thread_ts": ts})
+    await slack.send(click)
+    (help_msg,) = slack.help_requests()
+    assert help_msg["thread_ts"] == ts
+    text = all_text(help_msg)
+    assert "how do I deploy?" in text and "it is make ship now" in text and "<@UEXPERT>" in text
+    await slack.send(click)  # asking twice: the thread already waits
+    assert len(slack.help_requests()) == 1
+    reply, _ = slack.message("UEXPERT", "answer: Run make ship from main.", thread_ts=ts)
+    await slack.send(reply)
+    assert "Run make ship from main." in all_text(slack.answers()[-1])
+    assert [e.answer for e in slack.runtime.service.learned.entries()] == ["Run make ship from main."]

@@ -52,3 +52,31 @@ async def test_discord_vote_buttons_work_after_a_restart(fake, bot):
     await fake.wait_until(lambda: ephemeral_texts(fake, click))
     await bot.idle()
     assert [(r["user_id"], r["vote"]) for r in await bot.runtime.service.store.feedback_rows()] == [(str(alice.id), 1)]
+
+
+async def test_discord_thumbs_down_with_a_reason_can_ask_the_experts(fake, bot):
+    from tests.test_discord_bot import help_requests
+
+    alice = fake.add_user("alice")
+    erin = fake.add_user("erin", roles=[fake.expert_role_id])
+    _, thread_id = await ask_in_channel(fake, bot, alice, "how do I deploy?")
+    answer = last_answer(fake, thread_id)
+    down = await fake.click(alice, answer, vote_ids(answer)["down"])
+    await fake.wait_until(lambda: callbacks_for(fake, down))
+    submit = await fake.submit_modal(alice, answer, callbacks_for(fake, down)[0]["data"]["custom_id"],
+                                     {"text": "it is make ship now"})
+    await fake.wait_until(lambda: [m for m in fake.followups if m["interaction_token"] == submit["token"]])
+    await bot.idle()
+    offer = [m for m in fake.followups if m["interaction_token"] == submit["token"]][-1]
+    assert offer["flags"] & 64 and "expert" in offer["content"]
+    button = offer["components"][0]["components"][0]
+    offered = {**answer, "id": offer.get("id", answer["id"]), "components": offer["components"]}
+    await fake.click(alice, offered, button["custom_id"])
+    await fake.wait_until(lambda: help_requests(fake, thread_id))
+    await bot.idle()
+    (help_msg,) = help_requests(fake, thread_id)
+    assert "how do I deploy?" in help_msg["content"] and "it is make ship now" in help_msg["content"]
+    await fake.send_message(erin, "answer: Run make ship from main.", channel_id=thread_id)
+    await fake.wait_until(lambda: "make ship" in answers(fake, thread_id)[-1])
+    await bot.idle()
+    assert [e.answer for e in bot.runtime.service.learned.entries()] == ["Run make ship from main."]

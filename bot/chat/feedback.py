@@ -4,7 +4,9 @@ Every answer (not an apology) carries its ``answer_id`` (:attr:`bot.protocol.Ans
 the platform shows two controls (Slack Block Kit buttons, Discord persistent buttons, the
 console's ``/good`` and ``/bad [reason]``). A click records the vote at once through
 :meth:`bot.service.ChatService.vote` (one vote per user per answer, the latest counts); a 👎
-then asks privately for an optional reason (Slack and Discord: a modal), saved with the vote.
+then asks privately for an optional reason (Slack and Discord: a modal), saved with the vote,
+and offers privately to ask the experts (:meth:`bot.service.ChatService.escalate`: a help
+request in the answer's thread; the expert's answer is learned like any other).
 Votes are summarised and exported by ``threadwise feedback`` (:mod:`bot.feedback`).
 """
 
@@ -20,6 +22,8 @@ REASON_TITLE = "What was wrong?"
 REASON_LABEL = "What was wrong with this answer? (optional)"
 REASON_PLACEHOLDER = "e.g. the setting is called X now; the page it cited is outdated"
 REASON_MAX_CHARACTERS = 1000
+ESCALATE_LABEL = "Ask the experts"
+ESCALATE_OFFER = "Should an expert look at this question? They are asked in the thread, and their answer is kept."
 ANSWER_ID = re.compile(r"[0-9a-f]{6,32}")
 
 

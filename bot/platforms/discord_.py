@@ -56,8 +56,8 @@ from bot.platforms.discord_auth import is_admin, is_expert
 from bot.platforms.discord_format import strip_mentions, thread_name
 from bot.platforms.discord_responder import DiscordResponder, InteractionResponder
 from bot.chat import feedback
-from bot.platforms.discord_views import (HelpButton, VoteButton, help_modal, modal_text, parse_modal_id,
-                                         parse_vote_reason_id, vote_reason_modal)
+from bot.platforms.discord_views import (EscalateButton, HelpButton, VoteButton, escalate_view, help_modal,
+                                         modal_text, parse_modal_id, parse_vote_reason_id, vote_reason_modal)
 from bot.protocol import HumanAction, IncomingMessage, clean_text
 
 log = logging.getLogger("threadwise.discord")
@@ -192,7 +192,7 @@ class ThreadwiseBot(discord.Client):
     # ------------------------------------------------------------------ start-up
     async def setup_hook(self) -> None:
         """Register the persistent help buttons and publish the slash commands."""
-        self.add_dynamic_items(HelpButton, VoteButton)
+        self.add_dynamic_items(HelpButton, VoteButton, EscalateButton)
         try:
             guild_ids = self.discord_settings.command_guild_ids
             if guild_ids:
@@ -557,8 +557,36 @@ class ThreadwiseBot(discord.Client):
         with contextlib.suppress(discord.HTTPException):
             await interaction.response.defer(ephemeral=True, thinking=True)
         ok = await self.service.vote(answer_id, str(interaction.user.id), feedback.DOWN, reason or None)
+        text = feedback.vote_reply(ok, feedback.DOWN, reason=reason)
+        offer = ok and self.service.human_review
         with contextlib.suppress(discord.HTTPException):
-            await interaction.followup.send(feedback.vote_reply(ok, feedback.DOWN, reason=reason), ephemeral=True)
+            if offer:
+                await interaction.followup.send(f"{text}\n{feedback.ESCALATE_OFFER}", view=escalate_view(answer_id),
+                                                ephemeral=True)
+            else:
+                await interaction.followup.send(text, ephemeral=True)
+
+    async def on_escalate_button(self, interaction: discord.Interaction, answer_id: str) -> None:
+        """"Ask the experts" after a 👎: a help request in the answer's conversation."""
+        user = interaction.user
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        record = await self.service.store.answer_record(answer_id)
+        parts = str(record["thread_key"]).split(":") if record else []
+        if record is None or len(parts) != 3 or parts[0] != "discord":
+            with contextlib.suppress(discord.HTTPException):
+                await interaction.followup.send("I can't find that answer any more.", ephemeral=True)
+            return
+        key = record["thread_key"]
+        target = self.get_channel(channel_of(key))
+        # a thread or DM is the key's last id; an answer given in a channel is keyed on its question
+        channel_id = channel_of(key) if target is not None else int(record["channel"] or channel_of(key))
+        out = InteractionResponder(self, interaction, ephemeral=True, in_thread=True, thread_key=key,
+                                   channel_id=channel_id, author_id=user.id)
+        log.info("discord: answer %s sent to the experts by user=%s thread=%s", answer_id, user.id, key)
+        await self.spawn(self.service.escalate(answer_id, actor_id=str(user.id),
+                                               actor_name=getattr(user, "display_name", "") or user.name, out=out),
+                         name=f"discord escalate {answer_id}")
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Handle help-modal submits (``tw:m:...``) and 👎 reasons (``tw:vr:...``); other

@@ -120,6 +120,7 @@ def modal_text(interaction: discord.Interaction) -> str:
 
 
 VOTE_ID = r"tw:v:(?P<vote>[ud]):(?P<aid>[0-9a-f]{6,32})"
+ESCALATE_ID = r"tw:ve:(?P<aid>[0-9a-f]{6,32})"
 VOTE_REASON_ID = re.compile(r"tw:vr:(?P<aid>[0-9a-f]{6,32})")
 
 
@@ -161,6 +162,32 @@ def vote_reason_modal(answer_id: str) -> discord.ui.Modal:
         label=feedback.REASON_LABEL[:45], placeholder=feedback.REASON_PLACEHOLDER, custom_id=TEXT_INPUT_ID,
         style=discord.TextStyle.paragraph, max_length=feedback.REASON_MAX_CHARACTERS, required=False))
     return modal
+
+
+class EscalateButton(discord.ui.DynamicItem[discord.ui.Button], template=ESCALATE_ID):
+    """"Ask the experts", offered privately after a 👎 (custom_id ``tw:ve:<answer id>``)."""
+
+    def __init__(self, answer_id: str) -> None:
+        super().__init__(discord.ui.Button(label=feedback.ESCALATE_LABEL, style=discord.ButtonStyle.primary,
+                                           custom_id=f"tw:ve:{answer_id}"))
+        self.answer_id = answer_id
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
+    ) -> EscalateButton:
+        return cls(match["aid"])
+
+    async def callback(self, interaction: discord.Interaction) -> None:  # type: ignore[override]
+        bot: ThreadwiseBot = interaction.client  # type: ignore[assignment]
+        await bot.on_escalate_button(interaction, self.answer_id)
+
+
+def escalate_view(answer_id: str) -> discord.ui.View:
+    """The private offer's view: one "Ask the experts" button."""
+    view = discord.ui.View(timeout=None)
+    view.add_item(EscalateButton(answer_id))
+    return view
 
 
 def parse_vote_reason_id(custom_id: str) -> str | None:

@@ -49,6 +49,7 @@ from bot.platforms.slack_blocks import (
     ACTION_DISMISS,
     ACTION_RETRY,
     ACTION_VOTE_DOWN,
+    ACTION_VOTE_ESCALATE,
     ACTION_VOTE_UP,
     INPUT_BLOCK,
     MODAL_ANSWER,
@@ -60,6 +61,7 @@ from bot.platforms.slack_blocks import (
     help_modal,
     modal_text,
     question_block_of,
+    escalate_offer_blocks,
     vote_reason_modal,
 )
 from bot.platforms.slack_client import SlackDirectory, best_effort_copy, make_client, slack_error
@@ -200,6 +202,11 @@ class SlackBot:
             async def on_vote(ack: Callable, body: dict, action: dict) -> None:
                 await ack()
                 self.spawn(self._on_vote(body, action), f"vote {action.get('action_id')}")
+
+        @app.action(ACTION_VOTE_ESCALATE)
+        async def on_escalate(ack: Callable, body: dict, action: dict) -> None:
+            await ack()
+            self.spawn(self._on_escalate(body, action), "vote escalate")
 
         @app.view(MODAL_VOTE_REASON)
         async def on_reason(ack: Callable, body: dict, view: dict) -> None:
@@ -401,10 +408,37 @@ class SlackBot:
         if ok and vote == feedback.DOWN and body.get("trigger_id"):
             try:
                 await self.client.views_open(trigger_id=body["trigger_id"], view=vote_reason_modal(answer_id))
+                await self._offer_experts(place, answer_id)
                 return  # the modal is the private reply
             except Exception as exc:  # noqa: BLE001
                 log.warning("slack views.open (vote reason) failed in %s: %s", place.channel, slack_error(exc))
         await self.responder(place).notify_private(feedback.vote_reply(ok, vote))
+
+    async def _offer_experts(self, place: SlackPlace, answer_id: str) -> None:
+        """After a 👎: privately offer to ask the experts (when human review is on)."""
+        if not self.service.human_review:
+            return
+        kwargs: dict[str, Any] = {"channel": place.channel, "user": place.user, "text": feedback.ESCALATE_OFFER,
+                                  "blocks": escalate_offer_blocks(answer_id)}
+        if place.thread_ts:
+            kwargs["thread_ts"] = place.thread_ts
+        try:
+            await self.client.chat_postEphemeral(**kwargs)
+        except Exception as exc:  # noqa: BLE001
+            log.info("slack expert offer not shown in %s: %s", place.channel, slack_error(exc))
+
+    async def _on_escalate(self, body: dict, action: dict) -> None:
+        """"Ask the experts" after a 👎: a help request in the answer's thread."""
+        answer_id = str(action.get("value") or "")
+        user = str((body.get("user") or {}).get("id") or "")
+        record = await self.service.store.answer_record(answer_id) if feedback.is_answer_id(answer_id) else None
+        parts = str(record["thread_key"]).split(":") if record else []
+        if record is None or len(parts) != 4 or parts[0] != "slack":
+            await self.responder(self._vote_place(body)).notify_private("I can't find that answer any more.")
+            return
+        name = await self.directory.display_name(user, str((body.get("user") or {}).get("name") or ""))
+        out = self.responder(SlackPlace(team=parts[1], channel=parts[2], thread_ts=parts[3], user=user))
+        await self.service.escalate(answer_id, actor_id=user, actor_name=name, out=out)
 
     async def _on_vote_reason(self, body: dict, view: dict) -> None:
         """The 👎 reason modal was submitted: store the reason with the vote (empty: nothing to add)."""

@@ -31,6 +31,7 @@ MODAL_RETRY = "threadwise_retry_modal"
 ACTION_VOTE_UP = "threadwise_vote_up"
 ACTION_VOTE_DOWN = "threadwise_vote_down"
 MODAL_VOTE_REASON = "threadwise_vote_reason"
+ACTION_VOTE_ESCALATE = "threadwise_vote_experts"
 FEEDBACK_BLOCK = "threadwise_feedback"
 HELP_BLOCK = "threadwise_help"
 INPUT_BLOCK = "threadwise_text"
@@ -162,6 +163,14 @@ def feedback_block(answer_id: str) -> dict[str, Any]:
         {"type": "button", "action_id": ACTION_VOTE_DOWN, "value": answer_id,
          "text": {"type": "plain_text", "text": feedback.DOWN_LABEL, "emoji": True}},
     ]}
+
+
+def escalate_offer_blocks(answer_id: str) -> list[dict[str, Any]]:
+    """The private offer after a 👎: a line and an "Ask the experts" button (value: the answer id)."""
+    return [_section(escape(feedback.ESCALATE_OFFER)),
+            {"type": "actions", "block_id": "threadwise_escalate", "elements": [
+                {"type": "button", "action_id": ACTION_VOTE_ESCALATE, "value": answer_id,
+                 "text": {"type": "plain_text", "text": feedback.ESCALATE_LABEL}}]}]
 
 
 def vote_reason_modal(answer_id: str) -> dict[str, Any]:

@@ -763,6 +763,7 @@ class FakeDiscord:
         if len(parts) == 2 and method == "POST":
             msg = self.message_payload(self.bot, (body or {}).get("content") or "", channel_id=self.channel_id)
             msg["flags"] = (body or {}).get("flags") or 0
+            msg["components"] = (body or {}).get("components") or []
             msg["interaction_token"] = token
             self.all_messages[msg["id"]] = msg
             self.followups.append(msg)
