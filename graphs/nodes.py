@@ -211,10 +211,13 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
 
 def scope_of(state: RAGState) -> dict[str, Any]:
     """This turn's scope with its defaults: ``sources`` (resolved source paths the
-    knowledge base may search, None for all), ``web`` and ``learning`` (bools)."""
+    knowledge base may search, None for all), ``web`` and ``learning`` (bools), and the
+    ``platform`` and ``channel`` it runs in (a channel restricted to some sources uses only
+    the learned entries learned in it)."""
     scope = state.get("scope") or {}
     return {"sources": scope.get("sources"), "web": scope.get("web", True) is not False,
-            "learning": scope.get("learning", True) is not False}
+            "learning": scope.get("learning", True) is not False, "platform": str(scope.get("platform") or ""),
+            "channel": str(scope.get("channel") or "")}
 
 
 class Nodes:
@@ -376,14 +379,18 @@ class Nodes:
                                            sources=sources)
         else:
             docs = await asyncio.to_thread(self.deps.knowledge.search, queries, self.cfg.k, sources=sources)
-        if self.deps.learned is not None and scope_of(state)["learning"]:
-            entries = await asyncio.to_thread(self.deps.learned.search, queries, LEARNED_PER_SEARCH)
-            docs = [entry_doc(e, self.cfg.max_document_characters) for e in entries] + list(docs)
+        scope = scope_of(state)
+        documents = list(docs)
+        if self.deps.learned is not None and scope["learning"]:
+            entries = await asyncio.to_thread(self.deps.learned.search, queries, LEARNED_PER_SEARCH * 4)
+            if sources is not None:  # a restricted channel uses only what was learned in it
+                entries = [e for e in entries if (e.platform, e.channel) == (scope["platform"], scope["channel"])]
+            docs = [entry_doc(e, self.cfg.max_document_characters) for e in entries[:LEARNED_PER_SEARCH]] + documents
         update = {**self._step(state, "retrieve"), "source": "kb", "retrieved": docs, "generations": 0,
                   "kb_searches": state.get("kb_searches", 0) + 1,
                   "queries": [*state.get("queries", []), queries[0] if queries else ""]}
-        if not state.get("first_retrieval"):
-            update["first_retrieval"] = [d["location"] for d in docs]
+        if not state.get("first_retrieval"):  # documents only: eval recall measures the knowledge base
+            update["first_retrieval"] = [d["location"] for d in documents]
         return update
 
     async def web_search(self, state: RAGState) -> dict[str, Any]:

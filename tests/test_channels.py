@@ -163,9 +163,30 @@ reply_policy = "all"
 """)
     s = load_settings(config)
     assert run_scope(s, "discord", "123", "support") == {
-        "sources": [str(tmp_path / "kb")], "web": True, "learning": False}
+        "sources": [str(tmp_path / "kb")], "web": True, "learning": False, "platform": "discord", "channel": "123"}
     assert run_scope(s, "discord", "123", "general")["sources"] is None
-    assert run_scope(s, "slack", "C9") == {"sources": None, "web": False, "learning": True}
+    assert run_scope(s, "slack", "C9") == {"sources": None, "web": False, "learning": True, "platform": "slack",
+                                           "channel": "C9"}
     assert run_scope(s, "slack", "C9", restrict_sources=False)["sources"] is None
     assert reply_policy(s, "slack", "mentions_only", "C9") == "all"
     assert reply_policy(s, "slack", "mentions_only", "C8") == "mentions_only"
+
+
+async def test_a_restricted_channel_uses_only_what_was_learned_in_it(restricted):
+    from tests.test_learning import learned_only
+
+    slack = restricted
+    slack.model.script["grade_documents"] = learned_only
+    learned = slack.runtime.service.learned
+    learned.add("who approves a hotfix?", "The on-call lead (learned elsewhere).", "Erik", platform="slack",
+                channel=slack.channel)
+    req, ts = slack.mention("UASKER", "who approves a hotfix?", channel=RESTRICTED)
+    await slack.send(req)
+    shown = "\n".join(all_text(p) for p in slack.fake.posts(RESTRICTED))
+    assert "learned elsewhere" not in shown and "answered by Erik" not in shown
+    learned.add("who approves a hotfix?", "The people lead (learned here).", "Gita", platform="slack",
+                channel=RESTRICTED)
+    req, ts = slack.mention("UASKER", "who approves a hotfix?", channel=RESTRICTED)
+    await slack.send(req)
+    answer = [a for a in slack.answers(RESTRICTED) if a["thread_ts"] == ts][0]
+    assert "answered by Gita" in all_text(answer) and "answered by Erik" not in all_text(answer)

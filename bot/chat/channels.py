@@ -30,7 +30,9 @@ def run_scope(settings: Settings, platform: str, channel: str, channel_name: str
     """What a run in this channel may use, for ``configurable["scope"]``.
 
     Returns:
-        ``{"sources": [resolved source paths] | None (all), "web": bool, "learning": bool}``.
+        ``{"sources": [resolved source paths] | None (all), "web": bool, "learning": bool,
+        "platform": str, "channel": str}`` (a channel restricted to some sources uses only
+        the learned entries learned in it).
         ``restrict_sources=False`` (the CLI's ``--source`` replaced the knowledge base)
         drops the source restriction.
     """
@@ -38,7 +40,8 @@ def run_scope(settings: Settings, platform: str, channel: str, channel_name: str
     web = settings.web.enabled if entry is None or entry.web is None else entry.web
     learning = settings.learning.enabled if entry is None or entry.learning is None else entry.learning
     sources = settings.channel_sources(entry) if restrict_sources else None
-    return {"sources": sources, "web": bool(web), "learning": bool(learning)}
+    return {"sources": sources, "web": bool(web), "learning": bool(learning), "platform": platform,
+            "channel": channel}
 
 
 def reply_policy(settings: Settings, platform: str, default: str, channel: str, channel_name: str = "") -> str:
