@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -79,18 +80,26 @@ def test_config_option_before_or_after_the_command(tmp_path):
         assert result.returncode == 2 and "knowledge.k" in result.stderr, (args, result.stderr)
 
 
-def test_ctrl_c_during_ask_exits_at_once_with_one_line(tmp_path):
-    cfg = _scripted_config(tmp_path)
-    assert _cli("reindex", "--config", str(cfg), cwd=tmp_path).returncode == 0
-    proc = subprocess.Popen([sys.executable, "-m", "bot", "ask", "what does the container need?", "--config", str(cfg)],
-                            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)  # inside the command (imports, runtime, question)
-    proc.send_signal(signal.SIGINT)
-    t0 = time.monotonic()
-    out, errtext = proc.communicate(timeout=60)
-    waited = time.monotonic() - t0
-    if proc.returncode == 0:
-        pytest.skip("the question was answered before Ctrl-C arrived (fast machine)")
+async def test_ctrl_c_during_ask_exits_at_once_with_one_line(tmp_path):
+    """Ctrl-C while the model call is in flight (a Mistral-shaped server that stalls)."""
+    from tests.fakes.mistral_api import mistral_config
+    from tests.fakes.mistral_stall import mistral_server
+
+    async with mistral_server(stall_on={"route"}) as fake:
+        cfg = write_config(tmp_path, extra=mistral_config(fake.base_url))
+        env = {**_env(), "MISTRAL_API_KEY": "test-key"}
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "ask", "what does the container need?", "--config",
+                                 str(cfg)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        for _ in range(1200):  # the question is in the graph, waiting on the model
+            if fake.stalled.is_set() or proc.poll() is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert fake.stalled.is_set(), proc.communicate(timeout=30)[1][-2000:] if proc.poll() is not None else "no call"
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out, errtext = await asyncio.to_thread(proc.communicate, timeout=60)
+        waited = time.monotonic() - t0
     assert proc.returncode == 130, errtext
     assert "Traceback" not in errtext and "Event loop is closed" not in errtext, errtext
     assert "interrupted" in errtext
