@@ -137,6 +137,7 @@ class ServiceSettings(_Section):
 
 class Reactions(_Section):
     received: str = "eyes"
+    queued: str = "hourglass_flowing_sand"
     searching: str = "mag"
     web: str = "globe_with_meridians"
     writing: str = "pencil2"
@@ -165,6 +166,7 @@ class SlackSettings(_Section):
 
 class DiscordReactions(Reactions):
     received: str = "👀"
+    queued: str = "⏳"
     searching: str = "🔍"
     web: str = "🌐"
     writing: str = "✏️"

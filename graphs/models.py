@@ -32,6 +32,7 @@ import os
 import re
 import threading
 import time
+from collections import deque
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -250,6 +251,93 @@ def _is_retryable(exc: BaseException) -> bool:
     }
 
 
+def _is_rate_limited(exc: BaseException) -> bool:
+    """True when the server refused the call for load: HTTP 429 (or 503 with Retry-After)."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if status == 429:
+        return True
+    headers = getattr(response, "headers", None)
+    return status == 503 and headers is not None and bool(headers.get("retry-after"))
+
+
+class AdaptiveLimit:
+    """Calls in flight, capped by an AIMD window that follows what the server accepts.
+
+    The window starts at ``maximum``. A call refused with 429 halves it, once per round:
+    refusals of calls that were sent before the last halving do not halve it again (they
+    were sent under the old window, as TCP congestion control counts one loss per window);
+    each successful call adds ``1 / window`` (about +1 per window of successes), an eighth
+    of that while the window is within one call of where the last refusal happened (probing
+    slowly where the server said no), up to ``maximum``; never below ``minimum``. Waiters
+    are served first come, first served.
+
+    Args:
+        maximum: the configured cap (``[models] max_concurrent_calls``), >= 1.
+        minimum: the smallest window, >= 1.
+    """
+
+    def __init__(self, maximum: int, minimum: int = 1) -> None:
+        self.maximum = max(1, int(maximum))
+        self.minimum = max(1, min(int(minimum), self.maximum))
+        self.window = float(self.maximum)
+        self.in_flight = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._last_cut = -math.inf
+        self._refused_at = math.inf  # the window when the server last said no
+
+    async def acquire(self) -> float:
+        """Wait for a free slot; returns the time it was granted (``time.monotonic()``), to pass
+        to :meth:`rate_limited`. Cancellation-safe: a slot granted to a cancelled waiter is given back."""
+        if not self._waiters and self.in_flight < int(self.window):
+            self.in_flight += 1
+            return time.monotonic()
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # granted just before the cancellation
+            else:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
+            raise
+        return time.monotonic()
+
+    def release(self) -> None:
+        """Give a slot back."""
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < int(self.window):
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)
+
+    def succeeded(self) -> None:
+        """A call was accepted: widen the window a little."""
+        if self.window < self.maximum:
+            step = 1.0 / self.window if self.window + 1 < self._refused_at else 1.0 / (8 * self.window)
+            self.window = min(float(self.maximum), self.window + step)
+            self._wake()
+
+    def rate_limited(self, sent_at: float) -> None:
+        """A call sent at ``sent_at`` (from :meth:`acquire`) was refused for load (429):
+        halve the window, unless it was sent before the last halving."""
+        if sent_at <= self._last_cut or self.window <= self.minimum:
+            return
+        self._last_cut = time.monotonic()
+        self._refused_at = self.window
+        self.window = max(float(self.minimum), self.window / 2)
+        log.warning("model API rate limited: at most %d calls in flight for now (of %d)", int(self.window),
+                    self.maximum)
+
+
 class RetryableError(Exception):
     """Marks an exception as transient so the retry policy retries it (the original is ``__cause__``)."""
 
@@ -450,7 +538,8 @@ class ModelCaller:
         model: any LangChain chat model.
         json_mode: ``"llamacpp"`` (grammar-constrained JSON with the schema),
             ``"mistral"`` (``response_format`` json_object) or ``"none"`` (prompt only).
-        max_concurrent: cap on calls in flight in this process.
+        max_concurrent: cap on calls in flight in this process; for a hosted model the
+            cap of an :class:`AdaptiveLimit` (429s shrink it, successes grow it back).
         max_retries: retries of transient errors (429, 5xx, connection).
         timeout: seconds per call (a float: 0.5 is half a second).
         max_retry_wait: longest wait before a retry, in seconds: a 429's ``Retry-After``
@@ -472,7 +561,9 @@ class ModelCaller:
         self.max_retries = max_retries
         self.max_tokens = int(max_tokens or getattr(model, "max_tokens", None) or 512)
         # one local llama.cpp call at a time: queued calls wait here, outside their timeout
-        self._sem = asyncio.Semaphore(1 if json_mode == "llamacpp" else max_concurrent)
+        self._sem = asyncio.Semaphore(1) if json_mode == "llamacpp" else None
+        # a hosted model: a slot per attempt (a retry's wait holds none), outside the timeout
+        self.limit = AdaptiveLimit(max_concurrent)
         # A llama.cpp context is not thread-safe, and a timed-out call keeps running in its
         # worker thread: a lock held by that thread keeps a retry from running beside it.
         self._local_lock = threading.Lock() if json_mode == "llamacpp" else None
@@ -494,7 +585,17 @@ class ModelCaller:
         try:
             if self._local_lock is not None:
                 return await asyncio.wait_for(_in_daemon_thread(self._locked_invoke, runnable, msgs), self.timeout)
-            return await asyncio.wait_for(runnable.ainvoke(msgs), self.timeout)
+            sent_at = await self.limit.acquire()
+            try:
+                reply = await asyncio.wait_for(runnable.ainvoke(msgs), self.timeout)
+            except Exception as exc:  # noqa: BLE001 - re-raised below
+                if _is_rate_limited(exc):
+                    self.limit.rate_limited(sent_at)
+                raise
+            finally:
+                self.limit.release()
+            self.limit.succeeded()
+            return reply
         except Exception as exc:  # noqa: BLE001 - classify, then re-raise
             if _is_retryable(exc):
                 raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
@@ -502,6 +603,8 @@ class ModelCaller:
 
     async def _invoke(self, runnable: Any, messages: list[BaseMessage]) -> AIMessage:
         msgs = normalize_messages(messages)
+        if self._sem is None:
+            return await self._with_retries(runnable, msgs)
         async with self._sem:
             return await self._with_retries(runnable, msgs)
 
