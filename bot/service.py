@@ -308,12 +308,19 @@ class ChatService:
             log.info("[%s] question from %s (%d chars)", key, msg.author_id, len(text))
             # status first, queue after: the user sees at once that the question arrived, and
             # whether it waits for a run slot (issue 11: the reaction came after the slot)
-            await self._show(run_id, out, Status.QUEUED if self._runs.locked() else Status.RECEIVED)
-            async with self._runs:
+            queued = self._runs.locked()
+            if queued:
+                await self._show(run_id, out, Status.QUEUED)
+            await self._runs.acquire()  # at once when a slot is free
+            try:
+                if not queued:
+                    await self._show(run_id, out, Status.RECEIVED)
                 return await self._run(key, {"messages": [HumanMessage(text)]}, out, platform=msg.platform,
                                        run_id=run_id,
                                        record={"question": text, "channel": msg.channel,
                                                "channel_name": msg.channel_name}, announced=True)
+            finally:
+                self._runs.release()
 
     async def _claim(self, interrupt_id: str, key: str, by: str, parsed: tuple[HumanAction, str] | None,
                      out: Responder) -> bool:

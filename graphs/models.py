@@ -111,6 +111,10 @@ def default_gguf_path() -> Path:
     return ggufs[0]
 
 
+#: Idle keep-alive connections kept to a hosted chat API (at least the "auto" call limit).
+MAX_MODEL_CONNECTIONS = 256
+
+
 def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatModel:
     """Build the chat model from ``[models]`` settings.
 
@@ -144,7 +148,18 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
         # ChatMistralAI's ``timeout`` is an int (0.5 s would become 0: every request fails
         # before it is sent). Its httpx clients take seconds as a float: give them the value.
         chat.client.timeout = httpx.Timeout(seconds)
-        chat.async_client.timeout = httpx.Timeout(seconds)
+        # Its async client keeps httpx's default 20 idle connections: with more calls in
+        # flight (up to [models] max_concurrent_calls, 64 by default) every call beyond 20
+        # opened a new connection (issue 11). Same base URL, headers (the key) and CA bundle.
+        import ssl
+
+        import certifi
+
+        old = chat.async_client
+        chat.async_client = httpx.AsyncClient(
+            base_url=old.base_url, headers=old.headers, timeout=httpx.Timeout(seconds),
+            verify=ssl.create_default_context(cafile=certifi.where()),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=MAX_MODEL_CONNECTIONS))
         return chat
     if importlib.util.find_spec("llama_cpp") is None:
         raise ModelUnavailableError("the offline model needs llama-cpp-python: pip install 'threadwise[offline]'")
