@@ -109,7 +109,7 @@ class ServiceSettings(_Section):
     checkpoint_db: str = "data/checkpoints.sqlite"
     bookkeeping_db: str = "data/bookkeeping.sqlite"
     help_timeout_seconds: float = Field(3600.0, gt=0)
-    # "auto": 8 with the local model, 64 with a hosted one (resolved in bot/runtime.py).
+    # "auto": 8 with the local model, 32 with a hosted one (resolved in bot/runtime.py).
     max_concurrent_runs: int | Literal["auto"] = Field("auto", description="graph runs in flight at once")
     keep_checkpoints_per_thread: int = Field(1, ge=1, le=10000)
     resume_window_seconds: float = Field(900.0, ge=0)

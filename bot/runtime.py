@@ -98,7 +98,9 @@ def resolve_graders(graders: str, model: BaseChatModel) -> str:
 #: ``"auto"`` concurrency per kind of model: (LLM calls, graph runs). One llama.cpp context
 #: runs one call at a time; a hosted API takes many (its 429s shrink the call limit, see
 #: :class:`graphs.models.AdaptiveLimit`), so a fixed small cap would be the bottleneck (issue 11).
-AUTO_CONCURRENCY = {"llamacpp": (1, 8), "hosted": (64, 64)}
+#: Runs: 32, not 64: with a 100 ms model, 200 questions at once took 12 s at 16-32 runs and
+#: 15 s at 64 (bench/README.md: more runs only contend for the event loop and the checkpoints).
+AUTO_CONCURRENCY = {"llamacpp": (1, 8), "hosted": (64, 32)}
 
 
 def resolve_concurrency(calls: int | str, runs: int | str, model: BaseChatModel) -> tuple[int, int]:
