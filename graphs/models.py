@@ -150,15 +150,11 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
         chat.client.timeout = httpx.Timeout(seconds)
         # Its async client keeps httpx's default 20 idle connections: with more calls in
         # flight (up to [models] max_concurrent_calls, 64 by default) every call beyond 20
-        # opened a new connection (issue 11). Same base URL, headers (the key) and CA bundle.
-        import ssl
-
-        import certifi
-
+        # opened a new connection (issue 11). Same base URL and headers (the key); httpx's
+        # default verification (certifi's CA bundle, as langchain-mistralai's own client).
         old = chat.async_client
         chat.async_client = httpx.AsyncClient(
             base_url=old.base_url, headers=old.headers, timeout=httpx.Timeout(seconds),
-            verify=ssl.create_default_context(cafile=certifi.where()),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=MAX_MODEL_CONNECTIONS))
         return chat
     if importlib.util.find_spec("llama_cpp") is None:
