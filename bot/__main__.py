@@ -402,6 +402,10 @@ def _interrupted(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before torch or llama.cpp load OpenMP: idle OpenMP threads sleep instead of spinning.
+    # On a shared 2-core machine spinning threads made MiniLM 5-10x slower (issue 11: a
+    # query embedding 190-280 ms p50 with the default, 23 ms with PASSIVE).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from bot.protocol import clean_text
 
     # no "Loading weights" progress bars from the local embedding model on every start

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "config.toml"
@@ -48,8 +48,18 @@ class ModelSettings(_Section):
     request_timeout_seconds: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
     max_retry_wait_seconds: float = Field(30.0, ge=0, le=600)
-    max_concurrent_calls: int = Field(4, ge=1, le=64)
+    # "auto": 1 for the local llama.cpp model (one context), 64 for a hosted model (Mistral);
+    # a hosted model's 429s shrink the limit adaptively (graphs/models.py, AdaptiveLimit).
+    max_concurrent_calls: int | Literal["auto"] = Field("auto", description="LLM calls in flight at once")
     threads: int = Field(2, ge=1, le=64)
+
+
+    @field_validator("max_concurrent_calls")
+    @classmethod
+    def _calls_range(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and not 1 <= v <= 256:
+            raise ValueError("must be \"auto\" or between 1 and 256")
+        return v
 
 
 class KnowledgeSettings(_Section):
@@ -99,7 +109,8 @@ class ServiceSettings(_Section):
     checkpoint_db: str = "data/checkpoints.sqlite"
     bookkeeping_db: str = "data/bookkeeping.sqlite"
     help_timeout_seconds: float = Field(3600.0, gt=0)
-    max_concurrent_runs: int = Field(8, ge=1, le=256)
+    # "auto": 8 with the local model, 32 with a hosted one (resolved in bot/runtime.py).
+    max_concurrent_runs: int | Literal["auto"] = Field("auto", description="graph runs in flight at once")
     keep_checkpoints_per_thread: int = Field(1, ge=1, le=10000)
     resume_window_seconds: float = Field(900.0, ge=0)
     max_question_characters: int = Field(4000, ge=100, le=100000)
@@ -116,8 +127,17 @@ class ServiceSettings(_Section):
     )
 
 
+    @field_validator("max_concurrent_runs")
+    @classmethod
+    def _runs_range(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and not 1 <= v <= 1024:
+            raise ValueError("must be \"auto\" or between 1 and 1024")
+        return v
+
+
 class Reactions(_Section):
     received: str = "eyes"
+    queued: str = "hourglass_flowing_sand"
     searching: str = "mag"
     web: str = "globe_with_meridians"
     writing: str = "pencil2"
@@ -146,6 +166,7 @@ class SlackSettings(_Section):
 
 class DiscordReactions(Reactions):
     received: str = "👀"
+    queued: str = "⏳"
     searching: str = "🔍"
     web: str = "🌐"
     writing: str = "✏️"

@@ -76,6 +76,7 @@ class Status(str, enum.Enum):
     """Progress of one question, shown by adapters as a reaction (emoji names in config.toml)."""
 
     RECEIVED = "received"
+    QUEUED = "queued"  # received, waiting for a free run slot ([service] max_concurrent_runs)
     SEARCHING = "searching"  # searching the knowledge base
     WEB = "web"  # searching the web
     WRITING = "writing"  # generating the answer

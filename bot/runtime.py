@@ -95,6 +95,21 @@ def resolve_graders(graders: str, model: BaseChatModel) -> str:
     return graders
 
 
+#: ``"auto"`` concurrency per kind of model: (LLM calls, graph runs). One llama.cpp context
+#: runs one call at a time; a hosted API takes many (its 429s shrink the call limit, see
+#: :class:`graphs.models.AdaptiveLimit`), so a fixed small cap would be the bottleneck (issue 11).
+#: Runs: 32, not 64: with a 100 ms model, 200 questions at once took 12 s at 16-32 runs and
+#: 15 s at 64 (bench/README.md: more runs only contend for the event loop and the checkpoints).
+AUTO_CONCURRENCY = {"llamacpp": (1, 8), "hosted": (64, 32)}
+
+
+def resolve_concurrency(calls: int | str, runs: int | str, model: BaseChatModel) -> tuple[int, int]:
+    """``[models] max_concurrent_calls`` and ``[service] max_concurrent_runs`` with ``"auto"``
+    replaced by :data:`AUTO_CONCURRENCY` for ``model``."""
+    auto = AUTO_CONCURRENCY["llamacpp" if json_mode_for(model) == "llamacpp" else "hosted"]
+    return (auto[0] if calls == "auto" else int(calls)), (auto[1] if runs == "auto" else int(runs))
+
+
 async def _opened(path: Path, opening: Any) -> Any:
     """Await ``opening`` (opening a SQLite file); a failure becomes a StorageError naming ``path``."""
     try:
@@ -171,8 +186,9 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
     g = settings.graph
     learned_path = settings.path(settings.learning.index_db)
     learned = await _opened(learned_path, asyncio.to_thread(LearnedStore, learned_path))
+    max_calls, max_runs = resolve_concurrency(m.max_concurrent_calls, settings.service.max_concurrent_runs, model)
     deps = GraphDeps(
-        caller=ModelCaller(model, json_mode_for(model), m.max_concurrent_calls, m.max_retries, m.request_timeout_seconds,
+        caller=ModelCaller(model, json_mode_for(model), max_calls, m.max_retries, m.request_timeout_seconds,
                            max_retry_wait=m.max_retry_wait_seconds, max_tokens=m.max_tokens),
         knowledge=knowledge, web=web, learned=learned,
         config=GraphConfig(
@@ -207,7 +223,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             )
             service = ChatService(
                 graph, store, admin, help_timeout_seconds=s.help_timeout_seconds,
-                max_concurrent_runs=s.max_concurrent_runs, recursion_limit=g.recursion_limit,
+                max_concurrent_runs=max_runs, recursion_limit=g.recursion_limit,
                 empty_question_reply=s.empty_question_reply, keep_checkpoints=s.keep_checkpoints_per_thread,
                 max_question_characters=s.max_question_characters,
                 dedup_retention_seconds=s.dedup_retention_days * 86400,

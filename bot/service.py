@@ -306,11 +306,21 @@ class ChatService:
             if seen is not None:  # it was a reply, and someone else's reply (or the timeout) won
                 return await self._already_handled(key, parsed[0], by, out)
             log.info("[%s] question from %s (%d chars)", key, msg.author_id, len(text))
-            async with self._runs:
+            # status first, queue after: the user sees at once that the question arrived, and
+            # whether it waits for a run slot (issue 11: the reaction came after the slot)
+            queued = self._runs.locked()
+            if queued:
+                await self._show(run_id, out, Status.QUEUED)
+            await self._runs.acquire()  # at once when a slot is free
+            try:
+                if not queued:
+                    await self._show(run_id, out, Status.RECEIVED)
                 return await self._run(key, {"messages": [HumanMessage(text)]}, out, platform=msg.platform,
                                        run_id=run_id,
                                        record={"question": text, "channel": msg.channel,
-                                               "channel_name": msg.channel_name})
+                                               "channel_name": msg.channel_name}, announced=True)
+            finally:
+                self._runs.release()
 
     async def _claim(self, interrupt_id: str, key: str, by: str, parsed: tuple[HumanAction, str] | None,
                      out: Responder) -> bool:
@@ -473,11 +483,13 @@ class ChatService:
                                    record={"resume": resume, "interrupt_id": interrupt_id, "channel": channel})
 
     async def _run(self, thread_key: str, graph_input: Any, out: Responder, *, platform: str, run_id: str,
-                   record: dict[str, Any], is_resume: bool = False, t0: float | None = None) -> TurnResult:
+                   record: dict[str, Any], is_resume: bool = False, t0: float | None = None,
+                   announced: bool = False) -> TurnResult:
         """Run the graph on ``graph_input`` (None: continue from the last checkpoint) and
         report the outcome through ``out``. The run is recorded in the store while in
         flight (with the responder reference and the reaction shown) so that a crash
-        leaves a trace :meth:`recover` finds. Never raises."""
+        leaves a trace :meth:`recover` finds. ``announced``: the caller already showed
+        received (or queued). Never raises."""
         t0 = time.perf_counter() if t0 is None else t0
         cfg = self._cfg(thread_key)
         if self.scope_for is not None:  # the channel's settings, for this run only
@@ -486,7 +498,7 @@ class ChatService:
         try:
             before = await checkpoints.latest_checkpoint_id(self.graph.checkpointer, thread_key)
             await self.store.run_started(run_id, thread_key, platform, out.reference(), record, before)
-            if not is_resume and graph_input is not None:
+            if not is_resume and graph_input is not None and not announced:
                 await self._show(run_id, out, Status.RECEIVED)
             last: Status | None = None
             async for mode, chunk in self.graph.astream(graph_input, cfg, stream_mode=["tasks", "updates"]):

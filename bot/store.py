@@ -57,6 +57,9 @@ class Bookkeeping:
         conn = await aiosqlite.connect(str(path))
         try:
             await conn.execute("PRAGMA journal_mode=WAL")
+            # no fsync per commit (issue 11: it serialised the dedup marks of a burst); in WAL
+            # mode a killed process still loses nothing committed, only a power loss might
+            await conn.execute("PRAGMA synchronous=NORMAL")
             await conn.executescript(_SCHEMA)
             cols = [r[1] for r in await (await conn.execute("PRAGMA table_info(help_requests)")).fetchall()]
             if "interrupt_id" not in cols:  # files written before interrupt ids were recorded

@@ -18,14 +18,13 @@ Thresholds are calibrated on the development eval set by ``bench/calibrate_offli
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from graphs import signals
+from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
 from graphs.state import Doc
 
 # ---- calibrated constants (bench/calibrate_offline.py on ../shared/eval/dev.jsonl) -------
@@ -44,50 +43,6 @@ NEIGHBOURS = 1  # sentences quoted after each of them (the next ones of its para
 MAX_ANSWER_CHARACTERS = 2400
 MAX_CODE_CHARACTERS = 1200
 MAX_SECTION_CHARACTERS = 4000
-
-
-class TextEmbedder:
-    """Unit vectors of texts from a LangChain ``Embeddings`` (or ``None``: every call
-    returns ``None``), cached by text (at most ``cache_size`` texts, least recently used
-    dropped). Thread-safe; ``embed_documents`` errors propagate."""
-
-    def __init__(self, embeddings: Any | None, cache_size: int = 8192):
-        self.embeddings = embeddings
-        self.cache_size = cache_size
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @property
-    def available(self) -> bool:
-        return self.embeddings is not None
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray | None:
-        """``len(texts) x dim`` float32 unit vectors, or ``None`` without embeddings."""
-        if self.embeddings is None:
-            return None
-        with self._lock:
-            todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        if todo:
-            vecs = np.asarray(self.embeddings.embed_documents(list(todo)), dtype=np.float32)
-            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-            norms[norms == 0] = 1.0
-            vecs = vecs / norms
-            with self._lock:
-                for t, v in zip(todo, vecs):
-                    self._cache[t] = v
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
-        with self._lock:
-            out = []
-            for t in texts:
-                v = self._cache.get(t)
-                if v is None:  # evicted meanwhile by another thread: embed it alone
-                    v = np.asarray(self.embeddings.embed_documents([t])[0], dtype=np.float32)
-                    v = v / (np.linalg.norm(v) or 1.0)
-                else:
-                    self._cache.move_to_end(t)
-                out.append(v)
-        return np.vstack(out) if out else np.zeros((0, 1), dtype=np.float32)
 
 
 # ---- splitting ------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import os
 import re
 import threading
 import time
+from collections import deque
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -110,6 +111,10 @@ def default_gguf_path() -> Path:
     return ggufs[0]
 
 
+#: Idle keep-alive connections kept to a hosted chat API (at least the "auto" call limit).
+MAX_MODEL_CONNECTIONS = 256
+
+
 def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatModel:
     """Build the chat model from ``[models]`` settings.
 
@@ -143,7 +148,14 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
         # ChatMistralAI's ``timeout`` is an int (0.5 s would become 0: every request fails
         # before it is sent). Its httpx clients take seconds as a float: give them the value.
         chat.client.timeout = httpx.Timeout(seconds)
-        chat.async_client.timeout = httpx.Timeout(seconds)
+        # Its async client keeps httpx's default 20 idle connections: with more calls in
+        # flight (up to [models] max_concurrent_calls, 64 by default) every call beyond 20
+        # opened a new connection (issue 11). Same base URL and headers (the key); httpx's
+        # default verification (certifi's CA bundle, as langchain-mistralai's own client).
+        old = chat.async_client
+        chat.async_client = httpx.AsyncClient(
+            base_url=old.base_url, headers=old.headers, timeout=httpx.Timeout(seconds),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=MAX_MODEL_CONNECTIONS))
         return chat
     if importlib.util.find_spec("llama_cpp") is None:
         raise ModelUnavailableError("the offline model needs llama-cpp-python: pip install 'threadwise[offline]'")
@@ -229,13 +241,51 @@ def build_embeddings(kind: str, models_cfg: Any, mistral_api_key: str = "") -> t
             f"mistral:{models_cfg.mistral_embedding_model}",
         )
     path = local_embedding_path(models_cfg.local_embedding_model)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from langchain_huggingface import HuggingFaceEmbeddings
+    return LocalEmbeddings(path, threads=getattr(models_cfg, "threads", 1)), "local:all-MiniLM-L6-v2"
 
-    emb = HuggingFaceEmbeddings(model_name=path, model_kwargs={"device": "cpu"},
-                                encode_kwargs={"normalize_embeddings": True})
-    return emb, "local:all-MiniLM-L6-v2"
+
+class LocalEmbeddings(Embeddings):
+    """The local sentence-transformers model (all-MiniLM-L6-v2) on the CPU, loaded on first use.
+
+    Building it costs nothing: torch and the model are loaded by the first embedding
+    call, so a start with a built index, an unchanged reindex or a keyword-only search
+    never import torch (issue 11: an unchanged reindex spent 12 s loading it). Thread
+    settings: at most ``threads`` torch threads, and ``OMP_WAIT_POLICY=PASSIVE`` (set by
+    :func:`bot.__main__.main` before torch loads) so idle OpenMP threads sleep instead of
+    spinning on cores other processes need.
+
+    Args:
+        path: the model folder (:func:`local_embedding_path`).
+        threads: torch intra-op threads (``[models] threads``), >= 1.
+    """
+
+    def __init__(self, path: str, threads: int = 1) -> None:
+        self.path = path
+        self.threads = max(1, int(threads))
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _loaded(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch loads OpenMP
+                import torch
+                from langchain_huggingface import HuggingFaceEmbeddings
+
+                torch.set_num_threads(min(self.threads, torch.get_num_threads()))
+                self._model = HuggingFaceEmbeddings(model_name=self.path, model_kwargs={"device": "cpu"},
+                                                    encode_kwargs={"normalize_embeddings": True})
+            return self._model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Unit vectors of ``texts`` (loads the model on the first call)."""
+        return self._loaded().embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """Unit vector of one query (loads the model on the first call)."""
+        return self._loaded().embed_query(text)
 
 
 # ---- calling ---------------------------------------------------------------------
@@ -248,6 +298,93 @@ def _is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (TimeoutError, ConnectionError)) or name in {
         "ConnectError", "ReadTimeout", "ConnectTimeout", "RemoteProtocolError", "ReadError", "PoolTimeout",
     }
+
+
+def _is_rate_limited(exc: BaseException) -> bool:
+    """True when the server refused the call for load: HTTP 429 (or 503 with Retry-After)."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if status == 429:
+        return True
+    headers = getattr(response, "headers", None)
+    return status == 503 and headers is not None and bool(headers.get("retry-after"))
+
+
+class AdaptiveLimit:
+    """Calls in flight, capped by an AIMD window that follows what the server accepts.
+
+    The window starts at ``maximum``. A call refused with 429 halves it, once per round:
+    refusals of calls that were sent before the last halving do not halve it again (they
+    were sent under the old window, as TCP congestion control counts one loss per window);
+    each successful call adds ``1 / window`` (about +1 per window of successes), an eighth
+    of that while the window is within one call of where the last refusal happened (probing
+    slowly where the server said no), up to ``maximum``; never below ``minimum``. Waiters
+    are served first come, first served.
+
+    Args:
+        maximum: the configured cap (``[models] max_concurrent_calls``), >= 1.
+        minimum: the smallest window, >= 1.
+    """
+
+    def __init__(self, maximum: int, minimum: int = 1) -> None:
+        self.maximum = max(1, int(maximum))
+        self.minimum = max(1, min(int(minimum), self.maximum))
+        self.window = float(self.maximum)
+        self.in_flight = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._last_cut = -math.inf
+        self._refused_at = math.inf  # the window when the server last said no
+
+    async def acquire(self) -> float:
+        """Wait for a free slot; returns the time it was granted (``time.monotonic()``), to pass
+        to :meth:`rate_limited`. Cancellation-safe: a slot granted to a cancelled waiter is given back."""
+        if not self._waiters and self.in_flight < int(self.window):
+            self.in_flight += 1
+            return time.monotonic()
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # granted just before the cancellation
+            else:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
+            raise
+        return time.monotonic()
+
+    def release(self) -> None:
+        """Give a slot back."""
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < int(self.window):
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)
+
+    def succeeded(self) -> None:
+        """A call was accepted: widen the window a little."""
+        if self.window < self.maximum:
+            step = 1.0 / self.window if self.window + 1 < self._refused_at else 1.0 / (8 * self.window)
+            self.window = min(float(self.maximum), self.window + step)
+            self._wake()
+
+    def rate_limited(self, sent_at: float) -> None:
+        """A call sent at ``sent_at`` (from :meth:`acquire`) was refused for load (429):
+        halve the window, unless it was sent before the last halving."""
+        if sent_at <= self._last_cut or self.window <= self.minimum:
+            return
+        self._last_cut = time.monotonic()
+        self._refused_at = self.window
+        self.window = max(float(self.minimum), self.window / 2)
+        log.warning("model API rate limited: at most %d calls in flight for now (of %d)", int(self.window),
+                    self.maximum)
 
 
 class RetryableError(Exception):
@@ -450,7 +587,8 @@ class ModelCaller:
         model: any LangChain chat model.
         json_mode: ``"llamacpp"`` (grammar-constrained JSON with the schema),
             ``"mistral"`` (``response_format`` json_object) or ``"none"`` (prompt only).
-        max_concurrent: cap on calls in flight in this process.
+        max_concurrent: cap on calls in flight in this process; for a hosted model the
+            cap of an :class:`AdaptiveLimit` (429s shrink it, successes grow it back).
         max_retries: retries of transient errors (429, 5xx, connection).
         timeout: seconds per call (a float: 0.5 is half a second).
         max_retry_wait: longest wait before a retry, in seconds: a 429's ``Retry-After``
@@ -472,7 +610,9 @@ class ModelCaller:
         self.max_retries = max_retries
         self.max_tokens = int(max_tokens or getattr(model, "max_tokens", None) or 512)
         # one local llama.cpp call at a time: queued calls wait here, outside their timeout
-        self._sem = asyncio.Semaphore(1 if json_mode == "llamacpp" else max_concurrent)
+        self._sem = asyncio.Semaphore(1) if json_mode == "llamacpp" else None
+        # a hosted model: a slot per attempt (a retry's wait holds none), outside the timeout
+        self.limit = AdaptiveLimit(max_concurrent)
         # A llama.cpp context is not thread-safe, and a timed-out call keeps running in its
         # worker thread: a lock held by that thread keeps a retry from running beside it.
         self._local_lock = threading.Lock() if json_mode == "llamacpp" else None
@@ -494,7 +634,17 @@ class ModelCaller:
         try:
             if self._local_lock is not None:
                 return await asyncio.wait_for(_in_daemon_thread(self._locked_invoke, runnable, msgs), self.timeout)
-            return await asyncio.wait_for(runnable.ainvoke(msgs), self.timeout)
+            sent_at = await self.limit.acquire()
+            try:
+                reply = await asyncio.wait_for(runnable.ainvoke(msgs), self.timeout)
+            except Exception as exc:  # noqa: BLE001 - re-raised below
+                if _is_rate_limited(exc):
+                    self.limit.rate_limited(sent_at)
+                raise
+            finally:
+                self.limit.release()
+            self.limit.succeeded()
+            return reply
         except Exception as exc:  # noqa: BLE001 - classify, then re-raise
             if _is_retryable(exc):
                 raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
@@ -502,6 +652,8 @@ class ModelCaller:
 
     async def _invoke(self, runnable: Any, messages: list[BaseMessage]) -> AIMessage:
         msgs = normalize_messages(messages)
+        if self._sem is None:
+            return await self._with_retries(runnable, msgs)
         async with self._sem:
             return await self._with_retries(runnable, msgs)
 

@@ -4,6 +4,7 @@ Retry-After is honoured (seconds or an HTTP date), capped; timeouts keep their u
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import time
 from types import SimpleNamespace
@@ -72,3 +73,19 @@ async def test_a_reply_slower_than_a_fractional_timeout_times_out():
         with pytest.raises(Exception):
             await caller(base, timeout=0.4, max_retry_wait=0.0).text("TASK: direct\nHi.", "hi")
     assert time.monotonic() - started < 3.0 and len(fake.requests) == 3
+
+
+@pytest.mark.parametrize("capacity,calls", [(4, 40), (1, 12), (10, 60)])
+async def test_rate_limits_shrink_the_calls_in_flight_instead_of_failing(capacity, calls):
+    """A hosted model that takes only ``capacity`` calls at once (429 beyond): the caller's
+    limit of 16 halves on refusals, so every call gets through with few refusals; a fixed
+    cap of 16 would keep sending 16 and run out of retries."""
+    script = {"direct": [{"content": "Hello.", "delay": 0.05}]}
+    async with mistral_server(script, capacity=capacity) as (fake, base):
+        c = caller(base, max_concurrent=16)
+        c._with_retries = c._with_retries.retry_with(stop=__import__("tenacity").stop_after_attempt(6))
+        results = await asyncio.gather(*[c.text("TASK: direct\nHi.", f"q{i}") for i in range(calls)],
+                                       return_exceptions=True)
+    assert results == ["Hello."] * calls
+    assert fake.rate_limited <= 16 + calls, fake.rate_limited  # a fixed cap: ~15 per round, then failures
+    assert c.limit.window < 16  # it learned the server's capacity

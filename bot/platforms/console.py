@@ -25,6 +25,7 @@ from bot.terminal import make_console
 
 _STATUS_TEXT = {
     Status.RECEIVED: "received",
+    Status.QUEUED: "queued (other questions first)",
     Status.SEARCHING: "searching the knowledge base",
     Status.WEB: "searching the web",
     Status.WRITING: "writing",

@@ -64,7 +64,7 @@ from bot.platforms.slack_blocks import (
     escalate_offer_blocks,
     vote_reason_modal,
 )
-from bot.platforms.slack_client import SlackDirectory, best_effort_copy, make_client, slack_error
+from bot.platforms.slack_client import SlackDirectory, best_effort_copy, make_client, open_shared_session, slack_error
 from bot.platforms.slack_format import incoming_text
 from bot.platforms.slack_responder import SlackPlace, SlackResponder, place_from_reference
 from bot.protocol import HumanAction, IncomingMessage, Status
@@ -538,6 +538,14 @@ async def run_slack(runtime: Any, *, stop: asyncio.Event | None = None, client: 
     """
     stop = stop or asyncio.Event()
     bot = build_slack_app(runtime, client=client)
+    session = open_shared_session(bot.client, bot.quiet_client)  # keep-alive, not a connection per call
+    try:
+        await _serve(bot, runtime, stop)
+    finally:
+        await session.close()
+
+
+async def _serve(bot: SlackBot, runtime: Any, stop: asyncio.Event) -> None:
     auth = await bot.client.auth_test()
     log.info("slack connected as %s (%s) in team %s, mode %s", auth.get("user"), auth.get("user_id"),
              auth.get("team_id"), bot.settings.mode)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Callable, Sequence
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -84,7 +86,7 @@ def is_request_too_large(exc: BaseException) -> bool:
 
 def embed_texts(embeddings: Embeddings, texts: Sequence[str], *, max_items: int, max_tokens: int,
                 progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """Embed ``texts`` in batches sized by :func:`batches`; a batch refused as too large
+    """Embed ``texts`` (shortest first) in batches sized by :func:`batches`; a batch refused as too large
     (:func:`is_request_too_large`) is split in halves, down to single texts.
 
     Args:
@@ -126,8 +128,10 @@ def embed_texts(embeddings: Embeddings, texts: Sequence[str], *, max_items: int,
         if progress:
             progress(done, len(texts))
 
-    for batch in batches(texts, max_items, max_tokens):
-        run(batch)
+    # similar lengths together: a local model pads every text of a batch to its longest
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    for batch in batches([texts[i] for i in order], max_items, max_tokens):
+        run([order[j] for j in batch])
     if not rows:
         return np.zeros((0, 0), dtype=np.float32)
     return np.vstack(rows).astype(np.float32)
@@ -141,3 +145,47 @@ def normalise(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return vectors / norms
+
+
+class TextEmbedder:
+    """Unit vectors of texts from a LangChain ``Embeddings`` (or ``None``: every call
+    returns ``None``), cached by text (at most ``cache_size`` texts, least recently used
+    dropped). Thread-safe; ``embed_documents`` errors propagate."""
+
+    def __init__(self, embeddings: Any | None, cache_size: int = 8192):
+        self.embeddings = embeddings
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def available(self) -> bool:
+        return self.embeddings is not None
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray | None:
+        """``len(texts) x dim`` float32 unit vectors, or ``None`` without embeddings."""
+        if self.embeddings is None:
+            return None
+        with self._lock:
+            todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if todo:
+            vecs = np.asarray(self.embeddings.embed_documents(list(todo)), dtype=np.float32)
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            vecs = vecs / norms
+            with self._lock:
+                for t, v in zip(todo, vecs):
+                    self._cache[t] = v
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        with self._lock:
+            out = []
+            for t in texts:
+                v = self._cache.get(t)
+                if v is None:  # evicted meanwhile by another thread: embed it alone
+                    v = np.asarray(self.embeddings.embed_documents([t])[0], dtype=np.float32)
+                    v = v / (np.linalg.norm(v) or 1.0)
+                else:
+                    self._cache.move_to_end(t)
+                out.append(v)
+        return np.vstack(out) if out else np.zeros((0, 1), dtype=np.float32)

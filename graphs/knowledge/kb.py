@@ -14,7 +14,7 @@ from langchain_core.embeddings import Embeddings
 
 from graphs.knowledge import index as idx
 from graphs.knowledge.common import Chunk, EmbeddingRefusedError, IndexStats, KnowledgeBaseError, ProgressFn
-from graphs.knowledge.embedding import embed_texts, normalise
+from graphs.knowledge.embedding import TextEmbedder, embed_texts
 from graphs.knowledge.sources import discover_files
 from graphs.knowledge.splitting import SPLITTER_ID, index_text, split_markdown
 from graphs.state import Doc
@@ -91,6 +91,8 @@ class KnowledgeBase:
         self._stamp: tuple[int, int] | None = None
         self._open_lock = threading.Lock()
         self._files_cache: dict[tuple[tuple[str, ...], str], frozenset[str]] = {}
+        # query vectors by text: the same question's variants, follow-ups and retries cost one embedding
+        self._queries = TextEmbedder(embeddings, cache_size=4096)
 
     # ---- reading -------------------------------------------------------------------
     @property
@@ -198,7 +200,7 @@ class KnowledgeBase:
         if (self.embeddings is not None and snap.vectors is not None and texts
                 and snap.manifest.get("embedder") == self.embedder_id):
             try:
-                qv = normalise(np.asarray(self.embeddings.embed_documents(texts)))
+                qv = self._queries(texts)
             except Exception as exc:  # noqa: BLE001 - a failing embeddings API degrades to keyword search
                 log.warning("query embedding failed (%s: %s): keyword search only", type(exc).__name__,
                             str(exc).splitlines()[0][:200] if str(exc) else "")

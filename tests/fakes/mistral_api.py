@@ -87,8 +87,12 @@ class FakeMistral:
         refused: ``(task, reason)`` of every request refused with 400 by validation.
     """
 
-    def __init__(self, script: dict[str, list[Any]] | None = None) -> None:
+    def __init__(self, script: dict[str, list[Any]] | None = None, capacity: int | None = None) -> None:
         self.script = script or {}
+        self.capacity = capacity  # more requests than this at once: 429 with Retry-After 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.rate_limited = 0
         self.requests: list[dict[str, Any]] = []
         self.times: list[float] = []
         self.refused: list[tuple[str, str]] = []
@@ -134,6 +138,18 @@ class FakeMistral:
         self.requests.append(body)
         self.times.append(time.monotonic())
         task = task_of(body)
+        if self.capacity is not None and self.in_flight >= self.capacity:
+            self.rate_limited += 1
+            return web.json_response({"object": "error", "message": "rate limited"}, status=429,
+                                     headers={"Retry-After": "0"})
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._answer(body, task)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, body: dict[str, Any], task: str) -> web.Response:
         problem = validation_error(body.get("messages") or [])
         if problem:
             self.refused.append((task, problem))
@@ -173,12 +189,14 @@ def task_of(body: dict[str, Any]) -> str:
 
 
 @asynccontextmanager
-async def mistral_server(script: dict[str, list[Any]] | None = None) -> AsyncIterator[tuple[FakeMistral, str]]:
+async def mistral_server(script: dict[str, list[Any]] | None = None,
+                         capacity: int | None = None) -> AsyncIterator[tuple[FakeMistral, str]]:
     """Serve a :class:`FakeMistral` on 127.0.0.1; yields ``(fake, base_url)`` where
-    ``base_url`` ends in ``/v1`` (the value of ``models.mistral_base_url``)."""
+    ``base_url`` ends in ``/v1`` (the value of ``models.mistral_base_url``). ``capacity``:
+    requests beyond this many at once get 429 (Retry-After 0)."""
     from tests.conftest import serve
 
-    fake = FakeMistral(script)
+    fake = FakeMistral(script, capacity)
     async with serve({"/v1/chat/completions": fake.chat}) as base:
         yield fake, f"{base}/v1"
 

@@ -173,6 +173,7 @@ class FakeSlackAPI:
         self.bot_token, self.app_token = bot_token, app_token
         self.team_id, self.bot_user_id, self.bot_id = team_id, bot_user_id, bot_id
         self.calls: list[Call] = []
+        self.peers: list[Any] = []  # the client's (host, port) of every Web API call: one per TCP connection
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         self.reactions: dict[tuple[str, str], list[str]] = {}
         self.users: dict[str, dict[str, Any]] = {}
@@ -292,6 +293,7 @@ class FakeSlackAPI:
         args = await self._args(request)
         call = Call(method, args, at=time.monotonic())
         self.calls.append(call)
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         headers: dict[str, str] = {}
         try:
             self._authorise(method, request.headers.get("Authorization", ""), args)
