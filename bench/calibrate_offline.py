@@ -204,23 +204,37 @@ def main() -> None:
         facts.append(found)
         r["answer"] = answer
     report["facts_found_kb"] = mean(facts)
-    # answer shape: facts found and answer length per half for a small grid
+    # answer shape: facts found and answer length per half for a small grid of (character
+    # budget, quoted sentences, following sentences, preceding sentences); each half picks
+    # its best shape, scored on the other half
     report["compose"] = {}
-    for ms in (4, 6, 8, 10):
-        for nb in (0, 1, 2):
-            per_half: dict = {}
-            for half in (0, 1):
-                f, size = [], []
-                for r in per_row:
-                    if r["kind"] not in ("kb", "followup") or not r["facts"] or r["half"] != half:
-                        continue
-                    th = brain.current_relevance_threshold if r["route"] == "websearch" else brain.relevance_threshold
-                    kept = [d for g, d in zip(r["grades"], r["docs"]) if g >= th]
-                    a = brain.compose(r["qs"], kept, max_sentences=ms, neighbours=nb) if kept else ""
-                    f.append(sum(x.lower() in a.lower() for x in r["facts"]) / len(r["facts"]))
-                    size.append(len(a))
-                per_half[f"half{half}"] = {"facts": mean(f), "median_chars": sorted(size)[len(size) // 2]}
-            report["compose"][f"{ms},{nb}"] = per_half
+    budget = ex.MAX_ANSWER_CHARACTERS
+    for mc in (2400, 3000):
+        ex.MAX_ANSWER_CHARACTERS = mc
+        for ms in (6, 8, 10):
+            for nb in (1, 2):
+                for bf in (0, 1):
+                    per_half: dict = {}
+                    for half in (0, 1):
+                        f, size = [], []
+                        for r in per_row:
+                            if r["kind"] not in ("kb", "followup") or not r["facts"] or r["half"] != half:
+                                continue
+                            th = brain.current_relevance_threshold if r["route"] == "websearch" else brain.relevance_threshold
+                            kept = [d for g, d in zip(r["grades"], r["docs"]) if g >= th]
+                            a = brain.compose(r["qs"], kept, max_sentences=ms, neighbours=nb, before=bf) if kept else ""
+                            f.append(sum(x.lower() in a.lower() for x in r["facts"]) / len(r["facts"]))
+                            size.append(len(a))
+                        per_half[f"half{half}"] = {"facts": mean(f), "median_chars": sorted(size)[len(size) // 2]}
+                    report["compose"][f"{mc},{ms},{nb},{bf}"] = per_half
+    ex.MAX_ANSWER_CHARACTERS = budget
+    grid = report["compose"]
+    report["compose_cross"] = {}
+    for fit, test in (("half0", "half1"), ("half1", "half0")):
+        # ties go to the shorter answers (the first in grid order)
+        best = max(grid, key=lambda key: (grid[key][fit]["facts"], -grid[key][fit]["median_chars"]))
+        report["compose_cross"][f"fit_{fit}"] = {"shape": best, "train": grid[best][fit]["facts"],
+                                                  "test": grid[best][test]["facts"]}
     report["recall_misses"] = {name: [r["id"] for r in per_row if r["kind"] in ("kb", "followup")
                                       and not any(x in r["sources"] for x in r[name][:5])] for name in ("plain", "reranked")}
     report["median_seconds"] = sorted(r["seconds"] for r in per_row)[len(per_row) // 2]

@@ -40,6 +40,7 @@ INLINE_CODE_BONUS = 0.1  # added to the score of a sentence holding inline code 
 RELATIVE_CUTOFF = 0.4  # sentences scoring under this share of the best one are not quoted
 MAX_SENTENCES = 8  # best-scoring sentences quoted
 NEIGHBOURS = 1  # sentences quoted after each of them (the next ones of its paragraph)
+BEFORE = 1  # sentences quoted before each of them (what a heading-like match introduces, or the cause it follows)
 MAX_ANSWER_CHARACTERS = 2400
 MAX_CODE_CHARACTERS = 1200
 MAX_SECTION_CHARACTERS = 4000
@@ -321,12 +322,17 @@ class Extractive:
 
     # ---- composing -------------------------------------------------------------------------
     def compose(self, questions: Sequence[str], docs: Sequence[Doc], intro: str = "From the documentation:",
-                max_sentences: int = MAX_SENTENCES, neighbours: int = NEIGHBOURS) -> str:
+                max_sentences: int | None = None, neighbours: int | None = None, before: int | None = None) -> str:
         """An answer quoting the best-scoring sentences of ``docs`` in document order, each
         paragraph cited ``[n]`` (``n`` = 1-based position in ``docs``), each followed by
         the code block that comes right after it in the document (whole, or left out
-        when longer than ``MAX_CODE_CHARACTERS``). ``""`` when no sentence scores above
-        zero."""
+        when longer than ``MAX_CODE_CHARACTERS``), with up to ``before`` prose sentences
+        before it (default ``BEFORE``) and ``neighbours`` after it; "…" marks sentences
+        left out between two quoted ones of a paragraph. ``""`` when no sentence scores
+        above zero."""
+        max_sentences = MAX_SENTENCES if max_sentences is None else max_sentences
+        neighbours = NEIGHBOURS if neighbours is None else neighbours
+        before = BEFORE if before is None else before
         units = self.doc_units(docs)
         scored = self.score_units(questions, units)
         by_key = {(s.unit.doc, s.unit.pos): s for s in scored}
@@ -345,6 +351,13 @@ class Extractive:
             picked += 1
             chosen.append(s.unit)
             size += len(s.unit.text)
+            for back in range(1, before + 1):  # the sentences before it (prose only)
+                prev = by_key.get((s.unit.doc, s.unit.pos - back))
+                if prev is None or prev.unit.code or prev.unit in chosen or \
+                        size + len(prev.unit.text) > MAX_ANSWER_CHARACTERS:
+                    break
+                chosen.append(prev.unit)
+                size += len(prev.unit.text)
             pos = s.unit.pos
             for _ in range(neighbours + 1):  # the next sentences, then the code block they lead to
                 nxt = by_key.get((s.unit.doc, pos + 1))
@@ -378,6 +391,8 @@ class Extractive:
             if u.code:
                 parts.append(u.text)
             else:
+                if para and last is not None and pos > last[1] + 1:
+                    para.append("…")  # sentences left out between two quoted ones
                 para.append(u.text)
             last = (doc_i, pos)
         if para and last is not None:

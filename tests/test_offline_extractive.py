@@ -178,3 +178,29 @@ def test_tables_are_kept_whole_not_flattened_into_prose():
     assert not any("|" in u.text for u in units if not u.code)
     cut = split_units("| A | B |\n| --- | --- |\n| one | two |\n| thr", min_characters=8)
     assert cut[0].text.splitlines()[-1] == "| one | two |"  # a row cut by a length limit is dropped
+
+
+@pytest.mark.parametrize("doc, question, fact", [
+    # the cause sits in the sentence before the one the question's words match
+    ("Brave blocks plain-HTTP traffic on localhost when Brave Shields are enabled. When running Studio with "
+     "`langgraph dev`, you may see \"Failed to load assistants\" errors. Other browsers work fine here.",
+     "why does studio say failed to load assistants?", "Brave Shields"),
+    # the identifier is named just before the sentence that explains it
+    ("Set `LANGSMITH_API_KEY` in your project's .env file. This enables tracing, which the run experiment "
+     "button needs to be enabled in the studio.", "the run experiment button is not enabled in studio",
+     "LANGSMITH_API_KEY"),
+    # a list item introducing the matching one
+    ("- Use `BG_JOB_TIMEOUT_SECS` for that.\n- Long background runs can exceed the default maximum run time.\n",
+     "what is the maximum run time of long background runs?", "BG_JOB_TIMEOUT_SECS"),
+])
+def test_answers_quote_the_sentence_before_a_match(doc, question, fact):
+    """An extractive answer quotes the sentence before each quoted one too, verbatim from
+    the document, so a fact the question's words do not point to is not lost."""
+    from graphs.extractive import Extractive, TextEmbedder
+
+    answer = Extractive(TextEmbedder(None)).compose([question], [{"id": "d#1", "location": "d.md", "title": "D",
+                                                                  "text": doc}])
+    assert fact in answer
+    for para in answer.split("\n\n")[1:]:
+        for sentence in split_units(para.rsplit(" [", 1)[0].replace(" … ", " "), min_characters=1):
+            assert sentence.text in " ".join(doc.replace("- ", "").split())
