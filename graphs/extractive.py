@@ -38,10 +38,10 @@ RERANK_TITLE_WEIGHT = 0.1  # weight of the question terms found in the file and 
 # answer shape
 INLINE_CODE_BONUS = 0.1  # added to the score of a sentence holding inline code (identifiers, settings)
 RELATIVE_CUTOFF = 0.4  # sentences scoring under this share of the best one are not quoted
-MAX_SENTENCES = 8  # best-scoring sentences quoted
-NEIGHBOURS = 1  # sentences quoted after each of them (the next ones of its paragraph)
+MAX_SENTENCES = 6  # best-scoring sentences quoted
+NEIGHBOURS = 2  # sentences quoted after each of them (the next ones of its paragraph)
 BEFORE = 1  # sentences quoted before each of them (what a heading-like match introduces, or the cause it follows)
-MAX_ANSWER_CHARACTERS = 2400
+MAX_ANSWER_CHARACTERS = 3000
 MAX_CODE_CHARACTERS = 1200
 MAX_SECTION_CHARACTERS = 4000
 
