@@ -37,6 +37,8 @@ def _setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "httpcore", "sentence_transformers", "urllib3", "aiosqlite", "discord.gateway"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # a warning per reconnect attempt while the database is away: bot.recovery.watch says it once
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     if level != "DEBUG":  # it logs a full traceback for every failed request; our error line says it once
         logging.getLogger("langchain_mistralai").setLevel(logging.CRITICAL)
         warnings.filterwarnings("ignore", message="Could not download mistral tokenizer")
@@ -238,8 +240,20 @@ async def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
     secrets = Secrets.from_env()
     emb, emb_id = build_embeddings(settings.knowledge.embeddings, settings.models, secrets.mistral_api_key)
     kb = build_knowledge_base(settings, emb, emb_id, args.source)
-    with _ProgressBar() as bar:
-        stats = await asyncio.to_thread(kb.reindex, bar)
+    if settings.storage.backend == "postgres" and not args.source:  # replicas: once, and recorded for all
+        from bot.admin import REINDEX_LOCK
+        from bot.storage import open_storage
+
+        async with open_storage(settings) as storage, storage.bookkeeping.exclusive(REINDEX_LOCK) as ours:
+            if not ours:
+                err.print("A reindex is already running on a replica; try again when it is done.", markup=False)
+                return 1
+            with _ProgressBar() as bar:
+                stats = await asyncio.to_thread(kb.reindex, bar)
+            await storage.bookkeeping.set_index_generation(stats.generation)
+    else:
+        with _ProgressBar() as bar:
+            stats = await asyncio.to_thread(kb.reindex, bar)
     console.print(f"Indexed {stats.files} files into {stats.chunks} chunks ({stats.embedded_chunks} embedded, "
                   f"{stats.reused_chunks} reused) in {stats.seconds:.1f} s -> {kb.index_dir / stats.generation}")
     return 0
@@ -291,10 +305,40 @@ async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     return await _with_runtime(settings, args.source, body)
 
 
+async def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
+    """``threadwise db upgrade``: create or upgrade the PostgreSQL schema (also done at every
+    start); ``threadwise db status``: print its version. Both need [storage] backend = "postgres"."""
+    from bot.storage import database_url, describe_dsn, migrations, open_storage
+
+    if settings.storage.backend != "postgres":
+        console.print('[storage] backend = "sqlite": the SQLite files are created and upgraded at start; '
+                      "nothing to do.", markup=False)
+        return 0
+    url = database_url()
+    if args.action == "status":
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(url, connect_timeout=10) as conn:
+            version = await migrations.current_version(conn)
+        console.print(f"{describe_dsn(url)}: schema version {version} (this program: {migrations.LATEST})",
+                      markup=False)
+        return 0 if version == migrations.LATEST else 1
+    async with open_storage(settings, url):  # upgrades the schema on open
+        pass
+    console.print(f"{describe_dsn(url)}: schema at version {migrations.LATEST}", markup=False)
+    return 0
+
+
 def cmd_threads(args: argparse.Namespace, settings: Settings) -> int:
     from bot.checkpoints import list_threads
 
-    rows = list_threads(settings.path(settings.service.checkpoint_db))
+    if settings.storage.backend == "postgres":
+        from bot.storage import database_url
+        from bot.storage.pg_checkpoints import list_threads as list_pg_threads
+
+        rows = list_pg_threads(database_url())
+    else:
+        rows = list_threads(settings.path(settings.service.checkpoint_db))
     if not rows:
         console.print("(no threads yet)")
         return 0
@@ -309,8 +353,13 @@ async def cmd_feedback(args: argparse.Namespace, settings: Settings) -> int:
     from bot.store import Bookkeeping
 
     path = settings.path(settings.service.bookkeeping_db)
-    if not path.exists():
-        rows: list = []
+    if settings.storage.backend == "postgres":  # replicas: the votes are in the database
+        from bot.storage import open_storage
+
+        async with open_storage(settings) as storage:
+            rows = await storage.bookkeeping.feedback_rows()
+    elif not path.exists():
+        rows = []
     else:
         store = await Bookkeeping.open(path)
         try:
@@ -390,6 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     lr.add_argument("action", choices=["list", "forget"], nargs="?", default="list")
     lr.add_argument("id", type=int, nargs="?", help="the entry to forget")
     lr.add_argument("--json", action="store_true", help="list as JSON lines")
+    d = sub.add_parser("db", parents=[common], help="the PostgreSQL schema ([storage] backend = \"postgres\")")
+    d.add_argument("action", choices=["upgrade", "status"], help="upgrade: create or migrate it; status: its version")
     return p
 
 
@@ -418,11 +469,19 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         err.print(f"Configuration error: {exc}", style="red")
         return 2
+    if settings.storage.backend == "postgres" and not os.environ.get("THREADWISE_DATABASE_URL", "").strip():
+        from bot.storage import database_url
+
+        try:
+            database_url()
+        except Exception as exc:  # noqa: BLE001 - StorageError: one line
+            err.print(f"Configuration error: {exc}", style="red", markup=False)
+            return 2
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level)
     handlers = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
                 "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads, "feedback": cmd_feedback,
-                "learned": cmd_learned}
+                "learned": cmd_learned, "db": cmd_db}
     handler = handlers[args.command]
     if args.command in ("ask", "eval"):
         # Ctrl-C stops a one-shot command at once, with one line; asyncio's own shutdown

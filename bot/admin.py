@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 COMMANDS = ("reindex", "status", "help")
 _LEARNED = re.compile(r"^learned(?:\s+(list|forget)(?:\s+#?(\S+))?)?$")
 LIST_LIMIT = 30  # entries shown by `learned list` (a chat message stays readable)
+REINDEX_LOCK = "threadwise:reindex"  # the store's cross-replica lock of a reindex (bot.storage)
 
 HELP_TEXT = (
     "I answer questions from {kb}. Ask me in words: mention me in a channel, write to me in a DM, "
@@ -147,7 +148,13 @@ class AdminCommands:
                     asyncio.run_coroutine_threadsafe(out.update_progress(text), loop)
 
             try:
-                stats = await asyncio.to_thread(self.knowledge.reindex, progress)
+                # replicas on one database: one reindex at a time; the others load what it publishes
+                async with self.store.exclusive(REINDEX_LOCK) as ours:
+                    if not ours:
+                        await out.update_progress("A reindex is already running on another replica.", final=True)
+                        return
+                    stats = await asyncio.to_thread(self.knowledge.reindex, progress)
+                    await self.store.set_index_generation(stats.generation)
             except Exception as exc:  # noqa: BLE001
                 log.error("reindex failed: %s", exc)
                 log.debug("reindex failed", exc_info=True)

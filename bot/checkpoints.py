@@ -25,6 +25,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+from bot.storage import pg_checkpoints as _pg  # noqa: E402 - the PostgreSQL variant ([storage] backend)
+
 #: Columns of the saver's tables that the statements here rely on (pinned by a test).
 SAVER_SCHEMA: dict[str, tuple[str, ...]] = {
     "checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "checkpoint",
@@ -51,6 +53,8 @@ async def prepare(saver: Any) -> None:
     checkpoint (https://www.sqlite.org/pragma.html#pragma_synchronous). Issue 11: every
     graph step writes checkpoints, and the fsync per commit serialised the runs.
     """
+    if _pg.is_postgres(saver):
+        return
     conn = _conn(saver)
     if conn is None:
         return
@@ -72,6 +76,8 @@ async def prepare(saver: Any) -> None:
 
 async def thread_keys(saver: Any, prefix: str = "") -> list[str]:
     """Thread ids with at least one checkpoint, starting with ``prefix``, sorted."""
+    if _pg.is_postgres(saver):
+        return await _pg.thread_keys(saver, prefix)
     conn = _conn(saver)
     if conn is None:
         return []
@@ -91,6 +97,8 @@ async def prune(saver: Any, thread_key: str, keep: int) -> int:
     Raises:
         sqlite3.Error: the statements failed (e.g. the disk is full).
     """
+    if _pg.is_postgres(saver):
+        return await _pg.prune(saver, thread_key, keep)
     conn = _conn(saver)
     if conn is None:
         return 0
@@ -115,6 +123,8 @@ async def prune(saver: Any, thread_key: str, keep: int) -> int:
 
 async def latest_checkpoint_id(saver: Any, thread_key: str) -> str:
     """The id of the newest checkpoint of a thread (root namespace), "" if none."""
+    if _pg.is_postgres(saver):
+        return await _pg.latest_checkpoint_id(saver, thread_key)
     conn = _conn(saver)
     if conn is None:
         return ""
@@ -127,6 +137,8 @@ async def latest_checkpoint_id(saver: Any, thread_key: str) -> str:
 
 async def thread_bytes(saver: Any, thread_key: str) -> int:
     """Bytes of checkpoint data stored for a thread (checkpoints + metadata + writes)."""
+    if _pg.is_postgres(saver):
+        return await _pg.thread_bytes(saver, thread_key)
     conn = _conn(saver)
     if conn is None:
         return 0

@@ -190,6 +190,31 @@ class DiscordSettings(_Section):
     reactions: DiscordReactions = DiscordReactions()
     max_message_characters: int = Field(2000, ge=100, le=2000)
     thread_name_characters: int = Field(90, ge=10, le=100)
+    # sharding (docs/deploy.md): each replica runs the shards it is given; both unset = one
+    # connection for every server. Passed to discord.py's Client(shard_id=, shard_count=).
+    shard_id: int | None = Field(None, ge=0)
+    shard_count: int | None = Field(None, ge=1)
+
+
+class StorageSettings(_Section):
+    """Where state lives: SQLite files beside one process, or one PostgreSQL database shared by
+    replicas (docs/deploy.md). The PostgreSQL DSN comes only from THREADWISE_DATABASE_URL."""
+
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    # connections per replica: the checkpointer and bookkeeping share one pool; per-thread locks
+    # hold one connection of a second pool while a thread's graph runs
+    pool_max_size: int = Field(10, ge=2, le=200)
+    # a replica renews the leases of its runs in flight every lease_seconds / 3; a run whose
+    # lease expired (its replica died) is taken over by another replica
+    lease_seconds: float = Field(15.0, ge=1.0, le=3600.0)
+    # how often a replica looks for runs and help requests left by dead replicas
+    recovery_interval_seconds: float = Field(5.0, ge=0.2, le=3600.0)
+    # seconds to wait for a database connection before a turn fails with the database apology
+    connect_timeout_seconds: float = Field(10.0, gt=0, le=600)
+    database_apology: str = (
+        "Sorry, I can't reach my database right now, so I can't answer this. I'll be back as soon as it "
+        "is; please ask again in a few minutes."
+    )
 
 
 class ConsoleSettings(_Section):
@@ -256,6 +281,7 @@ class Settings(_Section):
     console: ConsoleSettings = ConsoleSettings()
     learning: LearningSettings = LearningSettings()
     channels: list[ChannelSettings] = []
+    storage: StorageSettings = StorageSettings()
     base_dir: str = "."
 
     def channel(self, platform: str, channel_id: str, channel_name: str = "") -> ChannelSettings | None:
@@ -290,6 +316,7 @@ class Secrets:
     slack_app_token: str = ""
     slack_signing_secret: str = ""
     discord_token: str = ""
+    database_url: str = ""  # THREADWISE_DATABASE_URL: the PostgreSQL DSN ([storage] backend = "postgres")
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "Secrets":
@@ -301,6 +328,7 @@ class Secrets:
             slack_app_token=env.get("SLACK_APP_TOKEN", "").strip(),
             slack_signing_secret=env.get("SLACK_SIGNING_SECRET", "").strip(),
             discord_token=env.get("DISCORD_TOKEN", "").strip(),
+            database_url=env.get("THREADWISE_DATABASE_URL", "").strip(),
         )
 
     def __repr__(self) -> str:  # never leak secrets into logs
@@ -358,6 +386,12 @@ def _combination_errors(path: Path, settings: Settings) -> list[str]:
         problems.append(f"{path.name}: knowledge.candidates = {k.candidates} must be at least knowledge.k = {k.k} "
                         "(a search keeps k of its candidates)")
     problems += _channel_errors(path, settings)
+    d = settings.discord
+    if (d.shard_id is None) != (d.shard_count is None):
+        problems.append(f"{path.name}: discord.shard_id and discord.shard_count go together: set both or neither")
+    elif d.shard_id is not None and d.shard_count is not None and d.shard_id >= d.shard_count:
+        problems.append(f"{path.name}: discord.shard_id = {d.shard_id} must be below discord.shard_count = "
+                        f"{d.shard_count}")
     g = settings.graph
     web = g.max_web_searches if settings.web.enabled else 0
     steps = worst_case_steps(g.max_generations, g.max_kb_searches, web)

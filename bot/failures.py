@@ -61,7 +61,7 @@ def _kind_of(e: BaseException) -> str:
     name = type(e).__name__
     module = type(e).__module__ or ""
     text = str(e).lower()
-    if isinstance(e, (StorageError, sqlite3.Error)) or module.startswith(("sqlite3", "aiosqlite")):
+    if isinstance(e, (StorageError, sqlite3.Error)) or module.startswith(("sqlite3", "aiosqlite", "psycopg")):
         return "storage"
     code = _status_code(e)
     if code in (401, 403):

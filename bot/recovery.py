@@ -167,3 +167,71 @@ def _input_of(record: dict[str, Any]) -> Any:
 async def _apologise(service: "ChatService", key: str, run_id: str, out: Responder) -> None:
     answer = Answer(text=service.admin_commands.apology, kind="apology")
     await service._post_final(key, run_id, answer, out)
+
+
+async def watch(service: "ChatService") -> None:
+    """Replicas on one database (``store.shared``): every ``lease_seconds / 3`` renew this
+    replica's leases (and finish what failed while the database was away); every
+    ``recovery_interval_seconds`` take over the runs whose replica died (their lease
+    expired; the database gives each to one replica) and arm a timer for every open help
+    request this replica has none for (the claim row makes the timeout fire once).
+    Runs until cancelled; a database outage is logged once per outage and retried. After
+    an outage every lease has expired: no run is taken over for two lease periods, so the
+    live replicas first renew their leases and finish what they answered meanwhile."""
+    store = service.store
+    loop = asyncio.get_running_loop()
+    step = max(0.1, min(store.lease_seconds / 3, store.recovery_interval_seconds))
+    next_scan = loop.time() + store.recovery_interval_seconds
+    down = False
+    index_seen = ""
+    while True:
+        await asyncio.sleep(step)
+        try:
+            await store.renew_leases()
+            if down:
+                log.info("database reachable again")
+                down = False
+                next_scan = loop.time() + 2 * store.lease_seconds
+            if loop.time() >= next_scan:
+                next_scan = loop.time() + store.recovery_interval_seconds
+                runs = await store.unfinished_runs()
+                if runs:
+                    log.info("%d runs of other replicas (lease expired) taken over: recovering them", len(runs))
+                    previous = service._recovery
+                    service._recovery = asyncio.create_task(
+                        _after(previous, recover_runs(service, runs)), name="recover-runs")
+                index_seen = await _pick_up_index(service, index_seen)
+                for row in await store.open_help_requests():
+                    timer = service._timers.get(row["thread_key"])
+                    if timer is None or timer.done():
+                        service._arm_timeout(row["thread_key"], max(0.0, row["deadline"] - time.time()),
+                                             row.get("interrupt_id", ""))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the database is away: try again next round
+            if not down:
+                log.error("replica watch: %s (retrying)", describe_failure(exc))
+            down = True
+
+
+async def _pick_up_index(service: "ChatService", seen: str) -> str:
+    """Load the index generation recorded in the database by another replica's reindex
+    (from the shared index folder); warn once if this replica cannot see it there (its
+    index folder is not the shared one). Returns the generation handled."""
+    generation = await service.store.index_generation()
+    knowledge = getattr(service.admin_commands, "knowledge", None)
+    if not generation or generation == seen or knowledge is None:
+        return seen
+    snapshot = await asyncio.to_thread(lambda: knowledge.snapshot)  # re-reads CURRENT, opens a new generation
+    live = snapshot.directory.name if snapshot is not None else ""
+    if live == generation:
+        log.info("index generation %s (recorded in the database) is live here", generation)
+    else:
+        log.warning("index generation %s recorded in the database is not live in %s (it has %s): replicas must "
+                    "share the index folder (docs/deploy.md)", generation, knowledge.index_dir, live or "none")
+    return generation
+
+
+async def _after(previous: asyncio.Task | None, coro: Any) -> None:
+    """Run ``coro`` alongside the recovery still in flight (``service.busy()`` sees both)."""
+    await asyncio.gather(*([previous] if previous is not None else []), coro, return_exceptions=True)

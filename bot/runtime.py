@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import sqlite3
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,15 +15,13 @@ from typing import Any, AsyncIterator, Sequence
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.chat_models import BaseChatModel
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from bot import checkpoints
 from bot.admin import AdminCommands
 from bot.chat.channels import run_scope
 from bot.config import Secrets, Settings
-from bot.failures import StorageError
 from bot.service import ChatService
-from bot.store import Bookkeeping
+from bot.storage import open_storage
+from bot.storage import opened as _opened  # a SQLite file opening: its failure names the file
 from graphs.adaptive_rag import build_graph
 from graphs.learned import LearnedStore
 from graphs.knowledge import KnowledgeBase
@@ -108,14 +105,6 @@ def resolve_concurrency(calls: int | str, runs: int | str, model: BaseChatModel)
     replaced by :data:`AUTO_CONCURRENCY` for ``model``."""
     auto = AUTO_CONCURRENCY["llamacpp" if json_mode_for(model) == "llamacpp" else "hosted"]
     return (auto[0] if calls == "auto" else int(calls)), (auto[1] if runs == "auto" else int(runs))
-
-
-async def _opened(path: Path, opening: Any) -> Any:
-    """Await ``opening`` (opening a SQLite file); a failure becomes a StorageError naming ``path``."""
-    try:
-        return await opening
-    except (OSError, sqlite3.Error) as exc:
-        raise StorageError(f"cannot open {path}: {exc}") from exc
 
 
 def resolve_composer(composer: str, model: BaseChatModel) -> str:
@@ -204,38 +193,33 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
         ),
     )
     s = settings.service
-    cp_path = settings.path(s.checkpoint_db)
-    cp_path.parent.mkdir(parents=True, exist_ok=True)
-    store = await _opened(settings.path(s.bookkeeping_db), Bookkeeping.open(settings.path(s.bookkeeping_db)))
-    try:
-        async with AsyncSqliteSaver.from_conn_string(str(cp_path)) as saver:
-            await checkpoints.prepare(saver)
-            # a read-only or full data folder fails here, at start, not in a run
-            await _opened(cp_path, saver.setup())
-            graph = build_graph(deps, checkpointer=saver)
-            provider = "scripted/test" if chat_model else resolve_provider(m.provider, secrets.mistral_api_key)
-            if degraded:
-                provider = f"unavailable, answers quote the documents ({degraded})"
-            admin = AdminCommands(
-                knowledge, store, kb_description=settings.knowledge.description, apology=s.apology,
-                describe={"Chat model": provider, "Web search": "on (Tavily)" if web else "off"},
-                learned=learned,
-            )
-            service = ChatService(
-                graph, store, admin, help_timeout_seconds=s.help_timeout_seconds,
-                max_concurrent_runs=max_runs, recursion_limit=g.recursion_limit,
-                empty_question_reply=s.empty_question_reply, keep_checkpoints=s.keep_checkpoints_per_thread,
-                max_question_characters=s.max_question_characters,
-                dedup_retention_seconds=s.dedup_retention_days * 86400,
-                resume_window_seconds=s.resume_window_seconds, storage_apology=s.storage_apology,
-                answer_note=DEGRADED_NOTE if degraded else "",
-                scope_for=functools.partial(run_scope, settings, restrict_sources=not sources), learned=learned,
-                human_review=g.human_review,
-            )
-            log.info("runtime ready: model=%s web=%s index=%s", provider, bool(web), knowledge.stats())
-            try:
-                yield Runtime(settings, secrets, service, knowledge, graph, model, web)
-            finally:
-                await service.close()
-    finally:
-        await store.close()
+    async with open_storage(settings, secrets.database_url or None) as storage:
+        saver, store = storage.checkpointer, storage.bookkeeping
+        graph = build_graph(deps, checkpointer=saver)
+        provider = "scripted/test" if chat_model else resolve_provider(m.provider, secrets.mistral_api_key)
+        if degraded:
+            provider = f"unavailable, answers quote the documents ({degraded})"
+        admin = AdminCommands(
+            knowledge, store, kb_description=settings.knowledge.description, apology=s.apology,
+            describe={"Chat model": provider, "Web search": "on (Tavily)" if web else "off"},
+            learned=learned,
+        )
+        service = ChatService(
+            graph, store, admin, help_timeout_seconds=s.help_timeout_seconds,
+            max_concurrent_runs=max_runs, recursion_limit=g.recursion_limit,
+            empty_question_reply=s.empty_question_reply, keep_checkpoints=s.keep_checkpoints_per_thread,
+            max_question_characters=s.max_question_characters,
+            dedup_retention_seconds=s.dedup_retention_days * 86400,
+            resume_window_seconds=s.resume_window_seconds,
+            storage_apology=(settings.storage.database_apology if storage.backend == "postgres"
+                             else s.storage_apology),
+            answer_note=DEGRADED_NOTE if degraded else "",
+            scope_for=functools.partial(run_scope, settings, restrict_sources=not sources), learned=learned,
+            human_review=g.human_review,
+        )
+        log.info("runtime ready: model=%s web=%s index=%s storage=%s", provider, bool(web), knowledge.stats(),
+                 storage.backend)
+        try:
+            yield Runtime(settings, secrets, service, knowledge, graph, model, web)
+        finally:
+            await service.close()

@@ -155,6 +155,7 @@ class ChatService:
         self.resume_window_seconds = resume_window_seconds
         self.storage_apology = storage_apology
         self._recovery: asyncio.Task | None = None
+        self._watch: asyncio.Task | None = None  # replicas: leases and takeovers (bot.recovery.watch)
         self._runs = asyncio.Semaphore(max_concurrent_runs)
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
@@ -188,7 +189,7 @@ class ChatService:
         lock = self._locks.setdefault(key, asyncio.Lock())
         self._lock_users[key] = self._lock_users.get(key, 0) + 1
         try:
-            async with lock:
+            async with lock, self.store.thread_lock(key):  # the store's lock spans replicas (PostgreSQL)
                 yield
         finally:
             self._lock_users[key] -= 1
@@ -284,6 +285,7 @@ class ChatService:
         seen = await self.pending_interrupt(key) if parsed else None
         if seen is not None and not await self._claim(seen.id, key, by, parsed, out):
             return None
+        await self.store.wait_turn(run_id, key)  # replicas: the thread's earlier messages first
         async with self._thread(key):
             pending = await self.pending_interrupt(key)
             if pending is not None:
@@ -413,6 +415,10 @@ class ChatService:
         if runs:
             log.info("%d runs were left unfinished by the last process: recovering them", len(runs))
             self._recovery = asyncio.create_task(recover_runs(self, runs), name="recover-runs")
+        if self.store.shared and self._watch is None:
+            from bot.recovery import watch
+
+            self._watch = asyncio.create_task(watch(self), name="replica-watch")
         return len(rows)
 
     async def wait_recovered(self) -> None:
@@ -433,6 +439,9 @@ class ChatService:
         return not self.busy()
 
     async def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            await asyncio.gather(self._watch, return_exceptions=True)
         for t in self._timers.values():
             t.cancel()
         self._timers.clear()
@@ -535,6 +544,8 @@ class ChatService:
                 reason=str(payload.get("reason", "")), attempts=list(payload.get("attempts", [])),
                 timeout_seconds=self.help_timeout_seconds, interrupt_id=intr.id,
             )
+            if not await self.store.may_post(run_id):  # replicas: another one took this run over
+                return TurnResult(thread_key, None, None, values, time.perf_counter() - t0)
             try:
                 await out.post_help_request(request)
             except PostError as exc:
@@ -683,6 +694,8 @@ class ChatService:
         """Post an answer or apology and set the resting status: DONE only when a real
         answer was posted; APOLOGY for an apology or when posting failed (:class:`PostError`).
         Returns True if it was posted."""
+        if not await self.store.may_post(run_id):  # replicas: another one took this run over
+            return False
         try:
             await out.post_answer(answer)
             posted = True

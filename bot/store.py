@@ -10,6 +10,7 @@ One aiosqlite connection per process, opened by :meth:`Bookkeeping.open`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -44,7 +45,11 @@ CREATE TABLE IF NOT EXISTS audit (
 
 
 class Bookkeeping:
-    """Dedup, help requests and audit, persisted in ``path`` (SQLite, WAL)."""
+    """Dedup, help requests and audit, persisted in ``path`` (SQLite, WAL). One process:
+    ``shared`` is False, so runs need no leases and threads no lock beyond the service's
+    own (the PostgreSQL variant for replicas: :class:`bot.storage.postgres.PgBookkeeping`)."""
+
+    shared = False
 
     def __init__(self, conn: aiosqlite.Connection):
         self._conn = conn
@@ -202,6 +207,33 @@ class Bookkeeping:
         return [{"run_id": r[0], "thread_key": r[1], "platform": r[2], "reference": json.loads(r[3]),
                  "message": json.loads(r[4]), "input": json.loads(r[5]), "checkpoint_before": r[6],
                  "started_at": r[7], "stage": r[8]} for r in rows]
+
+    async def renew_leases(self) -> int:
+        """No leases in a file of one process (see :class:`bot.storage.postgres.PgBookkeeping`)."""
+        return 0
+
+    async def may_post(self, run_id: str) -> bool:
+        """One process owns every run: always True."""
+        return True
+
+    async def wait_turn(self, run_id: str, thread_key: str) -> None:
+        """One process: the service's per-thread lock already keeps the order."""
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, name: str) -> Any:
+        """One process: always granted (the index folder's own lock guards a reindex)."""
+        yield True
+
+    async def index_generation(self, name: str = "knowledge") -> str:
+        """One process: the index folder's ``CURRENT`` is the only record ("")."""
+        return ""
+
+    async def set_index_generation(self, generation: str, name: str = "knowledge") -> None:
+        """One process: nothing to record beyond the index folder."""
+
+    def thread_lock(self, thread_key: str) -> Any:
+        """One process: nothing beyond the service's per-thread asyncio lock."""
+        return contextlib.nullcontext()
 
     # ---- claims on help requests ---------------------------------------------------
     async def claim_interrupt(self, interrupt_id: str, thread_key: str, by: str) -> bool:

@@ -60,12 +60,12 @@ def _undeclared(folders: list[str], groups: list[str]) -> list[str]:
 
 
 def test_product_imports_are_declared_dependencies() -> None:
-    """bot/ and graphs/ import only what `pip install threadwise[offline]` installs."""
-    assert _undeclared(["bot", "graphs"], ["offline"]) == []
+    """bot/ and graphs/ import only what `pip install threadwise[offline,postgres]` installs."""
+    assert _undeclared(["bot", "graphs"], ["offline", "postgres"]) == []
 
 
 def test_test_imports_are_declared_dependencies() -> None:
-    assert _undeclared(["tests"], ["offline", "test"]) == []
+    assert _undeclared(["tests"], ["offline", "postgres", "test"]) == []
 
 
 needs_objdump = pytest.mark.skipif(shutil.which("objdump") is None or shutil.which("gcc") is None,

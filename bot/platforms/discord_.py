@@ -132,11 +132,15 @@ class ThreadwiseBot(discord.Client):
     ) -> None:
         # Threadwise never joins voice: skip discord.py's warnings about missing voice libraries.
         discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
+        ds = runtime.settings.discord
+        # [discord] shard_id/shard_count (docs/deploy.md): this replica's shard of the gateway
+        shards = {"shard_id": ds.shard_id, "shard_count": ds.shard_count} if ds.shard_count else {}
         super().__init__(
             intents=intents or default_intents(),
             allowed_mentions=discord.AllowedMentions.none(),
             guild_ready_timeout=guild_ready_timeout,
             chunk_guilds_at_startup=False,
+            **shards,
         )
         self.runtime = runtime
         self.service = runtime.service

@@ -1,0 +1,253 @@
+"""Three ``python -m bot run`` replicas (Slack HTTP mode) on one PostgreSQL database: every
+event is delivered to one replica and redelivered to others, a thread's two questions go
+to two replicas, a help request is answered through another replica than the one that
+paused; a replica is SIGKILLed mid-run; the database's connections are cut mid-run.
+Each question gets exactly one reply in its thread, in order; nothing is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import aiohttp
+import psycopg
+
+from tests.fakes.postgres import outage, pg_database, terminate  # noqa: F401 - fixture
+from tests.fakes.replicas import Replica, add_users, help_posts, model_server, replies_in, storage_section
+from tests.fakes.slack_api import BOT_USER_ID, SlackEvents, all_text
+
+CHANNEL = "C0GENERAL"
+
+
+def mention(events: SlackEvents, ts: str, text: str, thread_ts: str | None = None) -> dict:
+    return events.message(user="UASKER", channel=CHANNEL, ts=ts, thread_ts=thread_ts,
+                          text=f"<@{BOT_USER_ID}> {text}", kind="app_mention")
+
+
+def tokens(posts: list[dict]) -> list[str]:
+    """The question each post answers (its ``qtok``), in posting order; "?" for none."""
+    return [(re.findall(r"qtok-\d+-\d+", all_text(p)) or ["?"])[0] for p in posts]
+
+
+async def start(tmp_path, fake, model, url, n: int, **kw) -> list[Replica]:
+    replicas = [Replica(tmp_path, fake, model, url, name=f"r{i}", **kw) for i in range(n)]
+    async with aiohttp.ClientSession() as session:
+        await asyncio.gather(*(r.wait_ready(session) for r in replicas))
+    return replicas
+
+
+async def test_three_replicas_answer_every_question_once_in_order(tmp_path, fake, pg_database):
+    name, url = pg_database
+    add_users(fake)
+    events = SlackEvents()
+    async with model_server(delay=0.05) as base:
+        replicas = await start(tmp_path, fake, base, url, 3)
+        logs = []
+        try:
+            async with aiohttp.ClientSession() as session:
+                threads: dict[int, str] = {}
+                sends = []
+                for i in range(6):  # question 1 of each thread: to replica i, again to i+1 (retry) and i+2 (new id)
+                    ts = fake.next_ts()
+                    threads[i] = ts
+                    ev = mention(events, ts, f"qtok-{i}-1 how do I roll back?")
+                    r = [replicas[(i + k) % 3] for k in range(3)]
+                    sends += [r[0].deliver(session, events.event(ev, event_id=f"Ev{i}a")),
+                              r[1].deliver(session, events.event(ev, event_id=f"Ev{i}a", retry_num=1)),
+                              r[2].deliver(session, events.event(dict(ev, type="message", channel_type="channel"),
+                                                                 event_id=f"Ev{i}b"))]
+                assert set(await asyncio.gather(*sends)) == {200}
+                await asyncio.sleep(0.3)
+                sends = []
+                for i, ts in threads.items():  # question 2 of the thread: to another replica, redelivered to a third
+                    ev = mention(events, fake.next_ts(), f"qtok-{i}-2 and after that?", thread_ts=ts)
+                    sends += [replicas[(i + 1) % 3].deliver(session, events.event(ev, event_id=f"Ev{i}c")),
+                              replicas[(i + 2) % 3].deliver(session, events.event(ev, event_id=f"Ev{i}c",
+                                                                                  retry_num=1))]
+                help_ts = fake.next_ts()  # a help request, answered through another replica
+                sends.append(replicas[0].deliver(session, events.event(
+                    mention(events, help_ts, "qtok-9-1 stuck: when is the deploy freeze?"), event_id="EvH")))
+                assert set(await asyncio.gather(*sends)) == {200}
+                await fake.wait_for(lambda: all(len(replies_in(fake, ts)) >= 2 for ts in threads.values())
+                                    and help_posts(fake, help_ts), timeout=90)
+                paused = [r for r in replicas if "paused for a human" in r.text()]
+                assert len(paused) == 1
+                other = [r for r in replicas if r is not paused[0]]
+                reply = events.message(user="UEXPERT", channel=CHANNEL, ts=fake.next_ts(), thread_ts=help_ts,
+                                       text="answer: the freeze starts on Friday")
+                sends = [other[0].deliver(session, events.event(reply, event_id="EvR")),
+                         other[1].deliver(session, events.event(reply, event_id="EvR", retry_num=1)),
+                         paused[0].deliver(session, events.event(reply, event_id="EvR", retry_num=2))]
+                assert set(await asyncio.gather(*sends)) == {200}
+                await fake.wait_for(lambda: replies_in(fake, help_ts), timeout=60)
+                await asyncio.sleep(2.0)  # nothing more may come (leases, timers, redeliveries)
+        finally:
+            logs = [await r.stop() for r in replicas]
+    everything = "\n".join(logs)
+    for i, ts in threads.items():
+        posts = replies_in(fake, ts)
+        assert tokens(posts) == [f"qtok-{i}-1", f"qtok-{i}-2"], (i, [all_text(p) for p in posts], everything[-4000:])
+        assert fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"]
+    assert len(help_posts(fake, help_ts)) == 1
+    answers = replies_in(fake, help_ts)
+    assert len(answers) == 1 and "Friday" in all_text(answers[0])
+    assert everything.count("help request resumed by") == 1
+    assert "Traceback" not in everything
+    answered_by = {r.name: len(re.findall(r"\] (?:answer|human) in \d", log)) for r, log in zip(replicas, logs)}
+    assert sum(answered_by.values()) == 13 and all(answered_by.values()), answered_by  # all three worked
+    with psycopg.connect(url) as conn:  # nothing left in flight
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM help_requests WHERE status = 'open'").fetchone()[0] == 0
+
+
+async def test_a_killed_replica_s_questions_are_finished_by_the_others_once(tmp_path, fake, pg_database):
+    name, url = pg_database
+    add_users(fake)
+    events = SlackEvents()
+    async with model_server(stall_on={"generate"}) as base:
+        replicas = await start(tmp_path, fake, base, url, 3)
+        try:
+            async with aiohttp.ClientSession() as session:
+                threads = {}
+                for i in range(4):
+                    ts = fake.next_ts()
+                    threads[i] = ts
+                    assert await replicas[0].deliver(session, events.event(
+                        mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}")) == 200
+                await asyncio.wait_for(base.stalled.wait(), 60)
+                await asyncio.sleep(1.0)  # every question of replica 0 reaches the model
+                await replicas[0].kill()
+                assert all(not replies_in(fake, ts) for ts in threads.values())
+                base.release()
+                # Slack redelivers to the survivors: ignored, the takeover answers
+                for i, ts in threads.items():
+                    assert await replicas[1 + i % 2].deliver(session, events.event(
+                        mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}",
+                        retry_num=1)) == 200
+                await fake.wait_for(lambda: all(replies_in(fake, ts) and fake.reactions.get((CHANNEL, ts))
+                                                == ["white_check_mark"] for ts in threads.values()), timeout=60)
+                await asyncio.sleep(3.0)  # leases expire again: nobody answers twice
+        finally:
+            logs = [await r.stop() for r in replicas]
+    for i, ts in threads.items():
+        assert tokens(replies_in(fake, ts)) == [f"qtok-{i}-1"], "\n".join(logs)[-4000:]
+    survivors = "\n".join(logs[1:])
+    assert "taken over" in survivors
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+async def test_database_connections_cut_mid_run_lose_and_double_nothing(tmp_path, fake, pg_database):
+    name, url = pg_database
+    add_users(fake)
+    events = SlackEvents()
+    async with model_server(delay=0.3) as base:
+        replicas = await start(tmp_path, fake, base, url, 2)
+        try:
+            async with aiohttp.ClientSession() as session:
+                threads = {}
+                for i in range(6):
+                    ts = fake.next_ts()
+                    threads[i] = ts
+                    assert await replicas[i % 2].deliver(session, events.event(
+                        mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}")) == 200
+                await asyncio.sleep(0.6)
+                cut = terminate(name)
+                await asyncio.sleep(0.4)
+                cut += terminate(name)
+                assert cut > 0
+                await fake.wait_for(lambda: all(replies_in(fake, ts) for ts in threads.values()), timeout=90)
+                await asyncio.sleep(3.0)  # a lease expiry later, still one reply each
+                # the bot recovered by itself: a new question is answered
+                ts = fake.next_ts()
+                assert await replicas[0].deliver(session, events.event(
+                    mention(events, ts, "qtok-7-1 how do I roll back?"), event_id="EvNew")) == 200
+                await fake.wait_for(lambda: replies_in(fake, ts), timeout=60)
+        finally:
+            logs = [await r.stop() for r in replicas]
+    everything = "\n".join(logs)
+    for i, t in threads.items():
+        posts = replies_in(fake, t)
+        assert len(posts) == 1, ([all_text(p) for p in posts], everything[-4000:])
+        text = all_text(posts[0])
+        assert f"qtok-{i}-1" in text or "database" in text  # the answer, or the apology that says why
+    assert tokens(replies_in(fake, ts)) == ["qtok-7-1"]
+    assert "Traceback" not in everything
+
+
+async def test_the_database_going_away_is_said_in_chat_and_the_bot_recovers(tmp_path, fake, pg_database):
+    """For 4 s the database refuses connections (and cuts the open ones): runs in flight and
+    a question arriving then get the database apology or, if they outlast the outage, their
+    answer; once it is back, nothing in flight is left, nothing is answered twice, and new
+    questions are answered."""
+    name, url = pg_database
+    add_users(fake)
+    events = SlackEvents()
+    async with model_server(delay=0.3) as base:
+        replicas = await start(tmp_path, fake, base, url, 2,
+                               storage=storage_section(lease_seconds=2, interval=0.5, connect_timeout=1))
+        try:
+            async with aiohttp.ClientSession() as session:
+                threads = {}
+
+                async def ask(i: int, replica: Replica) -> None:
+                    ts = fake.next_ts()
+                    threads[i] = ts
+                    assert await replica.deliver(session, events.event(
+                        mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}")) == 200
+
+                for i in range(4):
+                    await ask(i, replicas[i % 2])
+                await asyncio.sleep(0.5)
+                with outage(name):
+                    await asyncio.sleep(1.0)
+                    await ask(4, replicas[0])  # arrives while the database is away
+                    await asyncio.sleep(3.0)
+                await fake.wait_for(lambda: all(replies_in(fake, ts) for ts in threads.values()), timeout=90)
+                await asyncio.sleep(6.0)  # past the takeover grace: still one reply each
+                await ask(5, replicas[1])
+                await fake.wait_for(lambda: replies_in(fake, threads[5]), timeout=60)
+                await asyncio.sleep(1.0)
+        finally:
+            logs = [await r.stop() for r in replicas]
+    everything = "\n".join(logs)
+    said = 0
+    for i, ts in threads.items():
+        posts = replies_in(fake, ts)
+        assert len(posts) == 1, (i, [all_text(p) for p in posts], everything[-5000:])
+        text = all_text(posts[0])
+        said += "can't reach my database" in text
+        assert f"qtok-{i}-1" in text or "can't reach my database" in text, text
+    assert "can't reach my database" in all_text(replies_in(fake, threads[4])[0])
+    assert said >= 1 and tokens(replies_in(fake, threads[5])) == ["qtok-5-1"]
+    assert "database reachable again" in everything
+    assert "Traceback" not in everything
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+async def test_a_help_request_times_out_once_across_replicas_even_when_its_replica_died(tmp_path, fake, pg_database):
+    """Every replica arms a timer for every open help request (its replica watch); the
+    replica that paused is killed; the timeout is answered once, by one of the others."""
+    name, url = pg_database
+    add_users(fake)
+    events = SlackEvents()
+    async with model_server() as base:
+        replicas = await start(tmp_path, fake, base, url, 3, service="help_timeout_seconds = 4")
+        try:
+            async with aiohttp.ClientSession() as session:
+                ts = fake.next_ts()
+                assert await replicas[0].deliver(session, events.event(
+                    mention(events, ts, "qtok-1-1 stuck: when is the deploy freeze?"), event_id="EvH")) == 200
+                await fake.wait_for(lambda: help_posts(fake, ts), timeout=60)
+                await asyncio.sleep(1.5)  # the others' watches arm their timers
+                await replicas[0].kill()
+                await fake.wait_for(lambda: replies_in(fake, ts), timeout=30)
+                await asyncio.sleep(3.0)  # every surviving timer has fired by now
+        finally:
+            logs = [await r.stop() for r in replicas]
+    survivors = "\n".join(logs[1:])
+    assert len(replies_in(fake, ts)) == 1, survivors[-4000:]
+    assert survivors.count("no human answered in time") == 2  # both timers fired ...
+    assert survivors.count("help request resumed by timeout") == 1  # ... one claimed it
+    assert fake.reactions.get((CHANNEL, ts)) == ["disappointed"]

@@ -1,0 +1,285 @@
+"""The PostgreSQL backend in one process, against the real local server: the schema is
+created and upgraded by the program (an old version-1 schema made by hand included),
+exactly-once claims hold across two bookkeeping instances (two replicas), runs of a dead
+replica are taken over once, thread locks exclude each other across connections, and the
+config refuses postgres without THREADWISE_DATABASE_URL in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import json  # noqa: F401
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from bot.config import Secrets, load_settings
+from bot.storage import migrations, open_storage
+from bot.storage.pg_checkpoints import SAVER_SCHEMA
+from tests.conftest import scripted_runtime, write_config
+from tests.fakes.postgres import pg_database  # noqa: F401 - fixture
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pg_settings(tmp_path: Path, extra: str = ""):
+    return load_settings(write_config(tmp_path, "[storage]\nbackend = \"postgres\"\nlease_seconds = 1\n"
+                                                "recovery_interval_seconds = 0.5\n" + extra))
+
+
+V1 = migrations.MIGRATIONS[0]
+
+
+async def test_an_old_version_1_schema_is_upgraded_and_its_runs_taken_over(tmp_path, pg_database):
+    name, url = pg_database
+    with psycopg.connect(url, autocommit=True) as conn:  # version 1, as an older Threadwise left it
+        conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL"
+                     " DEFAULT now())")
+        for statement in filter(str.strip, V1.split(";")):
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version (version) VALUES (1)")
+        conn.execute("INSERT INTO seen_messages VALUES ('slack:C1:1.0', 'slack:C1:1.0', extract(epoch from now()))")
+        conn.execute("INSERT INTO runs (run_id, thread_key, platform, reference, started_at, stage) VALUES"
+                     " ('slack:C1:1.0', 'slack:C1:1.0', 'slack', '{}', extract(epoch from now()), 'queued')")
+    settings = pg_settings(tmp_path)
+    async with open_storage(settings, url) as storage:
+        store = storage.bookkeeping
+        assert await store.mark_seen("slack:C1:1.0", "slack:C1:1.0") is False  # kept across the upgrade
+        runs = await store.unfinished_runs()  # no lease yet: taken over at once
+        assert [r["run_id"] for r in runs] == ["slack:C1:1.0"]
+        assert await store.unfinished_runs() == []  # and only once
+    with psycopg.connect(url) as conn:
+        assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY version")] == \
+            list(range(1, migrations.LATEST + 1))
+        cols = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name ="
+                                           " 'runs'")}
+        assert {"seq", "owner", "lease_expires"} <= cols
+        for table, columns in SAVER_SCHEMA.items():  # the checkpointer's tables, as pg_checkpoints expects
+            have = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE"
+                                               " table_name = %s", (table,))}
+            assert set(columns) <= have, (table, set(columns) - have)
+
+
+def test_db_upgrade_command_and_a_missing_database_url(tmp_path, pg_database):
+    name, url = pg_database
+    config = write_config(tmp_path, "[storage]\nbackend = \"postgres\"\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "bot", *a, "--config", str(config)],  # noqa: E731
+                                          cwd=ROOT, capture_output=True, text=True, timeout=120, **kw)
+    missing = run("db", "upgrade", env=env)
+    assert missing.returncode == 2
+    lines = [x for x in missing.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "THREADWISE_DATABASE_URL" in lines[0], missing.stderr
+    before = run("db", "status", env={**env, "THREADWISE_DATABASE_URL": url})
+    assert before.returncode == 1 and "schema version 0" in before.stdout
+    up = run("db", "upgrade", env={**env, "THREADWISE_DATABASE_URL": url})
+    assert up.returncode == 0, up.stderr
+    after = run("db", "status", env={**env, "THREADWISE_DATABASE_URL": url})
+    assert after.returncode == 0 and f"schema version {migrations.LATEST}" in after.stdout
+    threads = run("threads", env={**env, "THREADWISE_DATABASE_URL": url})
+    assert threads.returncode == 0 and "no threads yet" in threads.stdout
+    bad = run("ask", "hi", env={**env, "THREADWISE_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/none"})
+    assert bad.returncode == 1 and "cannot reach the database at 127.0.0.1:1/none" in bad.stderr
+
+
+async def test_two_replicas_claim_once_and_exclude_each_other(tmp_path, pg_database):
+    name, url = pg_database
+    settings = pg_settings(tmp_path)
+    async with open_storage(settings, url) as a, open_storage(settings, url) as b:
+        A, B = a.bookkeeping, b.bookkeeping
+        run = ("slack", {"channel": "C1"}, {"text": "q"})
+        firsts = await asyncio.gather(*(s.mark_seen(f"m{i}", "t1", run=run) for i in range(5) for s in (A, B)))
+        assert sum(firsts) == 5  # each id once, whichever replica saw it first
+        owned_by_a = {f"m{i // 2}" for i, first in enumerate(firsts) if first and i % 2 == 0}
+        claims = await asyncio.gather(*(s.claim_interrupt("intr-1", "t1", s.replica_id) for s in (A, B, A, B)))
+        assert sum(claims) == 1
+        await A.open_help_request("t1", "slack", {"channel": "C1"}, "q?", 60, interrupt_id="intr-1")
+        got = await asyncio.gather(A.claim_help_request("t1", "x"), B.claim_help_request("t1", "y"))
+        assert sum(g is not None for g in got) == 1
+        # the thread lock: B waits while A holds it
+        order: list[str] = []
+
+        async def hold(store, tag):
+            async with store.thread_lock("t1"):
+                order.append(f"{tag}+")
+                await asyncio.sleep(0.3)
+                order.append(f"{tag}-")
+
+        await asyncio.gather(hold(A, "a"), hold(B, "b"))
+        assert order in (["a+", "a-", "b+", "b-"], ["b+", "b-", "a+", "a-"])
+        # a's runs: alive while renewed, taken over (once) by b when a stops renewing
+        for _ in range(3):
+            await asyncio.sleep(0.5)
+            await asyncio.gather(A.renew_leases(), B.renew_leases())
+        assert await B.unfinished_runs() == [] and await A.unfinished_runs() == []
+        for _ in range(3):  # a "died": only b renews
+            await asyncio.sleep(0.5)
+            await B.renew_leases()
+        taken = await asyncio.gather(B.unfinished_runs(), B.unfinished_runs())
+        ids = [r["run_id"] for rows in taken for r in rows]
+        assert sorted(ids) == sorted(owned_by_a)  # a's runs, each taken once
+
+
+@pytest.mark.parametrize("keep", [1, 3])
+async def test_postgres_runtime_answers_and_prunes(tmp_path, pg_database, keep):
+    name, url = pg_database
+    settings = pg_settings(tmp_path)
+    settings = settings.model_copy(update={"service": settings.service.model_copy(
+        update={"keep_checkpoints_per_thread": keep})})
+    async with scripted_runtime(settings, secrets=Secrets(database_url=url)) as (rt, _):
+        from bot.platforms.console import ConsoleResponder
+        from bot.terminal import make_console
+
+        out = ConsoleResponder("t", make_console(stderr=True), show_status=False, show_answers=False)
+        for q in ("how do I deploy?", "and roll back?"):
+            result = await rt.service.ask("console:pg", q, out)
+            assert result and result.answer and result.answer.kind != "apology", result
+        from bot.storage import pg_checkpoints
+
+        counts = await pg_checkpoints.thread_counts(rt.graph.checkpointer, "console:pg")
+        assert counts["checkpoints"] == keep  # pruned to keep_checkpoints_per_thread
+        with psycopg.connect(url) as conn:  # the deleted checkpoints' writes went with them
+            assert conn.execute("SELECT count(*) FROM checkpoint_writes w WHERE NOT EXISTS (SELECT 1 FROM checkpoints"
+                                " c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND"
+                                " c.checkpoint_id = w.checkpoint_id)").fetchone()[0] == 0
+        values = await rt.service.thread_values("console:pg")
+        assert len(values["messages"]) == 4
+        assert await rt.service.thread_keys("console:") == ["console:pg"]
+
+
+class Notes:
+    """A responder that keeps what an admin command said (the console's, minus the terminal)."""
+
+    def __init__(self) -> None:
+        self.progress: list[str] = []
+
+    async def update_progress(self, text: str, *, final: bool = False) -> None:
+        self.progress.append(text)
+
+    async def post_notice(self, text: str) -> None:
+        self.progress.append(text)
+
+    async def notify_private(self, text: str) -> None:
+        self.progress.append(text)
+
+
+async def test_a_reindex_runs_once_across_replicas_and_every_replica_picks_it_up(tmp_path, pg_database):
+    """Two runtimes on one database and one (shared) index folder: a reindex while another
+    replica holds the reindex lock is refused; the reindex that runs records its generation
+    in the database, and the other replica's watch loads it."""
+    name, url = pg_database
+    settings = pg_settings(tmp_path)
+    secrets = Secrets(database_url=url)
+    async with scripted_runtime(settings, secrets=secrets) as (a, _), scripted_runtime(settings, secrets=secrets) as (b, _):
+        await b.service.recover()  # starts b's replica watch
+        first = a.knowledge.stats()["generation"]
+        async with b.service.store.exclusive("threadwise:reindex") as held:
+            assert held
+            busy = Notes()
+            await a.service.admin("reindex", actor_id="UADMIN", is_admin=True, out=busy)
+        assert busy.progress[-1] == "A reindex is already running on another replica."
+        assert a.knowledge.stats()["generation"] == first and await a.service.store.index_generation() == ""
+        done = Notes()
+        await a.service.admin("reindex", actor_id="UADMIN", is_admin=True, out=done)
+        assert done.progress[-1].startswith("Reindex done"), done.progress
+        generation = a.knowledge.stats()["generation"]
+        assert generation != first and await b.service.store.index_generation() == generation
+        for _ in range(50):
+            if b.knowledge.stats()["generation"] == generation:
+                break
+            await asyncio.sleep(0.1)
+        assert b.knowledge.stats()["generation"] == generation
+
+
+@pytest.mark.parametrize("toml, problem", [
+    ('[storage]\nbackend = "mysql"\n', "storage.backend: Input should be 'sqlite' or 'postgres'"),
+    ('[storage]\nlease_seconds = 0\n', "storage.lease_seconds"),
+    ('[storage]\ndatabase_url = "postgresql://x"\n', "storage.database_url: unknown key"),  # never from the file
+    ("[discord]\nshard_id = 1\n", "discord.shard_id and discord.shard_count go together"),
+    ("[discord]\nshard_id = 3\nshard_count = 3\n", "discord.shard_id = 3 must be below discord.shard_count = 3"),
+])
+def test_storage_and_shard_settings_are_validated(tmp_path, toml, problem):
+    from bot.config import ConfigError
+
+    path = tmp_path / "config.toml"
+    path.write_text(toml)
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        load_settings(path)
+
+
+async def test_discord_client_gets_the_shard_settings(tmp_path):
+    from bot.platforms.discord_ import build_discord_bot
+
+    for shards, expected in (("shard_id = 1\nshard_count = 3\n", (1, 3)), ("", (None, None))):
+        root = tmp_path / (shards[:10].strip() or "plain").replace(" ", "")
+        root.mkdir()
+        settings = load_settings(write_config(root, "[discord]\n" + shards))
+        async with scripted_runtime(settings) as (rt, _):
+            bot = build_discord_bot(rt)
+            assert (bot.shard_id, bot.shard_count) == expected
+
+
+def test_database_errors_are_storage_failures():
+    from bot.failures import describe_failure, failure_kind
+
+    with pytest.raises(psycopg.OperationalError) as info:
+        psycopg.connect("postgresql://postgres@127.0.0.1:1/none", connect_timeout=2)
+    assert failure_kind(info.value) == "storage"
+    assert describe_failure(info.value).startswith("storage: OperationalError")
+
+
+async def test_a_thread_s_later_message_waits_for_the_earlier_one_and_a_taken_run_posts_once(tmp_path, pg_database):
+    name, url = pg_database
+    settings = pg_settings(tmp_path)
+    run = ("slack", {"channel": "C1"}, {"text": "q"})
+    async with open_storage(settings, url) as a, open_storage(settings, url) as b:
+        A, B = a.bookkeeping, b.bookkeeping
+        assert await A.mark_seen("m1", "t", run=run) and await B.mark_seen("m2", "t", run=run)
+        waiter = asyncio.create_task(B.wait_turn("m2", "t"))
+        await asyncio.sleep(0.5)
+        assert not waiter.done()  # m1 (on replica a) is not finished
+        assert await B.mark_seen("m3", "other", run=run)
+        await asyncio.wait_for(B.wait_turn("m3", "other"), 2)  # another thread does not wait
+        await A.finish_run("m1")
+        await asyncio.wait_for(waiter, 2)
+        # a's run m4 is taken over by b (a stopped renewing): a may no longer post it, b may, once
+        assert await A.mark_seen("m4", "t4", run=run)
+        for _ in range(4):
+            await asyncio.sleep(0.4)
+            await B.renew_leases()
+        assert [r["run_id"] for r in await B.unfinished_runs()] == ["m4"]
+        assert await A.may_post("m4") is False
+        assert await B.may_post("m4") is True
+        await A.finish_run("m4")  # a's late finish leaves b's run alone
+        assert [r["run_id"] for r in await B.unfinished_runs()] == [] and await B.may_post("m4") is True
+        await B.finish_run("m4")
+        async with b.pool.connection() as conn:
+            assert (await (await conn.execute("SELECT count(*) AS n FROM runs")).fetchone())["n"] == 2  # m2, m3
+
+
+async def test_answer_feedback_in_postgres_behaves_like_sqlite(tmp_path, pg_database):
+    """The votes tables (migration 3) with bot/store.py's semantics: one vote per user and
+    answer, the latest counts, a 👍 clears a 👎's reason, unknown answers refused."""
+    from bot.store import Bookkeeping
+
+    name, url = pg_database
+    answer = dict(thread_key="t", platform="slack", channel="C1", question="q?", answer="a.", kind="answer",
+                  route="vectorstore", sources=[{"title": "Deploy", "location": "deploy.md"}], path=["route"])
+    results = []
+    sqlite = await Bookkeeping.open(tmp_path / "b.sqlite")
+    async with open_storage(pg_settings(tmp_path), url) as storage:
+        for store in (sqlite, storage.bookkeeping):
+            await store.record_answer("a1", **answer)
+            out = [await store.record_vote("nope", "U1", 1), await store.record_vote("a1", "U1", -1, "wrong"),
+                   await store.vote_of("a1", "U1"), await store.record_vote("a1", "U1", -1),
+                   await store.vote_of("a1", "U1"), await store.record_vote("a1", "U1", 1),
+                   await store.vote_of("a1", "U1"), await store.record_vote("a1", "U2", -1, "old")]
+            rows = await store.feedback_rows()
+            out.append([{k: v for k, v in r.items() if k not in ("at", "voted_at")} for r in rows])
+            results.append(out)
+    await sqlite.close()
+    assert results[0] == results[1]
+    assert results[1][2] == {"vote": -1, "reason": "wrong"} and results[1][6] == {"vote": 1, "reason": ""}
