@@ -7,17 +7,14 @@ does not start a second answer."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from tests.fakes.mistral_stall import StallingMistral, mistral_server, models_section
-from tests.fakes.slack_api import (BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, FakeSlackAPI, SlackEvents, is_help_request, all_text,
+from tests.fakes.bot_process import BotProcess as SlackRunProcess
+from tests.fakes.slack_api import (BOT_USER_ID, FakeSlackAPI, SlackEvents, is_help_request, all_text,
                                    write_config)
 from tests.test_slack_run import free_port, post, thread_posts
 
@@ -25,52 +22,16 @@ ROOT = Path(__file__).resolve().parent.parent
 CHANNEL = "C0GENERAL"
 
 
-class BotProcess:
+class BotProcess(SlackRunProcess):
     """``python -m bot run`` in Slack HTTP mode against the fakes (Slack + Mistral)."""
 
     def __init__(self, tmp_path: Path, fake: FakeSlackAPI, model: StallingMistral, *, service: str = "") -> None:
-        self.port = free_port()
-        config = write_config(tmp_path, fake, slack=f'http_port = {self.port}\nhttp_host = "127.0.0.1"',
+        port = free_port()
+        config = write_config(tmp_path, fake, slack=f'http_port = {port}\nhttp_host = "127.0.0.1"',
                               extra=models_section(model))
         if service:
             config.write_text(config.read_text().replace("[service]\n", f"[service]\n{service}\n", 1))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_"))}
-        env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, MISTRAL_API_KEY="test-key",
-                   HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-        self.log = tmp_path / f"threadwise-{self.port}.log"
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "run", "--config", str(config)], cwd=ROOT,
-                                     env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    async def wait_ready(self, session: aiohttp.ClientSession, timeout: float = 120) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while loop.time() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                async with session.get(self.url + "/healthz") as resp:
-                    if resp.status == 200:
-                        return
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.2)
-        raise TimeoutError(self.log.read_text()[-3000:])
-
-    async def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        while self.proc.poll() is None:
-            await asyncio.sleep(0.05)
-
-    async def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            for _ in range(300):
-                if self.proc.poll() is not None:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                self.proc.kill()
-        return self.log.read_text()
+        super().__init__(config, port, tmp_path / f"threadwise-{port}.log", {"MISTRAL_API_KEY": "test-key"})
 
 
 def answers_in(fake: FakeSlackAPI, ts: str) -> list[dict]:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import aiohttp
@@ -19,6 +17,7 @@ from bot.platforms.slack import run_slack, slack_enabled
 from bot.runtime import open_runtime
 from graphs.models import ScriptedChatModel
 from tests.conftest import requires_offline_model
+from tests.fakes.bot_process import BotProcess
 from tests.fakes.slack_api import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -138,42 +137,23 @@ async def test_run_slack_fails_fast_on_a_bad_token(tmp_path, fake):
             await asyncio.wait_for(run_slack(runtime, stop=asyncio.Event()), 10)
 
 
-class ThreadwiseProcess:
+class ThreadwiseProcess(BotProcess):
     """``threadwise run`` in a subprocess, configured for HTTP mode against the fake."""
 
     def __init__(self, tmp_path: Path, fake: FakeSlackAPI) -> None:
-        self.port = free_port()
-        config = write_config(tmp_path, fake, slack=f'http_port = {self.port}\nhttp_host = "127.0.0.1"')
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_"))}
-        env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, HF_HUB_OFFLINE="1",
-                   PYTHONPATH=str(ROOT))
-        self.log = tmp_path / "threadwise.log"
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "run", "--config", str(config)], cwd=ROOT,
-                                     env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
-        self.url = f"http://127.0.0.1:{self.port}"
+        port = free_port()
+        config = write_config(tmp_path, fake, slack=f'http_port = {port}\nhttp_host = "127.0.0.1"')
+        super().__init__(config, port, tmp_path / "threadwise.log")
 
-    async def wait_ready(self, session: aiohttp.ClientSession, timeout: float = 120) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while loop.time() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            try:
-                async with session.get(self.url + "/healthz") as resp:
-                    if resp.status == 200:
-                        return
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.2)
-        raise TimeoutError(self.log.read_text()[-3000:])
-
-    def stop(self) -> str:
+    def stop_now(self) -> str:
+        """SIGTERM, SIGKILL after 15 s (synchronous, for ``finally`` blocks); returns the log."""
         self.proc.terminate()
         try:
             self.proc.wait(15)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
-        return self.log.read_text()
+        return self.text()
 
 
 async def test_threadwise_run_http_mode_subprocess(tmp_path, fake):
@@ -192,7 +172,7 @@ async def test_threadwise_run_http_mode_subprocess(tmp_path, fake):
             assert status == 200
             await fake.wait_for(lambda: any("Knowledge base" in p["text"] for p in fake.posts()), timeout=30)
     finally:
-        output = proc.stop()
+        output = proc.stop_now()
     assert "question" in thread_posts(fake, ts)[0]["text"].lower()
     assert BOT_TOKEN not in output and SIGNING_SECRET not in output  # no secrets in logs
 
@@ -213,7 +193,7 @@ async def test_threadwise_run_answers_a_question_with_the_offline_model(tmp_path
                                 and set(fake.reactions[("C0GENERAL", ts)]) & resting
                                 and thread_posts(fake, ts), timeout=300)
     finally:
-        output = proc.stop()
+        output = proc.stop_now()
     posts = thread_posts(fake, ts)
     assert len(posts) == 1, output[-3000:]
     assert all_text(posts[0]).strip()

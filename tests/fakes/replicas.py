@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 import aiohttp
 
+from tests.fakes.bot_process import BotProcess
 from tests.fakes.mistral_stall import StallingMistral
-from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET, USERS, FakeSlackAPI, is_help_request, write_config
+from tests.fakes.slack_api import USERS, FakeSlackAPI, is_help_request, write_config
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TOKEN = re.compile(r"qtok-\d+-\d+")
@@ -63,7 +60,7 @@ def storage_section(*, lease_seconds: float = 2.0, interval: float = 0.5, backen
             f"recovery_interval_seconds = {interval}\nconnect_timeout_seconds = {connect_timeout}\n")
 
 
-class Replica:
+class Replica(BotProcess):
     """One ``python -m bot run`` in Slack HTTP mode, its own port and folder under
     ``root``, the shared database ``db_url`` (or SQLite when ``db_url`` is empty)."""
 
@@ -82,55 +79,14 @@ class Replica:
             key = line.split("=", 1)[0].strip()
             text = re.sub(rf"(?m)^{re.escape(key)} = .*\n", "", config.read_text())
             config.write_text(text.replace("[service]\n", f"[service]\n{line}\n", 1))
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_", "THREADWISE_"))}
-        env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, MISTRAL_API_KEY="test-key",
-                   HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-        if db_url:
-            env["THREADWISE_DATABASE_URL"] = db_url
-        self.log = folder / "threadwise.log"
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "run", "--config", str(config)], cwd=ROOT,
-                                     env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    async def wait_ready(self, session: aiohttp.ClientSession, timeout: float = 120) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while loop.time() < deadline:
-            assert self.proc.poll() is None, self.text()[-3000:]
-            try:
-                async with session.get(self.url + "/healthz") as resp:
-                    if resp.status == 200:
-                        return
-            except aiohttp.ClientConnectionError:
-                pass
-            await asyncio.sleep(0.2)
-        raise TimeoutError(self.text()[-3000:])
+        super().__init__(config, self.port, folder / "threadwise.log",
+                         {"MISTRAL_API_KEY": "test-key", **({"THREADWISE_DATABASE_URL": db_url} if db_url else {})})
 
     async def deliver(self, session: aiohttp.ClientSession, request: tuple[str, dict]) -> int:
         body, headers = request
         async with session.post(self.url + "/slack/events", data=body.encode(), headers=headers) as resp:
             await resp.read()
             return resp.status
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    async def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        while self.proc.poll() is None:
-            await asyncio.sleep(0.05)
-
-    async def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            for _ in range(300):
-                if self.proc.poll() is not None:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                self.proc.kill()
-        return self.text()
 
 
 def add_users(fake: FakeSlackAPI) -> None:
