@@ -21,20 +21,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from bot.chat.split import MARKDOWN_FENCE, split_text, utf16_size
 from bot.chat.text import REPLY_SYNTAX
 from bot.protocol import Answer, HelpRequest
 
 DISCORD_MESSAGE_LIMIT = 2000  # characters per message (Discord API: Create Message)
 DISCORD_THREAD_NAME_LIMIT = 100  # characters per thread name (Discord API: Start Thread from Message)
 
-_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
+_FENCE = MARKDOWN_FENCE
 _HEADING = re.compile(r"^(\s{0,3})#{4,6}\s+(.*?)\s*#*\s*$")  # Discord renders only #, ##, ###
 
 
-def size(text: str) -> int:
-    """Length of ``text`` as Discord counts it (UTF-16 code units)."""
-    return len(text.encode("utf-16-le")) // 2
-
+size = utf16_size  # how Discord counts a message's length
 
 def strip_mentions(text: str, user_ids: Iterable[int], role_ids: Iterable[int] = ()) -> str:
     """Remove mentions of the given users (both ``<@id>`` and the nickname form ``<@!id>``)
@@ -169,127 +167,12 @@ def format_help_request(request: HelpRequest, mentions: str, limit: int = DISCOR
     return text[:limit] if size(text) > limit else text
 
 
-# ---------------------------------------------------------------------------- splitting
-
-
-def _cut_line(line: str, width: int) -> list[str]:
-    """Cut one line longer than ``width`` into pieces of at most ``width``, at spaces if possible."""
-    pieces: list[str] = []
-    while size(line) > width:
-        # longest prefix that fits
-        n = min(len(line), width)
-        while size(line[:n]) > width:
-            n -= 1
-        space = line.rfind(" ", 0, n)
-        if space >= n // 2:
-            n = space + 1  # keep the space at the end of the piece: nothing lost
-        pieces.append(line[:n])
-        line = line[n:]
-    pieces.append(line)
-    return pieces
-
-
-def _closer(opener: str) -> str:
-    m = _FENCE.match(opener)
-    return m.group(1) if m else "```"
-
-
 def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
-    """Split ``text`` into messages of at most ``limit`` characters (UTF-16 units).
+    """Split ``text`` into messages of at most ``limit`` UTF-16 units (Discord's limit is
+    2000, Create Message): the shared :func:`bot.chat.split.split_text` with CommonMark
+    fences (reopened with their language).
 
-    Cuts prefer, in order: a blank line (paragraph) or the start of a code block in the
-    second half of the message, then any line end. A cut inside a fenced code block closes
-    the fence at the end of the message and reopens it (same fence and language) at the
-    start of the next. Lines longer than a message are cut at a space, else anywhere.
-
-    Args:
-        text: Markdown text.
-        limit: maximum message size; Discord's limit is 2000 (Create Message).
-    Returns:
-        Non-empty messages in order; ``[]`` for blank text. Joining them (minus the added
-        fence lines) gives back ``text`` except for blank lines at the cuts.
     Raises:
         ValueError: ``limit`` is too small to hold a fence pair and some text (< 40).
     """
-    if limit < 40:
-        raise ValueError(f"limit {limit} is too small to split Discord messages")
-    text = text.strip("\n")
-    if not text.strip():
-        return []
-    if size(text) <= limit:
-        return [text]
-
-    raw = text.split("\n")
-    fence_lines = [ln.strip() for ln in raw if _FENCE.match(ln)]
-    longest_fence = max((size(f) for f in fence_lines), default=3)
-    width = limit - 2 * (min(longest_fence, limit // 4) + 1)
-    lines: list[str] = []
-    for ln in raw:
-        lines.extend(_cut_line(ln, width) if size(ln) > width else [ln])
-
-    # fence_before[i]: opener line of the fence open before line i (None outside code)
-    fence_before: list[str | None] = []
-    opener: str | None = None
-    for ln in lines:
-        fence_before.append(opener)
-        m = _FENCE.match(ln)
-        if m:
-            if opener is None:
-                opener = ln.strip()
-            elif (
-                m.group(1)[0] == _closer(opener)[0]
-                and len(m.group(1)) >= len(_closer(opener))
-                and not m.group(2).strip()
-            ):
-                opener = None
-    fence_before.append(opener)  # state after the last line (an unclosed fence)
-
-    def chunk_text(start: int, end: int) -> str:
-        """Lines[start:end] with the fence reopened before and closed after, as needed."""
-        body = lines[start:end]
-        before, after = fence_before[start], fence_before[end]
-        parts = ([before] if before else []) + body + ([_closer(after)] if after else [])
-        return "\n".join(parts)
-
-    sizes = [size(ln) for ln in lines]
-
-    def wrap(start: int, end: int) -> int:
-        """Characters added around lines[start:end] by a reopened and a closing fence."""
-        before, after = fence_before[start], fence_before[end]
-        return (size(before) + 1 if before else 0) + (size(_closer(after)) + 1 if after else 0)
-
-    chunks: list[str] = []
-    start, n = 0, len(lines)
-    while start < n:
-        # skip blank lines at a cut outside code (only whitespace is dropped)
-        while start < n and fence_before[start] is None and not lines[start].strip():
-            start += 1
-        if start >= n:
-            break
-        end = start + 1  # a single line always fits (lines were cut to `width`)
-        body = sizes[start]
-        while end < n and body + 1 + sizes[end] + wrap(start, end + 1) <= limit:
-            body += 1 + sizes[end]
-            end += 1
-        if end < n:
-            best = None
-            prefix = body
-            for j in range(end, start + 1, -1):  # cut before line j
-                if prefix + wrap(start, j) < limit // 2:
-                    break
-                prefix -= 1 + sizes[j - 1]
-                outside = fence_before[j] is None
-                paragraph = not lines[j - 1].strip() and fence_before[j - 1] is None
-                opens_code = outside and _FENCE.match(lines[j]) is not None
-                if outside and (paragraph or opens_code):
-                    best = j
-                    break
-            if best is not None:
-                end = best
-        piece = chunk_text(start, end)
-        if fence_before[end] is None:
-            piece = piece.rstrip()
-        if piece.strip():
-            chunks.append(piece)
-        start = end
-    return chunks
+    return split_text(text, limit, size=size)

@@ -8,10 +8,8 @@ fences, and ``&``, ``<``, ``>`` must be sent escaped as ``&amp;``, ``&lt;``, ``&
 
 Limits (Block Kit reference, https://docs.slack.dev/reference/block-kit/blocks):
 a section block's text holds at most 3000 characters and a message at most 50 blocks.
-:func:`split_mrkdwn` cuts text into sections under a limit, preferring paragraph
-breaks, then line breaks, then spaces; a code fence open at a cut is closed at the end
-of the section and reopened at the start of the next one, so every section renders on
-its own. Nothing is dropped except the blank line at a paragraph cut.
+:func:`split_mrkdwn` cuts text into sections under a limit with the shared splitter
+(:mod:`bot.chat.split`), so every section renders on its own.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
+from bot.chat.split import MRKDWN_FENCE, split_text
 from bot.chat.text import Mention, Part, break_broadcasts, compose, link_target
 
 FENCE = "```"
@@ -36,6 +35,7 @@ _ITALIC_STAR = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _PLACEHOLDER = re.compile("\x02(\\d+)\x03")
 _BOLD_MARK = "\x01"
+_PROTECTED = re.compile(r"<[^<>\n]*>|&[a-z]+;")  # links and entities: a cut never falls inside
 
 # incoming Slack text: <@U123>, <@U123|name>, <#C1|general>, <!here>, <!subteam^S1|@team>, <url|label>
 _SLACK_TOKEN = re.compile(r"<([^<>\n]+)>")
@@ -194,97 +194,16 @@ def markdown_to_mrkdwn(markdown: str) -> str:
     return "\n".join(out).strip("\n")
 
 
-def _protected_spans(line: str) -> list[tuple[int, int]]:
-    """Spans a cut must not fall into: ``<...>`` links and ``&...;`` entities."""
-    return [m.span() for m in re.finditer(r"<[^<>\n]*>|&[a-z]+;", line)]
-
-
-def _cut_long_line(line: str, width: int) -> list[str]:
-    """Cut one over-long line into pieces of at most ``width`` characters, at spaces if possible."""
-    pieces: list[str] = []
-    while len(line) > width:
-        spans = _protected_spans(line)
-        cut = -1
-        for pos in range(width, width // 2, -1):
-            if line[pos - 1] == " " and not any(a < pos < b for a, b in spans):
-                cut = pos
-                break
-        if cut < 0:
-            cut = width
-            for a, b in spans:
-                if a < cut < b:
-                    cut = a if a > 0 else min(b, width)
-        pieces.append(line[:cut].rstrip(" ") or line[:cut])
-        line = line[cut:]
-    pieces.append(line)
-    return pieces
-
-
 def split_mrkdwn(text: str, limit: int) -> list[str]:
-    """Split mrkdwn into pieces of at most ``limit`` characters, in order.
-
-    Prefers to cut at a blank line (paragraph), then at a line break; a single line
-    longer than a section is cut at a space (never inside a ``<link>`` or ``&amp;``).
-    When a cut falls inside a code fence, the piece gets a closing fence and the next
-    piece starts with an opening fence, so every piece has balanced fences.
+    """Split mrkdwn into pieces of at most ``limit`` characters, in order (the shared
+    :func:`bot.chat.split.split_text` with Slack's rules: ``` fences, never a cut inside a
+    ``<link>`` or an ``&amp;`` entity).
 
     Args:
         text: mrkdwn (e.g. from :func:`markdown_to_mrkdwn`).
         limit: maximum characters per piece (Slack section text: 3000); at least 100.
 
-    Returns:
-        Non-empty pieces; ``[]`` for blank text.
-
     Raises:
         ValueError: ``limit`` is below 100.
     """
-    if limit < 100:
-        raise ValueError("limit must be at least 100 characters")
-    reserve = 2 * (len(FENCE) + 1)  # a reopened fence at the start + a closing fence at the end
-    lines: list[str] = []
-    for line in text.split("\n"):
-        lines.extend(_cut_long_line(line, limit - reserve) if len(line) > limit - reserve else [line])
-
-    pieces: list[str] = []
-    current: list[tuple[str, bool]] = []  # (line, inside a fence after this line)
-    reopened = False  # the current piece starts inside a fence
-    in_fence = False
-
-    def size(items: list[tuple[str, bool]], starts_open: bool) -> int:
-        body = [FENCE] * starts_open + [line for line, _ in items]
-        if items and items[-1][1]:
-            body.append(FENCE)
-        return len("\n".join(body))
-
-    def flush(upto: int) -> None:
-        nonlocal current, reopened
-        head, tail = current[:upto], current[upto:]
-        while tail and not tail[0][0].strip() and not (head and head[-1][1]):
-            tail = tail[1:]  # the blank line at a paragraph cut
-        body = [FENCE] * reopened + [line for line, _ in head]
-        ends_open = bool(head) and head[-1][1]
-        if ends_open:
-            body.append(FENCE)
-        piece = "\n".join(body).strip("\n")
-        if piece.strip() and piece.strip() != FENCE + "\n" + FENCE:
-            pieces.append(piece)
-        reopened = ends_open if head else reopened
-        current = tail
-
-    for line in lines:
-        fence = _FENCE_LINE.match(line)
-        if fence and (not in_fence or not fence.group(2).strip()):
-            in_fence = not in_fence
-        current.append((line, in_fence))
-        while size(current, reopened) > limit and len(current) > 1:
-            # best cut: the last blank line outside a fence in the second half, else the line before
-            cut = len(current) - 1
-            for i in range(len(current) - 1, 0, -1):
-                line_i, open_i = current[i]
-                if not line_i.strip() and not open_i and size(current[:i], reopened) >= limit // 2:
-                    cut = i
-                    break
-            flush(cut)
-    if current:
-        flush(len(current))
-    return pieces
+    return split_text(text, limit, fence=MRKDWN_FENCE, protected=_PROTECTED, min_limit=100)
