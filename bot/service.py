@@ -34,7 +34,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
 
 from bot import checkpoints
-from bot.chat.text import REPLY_SYNTAX
+from bot.chat.policy import HELP_REFUSAL
+from bot.chat.text import REPLY_SYNTAX, parse_human_reply
 from bot.failures import describe_failure, failure_kind
 from bot.protocol import (Answer, HelpRequest, HumanAction, IncomingMessage, PostError, Responder, Source, Status,
                           clean_text, message_record)
@@ -54,25 +55,6 @@ NODE_STATUS: dict[str, Status] = {
 }
 _OUTCOME_KIND = {"answer": "answer", "direct": "direct", "human": "human", "apology": "apology"}
 _REMEMBER_RE = re.compile(r"^\s*/?remember\s*:\s*(\S.*)$", re.I | re.S)
-_REPLY_RE = re.compile(r"^\s*(?:(answer|retry)\s*:\s*(.*)|(dismiss)\s*[:.!]?\s*)$", re.I | re.S)
-
-
-def parse_human_reply(text: str) -> tuple[HumanAction, str] | None:
-    """Parse an expert's text reply to a help request.
-
-    ``answer: ...`` / ``retry: ...`` (with the colon) or ``dismiss`` alone
-    (case-insensitive). Returns
-    ``(action, text)``, or None for any other text (chatter such as "let me check" must
-    not become the answer).
-    """
-    m = _REPLY_RE.match(text)
-    if not m:
-        return None
-    if m.group(3):
-        return HumanAction.DISMISS, ""
-    return HumanAction(m.group(1).lower()), m.group(2).strip()
-
-
 DEFAULT_STORAGE_APOLOGY = ("Sorry, I can't save anything right now (the bot's storage is full or read-only), "
                            "so I can't answer this. Please try again later; the admins have been told in the logs.")
 
@@ -361,7 +343,7 @@ class ChatService:
         try:
             if not is_expert:
                 log.info("[%s] resume refused for non-expert %s", thread_key, actor_id)
-                await out.notify_private("Only the experts named in this help request can answer it.")
+                await out.notify_private(HELP_REFUSAL)
                 return False
             action, by = HumanAction(action), actor_name or actor_id
             parsed = (action, text)

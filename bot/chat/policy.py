@@ -1,4 +1,10 @@
-"""Who the bot answers: the reply policy for follow-ups and the outsider check.
+"""Who the bot answers and who may do what: the rules every platform applies.
+
+* :func:`wants_answer` - is a message for the bot (the reply policy, below);
+* :func:`ignore_reason` - messages from the bot itself and from bots not on the allow-list;
+* :func:`is_outsider` - authors from another organisation (Slack Connect, other guilds);
+* :func:`may_answer_help` - who may answer a help request (experts and admins), and
+  :func:`help_refusal` - what everyone else is told.
 
 Both adapters call these with facts they read from their events, so Slack and Discord
 decide the same way.
@@ -18,7 +24,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
+
+from bot.chat.text import Part
 
 
 class ReplyPolicy(str, enum.Enum):
@@ -95,3 +103,45 @@ def is_outsider(member_of: str | int | None, home: Iterable[str | int], allowed:
     if not ok:
         return False
     return str(member_of) not in ok
+
+
+def ignore_reason(*, author: str | int | None, own_id: str | int | None, is_bot: bool, bot_id: str | int | None,
+                  allowed_bots: Iterable[str | int], mentions_bot: bool) -> str:
+    """Why a message must not start an answer because of who wrote it ("" when it may).
+
+    The bot never answers itself; other bots and webhooks only when their id is on the
+    allow-list (``[slack] allowed_bots``, ``[discord] allowed_bot_ids``) *and* they mention
+    the bot (two bots answering each other's follow-ups would never stop).
+
+    Args:
+        author: the author's user id (None or "": unknown, ignored).
+        own_id: the bot's own user id.
+        is_bot: the author is a bot or a webhook.
+        bot_id: the id the allow-list holds for it (Slack ``bot_id``, Discord user id).
+        allowed_bots: the allow-list. mentions_bot: the message mentions the bot.
+    """
+    if author in (None, "") or str(author) == str(own_id or ""):
+        return "no author, or the bot itself"
+    if is_bot and (str(bot_id) not in {str(b) for b in allowed_bots} or not mentions_bot):
+        return f"bot {bot_id}"
+    return ""
+
+
+def may_answer_help(*, expert: bool, admin: bool) -> bool:
+    """May someone answer, retry or dismiss a help request? Its channel's experts and the
+    bot's admins may, on every platform (buttons, modals and text replies alike)."""
+    return expert or admin
+
+
+HELP_REFUSAL = "Only the experts named for this channel, or an admin, can answer help requests."
+
+
+def help_refusal(experts: Sequence[Part] = ()) -> list[Part]:
+    """:data:`HELP_REFUSAL` naming the experts (parts: text and the experts'
+    :class:`~bot.chat.text.Mention` s, e.g. from the channel's settings)."""
+    named: list[Part] = []
+    for expert in experts:
+        named += [", "] * bool(named) + [expert]
+    if not named:
+        return [HELP_REFUSAL]
+    return ["Only the experts named for this channel (", *named, "), or an admin, can answer help requests."]

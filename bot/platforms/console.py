@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from bot.chat.text import REPLY_SYNTAX
-from bot.chat import feedback
+from bot.chat import feedback, sources
 from bot.protocol import Answer, HelpRequest, IncomingMessage, PostError, Status, clean_text
 from bot.terminal import make_console
 
@@ -38,11 +38,9 @@ _STATUS_TEXT = {
 def format_answer(answer: Answer) -> str:
     """Markdown text of an answer with its sources and route note (for terminals)."""
     lines = [answer.text.strip() or "(empty answer)"]
-    if answer.sources:
-        lines.append("\nSources:")
-        lines += [f"  [{i}] {s.location}" + (f" — {s.title}" if s.title and s.title != s.location else "")
-                  for i, s in enumerate(answer.sources, start=1)]
-    lines.append(f"\n({answer.route_note}; path: {' -> '.join(answer.route) or 'n/a'})")
+    lines += sources.render(answer, lambda s: f"  [{s.number}] {s.location}" + (f" — {s.title}" if s.title else ""),
+                            lambda heading: f"\n{heading}:")
+    lines.append(f"\n({sources.footer(answer).note}; path: {' -> '.join(answer.route) or 'n/a'})")
     if answer.answer_id:
         lines.append("Rate it: /good or /bad [what was wrong]")
     return "\n".join(lines)

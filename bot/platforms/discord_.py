@@ -50,6 +50,7 @@ from discord import app_commands
 
 from bot.admin import AdminCommands
 from bot.chat.channels import entry_for
+from bot.chat.tasks import BackgroundTasks
 from bot.chat.policy import OUTSIDER_REFUSAL, Addressing, is_outsider, wants_answer
 from bot.config import Secrets, Settings
 from bot.platforms.discord_auth import is_admin, is_expert
@@ -149,7 +150,7 @@ class ThreadwiseBot(discord.Client):
         self.tree = app_commands.CommandTree(self)
         self.tree.add_command(_admin_group(self))
         self.tree.on_error = self._on_tree_error  # type: ignore[method-assign]
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = BackgroundTasks("discord", log)
         self._chains: dict[int, asyncio.Future[None]] = {}
         self._thread_channels: dict[str, tuple[str, str]] = {}  # thread key -> (channel id, name)
         self.service.register_platform("discord", lambda ref: DiscordResponder.from_reference(self, ref),
@@ -266,11 +267,8 @@ class ThreadwiseBot(discord.Client):
 
     # ------------------------------------------------------------------ background work
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        """Run ``coro`` in the background, keeping a reference until it ends."""
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        """Run ``coro`` in the background (:class:`bot.chat.tasks.BackgroundTasks`)."""
+        return self._tasks.spawn(coro, name)
 
     async def wait_idle(self, timeout: float = 20.0) -> None:
         """Wait until no answer, resume or admin command is running (including ones started
@@ -279,21 +277,11 @@ class ThreadwiseBot(discord.Client):
         Raises:
             TimeoutError: still busy after ``timeout`` seconds.
         """
-        async with asyncio.timeout(timeout):
-            while pending := [t for t in self._tasks if not t.done()]:
-                await asyncio.wait(pending)
+        await self._tasks.wait_idle(timeout)
 
     async def drain(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for in-flight answers, then cancel the rest."""
-        pending = [t for t in self._tasks if not t.done()]
-        if not pending:
-            return
-        _, late = await asyncio.wait(pending, timeout=timeout)
-        for task in late:
-            task.cancel()
-        if late:
-            log.warning("discord: cancelled %d unfinished task(s) at shutdown", len(late))
-            await asyncio.wait(late, timeout=2.0)
+        await self._tasks.shutdown(timeout)
 
     # ------------------------------------------------------------------ messages
     def _own_role_id(self, message: discord.Message) -> int | None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from bot.chat import sources
+from bot.chat.sources import SourceLine
 from bot.chat.split import MARKDOWN_FENCE, split_text, utf16_size
 from bot.chat.text import REPLY_SYNTAX
 from bot.protocol import Answer, HelpRequest
@@ -98,24 +100,21 @@ def to_discord_markdown(markdown: str) -> str:
     return "\n".join(out)
 
 
+def _source_line(src: SourceLine) -> str:
+    label = src.label.replace("[", "(").replace("]", ")").strip()
+    if src.is_url:
+        return f"{src.number}. [{label}](<{src.location}>)"
+    return f"{src.number}. {label} — `{src.location}`" if src.title else f"{src.number}. `{label}`"
+
+
 def format_sources(answer: Answer) -> str:
-    """The sources block: numbered like the answer's citations (``[1]`` is the first source).
+    """The sources block (:mod:`bot.chat.sources`): numbered like the answer's citations.
 
     URLs become masked links in angle brackets (no embed preview); file paths are shown as
     code. Followed by the route note as Discord subtext (``-# ...``).
     """
-    lines: list[str] = []
-    if answer.sources:
-        lines.append("**Sources**")
-        for i, src in enumerate(answer.sources, 1):
-            title = (src.title or src.location).replace("[", "(").replace("]", ")").strip()
-            if src.is_url:
-                lines.append(f"{i}. [{title}](<{src.location}>)")
-            elif src.location and src.location != title:
-                lines.append(f"{i}. {title} — `{src.location}`")
-            else:
-                lines.append(f"{i}. `{title}`")
-    note = answer.route_note
+    lines = sources.render(answer, _source_line, lambda heading: f"**{heading}**")
+    note = sources.footer(answer).note
     if note:
         lines.append(f"-# {note}")
     return "\n".join(lines)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
@@ -39,10 +39,12 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.chat import feedback
+from bot.chat import feedback, help
 from bot.chat.channels import entry_for, reply_policy
-from bot.chat.policy import OUTSIDER_REFUSAL, Addressing, is_outsider, wants_answer
-from bot.chat.text import Mention
+from bot.chat.tasks import BackgroundTasks
+from bot.chat.text import Mention, Part
+from bot.chat.policy import (OUTSIDER_REFUSAL, Addressing, help_refusal, ignore_reason, is_outsider,
+                             may_answer_help, wants_answer)
 from bot.config import Secrets, Settings
 from bot.platforms.slack_blocks import (
     ACTION_ANSWER,
@@ -112,7 +114,7 @@ class SlackBot:
         bolt_log.addFilter(_quiet_token_warning)
         self.app = AsyncApp(client=self.client, signing_secret=secrets.slack_signing_secret,
                             process_before_response=True, logger=bolt_log, name="threadwise")
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks("slack", log)
         self._threads: set[str] = set()  # threads this process posted in (besides the service's record)
         self._register()
         self.service.register_platform("slack", self.responder_from_reference)
@@ -122,21 +124,9 @@ class SlackBot:
         """Deliver one signed request from Slack (Events API, interactivity, slash command)."""
         return await self.app.async_dispatch(AsyncBoltRequest(body=body, headers=headers))
 
-    def spawn(self, coro: Awaitable[Any], what: str) -> asyncio.Task:
-        """Run ``coro`` in the background (keeping a reference); errors are logged, never raised."""
-
-        async def guarded() -> None:
-            try:
-                await coro
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - a failed turn must not kill the adapter
-                log.exception("slack background task failed: %s", what)
-
-        task = asyncio.get_running_loop().create_task(guarded(), name=f"slack:{what}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task:
+        """Run ``coro`` in the background (:class:`bot.chat.tasks.BackgroundTasks`)."""
+        return self._tasks.spawn(coro, what)
 
     async def drain(self, timeout: float | None = None) -> None:
         """Wait until no background task is left (tasks started meanwhile included).
@@ -144,15 +134,7 @@ class SlackBot:
         Raises:
             TimeoutError: work still running after ``timeout`` seconds.
         """
-        async with asyncio.timeout(timeout):
-            while self._tasks:
-                await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-    async def cancel_tasks(self) -> None:
-        """Cancel the background work (shutdown)."""
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._tasks.wait_idle(timeout)
 
     def responder(self, place: SlackPlace) -> SlackResponder:
         """A responder writing to ``place`` with this bot's clients and settings."""
@@ -277,14 +259,11 @@ class SlackBot:
             return f"subtype {subtype}"
         if event.get("hidden") or event.get("edited"):
             return "edit or hidden"
-        if event.get("bot_id") or event.get("bot_profile"):
-            mentions_us = bool(bot_user_id) and f"<@{bot_user_id}>" in str(event.get("text") or "")
-            if event.get("bot_id") not in self.settings.allowed_bots or not mentions_us:
-                return f"bot {event.get('bot_id')}"
-        user = event.get("user")
-        if not user or user == bot_user_id:
-            return "no user or ourselves"
-        return ""
+        text = str(event.get("text") or "")
+        return ignore_reason(author=event.get("user"), own_id=bot_user_id,
+                             is_bot=bool(event.get("bot_id") or event.get("bot_profile")), bot_id=event.get("bot_id"),
+                             allowed_bots=self.settings.allowed_bots,
+                             mentions_bot=bool(bot_user_id) and f"<@{bot_user_id}>" in text)
 
     async def _turn(self, place: SlackPlace, event: dict, bot_user_id: str, *, need_known_thread: bool,
                     via: str) -> None:
@@ -299,7 +278,7 @@ class SlackBot:
             author_id=user, text=incoming_text(str(event.get("text") or ""), bot_user_id),
             author_name=await self.directory.display_name(user),
             is_admin=self.directory.is_admin(user),
-            is_expert=await self.directory.is_expert(user, self.experts_for(place.channel)),
+            is_expert=await self.may_answer_help(user, place.channel),
             channel=place.channel)
         out = self.responder(place)
         log.info("slack message %s in %s from %s (via %s)", msg.message_id, key, user, via)
@@ -316,14 +295,15 @@ class SlackBot:
         team = ref.thread_key.split(":")[1] if ref.thread_key.count(":") >= 3 else ""
         return SlackPlace(team=team, channel=ref.channel, thread_ts=ref.root, user=user, **extra)
 
+    async def may_answer_help(self, user: str, channel: str) -> bool:
+        """:func:`bot.chat.policy.may_answer_help`: the channel's experts and ``[slack] admins``."""
+        return may_answer_help(expert=await self.directory.is_expert(user, self.experts_for(channel)),
+                               admin=self.directory.is_admin(user))
+
     async def _refuse_non_expert(self, ref: HelpRef, user: str) -> None:
-        experts: list[str | Mention] = []
-        for m in expert_mentions(self.experts_for(ref.channel)):
-            experts += [", "] * bool(experts) + [m]
-        who = experts or ["nobody yet: set `[slack] experts` in config.toml"]
-        log.info("slack help request in %s: %s is not an expert, refused", ref.thread_key, user)
+        log.info("slack help request in %s: %s is neither an expert nor an admin, refused", ref.thread_key, user)
         await self.responder(self._place(ref, user)).notify_private(
-            ["Only the experts named for Threadwise can answer help requests (", *who, ")."])
+            help_refusal(expert_mentions(self.experts_for(ref.channel))))
 
     async def _on_help_button(self, body: dict, action: dict) -> None:
         """A help request button: Dismiss resumes at once; Answer/Retry open a modal."""
@@ -332,7 +312,7 @@ class SlackBot:
         ref = HelpRef(ref.thread_key, ref.channel, ref.root, ref.question_ts, ref.interrupt_id,
                       help_ts=str(message.get("ts") or ""))
         user = str((body.get("user") or {}).get("id") or "")
-        if not await self.directory.is_expert(user, self.experts_for(ref.channel)):
+        if not await self.may_answer_help(user, ref.channel):
             await self._refuse_non_expert(ref, user)
             return
         question = question_block_of(message.get("blocks"))
@@ -353,7 +333,7 @@ class SlackBot:
         """A submitted Answer / Retry modal."""
         ref = HelpRef.loads(str(view.get("private_metadata") or ""))
         user = str((body.get("user") or {}).get("id") or "")
-        if not await self.directory.is_expert(user, self.experts_for(ref.channel)):
+        if not await self.may_answer_help(user, ref.channel):
             await self._refuse_non_expert(ref, user)
             return
         kind = HumanAction.ANSWER if view.get("callback_id") == MODAL_ANSWER else HumanAction.RETRY
@@ -367,19 +347,19 @@ class SlackBot:
         waiting = str(self.settings.reactions.waiting_human).strip(":")
         out = self.responder(self._place(ref, user, message_ts=ref.question_ts, shown=[waiting]))
         log.info("slack help request in %s: %s by %s", ref.thread_key, action.value, user)
-        resumed = await self.service.resume(ref.thread_key, action, text, actor_id=user, actor_name=name,
-                                            is_expert=True, out=out, interrupt_id=ref.interrupt_id or None,
-                                            channel=ref.channel)
-        if not resumed:  # the service told the actor privately
-            log.info("slack help request in %s: %s by %s not resumed (already handled)", ref.thread_key,
-                     action.value, user)
-            return
-        if ref.help_ts:
-            msg = help_handled_message(question, action, user)
+
+        async def close(note: list[Part]) -> None:
+            msg = help_handled_message(question, note)
             try:
                 await self.client.chat_update(channel=ref.channel, ts=ref.help_ts, **msg)
             except Exception as exc:  # noqa: BLE001
                 log.warning("slack chat.update of help request failed in %s: %s", ref.thread_key, slack_error(exc))
+
+        if not await help.resume(self.service, ref.thread_key, action, text, actor=Mention(user), actor_name=name,
+                                 allowed=True, out=out, interrupt_id=ref.interrupt_id, channel=ref.channel,
+                                 close=close if ref.help_ts else None):
+            log.info("slack help request in %s: %s by %s not resumed (already handled)", ref.thread_key,
+                     action.value, user)
 
     # ---- feedback ----------------------------------------------------------------------
     def _vote_place(self, body: dict) -> SlackPlace:
@@ -555,8 +535,4 @@ async def _serve(bot: SlackBot, runtime: Any, stop: asyncio.Event) -> None:
         else:
             await serve_socket(bot, runtime.secrets.slack_app_token, stop)
     finally:
-        try:
-            await bot.drain(timeout=10)
-        except TimeoutError:
-            log.warning("slack shutdown: %d turn(s) still running, cancelled", len(bot._tasks))
-            await bot.cancel_tasks()
+        await bot._tasks.shutdown(grace=10)

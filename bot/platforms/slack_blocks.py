@@ -17,8 +17,10 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bot.chat import feedback
-from bot.chat.text import Mention, reply_hint
+from bot.chat import feedback, sources
+from bot.chat.help import HELP_LEAD, how_to_answer
+from bot.chat.sources import SourceLine
+from bot.chat.text import Mention, Part
 from bot.platforms.slack_format import escape, markdown_to_mrkdwn, slack_link, slack_mention, split_mrkdwn, to_mrkdwn
 from bot.protocol import Answer, HelpRequest, HumanAction
 
@@ -87,17 +89,17 @@ def _preview(mrkdwn: str) -> str:
     return flat if len(flat) <= _PREVIEW else flat[: _PREVIEW - 1].rstrip() + "…"
 
 
+def _source_line(src: SourceLine) -> str:
+    if src.is_url:
+        return f"{src.number}. {slack_link(src.location, src.label)}"
+    loc = escape(src.location.replace("`", "'"))
+    return f"{src.number}. `{loc}`" + (f" — {escape(src.title)}" if src.title else "")
+
+
 def sources_mrkdwn(answer: Answer) -> str:
-    """The numbered source list: URLs as ``<url|title>`` links, files as ``path`` code + title."""
-    lines = []
-    for i, src in enumerate(answer.sources, 1):
-        title = escape(src.title.strip())
-        if src.is_url:
-            lines.append(f"{i}. {slack_link(src.location, src.title.strip() or src.location)}")
-        else:
-            loc = escape(src.location.replace("`", "'"))
-            lines.append(f"{i}. `{loc}`" + (f" — {title}" if title and title != loc else ""))
-    return ("*Sources*\n" + "\n".join(lines)) if lines else ""
+    """The numbered source list (:mod:`bot.chat.sources`): URLs as ``<url|title>`` links,
+    files as ``path`` code + title."""
+    return "\n".join(sources.render(answer, _source_line, lambda heading: f"*{heading}*"))
 
 
 def answer_messages(answer: Answer, *, max_section: int, max_message: int) -> list[dict[str, Any]]:
@@ -113,7 +115,7 @@ def answer_messages(answer: Answer, *, max_section: int, max_message: int) -> li
     """
     body = split_mrkdwn(markdown_to_mrkdwn(answer.text), max_section) or [" "]
     footer = split_mrkdwn(sources_mrkdwn(answer), max_section)
-    note = answer.route_note
+    note = sources.footer(answer).note
     blocks: list[dict[str, Any]] = [_section(t) for t in body + footer]
     if note:
         blocks.append(_context(f"_{escape(note)}_"))
@@ -222,20 +224,18 @@ def help_request_message(request: HelpRequest, *, experts: list[str], ref: HelpR
         request: the service's help request.
         experts: ids to mention (users ``U...``/``W...`` or user groups ``S...``).
         ref: what the buttons resume (its ``help_ts`` is ignored here).
-        timeout_text: e.g. ``"1 h"``; when given, says when the bot gives up.
+        timeout_text: e.g. ``"1 h"`` (:func:`bot.chat.help.duration`); when given, says
+            how long the request stays open (:func:`bot.chat.help.expiry_note`).
     """
     who = mentions(experts) or to_mrkdwn("(no experts are configured: set `[slack] experts` in config.toml)")
-    lead = f":raising_hand: {who} I couldn't find a reliable answer and need a hand with this question:"
+    lead = f":raising_hand: {who} {to_mrkdwn(HELP_LEAD)}"
     details = []
     if request.reason:
         details.append(f"*Why:* {escape(request.reason)}")
     if request.attempts:
         details.append("*Tried:*\n" + "\n".join(f"• {escape(a)}" for a in request.attempts[:10]))
     value = HelpRef(ref.thread_key, ref.channel, ref.root, ref.question_ts, ref.interrupt_id).dumps()
-    hint = reply_hint() + " Only the experts named in config.toml can do this."
-    if timeout_text:
-        hint += f" Without a reply within {timeout_text} I'll apologise to the asker."
-    hint = markdown_to_mrkdwn(hint)
+    hint = markdown_to_mrkdwn(how_to_answer("in this thread", timeout_text))
     blocks = [_section(lead), _question_block(request.question)]
     if details:
         blocks.append(_section("\n".join(details)[:3000]))
@@ -252,16 +252,12 @@ def help_request_message(request: HelpRequest, *, experts: list[str], ref: HelpR
     return {"text": text, "blocks": blocks}
 
 
-_DONE = {HumanAction.ANSWER: "answered", HumanAction.RETRY: "sent back with a hint",
-         HumanAction.DISMISS: "dismissed"}
-
-
-def help_handled_message(question_block: dict[str, Any] | None, action: HumanAction,
-                         actor_id: str) -> dict[str, Any]:
-    """The help request after a human took it: the question, no buttons, who did what."""
-    note = f"Help request {_DONE[action]} by {slack_mention(Mention(actor_id))}."
-    blocks = ([question_block] if question_block else []) + [_context(f":white_check_mark: {note}")]
-    return {"text": note, "blocks": blocks}
+def help_handled_message(question_block: dict[str, Any] | None, note: list[Part]) -> dict[str, Any]:
+    """The help request after a human took it: the question, no buttons, who did what
+    (``note``: :func:`bot.chat.help.handled_note`)."""
+    text = to_mrkdwn(note)
+    blocks = ([question_block] if question_block else []) + [_context(f":white_check_mark: {text}")]
+    return {"text": text, "blocks": blocks}
 
 
 def question_block_of(blocks: list[dict[str, Any]] | None) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot.chat.help import duration
 from bot.chat.reactions import ReactionState
 from bot.chat.text import Part
 from bot.config import SlackSettings
@@ -225,7 +226,7 @@ class SlackResponder:
         ref = HelpRef(request.thread_key or self.place.thread_key, self.place.channel, self.place.thread_ts,
                       self.place.message_ts, str(getattr(request, "interrupt_id", "") or ""))
         timeout = request.timeout_seconds or self.help_timeout_seconds
-        msg = help_request_message(request, experts=experts, ref=ref, timeout_text=_duration(timeout))
+        msg = help_request_message(request, experts=experts, ref=ref, timeout_text=duration(timeout))
         await self._close_help_request("A newer help request follows below.")
         self.place.help_ts = await self._post(msg["text"], msg["blocks"])
         log.info("slack help request %s in %s (experts: %s)", "posted" if self.place.help_ts else "NOT posted",
@@ -326,14 +327,3 @@ def _closing_note(answer: Answer) -> str:
     if answer.kind == "apology":
         return ":heavy_minus_sign: Help request closed without an answer."
     return ":white_check_mark: Help request resolved: see the answer below."
-
-
-def _duration(seconds: float) -> str:
-    if seconds <= 0:
-        return ""
-    if seconds >= 3600:
-        hours = seconds / 3600
-        return f"{hours:g} h" if hours == int(hours) else f"{hours:.1f} h"
-    if seconds >= 60:
-        return f"{round(seconds / 60)} min"
-    return f"{round(seconds)} s"
