@@ -329,6 +329,33 @@ async def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def cmd_discord(args: argparse.Namespace, settings: Settings) -> int:
+    """``threadwise discord sync [--guild ID ...]``: publish the /threadwise slash commands
+    (globally, or to the given servers) without starting the bot
+    (:func:`bot.platforms.discord_commands.sync_commands`)."""
+    import discord
+
+    from bot.platforms.discord_commands import sync_commands
+
+    token = Secrets.from_env().discord_token
+    if not token:
+        err.print("threadwise discord sync: DISCORD_TOKEN is not set", style="red", markup=False)
+        return 2
+    guilds = args.guild or list(settings.discord.command_guild_ids)
+    try:
+        names = await sync_commands(token, api_base_url=settings.discord.api_base_url, guild_ids=guilds)
+    except discord.LoginFailure:
+        err.print("threadwise discord sync: Discord rejected DISCORD_TOKEN (401)", style="red", markup=False)
+        return 1
+    except discord.HTTPException as exc:
+        err.print(f"threadwise discord sync: Discord refused (HTTP {exc.status}, code {exc.code}); invite the bot "
+                  "with the applications.commands scope", style="red", markup=False)
+        return 1
+    where = f"server(s) {', '.join(map(str, guilds))}" if guilds else "all servers (global; may take up to an hour)"
+    console.print(f"published /{' /'.join(sorted(set(names)))} to {where}", markup=False)
+    return 0
+
+
 def cmd_threads(args: argparse.Namespace, settings: Settings) -> int:
     from bot.checkpoints import list_threads
 
@@ -441,6 +468,10 @@ def build_parser() -> argparse.ArgumentParser:
     lr.add_argument("--json", action="store_true", help="list as JSON lines")
     d = sub.add_parser("db", parents=[common], help="the PostgreSQL schema ([storage] backend = \"postgres\")")
     d.add_argument("action", choices=["upgrade", "status"], help="upgrade: create or migrate it; status: its version")
+    ds = sub.add_parser("discord", parents=[common], help="Discord: publish the /threadwise slash commands")
+    ds.add_argument("action", choices=["sync"], help="sync: publish the commands (after install or upgrade)")
+    ds.add_argument("--guild", type=int, action="append", metavar="ID",
+                    help="only to this server (repeatable; default: [discord] command_guild_ids, else global)")
     return p
 
 
@@ -481,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(level)
     handlers = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
                 "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads, "feedback": cmd_feedback,
-                "learned": cmd_learned, "db": cmd_db}
+                "learned": cmd_learned, "db": cmd_db, "discord": cmd_discord}
     handler = handlers[args.command]
     if args.command in ("ask", "eval"):
         # Ctrl-C stops a one-shot command at once, with one line; asyncio's own shutdown

@@ -1,14 +1,17 @@
 """Who may do what on Discord: admins (reindex) and experts (answer help requests).
 
 Both come from config.toml ``[discord]``: user ids, role ids, and (``admins_with_manage_guild``)
-the Manage Server permission. Admins may also answer help requests. In DMs there are no roles
-or permissions, so only the configured user ids count.
+the Manage Server permission. Who may answer help requests is the shared rule
+(:func:`bot.chat.policy.may_answer_help`: experts and admins), applied by
+:func:`may_answer_help`. In DMs there are no roles or permissions, so only the configured
+user ids count.
 """
 
 from __future__ import annotations
 
 import discord
 
+from bot.chat import policy
 from bot.config import DiscordSettings
 
 
@@ -43,10 +46,24 @@ def is_admin(user: discord.abc.User, settings: DiscordSettings, permissions: dis
 def is_expert(
     user: discord.abc.User, settings: DiscordSettings, permissions: discord.Permissions | None = None
 ) -> bool:
-    """May ``user`` answer, retry or dismiss a help request? Experts (ids or roles) and admins."""
-    if user.id in settings.expert_user_ids or role_ids(user) & set(settings.expert_role_ids):
-        return True
-    return is_admin(user, settings, permissions)
+    """Is ``user`` one of the experts (``expert_user_ids`` or a role in ``expert_role_ids``)?
+
+    ``permissions`` is unused (experts are named, never derived from permissions); it is
+    accepted so both checks take the same arguments."""
+    return user.id in settings.expert_user_ids or bool(role_ids(user) & set(settings.expert_role_ids))
+
+
+def may_answer_help(
+    user: discord.abc.User, settings: DiscordSettings, permissions: discord.Permissions | None = None
+) -> bool:
+    """May ``user`` answer, retry or dismiss a help request (buttons, modals, text replies)?
+    :func:`bot.chat.policy.may_answer_help` with :func:`is_expert` and :func:`is_admin`.
+
+    Args:
+        settings: the conversation's ``[discord]`` settings (its channel's experts applied).
+    """
+    return policy.may_answer_help(expert=is_expert(user, settings, permissions),
+                                  admin=is_admin(user, settings, permissions))
 
 
 def expert_mentions(settings: DiscordSettings) -> tuple[str, discord.AllowedMentions]:

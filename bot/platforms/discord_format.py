@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from bot.chat import sources
 from bot.chat.sources import SourceLine
 from bot.chat.split import MARKDOWN_FENCE, split_text, utf16_size
-from bot.chat.text import REPLY_SYNTAX
+from bot.chat.help import HELP_LEAD, how_to_answer
 from bot.protocol import Answer, HelpRequest
 
 DISCORD_MESSAGE_LIMIT = 2000  # characters per message (Discord API: Create Message)
@@ -132,19 +132,20 @@ def format_answer(answer: Answer, limit: int = DISCORD_MESSAGE_LIMIT) -> list[st
     return split_message(text, limit)
 
 
-def format_help_request(request: HelpRequest, mentions: str, limit: int = DISCORD_MESSAGE_LIMIT) -> str:
-    """Render a help request as one message of at most ``limit`` characters.
+def format_help_request(request: HelpRequest, mentions: str, limit: int = DISCORD_MESSAGE_LIMIT,
+                        open_for: str = "") -> str:
+    """Render a help request as one message of at most ``limit`` characters, in the shared
+    words (:mod:`bot.chat.help`).
 
     Args:
         request: what the graph could not answer and why.
         mentions: the expert mentions (``<@&role> <@user>``), may be empty.
         limit: message limit; the question and attempts are shortened to fit.
+        open_for: how long the request stays open (:func:`bot.chat.help.duration`); "" : not said.
     """
     question = request.question.strip() or "(no question text)"
-    head = (
-        f"🙋 {mentions + ' ' if mentions else ''}I couldn't find a grounded answer to this question. Can someone help?"
-    )
-    how = f"Use the buttons below, or reply in this thread (or to this message) with {REPLY_SYNTAX}."
+    head = f"🙋 {mentions + ' ' if mentions else ''}{HELP_LEAD}"
+    how = how_to_answer("in this thread (or to this message)", open_for)
     attempts = [a.strip() for a in request.attempts if a.strip()][:8]
 
     def render(q: str, tried: list[str]) -> str:

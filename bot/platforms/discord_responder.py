@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
+from bot.chat.help import duration
 from bot.chat.reactions import ReactionState
 from bot.chat.text import Mention, Part, compose
 from bot.platforms.discord_auth import expert_mentions
@@ -313,7 +314,8 @@ class DiscordResponder:
         """
         await self._stop_typing()
         mentions, allowed = expert_mentions(self.settings)
-        text = format_help_request(request, mentions, self.settings.max_message_characters)
+        timeout = request.timeout_seconds or self.bot.runtime.settings.service.help_timeout_seconds
+        text = format_help_request(request, mentions, self.settings.max_message_characters, duration(timeout))
         sent = await self._send(text, allowed=allowed, view=help_view(self.thread_key, request.interrupt_id), reply=True)
         if sent is None:
             raise PostError(f"discord help request not posted thread={self.thread_key}", self.last_error)

@@ -1,0 +1,199 @@
+"""Discord interactions: the help request's buttons and modals, and the 👍 / 👎 feedback.
+
+Part of :class:`bot.platforms.discord_.ThreadwiseBot` (a mixin: it uses the client's
+``service``, settings and task registry). The components are persistent
+(:mod:`bot.platforms.discord_views`: their custom ids carry the thread key, so they work
+after a restart); every click is acknowledged at once and its work runs in the background.
+Who may answer a help request is the shared rule (:func:`bot.chat.policy.may_answer_help`);
+the resume and the edit of the help request after it are the shared step
+(:func:`bot.chat.help.resume`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import discord
+
+from bot.chat import feedback, help
+from bot.chat.policy import OUTSIDER_REFUSAL
+from bot.chat.text import Mention, Part
+from bot.platforms.discord_auth import may_answer_help
+from bot.platforms.discord_responder import InteractionResponder, discord_text
+from bot.platforms.discord_views import escalate_view, help_modal, modal_text, parse_modal_id, parse_vote_reason_id, \
+    vote_reason_modal
+from bot.protocol import HumanAction
+
+log = logging.getLogger("threadwise.discord")
+
+
+def channel_of(thread_key: str) -> int:
+    """The id at the end of a Discord thread key: the thread or DM channel (or, for a
+    question answered in its channel, the question message)."""
+    return int(thread_key.rsplit(":", 1)[1])
+
+
+class Interactions:
+    """Component and modal handlers (mixed into :class:`~bot.platforms.discord_.ThreadwiseBot`)."""
+
+    service: Any
+    _thread_channels: dict[str, tuple[str, str]]
+    spawn: Any
+    channel_ref: Any
+    settings_for_thread: Any
+    get_channel: Any
+    _outsider_guild: Any
+
+    def _perms(self, interaction: discord.Interaction) -> discord.Permissions | None:
+        return interaction.permissions if interaction.guild_id else None
+
+    async def on_help_button(
+        self, interaction: discord.Interaction, action: HumanAction, thread_key: str, interrupt_id: str
+    ) -> None:
+        """A click on Answer / Retry with hint / Dismiss of a help request.
+
+        Non-experts are refused ephemerally by the service; for experts Answer and Retry
+        open a modal, Dismiss resumes at once.
+        """
+        user = interaction.user
+        expert = may_answer_help(user, self.settings_for_thread(thread_key), self._perms(interaction))
+        log.info("discord: help button %s by user=%s expert=%s thread=%s", action.value, user.id, expert, thread_key)
+        if expert and action is not HumanAction.DISMISS:
+            try:
+                await interaction.response.send_modal(help_modal(action, thread_key, interrupt_id))
+            except discord.HTTPException as exc:
+                log.warning("discord: could not open the help modal thread=%s: %s", thread_key, exc)
+            return
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.response.defer()  # acknowledge the click; replies follow up
+        await self.spawn(
+            self._resume(interaction, action, "", thread_key, interrupt_id, expert), name=f"discord resume {thread_key}"
+        )
+
+    async def on_vote_button(self, interaction: discord.Interaction, vote: int, answer_id: str) -> None:
+        """👍 / 👎 under an answer: the vote is recorded at once (one per user, the latest
+        counts); a 👎 opens the optional-reason modal as the interaction's response, a 👍
+        gets an ephemeral thanks."""
+        user = interaction.user
+        if self._outsider_guild(interaction.guild_id):
+            with contextlib.suppress(discord.HTTPException):
+                await interaction.response.send_message(OUTSIDER_REFUSAL, ephemeral=True)
+            return
+        log.info("discord: vote %+d on answer %s by user=%s", vote, answer_id, user.id)
+        if vote == feedback.DOWN:
+            with contextlib.suppress(discord.HTTPException):
+                await interaction.response.send_modal(vote_reason_modal(answer_id))
+        else:
+            with contextlib.suppress(discord.HTTPException):
+                await interaction.response.defer(ephemeral=True, thinking=True)
+
+        async def record() -> None:
+            ok = await self.service.vote(answer_id, str(user.id), vote)
+            if vote == feedback.UP or not ok:
+                with contextlib.suppress(discord.HTTPException):
+                    await interaction.followup.send(feedback.vote_reply(ok, vote), ephemeral=True)
+
+        await self.spawn(record(), name=f"discord vote {answer_id}")
+
+    async def _on_vote_reason(self, interaction: discord.Interaction, answer_id: str) -> None:
+        reason = modal_text(interaction)[: feedback.REASON_MAX_CHARACTERS]
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        ok = await self.service.vote(answer_id, str(interaction.user.id), feedback.DOWN, reason or None)
+        text = feedback.vote_reply(ok, feedback.DOWN, reason=reason)
+        offer = ok and self.service.human_review
+        with contextlib.suppress(discord.HTTPException):
+            if offer:
+                await interaction.followup.send(f"{text}\n{feedback.ESCALATE_OFFER}", view=escalate_view(answer_id),
+                                                ephemeral=True)
+            else:
+                await interaction.followup.send(text, ephemeral=True)
+
+    async def on_escalate_button(self, interaction: discord.Interaction, answer_id: str) -> None:
+        """"Ask the experts" after a 👎: a help request in the answer's conversation."""
+        user = interaction.user
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        record = await self.service.store.answer_record(answer_id)
+        parts = str(record["thread_key"]).split(":") if record else []
+        if record is None or len(parts) != 3 or parts[0] != "discord":
+            with contextlib.suppress(discord.HTTPException):
+                await interaction.followup.send("I can't find that answer any more.", ephemeral=True)
+            return
+        key = record["thread_key"]
+        target = self.get_channel(channel_of(key))
+        # a thread or DM is the key's last id; an answer given in a channel is keyed on its question
+        channel_id = channel_of(key) if target is not None else int(record["channel"] or channel_of(key))
+        out = InteractionResponder(self, interaction, ephemeral=True, in_thread=True, thread_key=key,
+                                   channel_id=channel_id, author_id=user.id)
+        log.info("discord: answer %s sent to the experts by user=%s thread=%s", answer_id, user.id, key)
+        await self.spawn(self.service.escalate(answer_id, actor_id=str(user.id),
+                                               actor_name=getattr(user, "display_name", "") or user.name, out=out),
+                         name=f"discord escalate {answer_id}")
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """Handle help-modal submits (``tw:m:...``) and 👎 reasons (``tw:vr:...``); other
+        interactions have their own handlers."""
+        if interaction.type is not discord.InteractionType.modal_submit:
+            return
+        custom_id = str((interaction.data or {}).get("custom_id", ""))
+        answer_id = parse_vote_reason_id(custom_id)
+        if answer_id is not None:
+            await self.spawn(self._on_vote_reason(interaction, answer_id), name=f"discord vote reason {answer_id}")
+            return
+        parsed = parse_modal_id(custom_id)
+        if parsed is None:
+            return
+        action, thread_key, interrupt_id = parsed
+        expert = may_answer_help(interaction.user, self.settings_for_thread(thread_key), self._perms(interaction))
+        log.info(
+            "discord: help modal %s submitted by user=%s expert=%s thread=%s",
+            action.value,
+            interaction.user.id,
+            expert,
+            thread_key,
+        )
+        with contextlib.suppress(discord.HTTPException):
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        text = modal_text(interaction)
+        await self.spawn(
+            self._resume(interaction, action, text, thread_key, interrupt_id, expert),
+            name=f"discord resume {thread_key}",
+        )
+
+    async def _resume(
+        self,
+        interaction: discord.Interaction,
+        action: HumanAction,
+        text: str,
+        thread_key: str,
+        interrupt_id: str,
+        allowed: bool,
+    ) -> None:
+        """The shared post-resume step (:func:`bot.chat.help.resume`): resume once, then
+        replace the help request's buttons by the handled note; the deferred interaction
+        is answered with the private confirmation."""
+        out = InteractionResponder(
+            self,
+            interaction,
+            ephemeral=True,
+            in_thread=True,
+            thread_key=thread_key,
+            channel_id=interaction.channel_id or channel_of(thread_key),
+            author_id=interaction.user.id,
+        )
+        user = interaction.user
+        message = interaction.message
+
+        async def close(note: list[Part]) -> None:
+            if message is not None:  # the help request: its buttons are spent
+                with contextlib.suppress(discord.HTTPException):
+                    await message.edit(content=f"{message.content}\n\n-# {discord_text(note)}", view=None)
+
+        await help.resume(self.service, thread_key, action, text, actor=Mention(str(user.id)),
+                          actor_name=getattr(user, "display_name", "") or user.name, allowed=allowed, out=out,
+                          interrupt_id=interrupt_id,
+                          channel=self._thread_channels.get(thread_key, self.channel_ref(interaction.channel))[0],
+                          close=close, confirm=True)

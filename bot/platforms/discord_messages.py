@@ -1,0 +1,263 @@
+"""Discord messages in: which gateway messages are questions, and where they are answered.
+
+Part of :class:`bot.platforms.discord_.ThreadwiseBot` (a mixin: it uses the client's
+``user``, ``service``, settings and task registry). What it decides (see docs/discord.md):
+
+* whether a message is for the bot: system messages, the bot itself and other bots are
+  dropped by the shared rule (:func:`bot.chat.policy.ignore_reason`); follow-ups go through
+  the reply policy (:func:`bot.chat.policy.wants_answer`); servers outside
+  ``[discord] allowed_guild_ids`` get one refusal (:func:`bot.chat.policy.is_outsider`);
+* where the answer goes: a new thread started from the question (named from it), the
+  thread or DM it came from, or, where threads are not possible, the channel, as replies;
+* the :class:`~bot.protocol.IncomingMessage` handed to the service, in arrival order per channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import discord
+
+from bot.admin import AdminCommands
+from bot.chat.policy import OUTSIDER_REFUSAL, Addressing, ignore_reason, is_outsider, wants_answer
+from bot.platforms.discord_auth import is_admin, may_answer_help
+from bot.platforms.discord_format import strip_mentions, thread_name
+from bot.platforms.discord_responder import DiscordResponder
+from bot.protocol import IncomingMessage, clean_text
+
+log = logging.getLogger("threadwise.discord")
+
+_USER_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+
+def thread_key_for(channel: Any, guild_id: int | None) -> str:
+    """``discord:<guild id or dm>:<channel or thread id>``."""
+    return f"discord:{guild_id if guild_id else 'dm'}:{channel.id}"
+
+
+class MessageEvents:
+    """``on_message`` and what it needs (mixed into :class:`~bot.platforms.discord_.ThreadwiseBot`)."""
+
+    user: Any
+    service: Any
+    discord_settings: Any
+    message_content_enabled: bool
+    _chains: dict[int, asyncio.Future[None]]
+    _thread_channels: dict[str, tuple[str, str]]
+    spawn: Any
+    channel_ref: Any
+    settings_for: Any
+    fetch_channel: Any
+
+    def _own_role_id(self, message: discord.Message) -> int | None:
+        """The bot's managed role in the message's server (clients often autocomplete
+        "@Threadwise" to that role instead of the user)."""
+        role = message.guild.self_role if message.guild else None
+        return role.id if role else None
+
+    def _mentions_me(self, message: discord.Message) -> bool:
+        """Mentioned as a user (``<@id>`` or ``<@!id>``, via message.mentions) or by its role."""
+        me = self.user
+        if me is None:
+            return False
+        if any(u.id == me.id for u in message.mentions):
+            return True
+        role_id = self._own_role_id(message)
+        return role_id is not None and role_id in message.raw_role_mentions
+
+    def _replied_bot_message(self, message: discord.Message) -> discord.Message | None:
+        """The bot's message this message replies to (message reference), if any."""
+        ref = message.reference
+        resolved = (ref.resolved or ref.cached_message) if ref else None
+        if isinstance(resolved, discord.Message) and self.user and resolved.author.id == self.user.id:
+            return resolved
+        return None
+
+    def _addressing(self, message: discord.Message, to_bot: bool) -> Addressing:
+        """Whom a message is for: the bot, and/or other people (mentions of users or roles
+        other than the bot's, @everyone/@here, or a reply to someone else's message)."""
+        me = self.user.id if self.user else 0
+        own_role = self._own_role_id(message)
+        others = any(u.id != me for u in message.mentions)
+        others = others or any(r != own_role for r in message.raw_role_mentions) or message.mention_everyone
+        ref = message.reference
+        resolved = (ref.resolved or ref.cached_message) if ref else None
+        if isinstance(resolved, discord.Message) and resolved.author.id != me:
+            others = True
+        return Addressing(direct=message.guild is None, mentions_bot=to_bot, others=others)
+
+    async def _conversation_of(self, bot_message: discord.Message, guild_id: int) -> str:
+        """The thread key of the conversation a bot message in a channel belongs to: the
+        one its question (the message it replies to) was handled in."""
+        question = bot_message.reference.message_id if bot_message.reference else None
+        if question is None:
+            return f"discord:{guild_id}:{bot_message.id}"
+        known = await self.service.store.thread_of(f"discord:{question}")
+        return known or f"discord:{guild_id}:{question}"
+
+    def _outsider_guild(self, guild_id: int | None) -> bool:
+        """True for a server outside ``[discord] allowed_guild_ids`` (when that list is set)."""
+        return is_outsider(guild_id, (), self.discord_settings.allowed_guild_ids)
+
+    async def _refuse_outsider(self, message: discord.Message) -> None:
+        """One polite refusal (a reply) per message addressed to the bot from a server outside
+        the allow-list; no thread, no LLM call."""
+        out = DiscordResponder(self, thread_key=f"discord:{message.guild.id if message.guild else 'dm'}:{message.id}",
+                               channel_id=message.channel.id, status_channel_id=message.channel.id,
+                               status_message_id=message.id, author_id=message.author.id)
+        if not await self.service.store.mark_seen(f"discord:{message.id}", out.thread_key):
+            return
+        log.info("discord: message %s from user=%s in guild=%s refused: guild not allowed", message.id,
+                 message.author.id, message.guild.id if message.guild else "dm")
+        await out.post_notice(OUTSIDER_REFUSAL)
+
+    def _wanted(self, message: discord.Message) -> bool:
+        """Cheap filters: system messages, then the shared author rule
+        (:func:`bot.chat.policy.ignore_reason`: the bot itself; bots and webhooks unless
+        allow-listed in ``[discord] allowed_bot_ids`` and mentioning the bot)."""
+        me = self.user
+        if me is None or message.type not in _USER_MESSAGE_TYPES or message.is_system():
+            return False
+        author = message.author
+        is_bot = bool(author.bot or message.webhook_id)
+        reason = ignore_reason(author=author.id, own_id=me.id, is_bot=is_bot, bot_id=author.id,
+                               allowed_bots=self.discord_settings.allowed_bot_ids,
+                               mentions_bot=is_bot and self._mentions_me(message))
+        if reason:
+            log.debug("discord: ignored message %s from %s: %s", message.id, author.id, reason)
+        return not reason
+
+    async def on_message(self, message: discord.Message) -> None:
+        """Turn a user message into ``ChatService.handle`` (in a background task).
+
+        Messages of one channel are translated in arrival order (thread creation and the
+        "does the bot take part here" check are awaited), so ``handle`` sees them in order.
+        """
+        if not self._wanted(message):
+            return
+        key = message.channel.id
+        previous = self._chains.get(key)
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._chains[key] = mine
+        try:
+            if previous is not None:
+                await asyncio.wait([previous])
+            if self._outsider_guild(message.guild.id if message.guild else None):
+                if self._mentions_me(message) or self._replied_bot_message(message) is not None:
+                    self.spawn(self._refuse_outsider(message), name=f"discord refuse {message.id}")
+                return
+            translated = await self._translate(message)
+            if translated is not None:
+                incoming, out = translated
+                self.spawn(self.service.handle(incoming, out), name=f"discord handle {incoming.message_id}")
+        except Exception:  # noqa: BLE001 - one bad event must not stop the bot
+            log.exception("discord: could not handle message %s", message.id)
+        finally:
+            mine.set_result(None)
+            if self._chains.get(key) is mine:
+                del self._chains[key]
+
+    async def _translate(self, message: discord.Message) -> tuple[IncomingMessage, DiscordResponder] | None:
+        """Decide whether and where to answer; start the thread for a new question."""
+        assert self.user is not None
+        mentioned = self._mentions_me(message)
+        own_role = self._own_role_id(message)
+        text = strip_mentions(clean_text(message.content), [self.user.id], [own_role] if own_role else [])
+        channel = message.channel
+        guild_id = message.guild.id if message.guild else None
+        reply_channel = channel.id
+        replied = self._replied_bot_message(message)
+        addressing = self._addressing(message, mentioned or replied is not None)
+        in_channel = False  # answering in a guild channel, as replies to the question
+        if guild_id is None:
+            thread_key = thread_key_for(channel, None)
+        elif isinstance(channel, (discord.Thread, discord.PartialMessageable)):
+            # PartialMessageable: a guild channel missing from the cache, in practice a thread
+            # that was archived (discord.py drops those) and just got a new message.
+            thread_key = thread_key_for(channel, guild_id)
+            if not mentioned and not self.message_content_enabled:
+                return None  # the text is withheld by Discord: never answer an empty question
+            if not addressing.mentions_bot:
+                policy = self.settings_for(*self.channel_ref(channel)).reply_policy
+                if not wants_answer(policy, addressing, in_conversation=True):
+                    log.info("discord: message %s in thread=%s not for the bot (reply_policy %s)", message.id,
+                             thread_key, policy)
+                    return None
+                ours = getattr(channel, "owner_id", None) == self.user.id
+                if not ours and not await self.service.knows_thread(thread_key):
+                    return None
+        elif replied is not None:
+            if not mentioned and not self.message_content_enabled:
+                return None  # the text is withheld by Discord: never answer an empty question
+            thread_key = await self._conversation_of(replied, guild_id)  # continue it where it is
+            in_channel = True
+        elif not mentioned:
+            return None
+        elif not text or AdminCommands.parse(text):
+            thread_key = f"discord:{guild_id}:{message.id}"  # short replies stay in the channel
+        else:
+            thread = await self._start_thread(message, text)
+            if thread is not None:
+                thread_key = thread_key_for(thread, guild_id)
+                reply_channel = thread.id
+            else:  # keyed on the question, not the channel: one conversation per question
+                thread_key = f"discord:{guild_id}:{message.id}"
+                in_channel = True
+        author = message.author
+        channel_id, channel_name = self.channel_ref(channel)
+        self._thread_channels[thread_key] = (channel_id, channel_name)
+        here = self.settings_for(channel_id, channel_name)
+        incoming = IncomingMessage(
+            platform="discord",
+            thread_key=thread_key,
+            message_id=f"discord:{message.id}",
+            author_id=str(author.id),
+            text=text,
+            author_name=getattr(author, "display_name", "") or author.name,
+            is_admin=is_admin(author, self.discord_settings),
+            is_expert=may_answer_help(author, here),
+            channel=channel_id,
+            channel_name=channel_name,
+        )
+        out = DiscordResponder(
+            self,
+            thread_key=thread_key,
+            channel_id=reply_channel,
+            status_channel_id=channel.id,
+            status_message_id=message.id,
+            author_id=author.id,
+            reply_always=in_channel,
+        )
+        log.info(
+            "discord: message %s from user=%s accepted thread=%s (%d chars, mention=%s)",
+            message.id,
+            author.id,
+            thread_key,
+            len(text),
+            mentioned,
+        )
+        return incoming, out
+
+    async def _start_thread(self, message: discord.Message, question: str) -> discord.Thread | None:
+        """Start a public thread from the question message (Discord: Start Thread from
+        Message; the thread gets the message's id). On a redelivered message the thread
+        already exists (code 160004) and is reused; if threads are not possible here
+        (DM-like channel, missing permission) returns None and the answer goes in the channel."""
+        name = thread_name(question, self.discord_settings.thread_name_characters)
+        try:
+            thread = await message.create_thread(name=name, auto_archive_duration=1440)
+            log.info("discord: started thread %s for message %s", thread.id, message.id)
+            return thread
+        except (discord.HTTPException, ValueError, TypeError, AttributeError) as exc:
+            existing = message.guild.get_thread(message.id) if message.guild else None
+            if existing is None and isinstance(exc, discord.HTTPException) and exc.code == 160004:
+                with contextlib.suppress(discord.HTTPException):
+                    fetched = await self.fetch_channel(message.id)
+                    existing = fetched if isinstance(fetched, discord.Thread) else None
+            if existing is not None:
+                return existing
+            log.warning("discord: cannot start a thread for message %s (%s); answering in the channel", message.id, exc)
+            return None
