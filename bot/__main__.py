@@ -143,8 +143,10 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             console.print(format_answer(answer), markup=False)
             console.print(f"{v.get('llm_calls', 0)} LLM calls, {result.seconds:.1f} s", style="dim")
         elif result and result.help_request:
+            from bot.chat.text import REPLY_SYNTAX
+
             console.print(f"Paused for a human ({result.help_request.reason}). Resume it with: threadwise ask "
-                          f"--thread {shlex.quote(args.thread)} \"answer: ...\" (or \"retry: <hint>\", \"dismiss\")",
+                          f"--thread {shlex.quote(args.thread)} \"<reply>\", the reply being {REPLY_SYNTAX}",
                           markup=False)
         if failed:  # the apology was shown; say why, once, and fail the command
             from bot.failures import advice

@@ -10,12 +10,24 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from bot.chat.help import done_note
 from bot.chat.policy import HELP_REFUSAL
 from bot.chat.text import parse_human_reply
 from bot.protocol import HumanAction
-from tests.test_discord_bot import (CHECK, answers, ask_in_channel, button_ids, ephemeral_texts, fake, never_grounded,  # noqa: F401
-                                    open_bot, present_reactions, wait_help_request)
+from tests.test_discord_bot import (  # noqa: F401
+    CHECK,
+    answers,
+    ask_in_channel,
+    button_ids,
+    ephemeral_texts,
+    fake,
+    never_grounded,
+    open_bot,
+    present_reactions,
+    wait_help_request,
+)
 
 
 async def test_an_admin_who_is_no_expert_may_answer_by_button_and_modal(fake, open_bot):  # noqa: F811
@@ -78,3 +90,39 @@ async def test_other_bots_are_ignored_unless_allow_listed_and_mentioning(fake, o
     await bot.idle()
     assert quiet["id"] not in fake.threads
     assert len(fake.threads) == 1
+
+
+# ---------------------------------------------------------------------------- slash command publishing
+def _published(fake) -> list[str]:  # noqa: F811
+    """Paths of the command publications (PUT .../commands), in order."""
+    return [r.path for r in fake.calls("PUT") if r.path.endswith("/commands")]
+
+
+async def test_start_without_command_guilds_publishes_nothing_globally(fake, open_bot):  # noqa: F811
+    await open_bot(discord="command_guild_ids = []")  # overrides the harness's guild
+    assert _published(fake) == []
+
+
+async def test_start_with_command_guilds_publishes_to_those_servers_only(fake, open_bot):  # noqa: F811
+    await open_bot()  # the harness config sets command_guild_ids = [the fake's server]
+    assert _published(fake) == [f"/applications/{fake.application_id}/guilds/{fake.guild_id}/commands"]
+
+
+async def test_threadwise_discord_sync_publishes_globally_or_to_a_server(fake, tmp_path, monkeypatch):  # noqa: F811
+    from bot.__main__ import main
+    from tests.fakes.discord_gateway import write_config
+
+    config = write_config(tmp_path, fake, discord="command_guild_ids = []")
+    monkeypatch.setenv("DISCORD_TOKEN", fake.TOKEN)
+    assert await asyncio.to_thread(main, ["discord", "sync", "--config", str(config)]) == 0
+    assert await asyncio.to_thread(main, ["discord", "sync", "--guild", "42", "--config", str(config)]) == 0
+    app = fake.application_id
+    assert _published(fake) == [f"/applications/{app}/commands", f"/applications/{app}/guilds/42/commands"]
+    body = next(r.body for r in fake.calls("PUT") if r.path.endswith("/commands"))
+    assert [c["name"] for c in body] == ["threadwise"]
+    assert {o["name"] for o in body[0]["options"]} == {"reindex", "status", "help", "learned", "remember"}
+
+    monkeypatch.setenv("DISCORD_TOKEN", "wrong")
+    assert await asyncio.to_thread(main, ["discord", "sync", "--config", str(config)]) == 1
+    monkeypatch.delenv("DISCORD_TOKEN")
+    assert await asyncio.to_thread(main, ["discord", "sync", "--config", str(config)]) == 2

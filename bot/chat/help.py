@@ -15,7 +15,8 @@ its buttons (Slack Block Kit, Discord components) and these words:
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from bot.chat.text import REPLY_SYNTAX, Mention, Part
 from bot.protocol import HumanAction

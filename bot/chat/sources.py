@@ -9,8 +9,8 @@ the console), with :func:`render` and its own line format.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from bot.protocol import Answer
 

@@ -21,7 +21,7 @@ after) is CommonMark's (https://spec.commonmark.org/0.31.2/#fenced-code-blocks).
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 # CommonMark fences: three or more backticks or tildes, up to three spaces of indent.
 MARKDOWN_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
@@ -48,8 +48,8 @@ def _cut_line(line: str, width: int, size: Size, protected: re.Pattern[str] | No
         while size(line[:n]) > width:
             n -= 1
         spans = [m.span() for m in protected.finditer(line)] if protected else []
-        inside = lambda pos: any(a < pos < b for a, b in spans)  # noqa: E731
-        cut = next((p for p in range(n, n // 2, -1) if line[p - 1] == " " and not inside(p)), -1)
+        cut = next((p for p in range(n, n // 2, -1)
+                    if line[p - 1] == " " and not any(a < p < b for a, b in spans)), -1)
         if cut < 0:
             cut = n
             for a, b in spans:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 
 class BackgroundTasks:

@@ -3,7 +3,7 @@
 Lines are questions on the current thread (``console:<name>``). Commands:
 ``/thread NAME`` switch thread, ``/threads`` list them, ``/quit`` (or end of input).
 When the graph pauses for a human, the help request is printed; your next line on that
-thread resumes it: ``answer: ...``, ``retry: <hint>`` or ``dismiss``.
+thread resumes it, in the reply syntax of :data:`bot.chat.text.REPLY_SYNTAX`.
 Works with piped input too.
 """
 
@@ -18,9 +18,16 @@ from typing import Any, AsyncIterator, TextIO
 from rich.console import Console
 from rich.text import Text
 
-from bot.chat.text import REPLY_SYNTAX
 from bot.chat import feedback, sources
-from bot.protocol import Answer, HelpRequest, IncomingMessage, PostError, Status, clean_text
+from bot.chat.text import REPLY_SYNTAX
+from bot.protocol import (
+    Answer,
+    HelpRequest,
+    IncomingMessage,
+    PostError,
+    Status,
+    clean_text,
+)
 from bot.terminal import make_console
 
 _STATUS_TEXT = {

@@ -67,7 +67,7 @@ from bot.platforms.discord_messages import MessageEvents, thread_key_for
 from bot.platforms.discord_responder import DiscordResponder
 from bot.platforms.discord_views import EscalateButton, HelpButton, VoteButton
 
-__all__ = ["ThreadwiseBot", "build_discord_bot", "run_discord", "discord_enabled", "thread_key_for", "channel_of"]
+__all__ = ["ThreadwiseBot", "build_discord_bot", "channel_of", "discord_enabled", "run_discord", "thread_key_for"]
 
 log = logging.getLogger("threadwise.discord")
 

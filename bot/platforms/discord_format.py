@@ -22,9 +22,9 @@ import re
 from collections.abc import Iterable
 
 from bot.chat import sources
+from bot.chat.help import HELP_LEAD, how_to_answer
 from bot.chat.sources import SourceLine
 from bot.chat.split import MARKDOWN_FENCE, split_text, utf16_size
-from bot.chat.help import HELP_LEAD, how_to_answer
 from bot.protocol import Answer, HelpRequest
 
 DISCORD_MESSAGE_LIMIT = 2000  # characters per message (Discord API: Create Message)

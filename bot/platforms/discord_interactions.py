@@ -22,8 +22,14 @@ from bot.chat.policy import OUTSIDER_REFUSAL
 from bot.chat.text import Mention, Part
 from bot.platforms.discord_auth import may_answer_help
 from bot.platforms.discord_responder import InteractionResponder, discord_text
-from bot.platforms.discord_views import escalate_view, help_modal, modal_text, parse_modal_id, parse_vote_reason_id, \
-    vote_reason_modal
+from bot.platforms.discord_views import (
+    escalate_view,
+    help_modal,
+    modal_text,
+    parse_modal_id,
+    parse_vote_reason_id,
+    vote_reason_modal,
+)
 from bot.protocol import HumanAction
 
 log = logging.getLogger("threadwise.discord")

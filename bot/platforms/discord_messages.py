@@ -22,7 +22,13 @@ from typing import Any
 import discord
 
 from bot.admin import AdminCommands
-from bot.chat.policy import OUTSIDER_REFUSAL, Addressing, ignore_reason, is_outsider, wants_answer
+from bot.chat.policy import (
+    OUTSIDER_REFUSAL,
+    Addressing,
+    ignore_reason,
+    is_outsider,
+    wants_answer,
+)
 from bot.platforms.discord_auth import is_admin, may_answer_help
 from bot.platforms.discord_format import strip_mentions, thread_name
 from bot.platforms.discord_responder import DiscordResponder

@@ -30,7 +30,11 @@ from bot.chat.help import duration
 from bot.chat.reactions import ReactionState
 from bot.chat.text import Mention, Part, compose
 from bot.platforms.discord_auth import expert_mentions
-from bot.platforms.discord_format import format_answer, format_help_request, split_message
+from bot.platforms.discord_format import (
+    format_answer,
+    format_help_request,
+    split_message,
+)
 from bot.platforms.discord_views import help_view, vote_view
 from bot.protocol import Answer, HelpRequest, PostError, Status
 

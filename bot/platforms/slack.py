@@ -41,10 +41,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat import feedback, help
 from bot.chat.channels import entry_for, reply_policy
+from bot.chat.policy import (
+    OUTSIDER_REFUSAL,
+    Addressing,
+    help_refusal,
+    ignore_reason,
+    is_outsider,
+    may_answer_help,
+    wants_answer,
+)
 from bot.chat.tasks import BackgroundTasks
 from bot.chat.text import Mention, Part
-from bot.chat.policy import (OUTSIDER_REFUSAL, Addressing, help_refusal, ignore_reason, is_outsider,
-                             may_answer_help, wants_answer)
 from bot.config import Secrets, Settings
 from bot.platforms.slack_blocks import (
     ACTION_ANSWER,
@@ -58,17 +65,27 @@ from bot.platforms.slack_blocks import (
     MODAL_RETRY,
     MODAL_VOTE_REASON,
     HelpRef,
-    help_handled_message,
+    escalate_offer_blocks,
     expert_mentions,
+    help_handled_message,
     help_modal,
     modal_text,
     question_block_of,
-    escalate_offer_blocks,
     vote_reason_modal,
 )
-from bot.platforms.slack_client import SlackDirectory, best_effort_copy, make_client, open_shared_session, slack_error
+from bot.platforms.slack_client import (
+    SlackDirectory,
+    best_effort_copy,
+    make_client,
+    open_shared_session,
+    slack_error,
+)
 from bot.platforms.slack_format import incoming_text
-from bot.platforms.slack_responder import SlackPlace, SlackResponder, place_from_reference
+from bot.platforms.slack_responder import (
+    SlackPlace,
+    SlackResponder,
+    place_from_reference,
+)
 from bot.protocol import HumanAction, IncomingMessage, Status
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,12 @@ from bot.chat.help import duration
 from bot.chat.reactions import ReactionState
 from bot.chat.text import Part
 from bot.config import SlackSettings
-from bot.platforms.slack_blocks import HelpRef, answer_messages, block_plain_text, help_request_message
+from bot.platforms.slack_blocks import (
+    HelpRef,
+    answer_messages,
+    block_plain_text,
+    help_request_message,
+)
 from bot.platforms.slack_client import slack_error
 from bot.platforms.slack_format import escape, split_mrkdwn, to_mrkdwn
 from bot.protocol import Answer, HelpRequest, PostError, Status

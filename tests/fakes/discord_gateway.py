@@ -862,7 +862,8 @@ def vote_ids(message: dict[str, Any]) -> dict[str, str]:
 def write_config(tmp_path: Any, fake: FakeDiscord, *, discord: str = "", extra: str = "") -> Any:
     """A config.toml for tests: data and a two-file knowledge base under ``tmp_path``, Discord
     pointed at ``fake`` (experts: the fake's expert role; admins: its admin role; slash
-    commands published to the fake's server at start, as ``command_guild_ids`` does)."""
+    commands published to the fake's server at start, unless ``discord`` sets ``command_guild_ids``)."""
+    guilds = "" if "command_guild_ids" in discord else f"command_guild_ids = [{fake.guild_id}]"
     return write_platform_config(tmp_path, KB_FILES, f"""
 [web]
 enabled = false
@@ -872,7 +873,7 @@ api_base_url = "{fake.rest_base}"
 gateway_url = "{fake.gateway_url}"
 expert_role_ids = [{fake.expert_role_id}]
 admin_role_ids = [{fake.admin_role_id}]
-command_guild_ids = [{fake.guild_id}]
+{guilds}
 {discord}
 {extra}
 """)
