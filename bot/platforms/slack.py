@@ -20,8 +20,9 @@ runs in background tasks, so Slack gets its acknowledgement well within 3 second
 the question: ``thread_ts`` is the root ts (the message's ``thread_ts`` if it has one,
 else its ``ts``), and the thread key is ``slack:<team>:<channel>:<root ts>``.
 
-Help requests carry buttons (Answer / Retry with hint -> a modal; Dismiss); only
-``[slack] experts`` may use them, others get an ephemeral notice. ``/threadwise
+Help requests carry buttons (Answer / Retry with hint -> a modal; Dismiss); the channel's
+experts (``[slack] experts`` or its ``[[channels]]`` entry) and ``[slack] admins`` may use
+them (:func:`bot.chat.policy.may_answer_help`), others get an ephemeral notice. ``/threadwise
 reindex|status|help`` runs admin commands (``[slack] admins`` may reindex).
 """
 
