@@ -58,12 +58,13 @@ import discord
 from discord import app_commands
 
 from bot.chat.channels import entry_for
+from bot.chat.policy import is_outsider
 from bot.chat.tasks import BackgroundTasks
 from bot.config import Secrets, Settings
 from bot.platforms import discord_patches
 from bot.platforms.discord_commands import ThreadwiseCommands, on_command_error, publish
 from bot.platforms.discord_interactions import Interactions, channel_of
-from bot.platforms.discord_messages import MessageEvents, thread_key_for
+from bot.platforms.discord_messages import Messages, thread_key_for
 from bot.platforms.discord_responder import DiscordResponder
 from bot.platforms.discord_views import EscalateButton, HelpButton, VoteButton
 
@@ -94,7 +95,7 @@ def default_intents() -> discord.Intents:
     return intents
 
 
-class ThreadwiseBot(MessageEvents, Interactions, discord.Client):
+class ThreadwiseBot(discord.Client):
     """discord.py client wired to the runtime's ChatService.
 
     Args:
@@ -126,11 +127,12 @@ class ThreadwiseBot(MessageEvents, Interactions, discord.Client):
         self.discord_settings = runtime.settings.discord
         self.message_content_enabled = self.intents.message_content
         self.tree = app_commands.CommandTree(self)
+        self.messages = Messages(self)
+        self.interactions = Interactions(self)
         self.commands = ThreadwiseCommands(self)
         self.tree.add_command(self.commands)
         self.tree.on_error = on_command_error  # type: ignore[method-assign]
         self._tasks = BackgroundTasks("discord", log)
-        self._chains: dict[int, asyncio.Future[None]] = {}
         self._thread_channels: dict[str, tuple[str, str]] = {}  # thread key -> (channel id, name)
         self.service.register_platform("discord", lambda ref: DiscordResponder.from_reference(self, ref),
                                        ready=self.wait_until_ready)
@@ -172,6 +174,21 @@ class ThreadwiseBot(MessageEvents, Interactions, discord.Client):
                 return self.discord_settings
             ref = self.channel_ref(channel)
         return self.settings_for(*ref)
+
+    def outsider_guild(self, guild_id: int | None) -> bool:
+        """True for a server outside ``[discord] allowed_guild_ids`` (when that list is set;
+        :func:`bot.chat.policy.is_outsider`)."""
+        return is_outsider(guild_id, (), self.discord_settings.allowed_guild_ids)
+
+    # ------------------------------------------------------------------ events
+    async def on_message(self, message: discord.Message) -> None:
+        """A gateway message: :meth:`bot.platforms.discord_messages.Messages.on_message`."""
+        await self.messages.on_message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """Modal submits: :meth:`bot.platforms.discord_interactions.Interactions.on_interaction`
+        (slash commands and buttons have their own handlers)."""
+        await self.interactions.on_interaction(interaction)
 
     # ------------------------------------------------------------------ start-up
     async def setup_hook(self) -> None:

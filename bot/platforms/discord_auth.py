@@ -15,6 +15,11 @@ from bot.chat import policy
 from bot.config import DiscordSettings
 
 
+def permissions_of(interaction: discord.Interaction) -> discord.Permissions | None:
+    """The user's resolved permissions in the interaction's channel (None in DMs)."""
+    return interaction.permissions if interaction.guild_id else None
+
+
 def role_ids(user: discord.abc.User) -> set[int]:
     """Role ids of a guild member (empty for a plain user, e.g. in DMs)."""
     return {role.id for role in getattr(user, "roles", [])}

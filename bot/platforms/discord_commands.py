@@ -28,7 +28,7 @@ from discord import app_commands
 
 from bot.chat.policy import OUTSIDER_REFUSAL
 from bot.platforms import discord_patches
-from bot.platforms.discord_auth import is_admin, may_answer_help
+from bot.platforms.discord_auth import is_admin, may_answer_help, permissions_of
 from bot.platforms.discord_messages import thread_key_for
 from bot.platforms.discord_responder import InteractionResponder
 from bot.protocol import IncomingMessage
@@ -84,13 +84,13 @@ class ThreadwiseCommands(app_commands.Group):
         only ephemeral replies (a refused reindex is ephemeral)."""
         bot = self._bot()
         user = interaction.user
-        if bot._outsider_guild(interaction.guild_id):
+        if bot.outsider_guild(interaction.guild_id):
             log.info("discord: /threadwise %s by user=%s in guild=%s refused: guild not allowed", command, user.id,
                      interaction.guild_id)
             with contextlib.suppress(discord.HTTPException):
                 await interaction.response.send_message(OUTSIDER_REFUSAL, ephemeral=True)
             return
-        admin = is_admin(user, bot.discord_settings, bot._perms(interaction))
+        admin = is_admin(user, bot.discord_settings, permissions_of(interaction))
         thread_key = thread_key_for(interaction.channel or discord.Object(interaction.channel_id or 0),
                                     interaction.guild_id)
         log.info("discord: /threadwise %s by user=%s admin=%s thread=%s", command, user.id, admin, thread_key)
@@ -115,7 +115,7 @@ class ThreadwiseCommands(app_commands.Group):
         msg = IncomingMessage(platform="discord", thread_key=thread_key, message_id=f"discord:{interaction.id}",
                               author_id=str(user.id), text=f"remember: {text}",
                               author_name=getattr(user, "display_name", "") or user.name,
-                              is_expert=may_answer_help(user, here, bot._perms(interaction)),
+                              is_expert=may_answer_help(user, here, permissions_of(interaction)),
                               channel=channel_id, channel_name=channel_name)
         out = InteractionResponder(bot, interaction, ephemeral=True, thread_key=thread_key,
                                    channel_id=interaction.channel_id or 0, author_id=user.id)

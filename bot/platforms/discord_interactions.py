@@ -1,7 +1,7 @@
 """Discord interactions: the help request's buttons and modals, and the 👍 / 👎 feedback.
 
-Part of :class:`bot.platforms.discord_.ThreadwiseBot` (a mixin: it uses the client's
-``service``, settings and task registry). The components are persistent
+:class:`Interactions` is held by :class:`bot.platforms.discord_.ThreadwiseBot`; the
+components call it, and the client's ``on_interaction`` hands it modal submits. The components are persistent
 (:mod:`bot.platforms.discord_views`: their custom ids carry the thread key, so they work
 after a restart); every click is acknowledged at once and its work runs in the background.
 Who may answer a help request is the shared rule (:func:`bot.chat.policy.may_answer_help`);
@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 import discord
 
 from bot.chat import feedback, help
 from bot.chat.policy import OUTSIDER_REFUSAL
 from bot.chat.text import Mention, Part
-from bot.platforms.discord_auth import may_answer_help
+from bot.platforms.discord_auth import may_answer_help, permissions_of
 from bot.platforms.discord_responder import InteractionResponder, discord_text
 from bot.platforms.discord_views import (
     escalate_view,
@@ -32,6 +32,9 @@ from bot.platforms.discord_views import (
 )
 from bot.protocol import HumanAction
 
+if TYPE_CHECKING:
+    from bot.platforms.discord_ import ThreadwiseBot
+
 log = logging.getLogger("threadwise.discord")
 
 
@@ -42,18 +45,14 @@ def channel_of(thread_key: str) -> int:
 
 
 class Interactions:
-    """Component and modal handlers (mixed into :class:`~bot.platforms.discord_.ThreadwiseBot`)."""
+    """Component and modal handlers of :class:`~bot.platforms.discord_.ThreadwiseBot`.
 
-    service: Any
-    _thread_channels: dict[str, tuple[str, str]]
-    spawn: Any
-    channel_ref: Any
-    settings_for_thread: Any
-    get_channel: Any
-    _outsider_guild: Any
+    Args:
+        bot: the client (its ``service``, settings, task registry and the conversations' channels).
+    """
 
-    def _perms(self, interaction: discord.Interaction) -> discord.Permissions | None:
-        return interaction.permissions if interaction.guild_id else None
+    def __init__(self, bot: ThreadwiseBot) -> None:
+        self.bot = bot
 
     async def on_help_button(
         self, interaction: discord.Interaction, action: HumanAction, thread_key: str, interrupt_id: str
@@ -64,7 +63,7 @@ class Interactions:
         open a modal, Dismiss resumes at once.
         """
         user = interaction.user
-        expert = may_answer_help(user, self.settings_for_thread(thread_key), self._perms(interaction))
+        expert = may_answer_help(user, self.bot.settings_for_thread(thread_key), permissions_of(interaction))
         log.info("discord: help button %s by user=%s expert=%s thread=%s", action.value, user.id, expert, thread_key)
         if expert and action is not HumanAction.DISMISS:
             try:
@@ -74,7 +73,7 @@ class Interactions:
             return
         with contextlib.suppress(discord.HTTPException):
             await interaction.response.defer()  # acknowledge the click; replies follow up
-        await self.spawn(
+        await self.bot.spawn(
             self._resume(interaction, action, "", thread_key, interrupt_id, expert), name=f"discord resume {thread_key}"
         )
 
@@ -83,7 +82,7 @@ class Interactions:
         counts); a 👎 opens the optional-reason modal as the interaction's response, a 👍
         gets an ephemeral thanks."""
         user = interaction.user
-        if self._outsider_guild(interaction.guild_id):
+        if self.bot.outsider_guild(interaction.guild_id):
             with contextlib.suppress(discord.HTTPException):
                 await interaction.response.send_message(OUTSIDER_REFUSAL, ephemeral=True)
             return
@@ -96,20 +95,20 @@ class Interactions:
                 await interaction.response.defer(ephemeral=True, thinking=True)
 
         async def record() -> None:
-            ok = await self.service.vote(answer_id, str(user.id), vote)
+            ok = await self.bot.service.vote(answer_id, str(user.id), vote)
             if vote == feedback.UP or not ok:
                 with contextlib.suppress(discord.HTTPException):
                     await interaction.followup.send(feedback.vote_reply(ok, vote), ephemeral=True)
 
-        await self.spawn(record(), name=f"discord vote {answer_id}")
+        await self.bot.spawn(record(), name=f"discord vote {answer_id}")
 
     async def _on_vote_reason(self, interaction: discord.Interaction, answer_id: str) -> None:
         reason = modal_text(interaction)[: feedback.REASON_MAX_CHARACTERS]
         with contextlib.suppress(discord.HTTPException):
             await interaction.response.defer(ephemeral=True, thinking=True)
-        ok = await self.service.vote(answer_id, str(interaction.user.id), feedback.DOWN, reason or None)
+        ok = await self.bot.service.vote(answer_id, str(interaction.user.id), feedback.DOWN, reason or None)
         text = feedback.vote_reply(ok, feedback.DOWN, reason=reason)
-        offer = ok and self.service.human_review
+        offer = ok and self.bot.service.human_review
         with contextlib.suppress(discord.HTTPException):
             if offer:
                 await interaction.followup.send(f"{text}\n{feedback.ESCALATE_OFFER}", view=escalate_view(answer_id),
@@ -122,20 +121,20 @@ class Interactions:
         user = interaction.user
         with contextlib.suppress(discord.HTTPException):
             await interaction.response.defer(ephemeral=True, thinking=True)
-        record = await self.service.store.answer_record(answer_id)
+        record = await self.bot.service.store.answer_record(answer_id)
         parts = str(record["thread_key"]).split(":") if record else []
         if record is None or len(parts) != 3 or parts[0] != "discord":
             with contextlib.suppress(discord.HTTPException):
                 await interaction.followup.send("I can't find that answer any more.", ephemeral=True)
             return
         key = record["thread_key"]
-        target = self.get_channel(channel_of(key))
+        target = self.bot.get_channel(channel_of(key))
         # a thread or DM is the key's last id; an answer given in a channel is keyed on its question
         channel_id = channel_of(key) if target is not None else int(record["channel"] or channel_of(key))
-        out = InteractionResponder(self, interaction, ephemeral=True, in_thread=True, thread_key=key,
+        out = InteractionResponder(self.bot, interaction, ephemeral=True, in_thread=True, thread_key=key,
                                    channel_id=channel_id, author_id=user.id)
         log.info("discord: answer %s sent to the experts by user=%s thread=%s", answer_id, user.id, key)
-        await self.spawn(self.service.escalate(answer_id, actor_id=str(user.id),
+        await self.bot.spawn(self.bot.service.escalate(answer_id, actor_id=str(user.id),
                                                actor_name=getattr(user, "display_name", "") or user.name, out=out),
                          name=f"discord escalate {answer_id}")
 
@@ -147,13 +146,13 @@ class Interactions:
         custom_id = str((interaction.data or {}).get("custom_id", ""))
         answer_id = parse_vote_reason_id(custom_id)
         if answer_id is not None:
-            await self.spawn(self._on_vote_reason(interaction, answer_id), name=f"discord vote reason {answer_id}")
+            await self.bot.spawn(self._on_vote_reason(interaction, answer_id), name=f"discord vote reason {answer_id}")
             return
         parsed = parse_modal_id(custom_id)
         if parsed is None:
             return
         action, thread_key, interrupt_id = parsed
-        expert = may_answer_help(interaction.user, self.settings_for_thread(thread_key), self._perms(interaction))
+        expert = may_answer_help(interaction.user, self.bot.settings_for_thread(thread_key), permissions_of(interaction))
         log.info(
             "discord: help modal %s submitted by user=%s expert=%s thread=%s",
             action.value,
@@ -164,7 +163,7 @@ class Interactions:
         with contextlib.suppress(discord.HTTPException):
             await interaction.response.defer(ephemeral=True, thinking=True)
         text = modal_text(interaction)
-        await self.spawn(
+        await self.bot.spawn(
             self._resume(interaction, action, text, thread_key, interrupt_id, expert),
             name=f"discord resume {thread_key}",
         )
@@ -182,7 +181,7 @@ class Interactions:
         replace the help request's buttons by the handled note; the deferred interaction
         is answered with the private confirmation."""
         out = InteractionResponder(
-            self,
+            self.bot,
             interaction,
             ephemeral=True,
             in_thread=True,
@@ -198,8 +197,8 @@ class Interactions:
                 with contextlib.suppress(discord.HTTPException):
                     await message.edit(content=f"{message.content}\n\n-# {discord_text(note)}", view=None)
 
-        await help.resume(self.service, thread_key, action, text, actor=Mention(str(user.id)),
+        await help.resume(self.bot.service, thread_key, action, text, actor=Mention(str(user.id)),
                           actor_name=getattr(user, "display_name", "") or user.name, allowed=allowed, out=out,
                           interrupt_id=interrupt_id,
-                          channel=self._thread_channels.get(thread_key, self.channel_ref(interaction.channel))[0],
+                          channel=self.bot._thread_channels.get(thread_key, self.bot.channel_ref(interaction.channel))[0],
                           close=close, confirm=True)

@@ -1,7 +1,7 @@
 """Discord messages in: which gateway messages are questions, and where they are answered.
 
-Part of :class:`bot.platforms.discord_.ThreadwiseBot` (a mixin: it uses the client's
-``user``, ``service``, settings and task registry). What it decides (see docs/discord.md):
+:class:`Messages` is the client's ``on_message`` (:class:`bot.platforms.discord_.ThreadwiseBot`
+holds one and hands it every message). What it decides (see docs/discord.md):
 
 * whether a message is for the bot: system messages, the bot itself and other bots are
   dropped by the shared rule (:func:`bot.chat.policy.ignore_reason`); follow-ups go through
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import discord
 
@@ -26,13 +26,15 @@ from bot.chat.policy import (
     OUTSIDER_REFUSAL,
     Addressing,
     ignore_reason,
-    is_outsider,
     wants_answer,
 )
 from bot.platforms.discord_auth import is_admin, may_answer_help
 from bot.platforms.discord_format import strip_mentions, thread_name
 from bot.platforms.discord_responder import DiscordResponder
 from bot.protocol import IncomingMessage, clean_text
+
+if TYPE_CHECKING:
+    from bot.platforms.discord_ import ThreadwiseBot
 
 log = logging.getLogger("threadwise.discord")
 
@@ -44,19 +46,17 @@ def thread_key_for(channel: Any, guild_id: int | None) -> str:
     return f"discord:{guild_id if guild_id else 'dm'}:{channel.id}"
 
 
-class MessageEvents:
-    """``on_message`` and what it needs (mixed into :class:`~bot.platforms.discord_.ThreadwiseBot`)."""
+class Messages:
+    """``on_message`` of :class:`~bot.platforms.discord_.ThreadwiseBot` and what it needs.
 
-    user: Any
-    service: Any
-    discord_settings: Any
-    message_content_enabled: bool
-    _chains: dict[int, asyncio.Future[None]]
-    _thread_channels: dict[str, tuple[str, str]]
-    spawn: Any
-    channel_ref: Any
-    settings_for: Any
-    fetch_channel: Any
+    Args:
+        bot: the client (its ``user``, ``service``, settings, task registry and the
+            conversations' channels).
+    """
+
+    def __init__(self, bot: ThreadwiseBot) -> None:
+        self.bot = bot
+        self._chains: dict[int, asyncio.Future[None]] = {}  # channel id -> the last message being translated
 
     def _own_role_id(self, message: discord.Message) -> int | None:
         """The bot's managed role in the message's server (clients often autocomplete
@@ -66,7 +66,7 @@ class MessageEvents:
 
     def _mentions_me(self, message: discord.Message) -> bool:
         """Mentioned as a user (``<@id>`` or ``<@!id>``, via message.mentions) or by its role."""
-        me = self.user
+        me = self.bot.user
         if me is None:
             return False
         if any(u.id == me.id for u in message.mentions):
@@ -78,14 +78,14 @@ class MessageEvents:
         """The bot's message this message replies to (message reference), if any."""
         ref = message.reference
         resolved = (ref.resolved or ref.cached_message) if ref else None
-        if isinstance(resolved, discord.Message) and self.user and resolved.author.id == self.user.id:
+        if isinstance(resolved, discord.Message) and self.bot.user and resolved.author.id == self.bot.user.id:
             return resolved
         return None
 
     def _addressing(self, message: discord.Message, to_bot: bool) -> Addressing:
         """Whom a message is for: the bot, and/or other people (mentions of users or roles
         other than the bot's, @everyone/@here, or a reply to someone else's message)."""
-        me = self.user.id if self.user else 0
+        me = self.bot.user.id if self.bot.user else 0
         own_role = self._own_role_id(message)
         others = any(u.id != me for u in message.mentions)
         others = others or any(r != own_role for r in message.raw_role_mentions) or message.mention_everyone
@@ -101,20 +101,16 @@ class MessageEvents:
         question = bot_message.reference.message_id if bot_message.reference else None
         if question is None:
             return f"discord:{guild_id}:{bot_message.id}"
-        known = await self.service.store.thread_of(f"discord:{question}")
+        known = await self.bot.service.store.thread_of(f"discord:{question}")
         return known or f"discord:{guild_id}:{question}"
-
-    def _outsider_guild(self, guild_id: int | None) -> bool:
-        """True for a server outside ``[discord] allowed_guild_ids`` (when that list is set)."""
-        return is_outsider(guild_id, (), self.discord_settings.allowed_guild_ids)
 
     async def _refuse_outsider(self, message: discord.Message) -> None:
         """One polite refusal (a reply) per message addressed to the bot from a server outside
         the allow-list; no thread, no LLM call."""
-        out = DiscordResponder(self, thread_key=f"discord:{message.guild.id if message.guild else 'dm'}:{message.id}",
+        out = DiscordResponder(self.bot, thread_key=f"discord:{message.guild.id if message.guild else 'dm'}:{message.id}",
                                channel_id=message.channel.id, status_channel_id=message.channel.id,
                                status_message_id=message.id, author_id=message.author.id)
-        if not await self.service.store.mark_seen(f"discord:{message.id}", out.thread_key):
+        if not await self.bot.service.store.mark_seen(f"discord:{message.id}", out.thread_key):
             return
         log.info("discord: message %s from user=%s in guild=%s refused: guild not allowed", message.id,
                  message.author.id, message.guild.id if message.guild else "dm")
@@ -124,13 +120,13 @@ class MessageEvents:
         """Cheap filters: system messages, then the shared author rule
         (:func:`bot.chat.policy.ignore_reason`: the bot itself; bots and webhooks unless
         allow-listed in ``[discord] allowed_bot_ids`` and mentioning the bot)."""
-        me = self.user
+        me = self.bot.user
         if me is None or message.type not in _USER_MESSAGE_TYPES or message.is_system():
             return False
         author = message.author
         is_bot = bool(author.bot or message.webhook_id)
         reason = ignore_reason(author=author.id, own_id=me.id, is_bot=is_bot, bot_id=author.id,
-                               allowed_bots=self.discord_settings.allowed_bot_ids,
+                               allowed_bots=self.bot.discord_settings.allowed_bot_ids,
                                mentions_bot=is_bot and self._mentions_me(message))
         if reason:
             log.debug("discord: ignored message %s from %s: %s", message.id, author.id, reason)
@@ -151,14 +147,14 @@ class MessageEvents:
         try:
             if previous is not None:
                 await asyncio.wait([previous])
-            if self._outsider_guild(message.guild.id if message.guild else None):
+            if self.bot.outsider_guild(message.guild.id if message.guild else None):
                 if self._mentions_me(message) or self._replied_bot_message(message) is not None:
-                    self.spawn(self._refuse_outsider(message), name=f"discord refuse {message.id}")
+                    self.bot.spawn(self._refuse_outsider(message), name=f"discord refuse {message.id}")
                 return
             translated = await self._translate(message)
             if translated is not None:
                 incoming, out = translated
-                self.spawn(self.service.handle(incoming, out), name=f"discord handle {incoming.message_id}")
+                self.bot.spawn(self.bot.service.handle(incoming, out), name=f"discord handle {incoming.message_id}")
         except Exception:  # noqa: BLE001 - one bad event must not stop the bot
             log.exception("discord: could not handle message %s", message.id)
         finally:
@@ -168,10 +164,10 @@ class MessageEvents:
 
     async def _translate(self, message: discord.Message) -> tuple[IncomingMessage, DiscordResponder] | None:
         """Decide whether and where to answer; start the thread for a new question."""
-        assert self.user is not None
+        assert self.bot.user is not None
         mentioned = self._mentions_me(message)
         own_role = self._own_role_id(message)
-        text = strip_mentions(clean_text(message.content), [self.user.id], [own_role] if own_role else [])
+        text = strip_mentions(clean_text(message.content), [self.bot.user.id], [own_role] if own_role else [])
         channel = message.channel
         guild_id = message.guild.id if message.guild else None
         reply_channel = channel.id
@@ -184,19 +180,19 @@ class MessageEvents:
             # PartialMessageable: a guild channel missing from the cache, in practice a thread
             # that was archived (discord.py drops those) and just got a new message.
             thread_key = thread_key_for(channel, guild_id)
-            if not mentioned and not self.message_content_enabled:
+            if not mentioned and not self.bot.message_content_enabled:
                 return None  # the text is withheld by Discord: never answer an empty question
             if not addressing.mentions_bot:
-                policy = self.settings_for(*self.channel_ref(channel)).reply_policy
+                policy = self.bot.settings_for(*self.bot.channel_ref(channel)).reply_policy
                 if not wants_answer(policy, addressing, in_conversation=True):
                     log.info("discord: message %s in thread=%s not for the bot (reply_policy %s)", message.id,
                              thread_key, policy)
                     return None
-                ours = getattr(channel, "owner_id", None) == self.user.id
-                if not ours and not await self.service.knows_thread(thread_key):
+                ours = getattr(channel, "owner_id", None) == self.bot.user.id
+                if not ours and not await self.bot.service.knows_thread(thread_key):
                     return None
         elif replied is not None:
-            if not mentioned and not self.message_content_enabled:
+            if not mentioned and not self.bot.message_content_enabled:
                 return None  # the text is withheld by Discord: never answer an empty question
             thread_key = await self._conversation_of(replied, guild_id)  # continue it where it is
             in_channel = True
@@ -213,9 +209,9 @@ class MessageEvents:
                 thread_key = f"discord:{guild_id}:{message.id}"
                 in_channel = True
         author = message.author
-        channel_id, channel_name = self.channel_ref(channel)
-        self._thread_channels[thread_key] = (channel_id, channel_name)
-        here = self.settings_for(channel_id, channel_name)
+        channel_id, channel_name = self.bot.channel_ref(channel)
+        self.bot._thread_channels[thread_key] = (channel_id, channel_name)
+        here = self.bot.settings_for(channel_id, channel_name)
         incoming = IncomingMessage(
             platform="discord",
             thread_key=thread_key,
@@ -223,13 +219,13 @@ class MessageEvents:
             author_id=str(author.id),
             text=text,
             author_name=getattr(author, "display_name", "") or author.name,
-            is_admin=is_admin(author, self.discord_settings),
+            is_admin=is_admin(author, self.bot.discord_settings),
             is_expert=may_answer_help(author, here),
             channel=channel_id,
             channel_name=channel_name,
         )
         out = DiscordResponder(
-            self,
+            self.bot,
             thread_key=thread_key,
             channel_id=reply_channel,
             status_channel_id=channel.id,
@@ -252,7 +248,7 @@ class MessageEvents:
         Message; the thread gets the message's id). On a redelivered message the thread
         already exists (code 160004) and is reused; if threads are not possible here
         (DM-like channel, missing permission) returns None and the answer goes in the channel."""
-        name = thread_name(question, self.discord_settings.thread_name_characters)
+        name = thread_name(question, self.bot.discord_settings.thread_name_characters)
         try:
             thread = await message.create_thread(name=name, auto_archive_duration=1440)
             log.info("discord: started thread %s for message %s", thread.id, message.id)
@@ -261,7 +257,7 @@ class MessageEvents:
             existing = message.guild.get_thread(message.id) if message.guild else None
             if existing is None and isinstance(exc, discord.HTTPException) and exc.code == 160004:
                 with contextlib.suppress(discord.HTTPException):
-                    fetched = await self.fetch_channel(message.id)
+                    fetched = await self.bot.fetch_channel(message.id)
                     existing = fetched if isinstance(fetched, discord.Thread) else None
             if existing is not None:
                 return existing

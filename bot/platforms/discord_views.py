@@ -74,7 +74,7 @@ class HelpButton(discord.ui.DynamicItem[discord.ui.Button], template=BUTTON_ID):
 
     async def callback(self, interaction: discord.Interaction) -> None:  # type: ignore[override]
         bot: ThreadwiseBot = interaction.client  # type: ignore[assignment]
-        await bot.on_help_button(interaction, self.action, self.thread_key, self.interrupt_id)
+        await bot.interactions.on_help_button(interaction, self.action, self.thread_key, self.interrupt_id)
 
 
 def help_view(thread_key: str, interrupt_id: str = "") -> discord.ui.View:
@@ -88,7 +88,7 @@ def help_view(thread_key: str, interrupt_id: str = "") -> discord.ui.View:
 def help_modal(action: HumanAction, thread_key: str, interrupt_id: str = "") -> discord.ui.Modal:
     """The modal asking an expert for an answer (ANSWER) or a hint (RETRY).
 
-    Its submit is handled by ``ThreadwiseBot.on_interaction`` (see module docstring); text is
+    Its submit is handled by ``Interactions.on_interaction`` (see module docstring); text is
     limited to 4000 characters (Discord's text input maximum).
     """
     if action is HumanAction.ANSWER:
@@ -143,7 +143,7 @@ class VoteButton(discord.ui.DynamicItem[discord.ui.Button], template=VOTE_ID):
 
     async def callback(self, interaction: discord.Interaction) -> None:  # type: ignore[override]
         bot: ThreadwiseBot = interaction.client  # type: ignore[assignment]
-        await bot.on_vote_button(interaction, self.vote, self.answer_id)
+        await bot.interactions.on_vote_button(interaction, self.vote, self.answer_id)
 
 
 def vote_view(answer_id: str) -> discord.ui.View:
@@ -156,7 +156,7 @@ def vote_view(answer_id: str) -> discord.ui.View:
 
 def vote_reason_modal(answer_id: str) -> discord.ui.Modal:
     """The optional-reason modal a 👎 opens; its submit (``tw:vr:<answer id>``) is handled in
-    ``ThreadwiseBot.on_interaction``."""
+    ``Interactions.on_interaction``."""
     modal = discord.ui.Modal(title=feedback.REASON_TITLE, timeout=None, custom_id=f"tw:vr:{answer_id}")
     modal.add_item(discord.ui.TextInput(
         label=feedback.REASON_LABEL[:45], placeholder=feedback.REASON_PLACEHOLDER, custom_id=TEXT_INPUT_ID,
@@ -180,7 +180,7 @@ class EscalateButton(discord.ui.DynamicItem[discord.ui.Button], template=ESCALAT
 
     async def callback(self, interaction: discord.Interaction) -> None:  # type: ignore[override]
         bot: ThreadwiseBot = interaction.client  # type: ignore[assignment]
-        await bot.on_escalate_button(interaction, self.answer_id)
+        await bot.interactions.on_escalate_button(interaction, self.answer_id)
 
 
 def escalate_view(answer_id: str) -> discord.ui.View:
