@@ -1,11 +1,21 @@
-"""What the Slack and Discord adapters share (the chat layer).
+"""What every chat platform shares (the chat layer): each behaviour written once.
 
-* :mod:`bot.chat.text` - the one escaping rule for text we show: text from users,
-  documents and models is data (escaped by the platform's renderer); mentions we mean
-  are :class:`~bot.chat.text.Mention` parts, built as mentions only after escaping;
-  which link targets may become links; the help-request reply syntax.
-* :mod:`bot.chat.policy` - whether a message is for the bot (``reply_policy``) and
-  whether its author is an outsider (Slack Connect teams, Discord guilds).
+The adapters in :mod:`bot.platforms` (Slack, Discord, the console) only translate
+transport: events in, posts out. Everything they have in common lives here:
+
+* :mod:`bot.chat.text` - the one escaping rule for text we show (user, document and model
+  text is data; :class:`~bot.chat.text.Mention` parts are the only mentions), and the
+  help-request reply syntax: shown (``REPLY_SYNTAX``) and parsed (``parse_human_reply``);
+* :mod:`bot.chat.split` - the code-fence-aware splitter of long text into posts
+  (parametrised by limit, size function, fence syntax, protected spans);
+* :mod:`bot.chat.sources` - what follows an answer: numbered sources and the route note;
+* :mod:`bot.chat.policy` - whom the bot answers: reply policy, bots and the bot itself,
+  outsiders; who may answer help requests (experts and admins) and what others are told;
+* :mod:`bot.chat.help` - a help request's words, its expiry, and the post-resume step
+  (resume once, then the handled note on the help request);
 * :mod:`bot.chat.reactions` - the status reaction state machine: one bot reaction on a
-  question at a time, ending in exactly one of done / apology / waiting.
+  question at a time, ending in exactly one of done / apology / waiting;
+* :mod:`bot.chat.tasks` - the adapters' background task registry (spawn, wait, shut down);
+* :mod:`bot.chat.feedback` - the 👍 / 👎 controls' words and what a vote says back;
+* :mod:`bot.chat.channels` - per-channel settings (``[[channels]]``) as every platform applies them.
 """
