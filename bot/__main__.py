@@ -32,9 +32,12 @@ err = make_console(stderr=True)
 log = logging.getLogger("threadwise")
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _setup_logging(level: str, fmt: str = "text") -> None:
+    from bot.logs import setup_logging
+
+    setup_logging(level, "json" if fmt == "json" else "text")
+    if fmt == "json":  # every stderr line is a JSON object: Python's warnings become log records too
+        logging.captureWarnings(True)
     for noisy in ("httpx", "httpcore", "sentence_transformers", "urllib3", "aiosqlite", "discord.gateway"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # a warning per reconnect attempt while the database is away: bot.recovery.watch says it once
@@ -71,7 +74,8 @@ class _ProgressBar:
 async def _with_runtime(settings: Settings, sources: list[str] | None, body, *, build_index: bool = True):
     from bot.runtime import open_runtime
 
-    with _ProgressBar() as bar:
+    # JSON logs: stderr holds only JSON lines, so no progress bar (the index build is logged)
+    with (_ProgressBar() if settings.logging.format == "text" else contextlib.nullcontext()) as bar:
         cm = open_runtime(settings, Secrets.from_env(), sources=sources, build_index=build_index, progress=bar)
         runtime = await cm.__aenter__()
     try:
@@ -223,8 +227,15 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             with _graceful_stop(on_stop=stop_console.set):
                 await run_console(rt, stop=stop_console)
             return 0
+        for t in tasks:
+            rt.health.expect(t.get_name())
+        monitoring = _start_monitoring(settings, rt, stop)
+        if isinstance(monitoring, int):
+            for t in tasks:
+                t.cancel()
+            return monitoring
         await rt.service.recover()
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        done, _ = await asyncio.wait(tasks + monitoring, return_when=asyncio.FIRST_EXCEPTION)
         await rt.service.drain(10)  # a recovered run (bot.recovery) is finished too
         for t in done:
             if t.exception():
@@ -233,6 +244,28 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     return await _with_runtime(settings, None, body)
+
+
+def _start_monitoring(settings: Settings, rt, stop: asyncio.Event) -> list[asyncio.Task] | int:
+    """Start ``[monitoring]``'s health and metrics endpoints (none when both ports are 0):
+    the serving task in a list, or exit code 2 after one line when metrics are asked for
+    and prometheus-client is missing."""
+    from bot.metrics import MetricsUnavailable, PrometheusMetrics
+    from bot.monitoring import serve_monitoring
+
+    m = settings.monitoring
+    if not (m.health_port or m.metrics_port):
+        return []
+    metrics = None
+    if m.metrics_port:
+        try:
+            metrics = PrometheusMetrics()
+        except MetricsUnavailable as exc:
+            err.print(f"Configuration error: {exc}", style="red", markup=False)
+            return 2
+        rt.service.observer = metrics
+    return [asyncio.create_task(serve_monitoring(m.host, m.health_port, m.metrics_port, health=rt.health,
+                                                 metrics=metrics, stop=stop), name="monitoring")]
 
 
 async def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
@@ -440,10 +473,14 @@ def build_parser() -> argparse.ArgumentParser:
     # after the command does not overwrite one given before it)
     p.add_argument("--config", help="config.toml to use (default: $THREADWISE_CONFIG or the project's)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every event, with tracebacks (DEBUG)")
+    p.add_argument("--log-format", choices=["text", "json"],
+                   help="log lines as text or one JSON object per line (default: [logging] format)")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=argparse.SUPPRESS, help="config.toml to use")
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="log every event, with tracebacks (DEBUG)")
+    common.add_argument("--log-format", choices=["text", "json"], default=argparse.SUPPRESS,
+                        help="log lines as text or one JSON object per line")
     src = argparse.ArgumentParser(add_help=False)
     src.add_argument("--source", action="append", metavar="DIR",
                      help="knowledge source folder instead of config.toml's (repeatable)")
@@ -510,8 +547,10 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - StorageError: one line
             err.print(f"Configuration error: {exc}", style="red", markup=False)
             return 2
+    if args.log_format:
+        settings.logging.format = args.log_format
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
-    _setup_logging(level)
+    _setup_logging(level, settings.logging.format)
     handlers = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
                 "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads, "feedback": cmd_feedback,
                 "learned": cmd_learned, "db": cmd_db, "discord": cmd_discord}

@@ -268,6 +268,28 @@ class ChannelSettings(_Section):
         return bool(channel_name) and channel_name.lstrip("#").lower() == self.name.lower()
 
 
+class LoggingSettings(_Section):
+    """How log lines are written (bot/logs.py). The level is ``[service] log_level``."""
+
+    format: Literal["text", "json"] = Field(
+        "text", description='"text" (one readable line per event) or "json" (one JSON object per line, with '
+                            'thread_key, platform and message_id as fields; for log collectors). The command '
+                            "line's --log-format overrides it")
+
+
+class MonitoringSettings(_Section):
+    """Optional HTTP endpoints of ``threadwise run`` for orchestrators and Prometheus
+    (bot/monitoring.py). Off unless a port is set."""
+
+    host: str = Field("127.0.0.1", description="address the health and metrics endpoints listen on "
+                                              '("0.0.0.0": every interface, e.g. in a container)')
+    health_port: int = Field(0, ge=0, le=65535, description="GET /healthz on this port: 200 when every started "
+                             "platform (Slack, Discord) is connected, else 503; a JSON body says which. 0: off")
+    metrics_port: int = Field(0, ge=0, le=65535, description="GET /metrics (Prometheus text format) on this "
+                              "port: questions, outcomes, LLM calls, latency, queue depth; needs the "
+                              "'metrics' extra (prometheus-client). 0: off. May equal health_port")
+
+
 class Settings(_Section):
     """The whole config.toml. Paths are resolved against the config file's folder."""
 
@@ -282,6 +304,8 @@ class Settings(_Section):
     learning: LearningSettings = LearningSettings()
     channels: list[ChannelSettings] = []
     storage: StorageSettings = StorageSettings()
+    logging: LoggingSettings = LoggingSettings()
+    monitoring: MonitoringSettings = MonitoringSettings()
     base_dir: str = "."
 
     def channel(self, platform: str, channel_id: str, channel_name: str = "") -> ChannelSettings | None:

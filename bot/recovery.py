@@ -43,6 +43,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
 from bot.failures import describe_failure
+from bot.logs import with_log_context
 from bot.protocol import Answer, IncomingMessage, Responder, Status
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ async def _responder(service: "ChatService", platform: str, reference: dict[str,
     return service._responder_from(platform, reference, None)
 
 
+@with_log_context(thread_key="row.thread_key", platform="row.platform")
 async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
     """Finish one unfinished run (see the module docstring for the decision)."""
     key, run_id, stage = row["thread_key"], row["run_id"], row["stage"]

@@ -9,7 +9,7 @@ import asyncio
 import functools
 import logging
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Sequence
 
@@ -19,6 +19,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from bot.admin import AdminCommands
 from bot.chat.channels import run_scope
 from bot.config import Secrets, Settings
+from bot.monitoring import PlatformHealth
 from bot.service import ChatService
 from bot.storage import open_storage
 from bot.storage import opened as _opened  # a SQLite file opening: its failure names the file
@@ -50,6 +51,7 @@ class Runtime:
     graph: Any
     chat_model: BaseChatModel
     web: WebSearch | None
+    health: PlatformHealth = field(default_factory=PlatformHealth)  # connected or not, per platform
 
 
 def build_knowledge_base(settings: Settings, embeddings: Embeddings | None, embedder_id: str,

@@ -37,9 +37,12 @@ from bot import checkpoints
 from bot.chat.policy import HELP_REFUSAL
 from bot.chat.text import REPLY_SYNTAX, parse_human_reply
 from bot.failures import describe_failure, failure_kind
+from bot.logs import with_log_context
+from bot.metrics import TurnObserver
 from bot.protocol import (Answer, HelpRequest, HumanAction, IncomingMessage, PostError, Responder, Source, Status,
                           clean_text, message_record)
 from bot.store import Bookkeeping
+from bot.tracing import run_config
 from graphs.learned import LearnedEntry, LearnedStore
 from graphs.nodes import scope_of
 
@@ -144,6 +147,7 @@ class ChatService:
         self._factories: dict[str, Callable[[dict[str, Any]], Responder]] = {}
         self._ready: dict[str, Callable[[], Awaitable[Any]]] = {}
         self._timers: dict[str, asyncio.Task] = {}
+        self.observer = TurnObserver()  # metrics (bot.metrics); its callbacks join every graph run
 
     # ---- wiring ------------------------------------------------------------------
     def register_platform(self, platform: str, factory: Callable[[dict[str, Any]], Responder],
@@ -204,6 +208,7 @@ class ChatService:
         return dict((await self.graph.aget_state(self._cfg(thread_key))).values or {})
 
     # ---- entry points ------------------------------------------------------------
+    @with_log_context(thread_key="msg.thread_key", platform="msg.platform", message_id="msg.message_id")
     async def handle(self, msg: IncomingMessage, out: Responder) -> TurnResult | None:
         """Handle one user message (see the module docstring). Never raises.
 
@@ -232,6 +237,7 @@ class ChatService:
         finally:
             await self._best_effort(self.store.finish_run(run_id), msg.thread_key)
 
+    @with_log_context(thread_key="thread_key", platform="platform")
     async def ask(self, thread_key: str, text: str, out: Responder, platform: str = "console") -> TurnResult | None:
         """One message from the local user (CLI ``ask``, eval): no dedup; the local user is
         admin and expert. Same checks as :meth:`handle` otherwise. Never raises."""
@@ -292,10 +298,12 @@ class ChatService:
             log.info("[%s] question from %s (%d chars)", key, msg.author_id, len(text))
             # status first, queue after: the user sees at once that the question arrived, and
             # whether it waits for a run slot (issue 11: the reaction came after the slot)
+            self.observer.question(msg.platform)
             queued = self._runs.locked()
             if queued:
                 await self._show(run_id, out, Status.QUEUED)
-            await self._runs.acquire()  # at once when a slot is free
+            with self.observer.waiting():
+                await self._runs.acquire()  # at once when a slot is free
             try:
                 if not queued:
                     await self._show(run_id, out, Status.RECEIVED)
@@ -330,6 +338,7 @@ class ChatService:
         if msgs:
             await self.graph.aupdate_state(self._cfg(thread_key), {"messages": msgs}, as_node="finish")
 
+    @with_log_context(thread_key="thread_key")
     async def resume(self, thread_key: str, action: HumanAction, text: str, *, actor_id: str, actor_name: str,
                      is_expert: bool, out: Responder, interrupt_id: str | None = None, channel: str = "") -> bool:
         """Resume a paused thread from a button or modal (``channel``: the conversation's
@@ -473,6 +482,7 @@ class ChatService:
                                    run_id=run_id,
                                    record={"resume": resume, "interrupt_id": interrupt_id, "channel": channel})
 
+    @with_log_context(thread_key="thread_key", platform="platform")
     async def _run(self, thread_key: str, graph_input: Any, out: Responder, *, platform: str, run_id: str,
                    record: dict[str, Any], is_resume: bool = False, t0: float | None = None,
                    announced: bool = False) -> TurnResult:
@@ -486,6 +496,18 @@ class ChatService:
         if self.scope_for is not None:  # the channel's settings, for this run only
             cfg["configurable"]["scope"] = self.scope_for(platform, str(record.get("channel") or ""),
                                                           str(record.get("channel_name") or ""))
+        kind = "continue" if graph_input is None else "resume" if is_resume else "question"
+        cfg.update(run_config(thread_key, platform, run_id, kind, self.observer.callbacks))
+        with self.observer.running():
+            result = await self._run_graph(thread_key, graph_input, out, cfg, platform=platform, run_id=run_id,
+                                           record=record, is_resume=is_resume, t0=t0, announced=announced)
+        if result.answer or result.help_request:  # neither: another replica took the run over
+            self.observer.finished(platform, result.answer.kind if result.answer else "help", result.seconds)
+        return result
+
+    async def _run_graph(self, thread_key: str, graph_input: Any, out: Responder, cfg: dict[str, Any], *,
+                         platform: str, run_id: str, record: dict[str, Any], is_resume: bool, t0: float,
+                         announced: bool) -> TurnResult:
         try:
             before = await checkpoints.latest_checkpoint_id(self.graph.checkpointer, thread_key)
             await self.store.run_started(run_id, thread_key, platform, out.reference(), record, before)

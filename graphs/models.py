@@ -23,6 +23,7 @@ default. :class:`ScriptedChatModel` is the deterministic chat model for tests.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import importlib.util
 import json
@@ -576,7 +577,8 @@ async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
         except RuntimeError:  # the loop is gone (shutting down): nobody waits any more
             pass
 
-    threading.Thread(target=run, name="local-model-call", daemon=True).start()
+    # the caller's context goes along: the run's callbacks (tracing, metrics) and log fields
+    threading.Thread(target=contextvars.copy_context().run, args=(run,), name="local-model-call", daemon=True).start()
     return await future
 
 

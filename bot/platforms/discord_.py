@@ -309,6 +309,7 @@ async def run_discord(runtime: Any, *, stop: asyncio.Event | None = None, bot: T
     if not token:
         raise ValueError("DISCORD_TOKEN is not set")
     bot = bot or build_discord_bot(runtime)
+    runtime.health.watch("discord", lambda: bot.is_ready() and not bot.is_closed() and bool(bot.ws and bot.ws.open))
     async with bot:
         try:
             await bot.login(token)

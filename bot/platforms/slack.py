@@ -507,6 +507,7 @@ async def serve_http(bot: SlackBot, stop: asyncio.Event) -> None:
     try:
         await web.TCPSite(runner, cfg.http_host, cfg.http_port).start()
         log.info("slack HTTP mode listening on %s:%d%s", cfg.http_host, cfg.http_port, cfg.http_path)
+        bot.runtime.health.watch("slack", lambda: not stop.is_set())  # serving = reachable by Slack
         await stop.wait()
     finally:
         await runner.cleanup()
@@ -519,6 +520,7 @@ async def serve_socket(bot: SlackBot, app_token: str, stop: asyncio.Event) -> No
     handler = AsyncSocketModeHandler(bot.app, app_token, logger=logging.getLogger("slack_sdk.socket_mode"))
     await handler.connect_async()
     log.info("slack Socket Mode connected")
+    bot.runtime.health.watch("slack", handler.client.is_connected)
     try:
         await stop.wait()
     finally:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import aiohttp
 
@@ -27,17 +28,21 @@ class BotProcess:
         port: the ``[slack] http_port`` written in it.
         log: file receiving stdout and stderr.
         env: extra environment (``MISTRAL_API_KEY``, ``THREADWISE_DATABASE_URL``...); the
-            caller's SLACK_/DISCORD_/MISTRAL_/TAVILY_/THREADWISE_ variables are dropped.
+            caller's SLACK_/DISCORD_/MISTRAL_/TAVILY_/THREADWISE_/LANGSMITH_/LANGCHAIN_ variables are
+            dropped.
+        args: more arguments after ``run`` (e.g. ``["--log-format", "json"]``).
     """
 
-    def __init__(self, config: Path, port: int, log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, config: Path, port: int, log: Path, env: dict[str, str] | None = None,
+                 args: Sequence[str] = ()) -> None:
         full = {k: v for k, v in os.environ.items()
-                if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_", "THREADWISE_"))}
+                if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_", "THREADWISE_", "LANGSMITH_",
+                                     "LANGCHAIN_"))}
         full.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, HF_HUB_OFFLINE="1",
                     PYTHONPATH=str(ROOT), **(env or {}))
         self.port = port
         self.log = log
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "run", "--config", str(config)], cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "run", "--config", str(config), *args], cwd=ROOT,
                                      env=full, stdout=log.open("w"), stderr=subprocess.STDOUT)
         self.url = f"http://127.0.0.1:{port}"
 

@@ -1,0 +1,154 @@
+"""Logging: one line per event, as text or as one JSON object per line, with the turn's
+thread key, platform and message id on every line logged inside a turn.
+
+The fields come from a :mod:`contextvars` context (:func:`log_context`), set where a turn
+starts (:meth:`bot.service.ChatService.handle`, ``ask``, resumes, recovery); asyncio copies
+the context into the tasks a turn starts, so every line logged on the way (the graph, the
+model caller, the adapters' responders) carries them without passing the key around. A
+line logged outside any turn may name its thread with ``extra={"thread_key": ...}``.
+
+Formats (``[logging] format`` in config.toml, or ``--log-format``):
+
+- ``text``: ``2026-01-02 03:04:05,678 INFO bot.service [slack:C1:1.2] question from U1``;
+- ``json``: ``{"time": "2026-01-02T03:04:05.678Z", "level": "INFO", "logger": "bot.service",
+  "message": "question from U1", "thread_key": "slack:C1:1.2", "platform": "slack",
+  "message_id": "1.2"}``, plus ``"exception"`` (the traceback) when one is logged.
+
+Messages never hold secrets or documents (the developers' guide); the JSON formatter adds
+no other field of the record, so whatever a library attaches to it stays out.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import json
+import logging
+import sys
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Literal, TypeVar
+
+LogFormat = Literal["text", "json"]
+
+#: The fields a turn puts on its log lines, in the order they are written.
+FIELDS = ("thread_key", "platform", "message_id")
+
+_context: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("threadwise_log_context", default={})
+
+
+@contextmanager
+def log_context(**fields: str | None) -> Iterator[dict[str, str]]:
+    """Put ``fields`` (``thread_key``, ``platform``, ``message_id``; None or "" leave a
+    field as it was) on every log line written inside the ``with`` block, in this task
+    and the tasks it starts. Nested blocks add to the outer one. Yields the merged fields."""
+    merged = {**_context.get(), **{k: str(v) for k, v in fields.items() if v}}
+    token = _context.set(merged)
+    try:
+        yield merged
+    finally:
+        _context.reset(token)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _lookup(arguments: dict[str, Any], path: str) -> str:
+    name, _, rest = path.partition(".")
+    value: Any = arguments.get(name)
+    for part in rest.split(".") if rest else ():
+        value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
+    return "" if value is None else str(value)
+
+
+def with_log_context(**paths: str) -> Callable[[F], F]:
+    """Decorate a coroutine function so that its body runs in :func:`log_context`, the
+    fields read from its arguments: ``@with_log_context(thread_key="msg.thread_key")``
+    (an argument name, then attributes or dict keys). Missing values leave the field as
+    the caller's context has it."""
+
+    def decorate(fn: F) -> F:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind_partial(*args, **kwargs)
+            bound.apply_defaults()
+            fields = {field: _lookup(bound.arguments, path) for field, path in paths.items()}
+            with log_context(**fields):
+                return await fn(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def current() -> dict[str, str]:
+    """The fields of the turn being handled (``{}`` outside a turn)."""
+    return dict(_context.get())
+
+
+class ContextFilter(logging.Filter):
+    """Copies the current :func:`log_context` onto each record as attributes
+    (``record.thread_key``...), unless the call gave them in ``extra``. Never drops a record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ctx = _context.get()
+        for name in FIELDS:
+            if not getattr(record, name, None):
+                setattr(record, name, ctx.get(name, ""))
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    """``time LEVEL logger [thread key] message``; the bracket only inside a turn."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        key = getattr(record, "thread_key", "")
+        line = super().formatMessage(record)
+        if key:
+            head = f"{record.asctime} {record.levelname} {record.name} "
+            line = f"{head}[{key}] {line[len(head):]}"
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``time`` (UTC, ISO 8601 with milliseconds), ``level``,
+    ``logger``, ``message``, the :data:`FIELDS` that are set, and ``exception`` (the
+    formatted traceback) when the record carries one. Non-ASCII text is kept as is."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, str] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in FIELDS:
+            value = getattr(record, name, "")
+            if value:
+                out[name] = str(value)
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        elif record.stack_info:
+            out["exception"] = self.formatStack(record.stack_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def setup_logging(level: str, fmt: LogFormat = "text", stream=None) -> logging.Handler:
+    """Send every log record of the process to ``stream`` (default stderr) at ``level``
+    (``DEBUG``, ``INFO``...) in format ``fmt``, replacing the root logger's handlers.
+    Returns the handler (tests remove it)."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.addFilter(ContextFilter())
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    return handler

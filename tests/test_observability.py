@@ -1,0 +1,134 @@
+"""What operators plug into: ``python -m threadwise``, JSON log lines carrying the thread
+key, the health endpoint and Prometheus metrics of a real ``threadwise run`` process
+(Slack HTTP mode and a Mistral-shaped model, both fakes at the network boundary)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+
+from tests.fakes.bot_process import BotProcess
+from tests.fakes.mistral_stall import mistral_server, models_section
+from tests.fakes.slack_api import (BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, TEAM_ID, FakeSlackAPI, SlackEvents,
+                                   write_config)
+from tests.test_slack_run import free_port, post, thread_posts
+
+ROOT = Path(__file__).resolve().parent.parent
+CHANNEL = "C0GENERAL"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def test_python_m_threadwise_is_the_threadwise_command(tmp_path):
+    """``python -m threadwise`` runs the same command line as ``python -m bot`` (the console
+    script's module): same output, same exit codes."""
+    graph = subprocess.run([sys.executable, "-m", "threadwise", "graph"], capture_output=True, text=True,
+                           env=_env(), cwd=tmp_path, timeout=120)
+    assert graph.returncode == 0, graph.stderr
+    same = subprocess.run([sys.executable, "-m", "bot", "graph"], capture_output=True, text=True, env=_env(),
+                          cwd=tmp_path, timeout=120)
+    assert graph.stdout == same.stdout and "retrieve" in graph.stdout
+    usage = subprocess.run([sys.executable, "-m", "threadwise", "--help"], capture_output=True, text=True,
+                           env=_env(), cwd=tmp_path, timeout=60)
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: threadwise")
+    bad = subprocess.run([sys.executable, "-m", "threadwise", "threads", "--config", str(tmp_path / "nope.toml")],
+                         capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=60)
+    assert bad.returncode == 2 and "config file not found" in bad.stderr
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    """The value of one sample of a Prometheus text exposition (0 when absent)."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        m = re.match(r"^([a-z_]+)(?:\{([^}]*)\})? (\S+)$", line)
+        if m and m.group(1) == name and ",".join(sorted((m.group(2) or "").split(","))).strip(",") == want:
+            return float(m.group(3))
+    return 0.0
+
+
+async def test_run_process_json_logs_health_and_metrics(tmp_path, fake: FakeSlackAPI):
+    """One question through ``threadwise run --log-format json``: every line the process
+    writes is a JSON object; the lines of the turn carry its thread key, platform and
+    message id; no secret and no document text is logged; /healthz says Slack is
+    connected; /metrics counts the question, its outcome, its LLM calls and its latency."""
+    port, monitor = free_port(), free_port()
+    events = SlackEvents()
+    async with mistral_server() as model:
+        config = write_config(tmp_path, fake, slack=f'http_port = {port}\nhttp_host = "127.0.0.1"',
+                              extra=models_section(model) + f"\n[monitoring]\nhealth_port = {monitor}\n"
+                                                            f"metrics_port = {monitor}\n")
+        proc = BotProcess(config, port, tmp_path / "run.log", {"MISTRAL_API_KEY": "test-key-SECRET"},
+                          args=["--log-format", "json"])
+        try:
+            async with aiohttp.ClientSession() as session:
+                await proc.wait_ready(session)
+                async with session.get(f"http://127.0.0.1:{monitor}/healthz") as resp:
+                    assert resp.status == 200
+                    assert await resp.json() == {"status": "ok", "platforms": {"slack": {"connected": True}}}
+                ts = fake.next_ts()
+                event = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, kind="app_mention",
+                                            text=f"<@{BOT_USER_ID}> how do I roll back a deploy?")
+                status, _ = await post(session, proc.url + "/slack/events", events.event(event))
+                assert status == 200
+                await fake.wait_for(lambda: thread_posts(fake, ts)
+                                    and fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"], timeout=60)
+                async with session.get(f"http://127.0.0.1:{monitor}/metrics") as resp:
+                    assert resp.status == 200 and resp.content_type == "text/plain"
+                    metrics = await resp.text()
+        finally:
+            output = await proc.stop()
+    assert "make rollback" in thread_posts(fake, ts)[0]["text"]
+
+    lines = [json.loads(line) for line in output.splitlines() if line.strip()]  # every line is JSON
+    assert all({"time", "level", "logger", "message"} <= set(rec) for rec in lines)
+    key = f"slack:{TEAM_ID}:{CHANNEL}:{ts}"
+    turn = [rec for rec in lines if rec.get("thread_key") == key]
+    messages = " | ".join(rec["message"] for rec in turn)
+    assert re.search(r"question from UASKER", messages), messages  # the service's line
+    assert re.search(r"answer .* in \d", messages), messages  # the outcome line
+    assert any(rec["logger"].startswith("bot.platforms.slack") for rec in turn), messages  # the adapter's lines
+    assert all(rec["platform"] == "slack" and rec["message_id"] == f"slack:{CHANNEL}:{ts}"
+               for rec in turn if rec["logger"] == "bot.service")
+    for secret in (BOT_TOKEN, SIGNING_SECRET, "test-key-SECRET", "ten minutes", "PagerDuty"):
+        assert secret not in output  # no secrets, no document text
+
+    assert _metric(metrics, "threadwise_questions_total", platform="slack") == 1
+    assert _metric(metrics, "threadwise_outcomes_total", platform="slack", outcome="answer") == 1
+    assert _metric(metrics, "threadwise_llm_calls_total") == len(model.requests) > 0
+    assert _metric(metrics, "threadwise_turn_seconds_count", outcome="answer") == 1
+    assert _metric(metrics, "threadwise_turn_seconds_sum", outcome="answer") > 0
+    assert "threadwise_runs_waiting 0.0" in metrics and "threadwise_runs_in_flight 0.0" in metrics
+
+
+async def test_text_logs_put_the_thread_key_in_one_place(tmp_path, fake: FakeSlackAPI):
+    """The default text format: ``time LEVEL logger [thread key] message``, the key once."""
+    port = free_port()
+    events = SlackEvents()
+    config = write_config(tmp_path, fake, slack=f'http_port = {port}\nhttp_host = "127.0.0.1"')
+    proc = BotProcess(config, port, tmp_path / "run.log")
+    try:
+        async with aiohttp.ClientSession() as session:
+            await proc.wait_ready(session)
+            ts = fake.next_ts()
+            event = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, kind="app_mention",
+                                        text=f"<@{BOT_USER_ID}> ")
+            status, _ = await post(session, proc.url + "/slack/events", events.event(event))
+            assert status == 200
+            await fake.wait_for(lambda: thread_posts(fake, ts), timeout=30)
+    finally:
+        output = await proc.stop()
+    key = f"slack:{TEAM_ID}:{CHANNEL}:{ts}"
+    empty = [line for line in output.splitlines() if "empty question" in line]
+    assert len(empty) == 1 and re.match(r"^\S+ \S+ INFO bot\.service \[" + re.escape(key) + r"\] empty question",
+                                        empty[0]), output[-2000:]
+    assert empty[0].count(key) == 1
