@@ -4,6 +4,7 @@ key, the health endpoint and Prometheus metrics of a real ``threadwise run`` pro
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -82,9 +83,13 @@ async def test_run_process_json_logs_health_and_metrics(tmp_path, fake: FakeSlac
                 assert status == 200
                 await fake.wait_for(lambda: thread_posts(fake, ts)
                                     and fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"], timeout=60)
-                async with session.get(f"http://127.0.0.1:{monitor}/metrics") as resp:
-                    assert resp.status == 200 and resp.content_type == "text/plain"
-                    metrics = await resp.text()
+                for _ in range(100):  # the turn ends just after its last post (checkpoints pruned)
+                    async with session.get(f"http://127.0.0.1:{monitor}/metrics") as resp:
+                        assert resp.status == 200 and resp.content_type == "text/plain"
+                        metrics = await resp.text()
+                    if _metric(metrics, "threadwise_runs_in_flight") == 0:
+                        break
+                    await asyncio.sleep(0.1)
         finally:
             output = await proc.stop()
     assert "make rollback" in thread_posts(fake, ts)[0]["text"]
