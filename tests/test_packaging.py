@@ -44,7 +44,7 @@ def _declared(groups: list[str]) -> set[str]:
 
 
 def _undeclared(folders: list[str], groups: list[str]) -> list[str]:
-    first_party = {"bot", "graphs", "tests", "bench", "scripts"}
+    first_party = {"bot", "graphs", "threadwise", "tests", "bench", "scripts"}
     dists = metadata.packages_distributions()
     declared = _declared(groups)
     missing = []
@@ -60,8 +60,9 @@ def _undeclared(folders: list[str], groups: list[str]) -> list[str]:
 
 
 def test_product_imports_are_declared_dependencies() -> None:
-    """bot/ and graphs/ import only what `pip install threadwise[offline,postgres]` installs."""
-    assert _undeclared(["bot", "graphs"], ["offline", "postgres"]) == []
+    """bot/, graphs/ and threadwise/ import only what `pip install threadwise[offline,postgres,metrics]`
+    installs."""
+    assert _undeclared(["bot", "graphs", "threadwise"], ["offline", "postgres", "metrics"]) == []
 
 
 def test_test_imports_are_declared_dependencies() -> None:
