@@ -9,7 +9,7 @@ line logged outside any turn may name its thread with ``extra={"thread_key": ...
 
 Formats (``[logging] format`` in config.toml, or ``--log-format``):
 
-- ``text``: ``2026-01-02 03:04:05,678 INFO bot.service [slack:C1:1.2] question from U1``;
+- ``text``: ``2026-01-02 03:04:05,678 INFO bot.service: [slack:T1:C1:1.2] question from U1``;
 - ``json``: ``{"time": "2026-01-02T03:04:05.678Z", "level": "INFO", "logger": "bot.service",
   "message": "question from U1", "thread_key": "slack:C1:1.2", "platform": "slack",
   "message_id": "1.2"}``, plus ``"exception"`` (the traceback) when one is logged.
@@ -84,6 +84,12 @@ def with_log_context(**paths: str) -> Callable[[F], F]:
     return decorate
 
 
+def in_thread(thread_key: str) -> dict[str, str]:
+    """``extra`` naming a log line's thread where no :func:`log_context` may be set:
+    ``log.info("help request timed out", extra=in_thread(key))``."""
+    return {"thread_key": thread_key}
+
+
 def current() -> dict[str, str]:
     """The fields of the turn being handled (``{}`` outside a turn)."""
     return dict(_context.get())
@@ -102,18 +108,15 @@ class ContextFilter(logging.Filter):
 
 
 class TextFormatter(logging.Formatter):
-    """``time LEVEL logger [thread key] message``; the bracket only inside a turn."""
+    """``time LEVEL logger: [thread key] message``; the bracket only when the line has a thread."""
 
     def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(thread_prefix)s%(message)s")
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         key = getattr(record, "thread_key", "")
-        line = super().formatMessage(record)
-        if key:
-            head = f"{record.asctime} {record.levelname} {record.name} "
-            line = f"{head}[{key}] {line[len(head):]}"
-        return line
+        record.thread_prefix = f"[{key}] " if key else ""
+        return super().formatMessage(record)
 
 
 class JsonFormatter(logging.Formatter):

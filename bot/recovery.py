@@ -43,7 +43,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
 from bot.failures import describe_failure
-from bot.logs import with_log_context
+from bot.logs import in_thread, with_log_context
 from bot.protocol import Answer, IncomingMessage, Responder, Status
 
 if TYPE_CHECKING:
@@ -69,7 +69,8 @@ async def recover_runs(service: "ChatService", runs: list[dict[str, Any]]) -> No
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one broken record must not stop the others
-                log.error("[%s] recovery of %s failed: %s", row["thread_key"], row["run_id"], describe_failure(exc))
+                log.error("recovery of %s failed: %s", row["run_id"], describe_failure(exc),
+                          extra=in_thread(row["thread_key"]))
                 await service._best_effort(service.store.finish_run(row["run_id"]), row["thread_key"])
 
     await asyncio.gather(*(one_thread(rows) for rows in by_thread.values()))
@@ -105,22 +106,22 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
     key, run_id, stage = row["thread_key"], row["run_id"], row["stage"]
     out = await _responder(service, row["platform"], row["reference"])
     if out is None:
-        log.warning("[%s] recovery: %s belongs to %s, which does not run in this process; left for it", key,
-                    run_id, row["platform"])
+        log.warning("recovery: %s belongs to %s, which does not run in this process; left for it",
+                    run_id, row["platform"], extra=in_thread(key))
         return
     age = time.time() - float(row["started_at"])
     stale = age > service.resume_window_seconds
     if stage == "queued":
         message = row.get("message") or {}
         if not message or stale:
-            log.info("[%s] recovery: %s queued %.0fs ago, %s", key, run_id, age,
-                     "apologising" if message else "nothing to do")
+            log.info("recovery: %s queued %.0fs ago, %s", run_id, age,
+                     "apologising" if message else "nothing to do", extra=in_thread(key))
             if message:
                 await _apologise(service, key, run_id, out)
             else:
                 await service.store.finish_run(run_id)
             return
-        log.info("[%s] recovery: handling %s (queued %.0fs ago, never started)", key, run_id, age)
+        log.info("recovery: handling %s (queued %.0fs ago, never started)", run_id, age, extra=in_thread(key))
         await service._dispatch_guarded(IncomingMessage(**message), out, run_id=run_id)
         return
     async with service._thread(key):
@@ -129,13 +130,13 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
         latest = str((state.config or {}).get("configurable", {}).get("checkpoint_id") or "")
         if stage == "posted":
             kind = (state.values or {}).get("outcome") or "answer"
-            log.info("[%s] recovery: %s was posted; setting the final reaction", key, run_id)
+            log.info("recovery: %s was posted; setting the final reaction", run_id, extra=in_thread(key))
             await out.set_status(Status.APOLOGY if kind == "apology" else Status.DONE)
             await service.store.finish_run(run_id)
             return
         if stale:
-            log.info("[%s] recovery: %s started %.0fs ago (> %.0fs): apologising", key, run_id, age,
-                     service.resume_window_seconds)
+            log.info("recovery: %s started %.0fs ago (> %.0fs): apologising", run_id, age,
+                     service.resume_window_seconds, extra=in_thread(key))
             await _apologise(service, key, run_id, out)
             return
         record = row.get("input") or {}
@@ -146,15 +147,15 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
                 if graph_input is None:
                     await _apologise(service, key, run_id, out)
                     return
-                log.info("[%s] recovery: %s saved no step: starting it again", key, run_id)
+                log.info("recovery: %s saved no step: starting it again", run_id, extra=in_thread(key))
                 await service._run(key, graph_input, out, platform=platform, run_id=run_id, record=record,
                                    is_resume="resume" in record)
             elif state.next and not state.interrupts:
-                log.info("[%s] recovery: %s continues at %s from checkpoint %s", key, run_id, ",".join(state.next),
-                         latest)
+                log.info("recovery: %s continues at %s from checkpoint %s", run_id, ",".join(state.next),
+                         latest, extra=in_thread(key))
                 await service._run(key, None, out, platform=platform, run_id=run_id, record=record, is_resume=True)
             else:
-                log.info("[%s] recovery: %s ended before it was reported: reporting it", key, run_id)
+                log.info("recovery: %s ended before it was reported: reporting it", run_id, extra=in_thread(key))
                 await service._report(key, state, out, platform=platform, run_id=run_id, t0=time.perf_counter())
 
 

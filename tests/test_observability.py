@@ -134,6 +134,6 @@ async def test_text_logs_put_the_thread_key_in_one_place(tmp_path, fake: FakeSla
         output = await proc.stop()
     key = f"slack:{TEAM_ID}:{CHANNEL}:{ts}"
     empty = [line for line in output.splitlines() if "empty question" in line]
-    assert len(empty) == 1 and re.match(r"^\S+ \S+ INFO bot\.service \[" + re.escape(key) + r"\] empty question",
+    assert len(empty) == 1 and re.match(r"^\S+ \S+ INFO bot\.service: \[" + re.escape(key) + r"\] empty question",
                                         empty[0]), output[-2000:]
     assert empty[0].count(key) == 1

@@ -29,6 +29,7 @@ import discord
 from bot.chat.help import duration
 from bot.chat.reactions import ReactionState
 from bot.chat.text import Mention, Part, compose
+from bot.logs import in_thread
 from bot.platforms.discord_auth import expert_mentions
 from bot.platforms.discord_format import (
     format_answer,
@@ -200,7 +201,8 @@ class DiscordResponder:
         message = self._status_message()
         if message is None:
             return
-        log.debug("discord: status %s thread=%s message=%s", status.value, self.thread_key, self.status_message_id)
+        log.debug("discord: status %s message=%s", status.value, self.status_message_id,
+                  extra=in_thread(self.thread_key))
 
         async def add(e: str) -> bool:
             try:
@@ -224,12 +226,12 @@ class DiscordResponder:
 
     def _reaction_failed(self, what: str, emoji: str, exc: BaseException) -> None:
         log.warning(
-            "discord: could not %s reaction %s thread=%s message=%s: %s",
+            "discord: could not %s reaction %s message=%s: %s",
             what,
             emoji,
-            self.thread_key,
             self.status_message_id,
             _describe(exc),
+            extra=in_thread(self.thread_key),
         )
         if isinstance(exc, discord.HTTPException) and (exc.status in (403, 404) or exc.code in _GIVE_UP_CODES):
             self._reactions.disabled = True
@@ -247,9 +249,10 @@ class DiscordResponder:
         except asyncio.CancelledError:
             raise
         except TimeoutError:
-            log.info("discord: typing indicator stopped after %ss thread=%s", TYPING_MAX_SECONDS, self.thread_key)
+            log.info("discord: typing indicator stopped after %ss", TYPING_MAX_SECONDS,
+                     extra=in_thread(self.thread_key))
         except Exception as exc:  # noqa: BLE001 - typing is cosmetic
-            log.info("discord: typing indicator failed thread=%s: %s", self.thread_key, _describe(exc))
+            log.info("discord: typing indicator failed: %s", _describe(exc), extra=in_thread(self.thread_key))
 
     async def _stop_typing(self) -> None:
         task, self._typing = self._typing, None
@@ -282,7 +285,7 @@ class DiscordResponder:
                 kwargs.pop("reference")
                 with contextlib.suppress(discord.HTTPException):
                     return await self.channel().send(text, **kwargs)
-            log.error("discord: could not post in thread=%s: %s", self.thread_key, _describe(exc))
+            log.error("discord: could not post: %s", _describe(exc), extra=in_thread(self.thread_key))
             return None
 
     async def post_answer(self, answer: Answer) -> None:
@@ -295,11 +298,11 @@ class DiscordResponder:
         await self._stop_typing()
         chunks = format_answer(answer, self.settings.max_message_characters)
         log.info(
-            "discord: posting %s (%d message(s), %d chars) thread=%s",
+            "discord: posting %s (%d message(s), %d chars)",
             answer.kind,
             len(chunks),
             sum(map(len, chunks)),
-            self.thread_key,
+            extra=in_thread(self.thread_key),
         )
         for i, chunk in enumerate(chunks):
             last = i == len(chunks) - 1
@@ -323,7 +326,8 @@ class DiscordResponder:
         sent = await self._send(text, allowed=allowed, view=help_view(self.thread_key, request.interrupt_id), reply=True)
         if sent is None:
             raise PostError(f"discord help request not posted thread={self.thread_key}", self.last_error)
-        log.info("discord: help request posted thread=%s experts=%s", self.thread_key, mentions or "(none configured)")
+        log.info("discord: help request posted experts=%s", mentions or "(none configured)",
+                 extra=in_thread(self.thread_key))
 
     async def post_notice(self, text: str | list[Part]) -> None:
         """Post a short notice in the conversation (split if ever too long)."""
@@ -339,7 +343,7 @@ class DiscordResponder:
                 await self._progress.edit(content=text)
                 return
             except discord.HTTPException as exc:
-                log.warning("discord: could not edit progress thread=%s: %s", self.thread_key, _describe(exc))
+                log.warning("discord: could not edit progress: %s", _describe(exc), extra=in_thread(self.thread_key))
         self._progress = await self._send(text, reply=True)
 
     async def notify_private(self, text: str | list[Part]) -> None:
@@ -352,13 +356,13 @@ class DiscordResponder:
             dm = await self.bot.create_dm(discord.Object(self.author_id))  # POST /users/@me/channels
             await dm.send(text[: self.settings.max_message_characters], allowed_mentions=NO_PINGS,
                           suppress_embeds=True)
-            log.info("discord: private note sent thread=%s user=%s", self.thread_key, self.author_id)
+            log.info("discord: private note sent user=%s", self.author_id, extra=in_thread(self.thread_key))
         except discord.HTTPException as exc:
             log.info(
-                "discord: DM to user=%s failed (%s); replying in thread=%s",
+                "discord: DM to user=%s failed (%s); replying in the thread",
                 self.author_id,
                 _describe(exc),
-                self.thread_key,
+                extra=in_thread(self.thread_key),
             )
             mention = discord.AllowedMentions(users=[discord.Object(self.author_id)], everyone=False, roles=False)
             await self._send(
@@ -408,7 +412,8 @@ class InteractionResponder(DiscordResponder):
                     await self.interaction.response.defer(ephemeral=self.ephemeral, thinking=True)
                     self._original = "deferred"
                 except discord.HTTPException as exc:
-                    log.warning("discord: could not defer interaction thread=%s: %s", self.thread_key, _describe(exc))
+                    log.warning("discord: could not defer interaction: %s", _describe(exc),
+                                extra=in_thread(self.thread_key))
 
     async def _reply(self, text: str | list[Part], *, ephemeral: bool, edit: bool = False) -> bool:
         """Answer the interaction: the first reply is its response (or replaces the "thinking"
@@ -430,7 +435,7 @@ class InteractionResponder(DiscordResponder):
                 return True
             except discord.HTTPException as exc:
                 self.last_error = f"HTTP {exc.status} code {exc.code}"
-                log.warning("discord: interaction reply failed thread=%s: %s", self.thread_key, _describe(exc))
+                log.warning("discord: interaction reply failed: %s", _describe(exc), extra=in_thread(self.thread_key))
                 return False
 
     async def set_status(self, status: Status) -> None:

@@ -35,6 +35,8 @@ import uuid
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
+from bot.logs import in_thread
+
 log = logging.getLogger(__name__)
 
 _RUN_COLUMNS = "run_id, thread_key, platform, reference, message, input, checkpoint_before, started_at, stage, seq"
@@ -276,8 +278,8 @@ class PgBookkeeping:
             if not row or not row["n"]:
                 return
             if loop.time() > deadline:
-                log.warning("[%s] %s: %d earlier runs of the thread are still unfinished; going ahead", thread_key,
-                            run_id, row["n"])
+                log.warning("%s: %d earlier runs of the thread are still unfinished; going ahead",
+                            run_id, row["n"], extra=in_thread(thread_key))
                 return
             await asyncio.sleep(delay)
             delay = min(0.25, delay * 2)
@@ -298,8 +300,8 @@ class PgBookkeeping:
                     await asyncio.shield(conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))",
                                                       (f"thread:{thread_key}",)))
                 except Exception as exc:  # noqa: BLE001 - the connection died: so did its lock
-                    log.warning("[%s] thread lock release failed (%s): the connection is dropped", thread_key,
-                                type(exc).__name__)
+                    log.warning("thread lock release failed (%s): the connection is dropped",
+                                type(exc).__name__, extra=in_thread(thread_key))
                     await conn.close()
 
     @asynccontextmanager
