@@ -124,11 +124,14 @@ class FakeTavily:
 
 
 @asynccontextmanager
-async def serve(routes: dict[str, Any]) -> AsyncIterator[str]:
-    """Serve ``{path: POST handler}`` on 127.0.0.1 with a free port; yields the base URL."""
+async def serve(routes: dict[str, Any], get: dict[str, Any] | None = None) -> AsyncIterator[str]:
+    """Serve ``{path: POST handler}`` (and ``get``: ``{path: GET handler}``) on 127.0.0.1 with a
+    free port; yields the base URL."""
     app = web.Application()
     for path, handler in routes.items():
         app.router.add_post(path, handler)
+    for path, handler in (get or {}).items():
+        app.router.add_get(path, handler)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -1,10 +1,15 @@
 """Tracing (LangSmith or any LangChain tracer): each graph run is one trace named
 ``threadwise`` with the platform, the thread key and the message id, and its model calls
 are child runs carrying the same metadata. Observed through a LangChain callback handler
-given to the service's runs, as a tracer receives them; no network."""
+given to the service's runs, as a tracer receives them, and through a local LangSmith
+endpoint receiving a real process's traces; no network."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -12,6 +17,12 @@ from langchain_core.callbacks import BaseCallbackHandler
 from bot.platforms.console import ConsoleResponder
 from bot.protocol import IncomingMessage
 from tests.conftest import scripted_runtime
+from tests.fakes import write_platform_config
+from tests.fakes.langsmith_api import langsmith_server
+from tests.fakes.mistral_stall import mistral_server, models_section
+from tests.fakes.slack_api import KB_FILES
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Recorder(BaseCallbackHandler):
@@ -72,3 +83,34 @@ async def test_a_resumed_run_is_traced_as_a_resume(settings):
     assert [r["metadata"]["kind"] for r in recorder.roots] == ["question", "resume"]
     assert all(r["metadata"]["thread_key"] == key and r["metadata"]["platform"] == "console"
                for r in recorder.roots)
+
+
+async def test_langsmith_receives_the_traces_of_a_real_process(tmp_path):
+    """The README's recipe: LANGSMITH_TRACING, LANGSMITH_API_KEY, LANGSMITH_PROJECT (and
+    LANGSMITH_ENDPOINT, here a local fake) and nothing else: ``python -m threadwise ask``
+    sends one trace named ``threadwise`` to the project, with the thread key as metadata,
+    and the model calls as its descendants."""
+    async with mistral_server() as model, langsmith_server() as langsmith:
+        cfg = write_platform_config(tmp_path, KB_FILES, models_section(model))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
+        env.update(PYTHONPATH=str(ROOT), MISTRAL_API_KEY="k", LANGSMITH_TRACING="true",
+                   LANGSMITH_API_KEY="lsv2-test", LANGSMITH_PROJECT="threadwise-test",
+                   LANGSMITH_ENDPOINT=langsmith.base_url)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "threadwise", "ask", "how do I roll back a deploy?", "--thread", "traced",
+            "--config", str(cfg), env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 180)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        assert "make rollback" in out.decode()
+    roots = langsmith.roots()
+    assert [r["name"] for r in roots] == ["threadwise"]
+    root = roots[0]
+    assert root["session_name"] == "threadwise-test"
+    assert {"platform:console", "kind:question"} <= set(root["tags"])
+    meta = langsmith.metadata(root)
+    assert (meta["thread_key"], meta["platform"], meta["kind"]) == ("console:traced", "console", "question")
+    model_runs = [r for r in langsmith.runs.values() if r.get("run_type") == "llm"]
+    assert len(model_runs) == len(model.requests) > 0
+    assert all(r["trace_id"] == root["id"] and langsmith.metadata(r)["thread_key"] == "console:traced"
+               for r in model_runs)
