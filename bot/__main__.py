@@ -179,7 +179,14 @@ async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from bot.platforms.console import run_console
 
+    from bot.metrics import MetricsUnavailable, PrometheusMetrics
+
     secrets = Secrets.from_env()
+    try:
+        metrics = PrometheusMetrics() if settings.monitoring.metrics_port else None
+    except MetricsUnavailable as exc:
+        err.print(f"Configuration error: {exc}", style="red", markup=False)
+        return 2
 
     async def body(rt) -> int:
         import signal
@@ -229,11 +236,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         for t in tasks:
             rt.health.expect(t.get_name())
-        monitoring = _start_monitoring(settings, rt, stop)
-        if isinstance(monitoring, int):
-            for t in tasks:
-                t.cancel()
-            return monitoring
+        monitoring = _start_monitoring(settings, rt, metrics, stop)
         await rt.service.recover()
         done, _ = await asyncio.wait(tasks + monitoring, return_when=asyncio.FIRST_EXCEPTION)
         await rt.service.drain(10)  # a recovered run (bot.recovery) is finished too
@@ -246,23 +249,16 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return await _with_runtime(settings, None, body)
 
 
-def _start_monitoring(settings: Settings, rt, stop: asyncio.Event) -> list[asyncio.Task] | int:
-    """Start ``[monitoring]``'s health and metrics endpoints (none when both ports are 0):
-    the serving task in a list, or exit code 2 after one line when metrics are asked for
-    and prometheus-client is missing."""
-    from bot.metrics import MetricsUnavailable, PrometheusMetrics
+def _start_monitoring(settings: Settings, rt, metrics, stop: asyncio.Event) -> list[asyncio.Task]:
+    """Start ``[monitoring]``'s health and metrics endpoints until ``stop`` (none when both
+    ports are 0); ``metrics`` (a :class:`bot.metrics.PrometheusMetrics` or None) becomes
+    the service's observer. Returns the serving task in a list."""
     from bot.monitoring import serve_monitoring
 
     m = settings.monitoring
     if not (m.health_port or m.metrics_port):
         return []
-    metrics = None
-    if m.metrics_port:
-        try:
-            metrics = PrometheusMetrics()
-        except MetricsUnavailable as exc:
-            err.print(f"Configuration error: {exc}", style="red", markup=False)
-            return 2
+    if metrics is not None:
         rt.service.observer = metrics
     return [asyncio.create_task(serve_monitoring(m.host, m.health_port, m.metrics_port, health=rt.health,
                                                  metrics=metrics, stop=stop), name="monitoring")]

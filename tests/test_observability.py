@@ -137,3 +137,19 @@ async def test_text_logs_put_the_thread_key_in_one_place(tmp_path, fake: FakeSla
     assert len(empty) == 1 and re.match(r"^\S+ \S+ INFO bot\.service: \[" + re.escape(key) + r"\] empty question",
                                         empty[0]), output[-2000:]
     assert empty[0].count(key) == 1
+
+
+def test_metrics_without_prometheus_client_is_a_configuration_error(tmp_path):
+    """``metrics_port`` set but the ``metrics`` extra not installed: exit 2 with one line
+    saying what to install, before anything starts."""
+    blocked = tmp_path / "site"
+    (blocked / "prometheus_client").mkdir(parents=True)
+    (blocked / "prometheus_client" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    config = tmp_path / "config.toml"
+    config.write_text("[monitoring]\nmetrics_port = 9\n")
+    env = dict(_env(), PYTHONPATH=f"{blocked}{os.pathsep}{ROOT}")
+    run = subprocess.run([sys.executable, "-m", "threadwise", "run", "--config", str(config)], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=120, stdin=subprocess.DEVNULL)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "Configuration error: [monitoring] metrics_port needs prometheus-client: pip install 'threadwise[metrics]'"]
