@@ -153,3 +153,39 @@ def test_metrics_without_prometheus_client_is_a_configuration_error(tmp_path):
     assert run.returncode == 2, run.stderr
     assert run.stderr.strip().splitlines() == [
         "Configuration error: [monitoring] metrics_port needs prometheus-client: pip install 'threadwise[metrics]'"]
+
+
+async def test_a_json_line_keeps_a_traceback_and_the_context_of_tasks_a_turn_starts():
+    """A traceback stays inside its one JSON line; a task started inside a turn logs with
+    the turn's fields; a line outside any turn has none."""
+    import io
+    import logging
+
+    from bot.logs import log_context, setup_logging
+
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    stream = io.StringIO()
+    setup_logging("INFO", "json", stream)
+    log = logging.getLogger("threadwise.test")
+    try:
+        async def later() -> None:
+            await asyncio.sleep(0)
+            log.info("from a task")
+
+        with log_context(thread_key="discord:1:2", platform="discord", message_id="3"):
+            try:
+                raise ValueError("boom")
+            except ValueError:
+                log.exception("it failed")
+            task = asyncio.create_task(later())
+        await task
+        log.info("outside")
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+    failed, from_task, outside = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert failed["message"] == "it failed" and "ValueError: boom" in failed["exception"]
+    assert failed["thread_key"] == from_task["thread_key"] == "discord:1:2"
+    assert (from_task["platform"], from_task["message_id"]) == ("discord", "3")
+    assert "thread_key" not in outside and outside["message"] == "outside"
