@@ -5,14 +5,14 @@ The fields come from a :mod:`contextvars` context (:func:`log_context`), set whe
 starts (:meth:`bot.service.ChatService.handle`, ``ask``, resumes, recovery); asyncio copies
 the context into the tasks a turn starts, so every line logged on the way (the graph, the
 model caller, the adapters' responders) carries them without passing the key around. A
-line logged outside any turn may name its thread with ``extra={"thread_key": ...}``.
+line logged where no turn may be set names its thread with ``extra=in_thread(key)``.
 
 Formats (``[logging] format`` in config.toml, or ``--log-format``):
 
 - ``text``: ``2026-01-02 03:04:05,678 INFO bot.service: [slack:T1:C1:1.2] question from U1``;
 - ``json``: ``{"time": "2026-01-02T03:04:05.678Z", "level": "INFO", "logger": "bot.service",
-  "message": "question from U1", "thread_key": "slack:C1:1.2", "platform": "slack",
-  "message_id": "1.2"}``, plus ``"exception"`` (the traceback) when one is logged.
+  "message": "question from U1", "thread_key": "slack:T1:C1:1.2", "platform": "slack",
+  "message_id": "slack:C1:1.2"}``, plus ``"exception"`` (the traceback) when one is logged.
 
 Messages never hold secrets or documents (the developers' guide); the JSON formatter adds
 no other field of the record, so whatever a library attaches to it stays out.
@@ -42,8 +42,13 @@ _context: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("threa
 def log_context(**fields: str | None) -> Iterator[dict[str, str]]:
     """Put ``fields`` (``thread_key``, ``platform``, ``message_id``; None or "" leave a
     field as it was) on every log line written inside the ``with`` block, in this task
-    and the tasks it starts. Nested blocks add to the outer one. Yields the merged fields."""
-    merged = {**_context.get(), **{k: str(v) for k, v in fields.items() if v}}
+    and the tasks it starts. Nested blocks add to the outer one, unless they name another
+    thread (then the outer fields are not this thread's). Yields the merged fields."""
+    given = {k: str(v) for k, v in fields.items() if v}
+    outer = _context.get()
+    if given.get("thread_key", outer.get("thread_key")) != outer.get("thread_key"):
+        outer = {}
+    merged = {**outer, **given}
     token = _context.set(merged)
     try:
         yield merged

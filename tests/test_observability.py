@@ -189,3 +189,14 @@ async def test_a_json_line_keeps_a_traceback_and_the_context_of_tasks_a_turn_sta
     assert failed["thread_key"] == from_task["thread_key"] == "discord:1:2"
     assert (from_task["platform"], from_task["message_id"]) == ("discord", "3")
     assert "thread_key" not in outside and outside["message"] == "outside"
+
+
+def test_a_nested_context_for_another_thread_does_not_keep_the_outer_message_id():
+    from bot.logs import current, log_context
+
+    with log_context(thread_key="slack:T1:C1:1.0", platform="slack", message_id="slack:C1:1.5"):
+        with log_context(thread_key="slack:T1:C1:1.0"):
+            assert current()["message_id"] == "slack:C1:1.5"  # the same thread: the same turn
+        with log_context(thread_key="slack:T1:C2:2.0", platform="slack"):
+            assert current() == {"thread_key": "slack:T1:C2:2.0", "platform": "slack"}
+    assert current() == {}
