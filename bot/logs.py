@@ -5,7 +5,7 @@ The fields come from a :mod:`contextvars` context (:func:`log_context`), set whe
 starts (:meth:`bot.service.ChatService.handle`, ``ask``, resumes, recovery); asyncio copies
 the context into the tasks a turn starts, so every line logged on the way (the graph, the
 model caller, the adapters' responders) carries them without passing the key around. A
-line logged where no turn may be set names its thread with ``extra=in_thread(key)``.
+line logged where no turn may be set names its thread with ``extra=for_thread(key)``.
 
 Formats (``[logging] format`` in config.toml, or ``--log-format``):
 
@@ -89,9 +89,9 @@ def with_log_context(**paths: str) -> Callable[[F], F]:
     return decorate
 
 
-def in_thread(thread_key: str) -> dict[str, str]:
+def for_thread(thread_key: str) -> dict[str, str]:
     """``extra`` naming a log line's thread where no :func:`log_context` may be set:
-    ``log.info("help request timed out", extra=in_thread(key))``."""
+    ``log.info("help request timed out", extra=for_thread(key))``."""
     return {"thread_key": thread_key}
 
 

@@ -43,7 +43,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
 from bot.failures import describe_failure
-from bot.logs import in_thread, with_log_context
+from bot.logs import for_thread, with_log_context
 from bot.protocol import Answer, IncomingMessage, Responder, Status
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ async def recover_runs(service: "ChatService", runs: list[dict[str, Any]]) -> No
                 raise
             except Exception as exc:  # noqa: BLE001 - one broken record must not stop the others
                 log.error("recovery of %s failed: %s", row["run_id"], describe_failure(exc),
-                          extra=in_thread(row["thread_key"]))
+                          extra=for_thread(row["thread_key"]))
                 await service._best_effort(service.store.finish_run(row["run_id"]), row["thread_key"])
 
     await asyncio.gather(*(one_thread(rows) for rows in by_thread.values()))
@@ -107,7 +107,7 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
     out = await _responder(service, row["platform"], row["reference"])
     if out is None:
         log.warning("recovery: %s belongs to %s, which does not run in this process; left for it",
-                    run_id, row["platform"], extra=in_thread(key))
+                    run_id, row["platform"], extra=for_thread(key))
         return
     age = time.time() - float(row["started_at"])
     stale = age > service.resume_window_seconds
@@ -115,13 +115,13 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
         message = row.get("message") or {}
         if not message or stale:
             log.info("recovery: %s queued %.0fs ago, %s", run_id, age,
-                     "apologising" if message else "nothing to do", extra=in_thread(key))
+                     "apologising" if message else "nothing to do", extra=for_thread(key))
             if message:
                 await _apologise(service, key, run_id, out)
             else:
                 await service.store.finish_run(run_id)
             return
-        log.info("recovery: handling %s (queued %.0fs ago, never started)", run_id, age, extra=in_thread(key))
+        log.info("recovery: handling %s (queued %.0fs ago, never started)", run_id, age, extra=for_thread(key))
         await service._dispatch_guarded(IncomingMessage(**message), out, run_id=run_id)
         return
     async with service._thread(key):
@@ -130,13 +130,13 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
         latest = str((state.config or {}).get("configurable", {}).get("checkpoint_id") or "")
         if stage == "posted":
             kind = (state.values or {}).get("outcome") or "answer"
-            log.info("recovery: %s was posted; setting the final reaction", run_id, extra=in_thread(key))
+            log.info("recovery: %s was posted; setting the final reaction", run_id, extra=for_thread(key))
             await out.set_status(Status.APOLOGY if kind == "apology" else Status.DONE)
             await service.store.finish_run(run_id)
             return
         if stale:
             log.info("recovery: %s started %.0fs ago (> %.0fs): apologising", run_id, age,
-                     service.resume_window_seconds, extra=in_thread(key))
+                     service.resume_window_seconds, extra=for_thread(key))
             await _apologise(service, key, run_id, out)
             return
         record = row.get("input") or {}
@@ -147,15 +147,15 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
                 if graph_input is None:
                     await _apologise(service, key, run_id, out)
                     return
-                log.info("recovery: %s saved no step: starting it again", run_id, extra=in_thread(key))
+                log.info("recovery: %s saved no step: starting it again", run_id, extra=for_thread(key))
                 await service._run(key, graph_input, out, platform=platform, run_id=run_id, record=record,
                                    is_resume="resume" in record)
             elif state.next and not state.interrupts:
                 log.info("recovery: %s continues at %s from checkpoint %s", run_id, ",".join(state.next),
-                         latest, extra=in_thread(key))
+                         latest, extra=for_thread(key))
                 await service._run(key, None, out, platform=platform, run_id=run_id, record=record, is_resume=True)
             else:
-                log.info("recovery: %s ended before it was reported: reporting it", run_id, extra=in_thread(key))
+                log.info("recovery: %s ended before it was reported: reporting it", run_id, extra=for_thread(key))
                 await service._report(key, state, out, platform=platform, run_id=run_id, t0=time.perf_counter())
 
 

@@ -37,7 +37,7 @@ from bot import checkpoints
 from bot.chat.policy import HELP_REFUSAL
 from bot.chat.text import REPLY_SYNTAX, parse_human_reply
 from bot.failures import describe_failure, failure_kind
-from bot.logs import in_thread, with_log_context
+from bot.logs import for_thread, with_log_context
 from bot.metrics import TurnObserver
 from bot.protocol import (Answer, HelpRequest, HumanAction, IncomingMessage, PostError, Responder, Source, Status,
                           clean_text, message_record)
@@ -221,7 +221,7 @@ class ChatService:
         try:
             if not await self.store.mark_seen(msg.message_id, msg.thread_key,
                                               run=(msg.platform, out.reference(), message_record(msg))):
-                log.info("duplicate delivery of %s ignored", msg.message_id, extra=in_thread(msg.thread_key))
+                log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
                 return None
         except Exception as exc:  # noqa: BLE001 - e.g. the disk is full: tell the user, keep serving
             await self._fail(msg.thread_key, exc, out, what=f"recording {msg.message_id}")
@@ -249,11 +249,11 @@ class ChatService:
         text = msg.text.strip()
         key = msg.thread_key
         if not text:
-            log.info("empty question from %s", msg.author_id, extra=in_thread(key))
+            log.info("empty question from %s", msg.author_id, extra=for_thread(key))
             await out.post_notice(self.empty_question_reply)
             return None
         if len(text) > self.max_question_characters:
-            log.info("question of %d characters refused", len(text), extra=in_thread(key))
+            log.info("question of %d characters refused", len(text), extra=for_thread(key))
             await out.post_notice(
                 f"That message is too long for me ({len(text):,} characters; the limit is "
                 f"{self.max_question_characters:,}). Please shorten it or ask about one part at a time.")
@@ -278,7 +278,7 @@ class ChatService:
             pending = await self.pending_interrupt(key)
             if pending is not None:
                 if not msg.is_expert:
-                    log.info("non-expert %s replied to a help request", msg.author_id, extra=in_thread(key))
+                    log.info("non-expert %s replied to a help request", msg.author_id, extra=for_thread(key))
                     await out.notify_private(
                         "This thread is waiting for an expert's answer; only the people named in the help "
                         "request can resume it. Your message was not sent to the bot.")
@@ -295,7 +295,7 @@ class ChatService:
                                                  channel=msg.channel)
             if seen is not None:  # it was a reply, and someone else's reply (or the timeout) won
                 return await self._already_handled(key, parsed[0], by, out)
-            log.info("question from %s (%d chars)", msg.author_id, len(text), extra=in_thread(key))
+            log.info("question from %s (%d chars)", msg.author_id, len(text), extra=for_thread(key))
             # status first, queue after: the user sees at once that the question arrived, and
             # whether it waits for a run slot (issue 11: the reaction came after the slot)
             self.observer.question(msg.platform)
@@ -327,7 +327,7 @@ class ChatService:
         return False
 
     async def _already_handled(self, key: str, action: HumanAction, by: str, out: Responder) -> None:
-        log.info("%s by %s ignored: the help request was already handled", action.value, by, extra=in_thread(key))
+        log.info("%s by %s ignored: the help request was already handled", action.value, by, extra=for_thread(key))
         await out.notify_private("This help request has already been handled.")
         return None
 
@@ -351,7 +351,7 @@ class ChatService:
         """
         try:
             if not is_expert:
-                log.info("resume refused for non-expert %s", actor_id, extra=in_thread(thread_key))
+                log.info("resume refused for non-expert %s", actor_id, extra=for_thread(thread_key))
                 await out.notify_private(HELP_REFUSAL)
                 return False
             action, by = HumanAction(action), actor_name or actor_id
@@ -446,17 +446,17 @@ class ChatService:
         try:
             await coro
         except Exception as exc:  # noqa: BLE001
-            log.warning("bookkeeping write failed: %s", describe_failure(exc), extra=in_thread(thread_key))
+            log.warning("bookkeeping write failed: %s", describe_failure(exc), extra=for_thread(thread_key))
 
     async def _fail(self, thread_key: str, exc: BaseException, out: Responder, *, what: str) -> None:
         """A turn failed outside the graph: one log line, the (storage) apology, the apology reaction."""
-        log.error("%s failed: %s", what, describe_failure(exc), extra=in_thread(thread_key))
+        log.error("%s failed: %s", what, describe_failure(exc), extra=for_thread(thread_key))
         log.debug("traceback", exc_info=exc)
         try:
             await out.post_answer(Answer(text=self._apology_for(exc), kind="apology"))
         except Exception as post_exc:  # noqa: BLE001
             log.error("the apology could not be posted either: %s", describe_failure(post_exc),
-                      extra=in_thread(thread_key))
+                      extra=for_thread(thread_key))
         try:
             await out.set_status(Status.APOLOGY)
         except Exception:  # noqa: BLE001
@@ -475,7 +475,7 @@ class ChatService:
         timer = self._timers.pop(thread_key, None)
         if timer and timer is not asyncio.current_task():
             timer.cancel()
-        log.info("help request resumed by %s: %s", by, action.value, extra=in_thread(thread_key))
+        log.info("help request resumed by %s: %s", by, action.value, extra=for_thread(thread_key))
         resume = {"action": action.value, "text": text, "by": by}
         async with self._runs:
             return await self._run(thread_key, Command(resume=resume), target,
@@ -523,7 +523,7 @@ class ChatService:
                         await self._show(run_id, out, status)
             state = await self.graph.aget_state(cfg)
         except Exception as exc:  # noqa: BLE001 - the user gets an apology, never a traceback
-            log.error("graph run failed: %s", describe_failure(exc), extra=in_thread(thread_key))
+            log.error("graph run failed: %s", describe_failure(exc), extra=for_thread(thread_key))
             log.debug("traceback", exc_info=True)
             answer = Answer(text=self._apology_for(exc), kind="apology")
             await self._post_final(thread_key, run_id, answer, out)
@@ -554,7 +554,7 @@ class ChatService:
             try:
                 await out.post_help_request(request)
             except PostError as exc:
-                log.error("help request could not be posted: %s", exc, extra=in_thread(thread_key))
+                log.error("help request could not be posted: %s", exc, extra=for_thread(thread_key))
                 await out.set_status(Status.APOLOGY)
             else:
                 await out.set_status(Status.WAITING_HUMAN)
@@ -564,7 +564,7 @@ class ChatService:
                 interrupt_id=intr.id), thread_key)
             self._arm_timeout(thread_key, self.help_timeout_seconds, intr.id)
             await self._best_effort(self.store.finish_run(run_id), thread_key)
-            log.info("paused for a human after %s", "->".join(values.get("path", [])), extra=in_thread(thread_key))
+            log.info("paused for a human after %s", "->".join(values.get("path", [])), extra=for_thread(thread_key))
             await self._prune(thread_key)
             return TurnResult(thread_key, None, request, values, time.perf_counter() - t0)
         outcome = values.get("outcome") or "answer"
@@ -583,7 +583,7 @@ class ChatService:
                               thread_key=thread_key, platform=platform, channel=channel)
         seconds = time.perf_counter() - t0
         log.info("%s%s in %.1fs, %d LLM calls, path %s", answer.kind, "" if posted else " NOT posted", seconds,
-                 values.get("llm_calls", 0), "->".join(answer.route), extra=in_thread(thread_key))
+                 values.get("llm_calls", 0), "->".join(answer.route), extra=for_thread(thread_key))
         await self._prune(thread_key)
         return TurnResult(thread_key, answer, None, values, seconds)
 
@@ -599,7 +599,7 @@ class ChatService:
                 route=str(values.get("route") or ""), sources=[dict(s) for s in values.get("sources", [])],
                 path=list(answer.route))
         except Exception as exc:  # noqa: BLE001 - feedback is bookkeeping: the answer still goes out
-            log.warning("answer not recorded for feedback: %s", describe_failure(exc), extra=in_thread(thread_key))
+            log.warning("answer not recorded for feedback: %s", describe_failure(exc), extra=for_thread(thread_key))
             return answer
         return replace(answer, answer_id=answer_id)
 
@@ -619,9 +619,9 @@ class ChatService:
                                             permalink=permalink, platform=platform, channel=channel)
         except Exception as exc:  # noqa: BLE001
             log.warning("expert answer not saved as a learned entry: %s", describe_failure(exc),
-                        extra=in_thread(thread_key))
+                        extra=for_thread(thread_key))
             return None
-        log.info("learned entry %d saved (answered by %s)", entry.id, by, extra=in_thread(thread_key))
+        log.info("learned entry %d saved (answered by %s)", entry.id, by, extra=for_thread(thread_key))
         return entry
 
     async def remember(self, msg: IncomingMessage, text: str, out: Responder) -> None:
@@ -671,7 +671,7 @@ class ChatService:
                 await self.graph.aupdate_state(self._cfg(key), {
                     "question": rec["question"], "documents": [], "retrieved": [], "verdict": "downvoted",
                     "review_note": clean_text(note), "queries": [], "path": ["downvoted"]}, as_node="grade_documents")
-                log.info("answer %s sent to the experts by %s", answer_id, actor_name, extra=in_thread(key))
+                log.info("answer %s sent to the experts by %s", answer_id, actor_name, extra=for_thread(key))
                 async with self._runs:
                     result = await self._run(key, None, out, platform=rec["platform"], is_resume=True,
                                              run_id=f"escalate:{answer_id}:{uuid.uuid4().hex[:8]}",
@@ -679,7 +679,7 @@ class ChatService:
             return result.help_request is not None
         except Exception as exc:  # noqa: BLE001
             log.error("asking the experts about %s failed: %s", answer_id,
-                      describe_failure(exc), extra=in_thread(rec["thread_key"] if rec else ""))
+                      describe_failure(exc), extra=for_thread(rec["thread_key"] if rec else ""))
             await out.notify_private("Sorry, I couldn't ask the experts (see the logs).")
             return False
 
@@ -706,7 +706,7 @@ class ChatService:
             await out.post_answer(answer)
             posted = True
         except Exception as exc:  # noqa: BLE001 - PostError, or a responder that broke its contract
-            log.error("%s could not be posted: %s", answer.kind, describe_failure(exc), extra=in_thread(thread_key))
+            log.error("%s could not be posted: %s", answer.kind, describe_failure(exc), extra=for_thread(thread_key))
             posted = False
         await self._best_effort(self.store.update_run(run_id, stage="posted"), thread_key)
         await out.set_status(Status.DONE if posted and answer.kind != "apology" else Status.APOLOGY)
@@ -720,7 +720,7 @@ class ChatService:
 
         async def fire() -> None:
             await asyncio.sleep(delay)
-            log.info("no human answered in time", extra=in_thread(thread_key))
+            log.info("no human answered in time", extra=for_thread(thread_key))
             try:
                 async with self._thread(thread_key):
                     pending = await self.pending_interrupt(thread_key)
@@ -734,7 +734,7 @@ class ChatService:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001
-                log.error("help request timeout failed: %s", describe_failure(exc), extra=in_thread(thread_key))
+                log.error("help request timeout failed: %s", describe_failure(exc), extra=for_thread(thread_key))
 
         self._timers[thread_key] = asyncio.create_task(fire(), name=f"help-timeout:{thread_key}")
 
@@ -744,4 +744,4 @@ class ChatService:
         try:
             await checkpoints.prune(self.graph.checkpointer, thread_key, self.keep_checkpoints)
         except Exception as exc:  # noqa: BLE001 - pruning is best effort
-            log.warning("checkpoint pruning failed: %s", describe_failure(exc), extra=in_thread(thread_key))
+            log.warning("checkpoint pruning failed: %s", describe_failure(exc), extra=for_thread(thread_key))

@@ -29,7 +29,7 @@ import discord
 from bot.chat.help import duration
 from bot.chat.reactions import ReactionState
 from bot.chat.text import Mention, Part, compose
-from bot.logs import in_thread
+from bot.logs import for_thread
 from bot.platforms.discord_auth import expert_mentions
 from bot.platforms.discord_format import (
     format_answer,
@@ -202,7 +202,7 @@ class DiscordResponder:
         if message is None:
             return
         log.debug("discord: status %s message=%s", status.value, self.status_message_id,
-                  extra=in_thread(self.thread_key))
+                  extra=for_thread(self.thread_key))
 
         async def add(e: str) -> bool:
             try:
@@ -231,7 +231,7 @@ class DiscordResponder:
             emoji,
             self.status_message_id,
             _describe(exc),
-            extra=in_thread(self.thread_key),
+            extra=for_thread(self.thread_key),
         )
         if isinstance(exc, discord.HTTPException) and (exc.status in (403, 404) or exc.code in _GIVE_UP_CODES):
             self._reactions.disabled = True
@@ -250,9 +250,9 @@ class DiscordResponder:
             raise
         except TimeoutError:
             log.info("discord: typing indicator stopped after %ss", TYPING_MAX_SECONDS,
-                     extra=in_thread(self.thread_key))
+                     extra=for_thread(self.thread_key))
         except Exception as exc:  # noqa: BLE001 - typing is cosmetic
-            log.info("discord: typing indicator failed: %s", _describe(exc), extra=in_thread(self.thread_key))
+            log.info("discord: typing indicator failed: %s", _describe(exc), extra=for_thread(self.thread_key))
 
     async def _stop_typing(self) -> None:
         task, self._typing = self._typing, None
@@ -285,7 +285,7 @@ class DiscordResponder:
                 kwargs.pop("reference")
                 with contextlib.suppress(discord.HTTPException):
                     return await self.channel().send(text, **kwargs)
-            log.error("discord: could not post: %s", _describe(exc), extra=in_thread(self.thread_key))
+            log.error("discord: could not post: %s", _describe(exc), extra=for_thread(self.thread_key))
             return None
 
     async def post_answer(self, answer: Answer) -> None:
@@ -302,7 +302,7 @@ class DiscordResponder:
             answer.kind,
             len(chunks),
             sum(map(len, chunks)),
-            extra=in_thread(self.thread_key),
+            extra=for_thread(self.thread_key),
         )
         for i, chunk in enumerate(chunks):
             last = i == len(chunks) - 1
@@ -327,7 +327,7 @@ class DiscordResponder:
         if sent is None:
             raise PostError(f"discord help request not posted thread={self.thread_key}", self.last_error)
         log.info("discord: help request posted experts=%s", mentions or "(none configured)",
-                 extra=in_thread(self.thread_key))
+                 extra=for_thread(self.thread_key))
 
     async def post_notice(self, text: str | list[Part]) -> None:
         """Post a short notice in the conversation (split if ever too long)."""
@@ -343,7 +343,7 @@ class DiscordResponder:
                 await self._progress.edit(content=text)
                 return
             except discord.HTTPException as exc:
-                log.warning("discord: could not edit progress: %s", _describe(exc), extra=in_thread(self.thread_key))
+                log.warning("discord: could not edit progress: %s", _describe(exc), extra=for_thread(self.thread_key))
         self._progress = await self._send(text, reply=True)
 
     async def notify_private(self, text: str | list[Part]) -> None:
@@ -356,13 +356,13 @@ class DiscordResponder:
             dm = await self.bot.create_dm(discord.Object(self.author_id))  # POST /users/@me/channels
             await dm.send(text[: self.settings.max_message_characters], allowed_mentions=NO_PINGS,
                           suppress_embeds=True)
-            log.info("discord: private note sent user=%s", self.author_id, extra=in_thread(self.thread_key))
+            log.info("discord: private note sent user=%s", self.author_id, extra=for_thread(self.thread_key))
         except discord.HTTPException as exc:
             log.info(
                 "discord: DM to user=%s failed (%s); replying in the thread",
                 self.author_id,
                 _describe(exc),
-                extra=in_thread(self.thread_key),
+                extra=for_thread(self.thread_key),
             )
             mention = discord.AllowedMentions(users=[discord.Object(self.author_id)], everyone=False, roles=False)
             await self._send(
@@ -413,7 +413,7 @@ class InteractionResponder(DiscordResponder):
                     self._original = "deferred"
                 except discord.HTTPException as exc:
                     log.warning("discord: could not defer interaction: %s", _describe(exc),
-                                extra=in_thread(self.thread_key))
+                                extra=for_thread(self.thread_key))
 
     async def _reply(self, text: str | list[Part], *, ephemeral: bool, edit: bool = False) -> bool:
         """Answer the interaction: the first reply is its response (or replaces the "thinking"
@@ -435,7 +435,7 @@ class InteractionResponder(DiscordResponder):
                 return True
             except discord.HTTPException as exc:
                 self.last_error = f"HTTP {exc.status} code {exc.code}"
-                log.warning("discord: interaction reply failed: %s", _describe(exc), extra=in_thread(self.thread_key))
+                log.warning("discord: interaction reply failed: %s", _describe(exc), extra=for_thread(self.thread_key))
                 return False
 
     async def set_status(self, status: Status) -> None:

@@ -35,7 +35,7 @@ import uuid
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
-from bot.logs import in_thread
+from bot.logs import for_thread
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ class PgBookkeeping:
                 return
             if loop.time() > deadline:
                 log.warning("%s: %d earlier runs of the thread are still unfinished; going ahead",
-                            run_id, row["n"], extra=in_thread(thread_key))
+                            run_id, row["n"], extra=for_thread(thread_key))
                 return
             await asyncio.sleep(delay)
             delay = min(0.25, delay * 2)
@@ -301,7 +301,7 @@ class PgBookkeeping:
                                                       (f"thread:{thread_key}",)))
                 except Exception as exc:  # noqa: BLE001 - the connection died: so did its lock
                     log.warning("thread lock release failed (%s): the connection is dropped",
-                                type(exc).__name__, extra=in_thread(thread_key))
+                                type(exc).__name__, extra=for_thread(thread_key))
                     await conn.close()
 
     @asynccontextmanager
