@@ -35,7 +35,9 @@ LogFormat = Literal["text", "json"]
 #: The fields a turn puts on its log lines, in the order they are written.
 FIELDS = ("thread_key", "platform", "message_id")
 
-_context: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("threadwise_log_context", default={})
+# the fields are never changed in place: a new dict is set for each context
+_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("threadwise_log_context",
+                                                                                default=None)
 
 
 @contextmanager
@@ -45,7 +47,7 @@ def log_context(**fields: str | None) -> Iterator[dict[str, str]]:
     and the tasks it starts. Nested blocks add to the outer one, unless they name another
     thread (then the outer fields are not this thread's). Yields the merged fields."""
     given = {k: str(v) for k, v in fields.items() if v}
-    outer = _context.get()
+    outer = _context.get() or {}
     if given.get("thread_key", outer.get("thread_key")) != outer.get("thread_key"):
         outer = {}
     merged = {**outer, **given}
@@ -97,7 +99,7 @@ def for_thread(thread_key: str) -> dict[str, str]:
 
 def current() -> dict[str, str]:
     """The fields of the turn being handled (``{}`` outside a turn)."""
-    return dict(_context.get())
+    return dict(_context.get() or {})
 
 
 class ContextFilter(logging.Filter):
@@ -105,7 +107,7 @@ class ContextFilter(logging.Filter):
     (``record.thread_key``...), unless the call gave them in ``extra``. Never drops a record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        ctx = _context.get()
+        ctx = _context.get() or {}
         for name in FIELDS:
             if not getattr(record, name, None):
                 setattr(record, name, ctx.get(name, ""))
@@ -118,7 +120,7 @@ class TextFormatter(logging.Formatter):
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(thread_prefix)s%(message)s")
 
-    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+    def formatMessage(self, record: logging.LogRecord) -> str:
         key = getattr(record, "thread_key", "")
         record.thread_prefix = f"[{key}] " if key else ""
         return super().formatMessage(record)

@@ -74,8 +74,8 @@ class PrometheusMetrics(TurnObserver):
     def __init__(self) -> None:
         super().__init__()
         try:
-            from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
             from langchain_core.callbacks import BaseCallbackHandler
+            from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
         except ImportError as exc:
             raise MetricsUnavailable("[monitoring] metrics_port needs prometheus-client: "
                                      "pip install 'threadwise[metrics]'") from exc

@@ -86,6 +86,7 @@ async def serve_monitoring(host: str, health_port: int, metrics_port: int, *, he
         return web.Response(text=json.dumps(body), status=200 if ok else 503, content_type="application/json")
 
     async def metrics_page(_: web.Request) -> web.Response:
+        assert metrics is not None  # only routed when given
         body, content_type = metrics.exposition()
         return web.Response(body=body, headers={"Content-Type": content_type})
 

@@ -16,8 +16,15 @@ import aiohttp
 
 from tests.fakes.bot_process import BotProcess
 from tests.fakes.mistral_stall import mistral_server, models_section
-from tests.fakes.slack_api import (BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, TEAM_ID, FakeSlackAPI, SlackEvents,
-                                   write_config)
+from tests.fakes.slack_api import (
+    BOT_TOKEN,
+    BOT_USER_ID,
+    SIGNING_SECRET,
+    TEAM_ID,
+    FakeSlackAPI,
+    SlackEvents,
+    write_config,
+)
 from tests.test_slack_run import free_port, post, thread_posts
 
 ROOT = Path(__file__).resolve().parent.parent

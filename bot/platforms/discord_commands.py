@@ -27,6 +27,7 @@ import discord
 from discord import app_commands
 
 from bot.chat.policy import OUTSIDER_REFUSAL
+from bot.logs import for_thread
 from bot.platforms import discord_patches
 from bot.platforms.discord_auth import is_admin, may_answer_help, permissions_of
 from bot.platforms.discord_messages import thread_key_for
@@ -93,7 +94,7 @@ class ThreadwiseCommands(app_commands.Group):
         admin = is_admin(user, bot.discord_settings, permissions_of(interaction))
         thread_key = thread_key_for(interaction.channel or discord.Object(interaction.channel_id or 0),
                                     interaction.guild_id)
-        log.info("discord: /threadwise %s by user=%s admin=%s thread=%s", command, user.id, admin, thread_key)
+        log.info("discord: /threadwise %s by user=%s admin=%s", command, user.id, admin, extra=for_thread(thread_key))
         out = InteractionResponder(bot, interaction, ephemeral=not admin, thread_key=thread_key,
                                    channel_id=interaction.channel_id or 0, author_id=user.id)
         keep_alive = asyncio.create_task(out.keep_alive(bot.defer_after_seconds))
@@ -119,7 +120,7 @@ class ThreadwiseCommands(app_commands.Group):
                               channel=channel_id, channel_name=channel_name)
         out = InteractionResponder(bot, interaction, ephemeral=True, thread_key=thread_key,
                                    channel_id=interaction.channel_id or 0, author_id=user.id)
-        log.info("discord: /threadwise remember by user=%s thread=%s", user.id, thread_key)
+        log.info("discord: /threadwise remember by user=%s", user.id, extra=for_thread(thread_key))
         await bot.spawn(bot.service.remember(msg, text.strip(), out), name=f"discord remember {thread_key}")
 
 

@@ -20,6 +20,7 @@ import discord
 from bot.chat import feedback, help
 from bot.chat.policy import OUTSIDER_REFUSAL
 from bot.chat.text import Mention, Part
+from bot.logs import for_thread
 from bot.platforms.discord_auth import may_answer_help, permissions_of
 from bot.platforms.discord_responder import InteractionResponder, discord_text
 from bot.platforms.discord_views import (
@@ -64,12 +65,13 @@ class Interactions:
         """
         user = interaction.user
         expert = may_answer_help(user, self.bot.settings_for_thread(thread_key), permissions_of(interaction))
-        log.info("discord: help button %s by user=%s expert=%s thread=%s", action.value, user.id, expert, thread_key)
+        log.info("discord: help button %s by user=%s expert=%s", action.value, user.id, expert,
+                 extra=for_thread(thread_key))
         if expert and action is not HumanAction.DISMISS:
             try:
                 await interaction.response.send_modal(help_modal(action, thread_key, interrupt_id))
             except discord.HTTPException as exc:
-                log.warning("discord: could not open the help modal thread=%s: %s", thread_key, exc)
+                log.warning("discord: could not open the help modal: %s", exc, extra=for_thread(thread_key))
             return
         with contextlib.suppress(discord.HTTPException):
             await interaction.response.defer()  # acknowledge the click; replies follow up
@@ -133,7 +135,7 @@ class Interactions:
         channel_id = channel_of(key) if target is not None else int(record["channel"] or channel_of(key))
         out = InteractionResponder(self.bot, interaction, ephemeral=True, in_thread=True, thread_key=key,
                                    channel_id=channel_id, author_id=user.id)
-        log.info("discord: answer %s sent to the experts by user=%s thread=%s", answer_id, user.id, key)
+        log.info("discord: answer %s sent to the experts by user=%s", answer_id, user.id, extra=for_thread(key))
         await self.bot.spawn(self.bot.service.escalate(answer_id, actor_id=str(user.id),
                                                actor_name=getattr(user, "display_name", "") or user.name, out=out),
                          name=f"discord escalate {answer_id}")
@@ -154,11 +156,11 @@ class Interactions:
         action, thread_key, interrupt_id = parsed
         expert = may_answer_help(interaction.user, self.bot.settings_for_thread(thread_key), permissions_of(interaction))
         log.info(
-            "discord: help modal %s submitted by user=%s expert=%s thread=%s",
+            "discord: help modal %s submitted by user=%s expert=%s",
             action.value,
             interaction.user.id,
             expert,
-            thread_key,
+            extra=for_thread(thread_key),
         )
         with contextlib.suppress(discord.HTTPException):
             await interaction.response.defer(ephemeral=True, thinking=True)

@@ -28,6 +28,7 @@ from bot.chat.policy import (
     ignore_reason,
     wants_answer,
 )
+from bot.logs import for_thread
 from bot.platforms.discord_auth import is_admin, may_answer_help
 from bot.platforms.discord_format import strip_mentions, thread_name
 from bot.platforms.discord_responder import DiscordResponder
@@ -185,8 +186,8 @@ class Messages:
             if not addressing.mentions_bot:
                 policy = self.bot.settings_for(*self.bot.channel_ref(channel)).reply_policy
                 if not wants_answer(policy, addressing, in_conversation=True):
-                    log.info("discord: message %s in thread=%s not for the bot (reply_policy %s)", message.id,
-                             thread_key, policy)
+                    log.info("discord: message %s not for the bot (reply_policy %s)", message.id, policy,
+                             extra=for_thread(thread_key))
                     return None
                 ours = getattr(channel, "owner_id", None) == self.bot.user.id
                 if not ours and not await self.bot.service.knows_thread(thread_key):
@@ -234,12 +235,12 @@ class Messages:
             reply_always=in_channel,
         )
         log.info(
-            "discord: message %s from user=%s accepted thread=%s (%d chars, mention=%s)",
+            "discord: message %s from user=%s accepted (%d chars, mention=%s)",
             message.id,
             author.id,
-            thread_key,
             len(text),
             mentioned,
+            extra=for_thread(thread_key),
         )
         return incoming, out
 

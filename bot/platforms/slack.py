@@ -54,6 +54,7 @@ from bot.chat.policy import (
 from bot.chat.tasks import BackgroundTasks
 from bot.chat.text import Mention, Part
 from bot.config import Secrets, Settings
+from bot.logs import for_thread
 from bot.platforms.slack_blocks import (
     ACTION_ANSWER,
     ACTION_DISMISS,
@@ -266,8 +267,8 @@ class SlackBot:
             return
         if not await self.service.store.mark_seen(f"slack:{place.channel}:{place.message_ts}", key):
             return
-        log.info("slack message %s in %s from %s of team %s refused: outside the workspace", place.message_ts,
-                 key, place.user, event.get("user_team") or event.get("team"))
+        log.info("slack message %s from %s of team %s refused: outside the workspace", place.message_ts, place.user,
+                 event.get("user_team") or event.get("team"), extra=for_thread(key))
         await self.responder(place).notify_private(OUTSIDER_REFUSAL)
 
     def _ignore_reason(self, event: dict, bot_user_id: str) -> str:
@@ -288,7 +289,7 @@ class SlackBot:
         """One user message -> ChatService.handle (in the background)."""
         key = place.thread_key
         if need_known_thread and key not in self._threads and not await self.service.knows_thread(key):
-            log.debug("slack thread reply in %s ignored: not a thread of ours", key)
+            log.debug("slack thread reply ignored: not a thread of ours", extra=for_thread(key))
             return
         user = place.user
         msg = IncomingMessage(
@@ -299,11 +300,11 @@ class SlackBot:
             is_expert=await self.may_answer_help(user, place.channel),
             channel=place.channel)
         out = self.responder(place)
-        log.info("slack message %s in %s from %s (via %s)", msg.message_id, key, user, via)
+        log.info("slack message %s from %s (via %s)", msg.message_id, user, via, extra=for_thread(key))
         try:
             await self.service.handle(msg, out)
         except Exception:  # noqa: BLE001 - the user must not be left with a "working" reaction
-            log.exception("slack turn failed in %s", key)
+            log.exception("slack turn failed", extra=for_thread(key))
             await out.set_status(Status.APOLOGY)
             if not out.posted_answer:
                 await out.post_notice(self.runtime.settings.service.apology)
@@ -319,7 +320,8 @@ class SlackBot:
                                admin=self.directory.is_admin(user))
 
     async def _refuse_non_expert(self, ref: HelpRef, user: str) -> None:
-        log.info("slack help request in %s: %s is neither an expert nor an admin, refused", ref.thread_key, user)
+        log.info("slack help request: %s is neither an expert nor an admin, refused", user,
+                 extra=for_thread(ref.thread_key))
         await self.responder(self._place(ref, user)).notify_private(
             help_refusal(expert_mentions(self.experts_for(ref.channel))))
 
@@ -340,9 +342,9 @@ class SlackBot:
         kind = HumanAction.ANSWER if action.get("action_id") == ACTION_ANSWER else HumanAction.RETRY
         try:
             await self.client.views_open(trigger_id=body["trigger_id"], view=help_modal(kind, ref, question))
-            log.info("slack help modal (%s) opened by %s in %s", kind.value, user, ref.thread_key)
+            log.info("slack help modal (%s) opened by %s", kind.value, user, extra=for_thread(ref.thread_key))
         except Exception as exc:  # noqa: BLE001
-            log.warning("slack views.open failed in %s: %s", ref.thread_key, slack_error(exc))
+            log.warning("slack views.open failed: %s", slack_error(exc), extra=for_thread(ref.thread_key))
             await self.responder(self._place(ref, user)).notify_private(
                 f"I couldn't open the form ({slack_error(exc)}). Reply in the thread with "
                 f"`{kind.value}: ...` instead.")
@@ -364,20 +366,21 @@ class SlackBot:
         name = await self.directory.display_name(user, fallback)
         waiting = str(self.settings.reactions.waiting_human).strip(":")
         out = self.responder(self._place(ref, user, message_ts=ref.question_ts, shown=[waiting]))
-        log.info("slack help request in %s: %s by %s", ref.thread_key, action.value, user)
+        log.info("slack help request: %s by %s", action.value, user, extra=for_thread(ref.thread_key))
 
         async def close(note: list[Part]) -> None:
             msg = help_handled_message(question, note)
             try:
                 await self.client.chat_update(channel=ref.channel, ts=ref.help_ts, **msg)
             except Exception as exc:  # noqa: BLE001
-                log.warning("slack chat.update of help request failed in %s: %s", ref.thread_key, slack_error(exc))
+                log.warning("slack chat.update of help request failed: %s", slack_error(exc),
+                            extra=for_thread(ref.thread_key))
 
         if not await help.resume(self.service, ref.thread_key, action, text, actor=Mention(user), actor_name=name,
                                  allowed=True, out=out, interrupt_id=ref.interrupt_id, channel=ref.channel,
                                  close=close if ref.help_ts else None):
-            log.info("slack help request in %s: %s by %s not resumed (already handled)", ref.thread_key,
-                     action.value, user)
+            log.info("slack help request: %s by %s not resumed (already handled)",
+                     action.value, user, extra=for_thread(ref.thread_key))
 
     # ---- feedback ----------------------------------------------------------------------
     def _vote_place(self, body: dict) -> SlackPlace:

@@ -26,6 +26,7 @@ from bot.chat.help import duration
 from bot.chat.reactions import ReactionState
 from bot.chat.text import Part
 from bot.config import SlackSettings
+from bot.logs import for_thread
 from bot.platforms.slack_blocks import (
     HelpRef,
     answer_messages,
@@ -124,8 +125,8 @@ class SlackResponder:
         client = self.client if status in _RESTING else self.quiet_client
         shown = await self._reactions.move_to(name, add=lambda n: self._reaction(client, "add", n),
                                               remove=lambda n: self._reaction(client, "remove", n))
-        log.info("slack status %s (%s)%s on %s in %s", status.value, name, "" if shown else " NOT shown",
-                 self.place.message_ts, self.place.thread_key)
+        log.info("slack status %s (%s)%s on %s", status.value, name, "" if shown else " NOT shown",
+                 self.place.message_ts, extra=for_thread(self.place.thread_key))
 
     async def _reaction(self, client: AsyncWebClient, op: str, name: str) -> bool:
         call = client.reactions_add if op == "add" else client.reactions_remove
@@ -136,7 +137,7 @@ class SlackResponder:
             err = slack_error(exc)
             if (op, err) in {("add", "already_reacted"), ("remove", "no_reaction")}:
                 return True
-            log.warning("slack reactions.%s %s failed in %s: %s", op, name, self.place.thread_key, err)
+            log.warning("slack reactions.%s %s failed: %s", op, name, err, extra=for_thread(self.place.thread_key))
             return False
 
     # ---- posts ---------------------------------------------------------------------
@@ -152,7 +153,7 @@ class SlackResponder:
             resp = await self.client.chat_postMessage(**kwargs)
         except Exception as exc:  # noqa: BLE001
             self.last_error = slack_error(exc)
-            log.warning("slack chat.postMessage failed in %s: %s", self.place.thread_key, self.last_error)
+            log.warning("slack chat.postMessage failed: %s", self.last_error, extra=for_thread(self.place.thread_key))
             return ""
         if self.on_post and self.place.thread_ts:
             self.on_post(self.place.thread_key)
@@ -169,7 +170,8 @@ class SlackResponder:
                 text=text, response_type="ephemeral", replace_original=replace)
             return resp.status_code == 200
         except Exception as exc:  # noqa: BLE001
-            log.warning("slack response_url post failed for %s: %s", self.place.thread_key, type(exc).__name__)
+            log.warning("slack response_url post failed: %s", type(exc).__name__,
+                        extra=for_thread(self.place.thread_key))
             return False
 
     async def _post_chunks(self, mrkdwn: str) -> bool:
@@ -204,8 +206,8 @@ class SlackResponder:
         self.posted_answer = self.posted_answer or posted > 0
         if posted:
             await self._close_help_request(_closing_note(answer))
-        log.info("slack answer (%s, %d message(s), %d posted) in %s", answer.kind, len(messages), posted,
-                 self.place.thread_key)
+        log.info("slack answer (%s, %d message(s), %d posted)", answer.kind, len(messages), posted,
+                 extra=for_thread(self.place.thread_key))
         if posted < len(messages):
             raise PostError(f"slack answer: {posted} of {len(messages)} message(s) posted in {self.place.thread_key}",
                             self.last_error)
@@ -219,7 +221,8 @@ class SlackResponder:
             await self.client.chat_update(channel=self.place.channel, ts=ts, text=note,
                                           blocks=[{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}])
         except Exception as exc:  # noqa: BLE001
-            log.info("slack help request %s not closed in %s: %s", ts, self.place.thread_key, slack_error(exc))
+            log.info("slack help request %s not closed: %s", ts, slack_error(exc),
+                     extra=for_thread(self.place.thread_key))
 
     async def post_help_request(self, request: HelpRequest) -> None:
         """Post the help request with Answer / Retry with hint / Dismiss buttons, mentioning experts.
@@ -234,8 +237,8 @@ class SlackResponder:
         msg = help_request_message(request, experts=experts, ref=ref, timeout_text=duration(timeout))
         await self._close_help_request("A newer help request follows below.")
         self.place.help_ts = await self._post(msg["text"], msg["blocks"])
-        log.info("slack help request %s in %s (experts: %s)", "posted" if self.place.help_ts else "NOT posted",
-                 self.place.thread_key, ", ".join(experts) or "none")
+        log.info("slack help request %s (experts: %s)", "posted" if self.place.help_ts else "NOT posted",
+                 ", ".join(experts) or "none", extra=for_thread(self.place.thread_key))
         if not self.place.help_ts:
             raise PostError(f"slack help request not posted in {self.place.thread_key}", self.last_error)
 
@@ -263,15 +266,15 @@ class SlackResponder:
             if final or self._url_uses < RESPONSE_URL_USES - 1:
                 await self._respond(mrkdwn, replace=True)
             else:
-                log.debug("slack progress step skipped in %s (response_url budget kept for the result)",
-                          self.place.thread_key)
+                log.debug("slack progress step skipped (response_url budget kept for the result)",
+                          extra=for_thread(self.place.thread_key))
             return
         if self._progress_ts:
             try:
                 await self.client.chat_update(channel=self.place.channel, ts=self._progress_ts, text=mrkdwn)
                 return
             except Exception as exc:  # noqa: BLE001
-                log.warning("slack chat.update failed in %s: %s", self.place.thread_key, slack_error(exc))
+                log.warning("slack chat.update failed: %s", slack_error(exc), extra=for_thread(self.place.thread_key))
         self._progress_ts = await self._post(mrkdwn)
         if not self._progress_ts:
             self._progress_via_url = await self._respond(mrkdwn)
@@ -290,7 +293,8 @@ class SlackResponder:
         try:
             await self.client.chat_postEphemeral(**kwargs)
         except Exception as exc:  # noqa: BLE001
-            log.warning("slack chat.postEphemeral failed in %s: %s", self.place.thread_key, slack_error(exc))
+            log.warning("slack chat.postEphemeral failed: %s", slack_error(exc),
+                        extra=for_thread(self.place.thread_key))
             await self._respond(mrkdwn)
 
     async def permalink(self) -> str:
@@ -302,7 +306,7 @@ class SlackResponder:
             resp = await self.client.chat_getPermalink(channel=self.place.channel, message_ts=ts)
             return str(resp.get("permalink") or "")
         except Exception as exc:  # noqa: BLE001
-            log.info("slack chat.getPermalink failed in %s: %s", self.place.thread_key, slack_error(exc))
+            log.info("slack chat.getPermalink failed: %s", slack_error(exc), extra=for_thread(self.place.thread_key))
             return ""
 
     def reference(self) -> dict[str, Any]:
