@@ -22,10 +22,12 @@ Guarantees (failure-modes.md):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
 import uuid
+from collections import OrderedDict
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -41,6 +43,7 @@ from bot.logs import for_thread, with_log_context
 from bot.metrics import TurnObserver
 from bot.protocol import (Answer, HelpRequest, HumanAction, IncomingMessage, PostError, Responder, Source, Status,
                           clean_text, message_record)
+from bot.run_slots import RunSlots, SlotPromise
 from bot.store import Bookkeeping
 from bot.tracing import run_config
 from graphs.learned import LearnedEntry, LearnedStore
@@ -141,7 +144,11 @@ class ChatService:
         self.storage_apology = storage_apology
         self._recovery: asyncio.Task | None = None
         self._watch: asyncio.Task | None = None  # replicas: leases and takeovers (bot.recovery.watch)
-        self._runs = asyncio.Semaphore(max_concurrent_runs)
+        self._runs = RunSlots(max_concurrent_runs)
+        # acknowledged on receipt (issue 11): message id -> (responder, status shown) until
+        # its handle() takes it; ids recently acknowledged, so a second delivery shows nothing
+        self._acks: dict[str, tuple[Responder, SlotPromise]] = {}
+        self._acked: OrderedDict[str, None] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
         self._factories: dict[str, Callable[[dict[str, Any]], Responder]] = {}
@@ -208,29 +215,126 @@ class ChatService:
         return dict((await self.graph.aget_state(self._cfg(thread_key))).values or {})
 
     # ---- entry points ------------------------------------------------------------
+    #: Message ids remembered as acknowledged (a second delivery of one shows nothing).
+    ACKED_MEMORY = 4096
+
+    def _plain_question(self, msg: IncomingMessage) -> bool:
+        """True when ``msg`` is a new question by everything known in memory: text within
+        the limit, not a command or an expert's reply syntax, in a thread this process
+        does not know to be waiting for an expert."""
+        text = msg.text.strip()
+        return bool(text and msg.message_id and len(text) <= self.max_question_characters
+                    and not _REMEMBER_RE.match(text) and not self.admin_commands.parse(text)
+                    and parse_human_reply(text) is None and msg.thread_key not in self._timers)
+
+    #: How far back :meth:`remember_recent_messages` looks (Slack retries an event for
+    #: minutes; a Discord gateway resume replays recent messages).
+    RECENT_SECONDS = 3600.0
+
+    async def remember_recent_messages(self) -> int:
+        """Load the ids of the messages handled lately (by an earlier process too), so a
+        redelivery after a restart is known in memory and never acknowledged again (called
+        once at start, before any message; a failure is logged and only costs that). Returns how many."""
+        try:
+            ids = await self.store.recent_message_ids(self.RECENT_SECONDS, self.ACKED_MEMORY)
+        except Exception as exc:  # noqa: BLE001 - the dedup mark on disk still catches redeliveries
+            log.warning("recent message ids not loaded: %s", describe_failure(exc))
+            return 0
+        for message_id in ids:
+            self._acked[message_id] = None
+        while len(self._acked) > self.ACKED_MEMORY:
+            self._acked.popitem(last=False)
+        return len(ids)
+
+    async def acknowledge(self, msg: IncomingMessage, out: Responder) -> bool:
+        """Show at once that a question arrived: the received status, or queued when the
+        run slots are all taken or promised (issue 11: acknowledge on receipt; the
+        first reaction waits for no storage, checkpointer or platform lookup).
+
+        Decided in memory only: a message that may not be a new question (empty, too
+        long, a command, an expert's ``answer:``/``retry:``/``dismiss``, a thread waiting
+        for an expert) and a message id acknowledged before are left to :meth:`handle`,
+        which shows what they need. Adapters may call this before their own lookups (a
+        user's name) and must then pass the same ``out`` to :meth:`handle`, or call
+        :meth:`release_acknowledgement` if they do not; :meth:`handle` calls it itself.
+        Returns True if a status was shown by this call; a later delivery of the same
+        message in this process is then a duplicate for :meth:`handle`. Never raises."""
+        if not self._plain_question(msg) or msg.message_id in self._acked:
+            return False
+        self._acked[msg.message_id] = None
+        while len(self._acked) > self.ACKED_MEMORY:
+            self._acked.popitem(last=False)
+        promise = self._runs.promise()
+        self._acks[msg.message_id] = (out, promise)
+        try:
+            await out.set_status(Status.QUEUED if promise.queued else Status.RECEIVED)
+        except Exception as exc:  # noqa: BLE001 - a status is best effort; the turn goes on
+            log.warning("first status not shown: %s", describe_failure(exc), extra=for_thread(msg.thread_key))
+        return True
+
+    def release_acknowledgement(self, message_id: str, out: Responder) -> None:
+        """Give back the run slot promised to ``message_id`` by :meth:`acknowledge` through
+        ``out`` when its :meth:`handle` will not run (idempotent)."""
+
+        promise = self._take_ack(message_id, out)
+        if promise is not None:
+            promise.cancel()
+
+    def _take_ack(self, message_id: str, out: Responder) -> SlotPromise | None:
+        """The run-slot promise made when ``out`` acknowledged ``message_id`` (now the caller's), or None."""
+        ack = self._acks.get(message_id)
+        if ack is None or ack[0] is not out:
+            return None
+        del self._acks[message_id]
+        return ack[1]
+
     @with_log_context(thread_key="msg.thread_key", platform="msg.platform", message_id="msg.message_id")
     async def handle(self, msg: IncomingMessage, out: Responder) -> TurnResult | None:
         """Handle one user message (see the module docstring). Never raises.
 
-        The message is recorded as a run in flight *with* its dedup mark, so a crash
+        A plain question is acknowledged first (:meth:`acknowledge`), before any storage
+        work. The message is recorded as a run in flight *with* its dedup mark, so a crash
         before it is answered is found again by :meth:`recover` (not lost), and a
         redelivery after the restart is ignored (not answered twice).
 
         Returns the run's :class:`TurnResult`, or None when no run happened (duplicate,
         empty or too long message, admin command, refused or non-command reply)."""
-        try:
-            if not await self.store.mark_seen(msg.message_id, msg.thread_key,
-                                              run=(msg.platform, out.reference(), message_record(msg))):
-                log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
-                return None
-        except Exception as exc:  # noqa: BLE001 - e.g. the disk is full: tell the user, keep serving
-            await self._fail(msg.thread_key, exc, out, what=f"recording {msg.message_id}")
+        await self.acknowledge(msg, out)
+        acked = self._take_ack(msg.message_id, out)
+        if acked is None and msg.message_id in self._acked:  # another delivery of it is in this process
+            log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
             return None
-        return await self._dispatch_guarded(msg, out, run_id=msg.message_id)
-
-    async def _dispatch_guarded(self, msg: IncomingMessage, out: Responder, *, run_id: str) -> TurnResult | None:
         try:
-            return await self._dispatch(msg, out, run_id=run_id)
+            try:
+                if not await self.store.mark_seen(msg.message_id, msg.thread_key,
+                                                  run=(msg.platform, out.reference(), message_record(msg))):
+                    log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
+                    if acked is not None:  # e.g. redelivered after a restart: it was handled before
+                        await self._clear_status(out)
+                    return None
+            except Exception as exc:  # noqa: BLE001 - e.g. the disk is full: tell the user, keep serving
+                await self._fail(msg.thread_key, exc, out, what=f"recording {msg.message_id}")
+                return None
+            return await self._dispatch_guarded(msg, out, run_id=msg.message_id, acked=acked)
+        finally:
+            if acked is not None:
+                acked.cancel()  # it did not run (nothing once its slot was held)
+
+    @staticmethod
+    async def _clear_status(out: Responder) -> None:
+        """Take the status shown on receipt off a message that turned out not to be a new
+        question (best effort; a responder without ``clear_status`` keeps it)."""
+        clear = getattr(out, "clear_status", None)
+        if clear is not None:
+            try:
+                await clear()
+            except Exception as exc:  # noqa: BLE001
+                log.warning("status not cleared: %s", describe_failure(exc))
+
+    async def _dispatch_guarded(self, msg: IncomingMessage, out: Responder, *, run_id: str,
+                                acked: SlotPromise | None = None) -> TurnResult | None:
+        try:
+            return await self._dispatch(msg, out, run_id=run_id, acked=acked)
         except Exception as exc:  # noqa: BLE001 - nothing may crash the process
             await self._fail(msg.thread_key, exc, out, what=f"handling {msg.message_id or 'a message'}")
             return None
@@ -245,7 +349,8 @@ class ChatService:
                               author_name="console", text=text, is_admin=True, is_expert=True)
         return await self._dispatch_guarded(msg, out, run_id=f"ask:{uuid.uuid4().hex}")
 
-    async def _dispatch(self, msg: IncomingMessage, out: Responder, *, run_id: str) -> TurnResult | None:
+    async def _dispatch(self, msg: IncomingMessage, out: Responder, *, run_id: str,
+                        acked: SlotPromise | None = None) -> TurnResult | None:
         text = msg.text.strip()
         key = msg.thread_key
         if not text:
@@ -277,6 +382,8 @@ class ChatService:
         async with self._thread(key):
             pending = await self.pending_interrupt(key)
             if pending is not None:
+                if acked is not None:  # paused by another replica meanwhile: not a new question after all
+                    await self._clear_status(out)
                 if not msg.is_expert:
                     log.info("non-expert %s replied to a help request", msg.author_id, extra=for_thread(key))
                     await out.notify_private(
@@ -297,22 +404,22 @@ class ChatService:
                 return await self._already_handled(key, parsed[0], by, out)
             log.info("question from %s (%d chars)", msg.author_id, len(text), extra=for_thread(key))
             # status first, queue after: the user sees at once that the question arrived, and
-            # whether it waits for a run slot (issue 11: the reaction came after the slot)
+            # whether it waits for a run slot (issue 11: the reaction came after the slot).
+            # Acknowledged on receipt (the usual case): shown already, and recorded with the
+            # dedup mark; "received" becomes "queued" only if its slot went to another run.
             self.observer.question(msg.platform)
             queued = self._runs.locked()
-            if queued:
+            if acked is None:
+                await self._show(run_id, out, Status.QUEUED if queued else Status.RECEIVED)
+            elif queued and not acked.queued:
                 await self._show(run_id, out, Status.QUEUED)
-            with self.observer.waiting():
-                await self._runs.acquire()  # at once when a slot is free
-            try:
-                if not queued:
-                    await self._show(run_id, out, Status.RECEIVED)
+            async with contextlib.AsyncExitStack() as slot:
+                with self.observer.waiting():
+                    await slot.enter_async_context(acked.hold() if acked is not None else self._runs.hold())
                 return await self._run(key, {"messages": [HumanMessage(text)]}, out, platform=msg.platform,
                                        run_id=run_id,
                                        record={"question": text, "channel": msg.channel,
                                                "channel_name": msg.channel_name}, announced=True)
-            finally:
-                self._runs.release()
 
     async def _claim(self, interrupt_id: str, key: str, by: str, parsed: tuple[HumanAction, str] | None,
                      out: Responder) -> bool:

@@ -113,6 +113,13 @@ class Bookkeeping:
             "SELECT 1 FROM seen_messages WHERE thread_key = ? LIMIT 1", (thread_key,))).fetchone()
         return row is not None
 
+    async def recent_message_ids(self, seconds: float, limit: int) -> list[str]:
+        """Ids of the messages handled in the last ``seconds`` (newest ``limit``, oldest first)."""
+        rows = await (await self._conn.execute(
+            "SELECT message_id FROM (SELECT message_id, seen_at FROM seen_messages WHERE seen_at >= ?"
+            " ORDER BY seen_at DESC LIMIT ?) ORDER BY seen_at", (time.time() - seconds, int(limit)))).fetchall()
+        return [str(r[0]) for r in rows]
+
     async def forget_seen_before(self, seconds: float) -> int:
         """Drop seen ids older than ``seconds`` (redeliveries come within minutes)."""
         cur = await self._conn.execute("DELETE FROM seen_messages WHERE seen_at < ?", (time.time() - seconds,))

@@ -23,7 +23,8 @@ from bot.runtime import AUTO_CONCURRENCY, open_runtime, resolve_concurrency
 from graphs.models import ScriptedChatModel
 from tests.conftest import scripted_runtime
 from tests.fakes.mistral_api import mistral_runtime
-from tests.fakes.slack_api import BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, FakeSlackAPI, SlackEvents, write_config
+from tests.fakes.slack_api import (BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, FakeSlackAPI, SlackEvents, SlackHarness,
+                                   write_config)
 from tests.test_slack_run import free_port, post
 
 
@@ -133,3 +134,58 @@ async def test_slack_calls_share_connections_and_names_are_looked_up_once(tmp_pa
     assert len(fake.calls_to("users.info")) == 1  # one user, twelve deliveries, six questions
     api_peers = [p for c, p in zip(fake.calls, fake.peers) if c.method != "auth.test"]
     assert len(set(api_peers)) <= len(api_peers) // 4, (len(set(api_peers)), len(api_peers))
+
+
+async def test_the_first_reaction_waits_for_no_lookup_and_no_storage(tmp_path, fake: FakeSlackAPI):
+    """Acknowledge on receipt: the received reaction lands while the user's name lookup is
+    still in flight and while the bookkeeping and checkpoint files are busy (held by other
+    work); the answer follows once they are free."""
+    fake.delays["users.info"] = 2.0
+    harness = await SlackHarness(tmp_path, fake, write_config(tmp_path, fake), ScriptedChatModel()).open()
+    try:
+        service = harness.runtime.service
+        request, ts = harness.mention("UASKER", "how do I deploy?")
+        async with service.store._lock, service.graph.checkpointer.lock:  # both files busy
+            t0 = time.monotonic()
+            assert (await harness.deliver(request)).status == 200
+            await fake.wait_for(lambda: harness.reactions_now(ts), timeout=1.5)
+            assert harness.reactions_now(ts) == ["eyes"] and time.monotonic() - t0 < 1.5
+            assert not fake.calls_to("users.info", ok_only=True) and not harness.answers()
+        await harness.bot.drain(30)
+        assert harness.reactions_now(ts) == ["white_check_mark"]
+        assert [a["thread_ts"] for a in harness.answers()] == [ts]
+    finally:
+        await harness.close()
+
+
+async def test_a_redelivery_after_a_restart_leaves_no_reaction_behind(tmp_path, fake: FakeSlackAPI):
+    """A new process does not remember the message: it acknowledges it, then finds it was
+    answered before (the dedup mark on disk) and takes its reaction off again."""
+    harness = await SlackHarness(tmp_path, fake, write_config(tmp_path, fake), ScriptedChatModel()).open()
+    try:
+        request, ts = harness.mention("UASKER", "how do I deploy?")
+        await harness.send(request)
+        assert harness.reactions_now(ts) == ["white_check_mark"]
+        await harness.restart()
+        await harness.send(request)
+        assert harness.reactions_now(ts) == ["white_check_mark"]
+        assert len(harness.answers()) == 1
+    finally:
+        await harness.close()
+
+
+async def test_a_second_delivery_shows_nothing_more(tmp_path, fake: FakeSlackAPI):
+    """A channel mention arrives twice (app_mention and message): one received reaction."""
+    harness = await SlackHarness(tmp_path, fake, write_config(tmp_path, fake), ScriptedChatModel()).open()
+    try:
+        ts = fake.next_ts()
+        for kind in ("app_mention", "message"):
+            event = SlackEvents.message(user="UASKER", channel=harness.channel, ts=ts, kind=kind,
+                                        text=f"<@{BOT_USER_ID}> how do I deploy?")
+            assert (await harness.deliver(harness.events.event(event))).status == 200
+        await harness.bot.drain(30)
+        adds = [c.args["name"] for c in fake.calls_to("reactions.add") if c.args["timestamp"] == ts]
+        assert adds == ["eyes", "mag", "pencil2", "white_check_mark"], adds
+        assert harness.runtime.service._runs.wanted == 0  # no run slot left promised
+    finally:
+        await harness.close()

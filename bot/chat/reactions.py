@@ -56,3 +56,14 @@ class ReactionState:
                 if await remove(old):
                     self.shown.remove(old)
             return added
+
+    async def clear(self, *, remove: ReactionCall) -> None:
+        """Remove every reaction the bot may have left (a message that turned out not to be
+        a new question after its receipt was acknowledged). Failed removals stay recorded."""
+        async with self._lock:
+            self.current = None
+            for old in list(self.shown):
+                if self.disabled:
+                    break
+                if await remove(old):
+                    self.shown.remove(old)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from dataclasses import replace
 from typing import Any, Callable, Coroutine
 
 from aiohttp import web
@@ -294,20 +295,22 @@ class SlackBot:
         user = place.user
         msg = IncomingMessage(
             platform="slack", thread_key=key, message_id=f"slack:{place.channel}:{place.message_ts}",
-            author_id=user, text=incoming_text(str(event.get("text") or ""), bot_user_id),
-            author_name=await self.directory.display_name(user),
-            is_admin=self.directory.is_admin(user),
-            is_expert=await self.may_answer_help(user, place.channel),
-            channel=place.channel)
+            author_id=user, text=incoming_text(str(event.get("text") or ""), bot_user_id), channel=place.channel)
         out = self.responder(place)
-        log.info("slack message %s from %s (via %s)", msg.message_id, user, via, extra=for_thread(key))
+        await self.service.acknowledge(msg, out)  # the first reaction before the user lookups (issue 11)
         try:
+            msg = replace(msg, author_name=await self.directory.display_name(user),
+                          is_admin=self.directory.is_admin(user),
+                          is_expert=await self.may_answer_help(user, place.channel))
+            log.info("slack message %s from %s (via %s)", msg.message_id, user, via, extra=for_thread(key))
             await self.service.handle(msg, out)
         except Exception:  # noqa: BLE001 - the user must not be left with a "working" reaction
             log.exception("slack turn failed", extra=for_thread(key))
             await out.set_status(Status.APOLOGY)
             if not out.posted_answer:
                 await out.post_notice(self.runtime.settings.service.apology)
+        finally:
+            self.service.release_acknowledgement(msg.message_id, out)
 
     # ---- help requests ---------------------------------------------------------------
     def _place(self, ref: HelpRef, user: str, **extra: Any) -> SlackPlace:

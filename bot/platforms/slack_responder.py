@@ -128,6 +128,11 @@ class SlackResponder:
         log.info("slack status %s (%s)%s on %s", status.value, name, "" if shown else " NOT shown",
                  self.place.message_ts, extra=for_thread(self.place.thread_key))
 
+    async def clear_status(self) -> None:
+        """Remove the status reactions from the user's message (best effort)."""
+        if self.place.message_ts:
+            await self._reactions.clear(remove=lambda n: self._reaction(self.quiet_client, "remove", n))
+
     async def _reaction(self, client: AsyncWebClient, op: str, name: str) -> bool:
         call = client.reactions_add if op == "add" else client.reactions_remove
         try:

@@ -146,6 +146,12 @@ class PgBookkeeping:
         return await self._one("SELECT 1 AS x FROM seen_messages WHERE thread_key = %s LIMIT 1", (thread_key,)) \
             is not None
 
+    async def recent_message_ids(self, seconds: float, limit: int) -> list[str]:
+        rows = await self._all(
+            "SELECT message_id FROM (SELECT message_id, seen_at FROM seen_messages WHERE seen_at >= %s"
+            " ORDER BY seen_at DESC LIMIT %s) AS r ORDER BY seen_at", (time.time() - seconds, int(limit)))
+        return [str(r["message_id"]) for r in rows]
+
     async def forget_seen_before(self, seconds: float) -> int:
         cur = await self._exec("DELETE FROM seen_messages WHERE seen_at < %s", (time.time() - seconds,))
         return max(0, cur.rowcount)

@@ -165,7 +165,8 @@ class FakeSlackAPI:
 
     State: ``messages`` (what the bot posted, by ``(channel, ts)``), ``reactions`` (names on
     each ``(channel, ts)``), ``users`` (for users.info), ``usergroups`` (id -> member ids),
-    ``ephemeral`` and ``responses`` (response_url posts). Use :meth:`fail` to inject errors.
+    ``ephemeral`` and ``responses`` (response_url posts). Use :meth:`fail` to inject errors,
+    ``delays`` (method -> seconds) to answer a method slowly.
     """
 
     def __init__(self, *, bot_token: str = BOT_TOKEN, app_token: str = APP_TOKEN,
@@ -183,6 +184,7 @@ class FakeSlackAPI:
         self.views: list[dict[str, Any]] = []
         self.valid_triggers: set[str] | None = None  # None: any trigger id is valid
         self._faults: dict[str, list[_Fault]] = {}
+        self.delays: dict[str, float] = {}  # method -> seconds before it is answered
         self._ts = itertools.count(1)
         self._base_ts = int(time.time())
         self._runner: web.AppRunner | None = None
@@ -294,6 +296,8 @@ class FakeSlackAPI:
         call = Call(method, args, at=time.monotonic())
         self.calls.append(call)
         self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
+        if self.delays.get(method):
+            await asyncio.sleep(self.delays[method])
         headers: dict[str, str] = {}
         try:
             self._authorise(method, request.headers.get("Authorization", ""), args)
