@@ -6,9 +6,11 @@ few statements we need are written here against the schema of
 :data:`SAVER_SCHEMA`). ``tests/test_storage.py`` pins that schema: an upgrade of the
 saver that changes it fails that test before it can break pruning.
 
-Storage policy (issue 8, item 12): during a run every step is checkpointed (durability
-"async", LangGraph's default), so a crashed run can continue from its last step
-(:mod:`bot.recovery`). When a run ends (answer, apology or a pause for a human) only the
+Storage policy (issue 8, item 12): a run's state is saved when it ends or pauses for a
+human (``[service] checkpoint_durability = "exit"``, the default since issue 11: every
+intermediate step was a checkpoint write) or after every step too (``"async"``); a crashed
+run starts again from its input, or continues from its last step (:mod:`bot.recovery`).
+When a run ends (answer, apology or a pause for a human) only the
 newest ``keep`` checkpoints of the thread are kept with their pending writes (the newest
 holds the messages and, for a paused run, the interrupt), and the freed pages are given
 back to the file system (``auto_vacuum = INCREMENTAL`` + ``PRAGMA incremental_vacuum``).

@@ -113,6 +113,8 @@ class ServiceSettings(_Section):
     max_concurrent_runs: int | Literal["auto"] = Field("auto", description="graph runs in flight at once")
     keep_checkpoints_per_thread: int = Field(1, ge=1, le=10000)
     resume_window_seconds: float = Field(900.0, ge=0)
+    # LangGraph durability: "exit" saves a run's state when it ends or pauses, "async" after every step
+    checkpoint_durability: Literal["exit", "async", "sync"] = "exit"
     max_question_characters: int = Field(4000, ge=100, le=100000)
     dedup_retention_days: float = Field(7.0, gt=0)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

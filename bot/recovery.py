@@ -20,9 +20,12 @@ finished / paused, not reported                its answer / help request is post
 answer posted, final reaction missing          only the reaction is set
 =============================================  =========================================
 
-Why continue rather than apologise: every step is checkpointed during a run (LangGraph
-durability "async"), so the last checkpoint is at most one step old: continuing costs
-only the step that was cut off, and the user gets the answer they asked for in the same
+Why start again or continue rather than apologise: the run's state is saved when it ends or
+pauses (``[service] checkpoint_durability = "exit"``, the default), so a run cut off by a
+crash left nothing of itself and is started again from its input (its model calls are made
+again; a follow-up starts from the thread's previous turn, which holds its history); with
+``"async"`` every step is saved too and the run continues from its last step, costing only
+the step that was cut off. Either way the user gets the answer they asked for in the same
 thread, as if the bot had been slow. After ``resume_window_seconds`` (config.toml) an
 answer would arrive long after the user moved on, and documents may have changed, so an
 apology asking them to ask again is the better reply.

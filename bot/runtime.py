@@ -217,7 +217,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
                              else s.storage_apology),
             answer_note=DEGRADED_NOTE if degraded else "",
             scope_for=functools.partial(run_scope, settings, restrict_sources=not sources), learned=learned,
-            human_review=g.human_review,
+            human_review=g.human_review, durability=s.checkpoint_durability,
         )
         await service.remember_recent_messages()  # a redelivery after a restart is not acknowledged again
         log.info("runtime ready: model=%s web=%s index=%s storage=%s", provider, bool(web), knowledge.stats(),

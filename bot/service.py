@@ -118,6 +118,9 @@ class ChatService:
             to the graph as ``configurable["scope"]``; None: everything.
         learned: where experts' answers are saved as knowledge (:mod:`graphs.learned`); None: not saved.
         human_review: ``[graph] human_review``: a 👎 may ask the experts (:meth:`escalate`).
+        durability: ``[service] checkpoint_durability``, LangGraph's durability mode of a run:
+            ``"exit"`` saves the state when the run ends or pauses (a crash mid-run starts it
+            again from its input, :mod:`bot.recovery`), ``"async"``/``"sync"`` after every step.
     """
 
     def __init__(self, graph: Any, store: Bookkeeping, admin: Any, *, help_timeout_seconds: float = 3600.0,
@@ -126,8 +129,9 @@ class ChatService:
                  max_question_characters: int = 4000, dedup_retention_seconds: float = 7 * 86400,
                  resume_window_seconds: float = 900.0, storage_apology: str = DEFAULT_STORAGE_APOLOGY,
                  answer_note: str = "", scope_for: Callable[[str, str, str], dict[str, Any]] | None = None,
-                 learned: LearnedStore | None = None, human_review: bool = True):
+                 learned: LearnedStore | None = None, human_review: bool = True, durability: str = "exit"):
         self.graph = graph
+        self.durability = durability
         self.human_review = human_review
         self.scope_for = scope_for
         self.learned = learned
@@ -622,7 +626,8 @@ class ChatService:
             if not is_resume and graph_input is not None and not announced:
                 await self._show(run_id, out, Status.RECEIVED)
             last: Status | None = None
-            async for mode, chunk in self.graph.astream(graph_input, cfg, stream_mode=["tasks", "updates"]):
+            async for mode, chunk in self.graph.astream(graph_input, cfg, stream_mode=["tasks", "updates"],
+                                                        durability=self.durability):
                 if mode == "tasks" and "result" not in chunk:
                     status = NODE_STATUS.get(chunk.get("name", ""))
                     if status and status != last:

@@ -7,6 +7,7 @@ does not start a second answer."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import aiohttp
@@ -91,3 +92,48 @@ async def test_killed_mid_run_the_question_is_answered_once_after_a_restart(tmp_
     assert expected in all_text(posts[0])
     assert fake.reactions[(CHANNEL, ts)] == [reaction]
     assert "recovery" in log2
+
+
+async def test_a_follow_up_killed_mid_run_is_answered_once_with_the_thread_history(tmp_path, fake):
+    """A follow-up in a thread the bot already answered, killed while its answer is written:
+    after the restart it is asked again from the thread's previous turn (its history is
+    there, the cut-off run left nothing behind), and answered once."""
+    events = SlackEvents()
+    async with mistral_server() as model:
+        first = BotProcess(tmp_path, fake, model)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await first.wait_ready(session)
+                ts = fake.next_ts()
+                question = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, kind="app_mention",
+                                               text=f"<@{BOT_USER_ID}> how do I roll back a deploy?")
+                assert (await post(session, first.url + "/slack/events", events.event(question)))[0] == 200
+                await fake.wait_for(lambda: fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"], timeout=60)
+                model.stall_on, model._release = {"generate"}, asyncio.Event()
+                model.stalled.clear()
+                reply_ts = fake.next_ts()
+                follow_up = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=reply_ts, thread_ts=ts,
+                                                kind="app_mention",
+                                                text=f"<@{BOT_USER_ID}> and which version does it go back to?")
+                assert (await post(session, first.url + "/slack/events", events.event(follow_up)))[0] == 200
+                await asyncio.wait_for(model.stalled.wait(), 60)
+                await first.kill()
+                assert len(answers_in(fake, ts)) == 1
+                model.release()
+                routes_before = len(model.bodies("route"))
+
+                second = BotProcess(tmp_path, fake, model)
+                try:
+                    await second.wait_ready(session)
+                    await fake.wait_for(lambda: len(answers_in(fake, ts)) == 2
+                                        and fake.reactions.get((CHANNEL, reply_ts)) == ["white_check_mark"],
+                                        timeout=60)
+                    await asyncio.sleep(1.0)  # nothing more may come
+                finally:
+                    log2 = await second.stop()
+        finally:
+            await first.stop()
+    assert len(answers_in(fake, ts)) == 2, log2[-3000:]
+    assert "recovery" in log2
+    history = json.dumps(model.bodies("route")[routes_before:][-1]["messages"])
+    assert "roll back a deploy" in history and "which version" in history, history
