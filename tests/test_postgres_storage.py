@@ -128,7 +128,7 @@ async def test_postgres_runtime_answers_and_prunes(tmp_path, pg_database, keep):
     name, url = pg_database
     settings = pg_settings(tmp_path)
     settings = settings.model_copy(update={"service": settings.service.model_copy(
-        update={"keep_checkpoints_per_thread": keep})})
+        update={"keep_checkpoints_per_thread": keep, "checkpoint_durability": "async"})})  # a checkpoint per step
     async with scripted_runtime(settings, secrets=Secrets(database_url=url)) as (rt, _):
         from bot.platforms.console import ConsoleResponder
         from bot.terminal import make_console
