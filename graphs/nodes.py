@@ -155,9 +155,13 @@ def kb_queries(state: RAGState, history_limit: int = 6) -> list[str]:
     return [v for v in dict.fromkeys(v.strip() for v in variants) if v]
 
 
-def _format_docs(docs: list[Doc], limit: int, with_facts: bool = False) -> str:
+def _format_docs(docs: list[Doc], limit: int, with_facts: bool = False, only: set[int] | None = None) -> str:
+    """Numbered documents (``[n] title (location)`` then the text, at most ``limit``
+    characters); ``only``: the numbers to include (the others are left out, numbers kept)."""
     parts = []
     for i, d in enumerate(docs, start=1):
+        if only is not None and i not in only:
+            continue
         head = f"[{i}] {d.get('title') or ''} ({d.get('location', '')})".replace(" ()", "")
         body = d.get("text", "")[:limit]
         if with_facts and d.get("facts"):
@@ -207,6 +211,12 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
         return generation, list(sources.values())
     text = re.sub(r"(\[\d+\])(\1)+", r"\1", "".join(pieces))  # "[1][1]" after merging -> "[1]"
     return text, [sources[loc] for loc in order]
+
+
+def cited_numbers(generation: str, count: int) -> set[int]:
+    """The document numbers (1..``count``) a draft cites as ``[n]`` or ``[n, m]`` outside code."""
+    prose = _CODE.sub(" ", generation)
+    return {n for m in _CITATION.finditer(prose) for n in map(int, m.group(1).split(",")) if 1 <= n <= count}
 
 
 def scope_of(state: RAGState) -> dict[str, Any]:
@@ -505,12 +515,16 @@ class Nodes:
             grade, calls = AnswerGrade(grounded=grounded, useful=useful,
                                        feedback="" if grounded else "use only words and facts from the sources"), 0
         else:
+            # the sources the draft cites (all when it cites none): a claim is checked against
+            # what it names, and the prompt does not carry every chunk a third time (issue 11)
+            docs = state.get("documents", [])
+            cited = cited_numbers(state.get("generation", ""), len(docs)) or None
             grade, calls, _ = await self.deps.caller.structured(
                 prompts.GRADE_ANSWER,
                 prompts.GRADE_ANSWER_INPUT.format(
                     question=state.get("question") or last_user_message(state),
-                    sources=prompts.data_block("sources", _format_docs(state.get("documents", []),
-                                                                       self.cfg.max_document_characters)),
+                    sources=prompts.data_block("sources", _format_docs(docs, self.cfg.max_document_characters,
+                                                                       only=cited)),
                     draft=prompts.data_block("draft", state.get("generation", ""))),
                 AnswerGrade, default,
             )

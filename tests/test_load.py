@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import aiohttp
@@ -189,3 +190,20 @@ async def test_a_second_delivery_shows_nothing_more(tmp_path, fake: FakeSlackAPI
         assert harness.runtime.service._runs.wanted == 0  # no run slot left promised
     finally:
         await harness.close()
+
+
+async def test_the_answer_check_sees_the_sources_the_draft_cites(settings):
+    """The retrieved chunks go to the model for grading and for writing; the answer check
+    gets only the ones the draft cites (all of them when it cites none)."""
+    drafts = ["It needs REDIS_URI [2].", "It needs REDIS_URI."]
+    async with scripted_runtime(settings, {"generate": drafts,
+                                           "grade_answer": ['{"grounded": false, "useful": true}',
+                                                            '{"grounded": true, "useful": true}']}) as (rt, model):
+        out = ConsoleResponder("t", show_status=False, show_answers=False)
+        await rt.service.handle(question("cite", "container requirements, Studio auth tokens, trimming messages?"), out)
+    documents = [str(m[-1].content) for t, m in model.calls if t == "generate"][0]
+    shown = re.findall(r"^\[(\d+)\]", documents, re.M)
+    assert len(shown) >= 2, documents
+    checks = [str(m[-1].content) for t, m in model.calls if t == "grade_answer"]
+    assert re.findall(r"^\[(\d+)\]", checks[0], re.M) == ["2"]  # the cited one, under its own number
+    assert re.findall(r"^\[(\d+)\]", checks[1], re.M) == shown  # no citation: every source
