@@ -153,6 +153,7 @@ class ChatService:
         # its handle() takes it; ids recently acknowledged, so a second delivery shows nothing
         self._acks: dict[str, tuple[Responder, SlotPromise]] = {}
         self._acked: OrderedDict[str, None] = OrderedDict()
+        self._finished: set[str] = set()  # runs whose record _finish_run deleted (read by _dispatch_guarded)
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
         self._factories: dict[str, Callable[[dict[str, Any]], Responder]] = {}
@@ -343,7 +344,10 @@ class ChatService:
             await self._fail(msg.thread_key, exc, out, what=f"handling {msg.message_id or 'a message'}")
             return None
         finally:
-            await self._best_effort(self.store.finish_run(run_id), msg.thread_key)
+            if run_id in self._finished:  # the usual case: finished when its answer went out
+                self._finished.discard(run_id)
+            else:
+                await self._best_effort(self.store.finish_run(run_id), msg.thread_key)
 
     @with_log_context(thread_key="thread_key", platform="platform")
     async def ask(self, thread_key: str, text: str, out: Responder, platform: str = "console") -> TurnResult | None:
@@ -552,6 +556,18 @@ class ChatService:
             await asyncio.gather(self._recovery, return_exceptions=True)
 
     # ---- internals ---------------------------------------------------------------
+    async def _finish_run(self, run_id: str, thread_key: str) -> None:
+        """Delete the run's in-flight record (best effort) and remember that it is done, so
+        :meth:`_dispatch_guarded` does not delete it a second time."""
+        try:
+            await self.store.finish_run(run_id)
+        except Exception as exc:  # noqa: BLE001 - e.g. a full disk: _dispatch_guarded tries again
+            log.warning("bookkeeping write failed: %s", describe_failure(exc), extra=for_thread(thread_key))
+            return
+        self._finished.add(run_id)
+        if len(self._finished) > self.ACKED_MEMORY:  # runs not entered through _dispatch_guarded
+            self._finished.clear()
+
     async def _best_effort(self, coro: Any, thread_key: str) -> None:
         """Await a bookkeeping write; a failure (full disk) is logged, the turn goes on."""
         try:
@@ -675,7 +691,7 @@ class ChatService:
                 thread_key, platform, out.reference(), request.question, self.help_timeout_seconds,
                 interrupt_id=intr.id), thread_key)
             self._arm_timeout(thread_key, self.help_timeout_seconds, intr.id)
-            await self._best_effort(self.store.finish_run(run_id), thread_key)
+            await self._finish_run(run_id, thread_key)
             log.info("paused for a human after %s", "->".join(values.get("path", [])), extra=for_thread(thread_key))
             await self._prune(thread_key)
             return TurnResult(thread_key, None, request, values, time.perf_counter() - t0)
@@ -822,7 +838,7 @@ class ChatService:
             posted = False
         await self._best_effort(self.store.update_run(run_id, stage="posted"), thread_key)
         await out.set_status(Status.DONE if posted and answer.kind != "apology" else Status.APOLOGY)
-        await self._best_effort(self.store.finish_run(run_id), thread_key)
+        await self._finish_run(run_id, thread_key)
         return posted
 
     def _arm_timeout(self, thread_key: str, delay: float, interrupt_id: str = "") -> None:

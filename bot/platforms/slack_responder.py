@@ -125,8 +125,10 @@ class SlackResponder:
         client = self.client if status in _RESTING else self.quiet_client
         shown = await self._reactions.move_to(name, add=lambda n: self._reaction(client, "add", n),
                                               remove=lambda n: self._reaction(client, "remove", n))
-        log.info("slack status %s (%s)%s on %s", status.value, name, "" if shown else " NOT shown",
-                 self.place.message_ts, extra=for_thread(self.place.thread_key))
+        # resting statuses and failures at INFO; the steps of a run at DEBUG (issue 11: log cost per question)
+        log.log(logging.INFO if status in _RESTING or not shown else logging.DEBUG, "slack status %s (%s)%s on %s",
+                status.value, name, "" if shown else " NOT shown", self.place.message_ts,
+                extra=for_thread(self.place.thread_key))
 
     async def clear_status(self) -> None:
         """Remove the status reactions from the user's message (best effort)."""
