@@ -157,6 +157,9 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
         chat.async_client = httpx.AsyncClient(
             base_url=old.base_url, headers=old.headers, timeout=httpx.Timeout(seconds),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=MAX_MODEL_CONNECTIONS))
+        from graphs.http_pool import cheap_idle_checks
+
+        cheap_idle_checks(chat.async_client)  # O(idle connections) getpeername calls per request (issue 11)
         return chat
     if importlib.util.find_spec("llama_cpp") is None:
         raise ModelUnavailableError("the offline model needs llama-cpp-python: pip install 'threadwise[offline]'")

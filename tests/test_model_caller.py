@@ -34,3 +34,42 @@ async def test_local_model_calls_never_overlap_even_after_timeouts():
                                    return_exceptions=True)
     assert overlaps == []
     assert "fine" in results  # later calls still get through after the timed-out one
+
+
+async def test_hosted_model_connections_closed_by_the_server_while_idle_are_not_reused():
+    """The hosted model's keep-alive pool checks idle connections cheaply (graphs/http_pool.py):
+    a connection the server closed while idle is dropped, not used for the next call, and
+    many calls at once keep working."""
+    from types import SimpleNamespace
+
+    from aiohttp import web
+    from langchain_core.messages import HumanMessage
+
+    from graphs.http_pool import cheap_idle_checks
+    from graphs.models import build_chat_model
+
+    async def chat(request: web.Request) -> web.Response:
+        await request.read()
+        await asyncio.sleep(0.02)
+        return web.json_response({"id": "x", "object": "chat.completion", "model": "m", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app, keepalive_timeout=0.1)  # the server closes idle connections after 0.1 s
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        cfg = SimpleNamespace(provider="mistral", mistral_chat_model="m", mistral_base_url=f"http://127.0.0.1:{port}/v1",
+                              temperature=0.0, max_tokens=64, request_timeout_seconds=10)
+        model = build_chat_model(cfg, "key")
+        assert cheap_idle_checks(model.async_client)  # the installed httpx is laid out as expected
+        for _ in range(3):
+            replies = await asyncio.gather(*[model.ainvoke([HumanMessage("hi")]) for _ in range(12)])
+            assert [r.content for r in replies] == ["ok"] * 12
+            await asyncio.sleep(0.3)  # every idle connection is closed by the server meanwhile
+    finally:
+        await runner.cleanup()
