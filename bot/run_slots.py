@@ -10,8 +10,9 @@ running, so the receipt can show "received" or "queued" truthfully.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 
 class RunSlots:
@@ -39,7 +40,7 @@ class RunSlots:
         """Questions promised a slot, waiting for one or holding one."""
         return self._wanted
 
-    def promise(self) -> "SlotPromise":
+    def promise(self) -> SlotPromise:
         """Count one more question wanting a slot (no await); its :attr:`SlotPromise.queued`
         says whether it waits behind others (``limit`` or more wanted before it)."""
         queued = self._wanted >= self.limit
@@ -65,7 +66,7 @@ class RunSlots:
             self._wanted = max(0, self._wanted - 1)
             raise
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self._sem.release()
         self._wanted = max(0, self._wanted - 1)
 

@@ -280,7 +280,6 @@ class ChatService:
     def release_acknowledgement(self, message_id: str, out: Responder) -> None:
         """Give back the run slot promised to ``message_id`` by :meth:`acknowledge` through
         ``out`` when its :meth:`handle` will not run (idempotent)."""
-
         promise = self._take_ack(message_id, out)
         if promise is not None:
             promise.cancel()

@@ -201,9 +201,9 @@ async def test_the_answer_check_sees_the_sources_the_draft_cites(settings):
                                                             '{"grounded": true, "useful": true}']}) as (rt, model):
         out = ConsoleResponder("t", show_status=False, show_answers=False)
         await rt.service.handle(question("cite", "container requirements, Studio auth tokens, trimming messages?"), out)
-    documents = [str(m[-1].content) for t, m in model.calls if t == "generate"][0]
-    shown = re.findall(r"^\[(\d+)\]", documents, re.M)
+    documents = next(str(m[-1].content) for t, m in model.calls if t == "generate")
+    shown = re.findall(r"^\[(\d+)\]", documents, re.MULTILINE)
     assert len(shown) >= 2, documents
     checks = [str(m[-1].content) for t, m in model.calls if t == "grade_answer"]
-    assert re.findall(r"^\[(\d+)\]", checks[0], re.M) == ["2"]  # the cited one, under its own number
-    assert re.findall(r"^\[(\d+)\]", checks[1], re.M) == shown  # no citation: every source
+    assert re.findall(r"^\[(\d+)\]", checks[0], re.MULTILINE) == ["2"]  # the cited one, under its own number
+    assert re.findall(r"^\[(\d+)\]", checks[1], re.MULTILINE) == shown  # no citation: every source
