@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import discord
 
 from bot.chat import feedback, help
-from bot.chat.policy import OUTSIDER_REFUSAL
 from bot.chat.text import Mention, Part
 from bot.logs import for_thread
 from bot.platforms.discord_auth import may_answer_help, permissions_of
@@ -80,65 +79,35 @@ class Interactions:
         )
 
     async def on_vote_button(self, interaction: discord.Interaction, vote: int, answer_id: str) -> None:
-        """👍 / 👎 under an answer: the vote is recorded at once (one per user, the latest
-        counts); a 👎 opens the optional-reason modal as the interaction's response, a 👍
-        gets an ephemeral thanks."""
-        user = interaction.user
-        if self.bot.outsider_guild(interaction.guild_id):
-            with contextlib.suppress(discord.HTTPException):
-                await interaction.response.send_message(OUTSIDER_REFUSAL, ephemeral=True)
-            return
-        log.info("discord: vote %+d on answer %s by user=%s", vote, answer_id, user.id)
-        if vote == feedback.DOWN:
-            with contextlib.suppress(discord.HTTPException):
-                await interaction.response.send_modal(vote_reason_modal(answer_id))
-        else:
-            with contextlib.suppress(discord.HTTPException):
-                await interaction.response.defer(ephemeral=True, thinking=True)
-
-        async def record() -> None:
-            ok = await self.bot.service.vote(answer_id, str(user.id), vote)
-            if vote == feedback.UP or not ok:
-                with contextlib.suppress(discord.HTTPException):
-                    await interaction.followup.send(feedback.vote_reply(ok, vote), ephemeral=True)
-
-        await self.bot.spawn(record(), name=f"discord vote {answer_id}")
+        """👍 / 👎 under an answer: :func:`bot.chat.feedback.on_vote` (a 👎's reason modal is the
+        interaction's response, so it opens first)."""
+        log.info("discord: vote %+d on answer %s by user=%s", vote, answer_id, interaction.user.id)
+        click = feedback.VoteClick(answer_id, str(interaction.user.id), vote,
+                                   outsider=self.bot.outsider_guild(interaction.guild_id))
+        await self.bot.spawn(feedback.on_vote(self.bot.service, click, _DiscordFeedback(interaction)),
+                             name=f"discord vote {answer_id}")
 
     async def _on_vote_reason(self, interaction: discord.Interaction, answer_id: str) -> None:
-        reason = modal_text(interaction)[: feedback.REASON_MAX_CHARACTERS]
-        with contextlib.suppress(discord.HTTPException):
-            await interaction.response.defer(ephemeral=True, thinking=True)
-        ok = await self.bot.service.vote(answer_id, str(interaction.user.id), feedback.DOWN, reason or None)
-        text = feedback.vote_reply(ok, feedback.DOWN, reason=reason)
-        offer = ok and self.bot.service.human_review
-        with contextlib.suppress(discord.HTTPException):
-            if offer:
-                await interaction.followup.send(f"{text}\n{feedback.ESCALATE_OFFER}", view=escalate_view(answer_id),
-                                                ephemeral=True)
-            else:
-                await interaction.followup.send(text, ephemeral=True)
+        given = feedback.ReasonGiven(answer_id, str(interaction.user.id), modal_text(interaction))
+        await feedback.on_reason(self.bot.service, given, _DiscordFeedback(interaction))
 
     async def on_escalate_button(self, interaction: discord.Interaction, answer_id: str) -> None:
-        """"Ask the experts" after a 👎: a help request in the answer's conversation."""
+        """"Ask the experts" after a 👎: :func:`bot.chat.feedback.on_escalate`, in the answer's conversation."""
         user = interaction.user
-        with contextlib.suppress(discord.HTTPException):
-            await interaction.response.defer(ephemeral=True, thinking=True)
-        record = await self.bot.service.store.answer_record(answer_id)
-        parts = str(record["thread_key"]).split(":") if record else []
-        if record is None or len(parts) != 3 or parts[0] != "discord":
-            with contextlib.suppress(discord.HTTPException):
-                await interaction.followup.send("I can't find that answer any more.", ephemeral=True)
-            return
-        key = record["thread_key"]
-        target = self.bot.get_channel(channel_of(key))
-        # a thread or DM is the key's last id; an answer given in a channel is keyed on its question
-        channel_id = channel_of(key) if target is not None else int(record["channel"] or channel_of(key))
-        out = InteractionResponder(self.bot, interaction, ephemeral=True, in_thread=True, thread_key=key,
-                                   channel_id=channel_id, author_id=user.id)
-        log.info("discord: answer %s sent to the experts by user=%s", answer_id, user.id, extra=for_thread(key))
-        await self.bot.spawn(self.bot.service.escalate(answer_id, actor_id=str(user.id),
-                                               actor_name=getattr(user, "display_name", "") or user.name, out=out),
-                         name=f"discord escalate {answer_id}")
+        click = feedback.EscalateClick(answer_id, str(user.id), getattr(user, "display_name", "") or user.name,
+                                       outsider=self.bot.outsider_guild(interaction.guild_id))
+
+        def responder_for(record: dict[str, Any]) -> InteractionResponder:
+            key = record["thread_key"]
+            target = self.bot.get_channel(channel_of(key))
+            # a thread or DM is the key's last id; an answer given in a channel is keyed on its question
+            channel_id = channel_of(key) if target is not None else int(record["channel"] or channel_of(key))
+            return InteractionResponder(self.bot, interaction, ephemeral=True, in_thread=True, thread_key=key,
+                                        channel_id=channel_id, author_id=user.id)
+
+        await self.bot.spawn(feedback.on_escalate(self.bot.service, click, _DiscordFeedback(interaction),
+                                                  platform="discord", responder_for=responder_for),
+                             name=f"discord escalate {answer_id}")
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Handle help-modal submits (``tw:m:...``) and 👎 reasons (``tw:vr:...``); other
@@ -204,3 +173,40 @@ class Interactions:
                           interrupt_id=interrupt_id,
                           channel=self.bot._thread_channels.get(thread_key, self.bot.channel_ref(interaction.channel))[0],
                           close=close, confirm=True)
+
+
+class _DiscordFeedback:
+    """:class:`bot.chat.feedback.FeedbackControls` for one Discord interaction: ephemeral replies.
+
+    An interaction is answered once, within 3 s: a 👎's reason modal is that answer, so it
+    opens before the vote is recorded (``reason_first``); other clicks are deferred
+    (``acknowledge``) and told by follow-up.
+    """
+
+    reason_first = True
+
+    def __init__(self, interaction: discord.Interaction) -> None:
+        self.interaction = interaction
+
+    async def acknowledge(self) -> None:
+        if not self.interaction.response.is_done():
+            with contextlib.suppress(discord.HTTPException):
+                await self.interaction.response.defer(ephemeral=True, thinking=True)
+
+    async def tell(self, text: str) -> None:
+        with contextlib.suppress(discord.HTTPException):
+            if self.interaction.response.is_done():
+                await self.interaction.followup.send(text, ephemeral=True)
+            else:
+                await self.interaction.response.send_message(text, ephemeral=True)
+
+    async def ask_reason(self, answer_id: str) -> bool:
+        try:
+            await self.interaction.response.send_modal(vote_reason_modal(answer_id))
+            return True
+        except discord.HTTPException:
+            return False
+
+    async def offer_experts(self, answer_id: str, text: str) -> None:
+        with contextlib.suppress(discord.HTTPException):
+            await self.interaction.followup.send(text, view=escalate_view(answer_id), ephemeral=True)

@@ -54,6 +54,7 @@ from bot.chat.policy import (
 )
 from bot.chat.tasks import BackgroundTasks
 from bot.chat.text import Mention, Part
+from bot.chat.threads import parse_thread_key
 from bot.config import Secrets, Settings
 from bot.logs import for_thread
 from bot.platforms.slack_blocks import (
@@ -136,6 +137,7 @@ class SlackBot:
                             process_before_response=True, logger=bolt_log, name="threadwise")
         self._tasks = BackgroundTasks("slack", log)
         self._threads: set[str] = set()  # threads this process posted in (besides the service's record)
+        self._team_id: str | None = None  # our own team (auth.test), asked once
         self._register()
         self.service.register_platform("slack", self.responder_from_reference)
 
@@ -261,6 +263,26 @@ class SlackBot:
         member_of = event.get("user_team") or (event.get("user_profile") or {}).get("team") or event.get("team")
         return is_outsider(member_of, home, self.settings.allowed_teams)
 
+    async def home_team(self) -> str:
+        """Our own team id (``auth.test``, asked once; "" while Slack cannot be asked)."""
+        if self._team_id is None:
+            try:
+                self._team_id = str((await self.client.auth_test()).get("team_id") or "")
+            except Exception as exc:  # noqa: BLE001 - asked again next time
+                log.warning("slack auth.test failed: %s", slack_error(exc))
+                return ""
+        return self._team_id
+
+    async def _outsider_user(self, body: dict) -> bool:
+        """The outsider rule (:func:`bot.chat.policy.is_outsider`) for a slash command or an
+        interaction (button, modal): the user's team (``user.team_id``; a command's
+        ``user_team`` or ``team_id``) against our own team (``auth.test``, else the payload's
+        team) and ``[slack] allowed_teams``."""
+        user = body.get("user") if isinstance(body.get("user"), dict) else {}
+        member_of = user.get("team_id") or body.get("user_team") or body.get("team_id")
+        home = await self.home_team() or str((body.get("team") or {}).get("id") or body.get("team_id") or "")
+        return is_outsider(member_of, {home} if home else set(), self.settings.allowed_teams)
+
     async def _refuse_outsider(self, place: SlackPlace, event: dict, *, need_known_thread: bool) -> None:
         """One polite refusal per message (duplicate deliveries ignored), no LLM call."""
         key = place.thread_key
@@ -314,7 +336,8 @@ class SlackBot:
 
     # ---- help requests ---------------------------------------------------------------
     def _place(self, ref: HelpRef, user: str, **extra: Any) -> SlackPlace:
-        team = ref.thread_key.split(":")[1] if ref.thread_key.count(":") >= 3 else ""
+        key = parse_thread_key(ref.thread_key)
+        team = key["team"] if key is not None and key.platform == "slack" else ""
         return SlackPlace(team=team, channel=ref.channel, thread_ts=ref.root, user=user, **extra)
 
     async def may_answer_help(self, user: str, channel: str) -> bool:
@@ -335,6 +358,10 @@ class SlackBot:
         ref = HelpRef(ref.thread_key, ref.channel, ref.root, ref.question_ts, ref.interrupt_id,
                       help_ts=str(message.get("ts") or ""))
         user = str((body.get("user") or {}).get("id") or "")
+        if await self._outsider_user(body):
+            log.info("slack help button in %s by %s refused: outside the workspace", ref.thread_key, user)
+            await self.responder(self._place(ref, user)).notify_private(OUTSIDER_REFUSAL)
+            return
         if not await self.may_answer_help(user, ref.channel):
             await self._refuse_non_expert(ref, user)
             return
@@ -356,6 +383,10 @@ class SlackBot:
         """A submitted Answer / Retry modal."""
         ref = HelpRef.loads(str(view.get("private_metadata") or ""))
         user = str((body.get("user") or {}).get("id") or "")
+        if await self._outsider_user(body):
+            log.info("slack help modal in %s by %s refused: outside the workspace", ref.thread_key, user)
+            await self.responder(self._place(ref, user)).notify_private(OUTSIDER_REFUSAL)
+            return
         if not await self.may_answer_help(user, ref.channel):
             await self._refuse_non_expert(ref, user)
             return
@@ -395,80 +426,98 @@ class SlackBot:
                           user=str((body.get("user") or {}).get("id") or ""))
 
     async def _on_vote(self, body: dict, action: dict) -> None:
-        """👍 / 👎 under an answer: record the vote at once; a 👎 opens the optional-reason modal
-        (or, when the modal cannot open, says so privately: the vote stays)."""
-        answer_id = str(action.get("value") or "")
-        user = body.get("user") or {}
+        """👍 / 👎 under an answer: :func:`bot.chat.feedback.on_vote`."""
         place = self._vote_place(body)
-        if not feedback.is_answer_id(answer_id):
-            log.info("slack vote with a foreign value ignored (user %s)", place.user)
-            return
-        if is_outsider(user.get("team_id"), {str((body.get("team") or {}).get("id") or "")},
-                       self.settings.allowed_teams):
-            await self.responder(place).notify_private(OUTSIDER_REFUSAL)
-            return
         vote = feedback.UP if action.get("action_id") == ACTION_VOTE_UP else feedback.DOWN
-        ok = await self.service.vote(answer_id, place.user, vote)
-        if ok and vote == feedback.DOWN and body.get("trigger_id"):
-            try:
-                await self.client.views_open(trigger_id=body["trigger_id"], view=vote_reason_modal(answer_id))
-                await self._offer_experts(place, answer_id)
-                return  # the modal is the private reply
-            except Exception as exc:  # noqa: BLE001
-                log.warning("slack views.open (vote reason) failed in %s: %s", place.channel, slack_error(exc))
-        await self.responder(place).notify_private(feedback.vote_reply(ok, vote))
-
-    async def _offer_experts(self, place: SlackPlace, answer_id: str) -> None:
-        """After a 👎: privately offer to ask the experts (when human review is on)."""
-        if not self.service.human_review:
-            return
-        kwargs: dict[str, Any] = {"channel": place.channel, "user": place.user, "text": feedback.ESCALATE_OFFER,
-                                  "blocks": escalate_offer_blocks(answer_id)}
-        if place.thread_ts:
-            kwargs["thread_ts"] = place.thread_ts
-        try:
-            await self.client.chat_postEphemeral(**kwargs)
-        except Exception as exc:  # noqa: BLE001
-            log.info("slack expert offer not shown in %s: %s", place.channel, slack_error(exc))
+        click = feedback.VoteClick(str(action.get("value") or ""), place.user, vote,
+                                   outsider=await self._outsider_user(body))
+        await feedback.on_vote(self.service, click, _SlackFeedback(self, body, place))
 
     async def _on_escalate(self, body: dict, action: dict) -> None:
-        """"Ask the experts" after a 👎: a help request in the answer's thread."""
-        answer_id = str(action.get("value") or "")
+        """"Ask the experts" after a 👎: :func:`bot.chat.feedback.on_escalate`."""
         user = str((body.get("user") or {}).get("id") or "")
-        record = await self.service.store.answer_record(answer_id) if feedback.is_answer_id(answer_id) else None
-        parts = str(record["thread_key"]).split(":") if record else []
-        if record is None or len(parts) != 4 or parts[0] != "slack":
-            await self.responder(self._vote_place(body)).notify_private("I can't find that answer any more.")
-            return
         name = await self.directory.display_name(user, str((body.get("user") or {}).get("name") or ""))
-        out = self.responder(SlackPlace(team=parts[1], channel=parts[2], thread_ts=parts[3], user=user))
-        await self.service.escalate(answer_id, actor_id=user, actor_name=name, out=out)
+        click = feedback.EscalateClick(str(action.get("value") or ""), user, name,
+                                       outsider=await self._outsider_user(body))
+
+        def responder_for(record: dict[str, Any]) -> SlackResponder:
+            key = parse_thread_key(record["thread_key"])
+            assert key is not None
+            return self.responder(SlackPlace(team=key["team"], channel=key["channel"], thread_ts=key["root"],
+                                             user=user))
+
+        await feedback.on_escalate(self.service, click, _SlackFeedback(self, body, self._vote_place(body)),
+                                   platform="slack", responder_for=responder_for)
 
     async def _on_vote_reason(self, body: dict, view: dict) -> None:
-        """The 👎 reason modal was submitted: store the reason with the vote (empty: nothing to add)."""
-        answer_id = str(view.get("private_metadata") or "")
+        """The 👎 reason modal was submitted: :func:`bot.chat.feedback.on_reason`."""
         user = str((body.get("user") or {}).get("id") or "")
-        reason = modal_text(view)[: feedback.REASON_MAX_CHARACTERS]
-        if not feedback.is_answer_id(answer_id) or not reason:
+        if await self._outsider_user(body):
+            log.info("slack vote reason by %s refused: outside the workspace", user)
             return
-        await self.service.vote(answer_id, user, feedback.DOWN, reason)
+        given = feedback.ReasonGiven(str(view.get("private_metadata") or ""), user, modal_text(view))
+        await feedback.on_reason(self.service, given, _SlackFeedback(self, body, self._vote_place(body)))
 
     # ---- admin -------------------------------------------------------------------------
     async def _on_command(self, body: dict) -> None:
-        """``/threadwise <word>`` -> ChatService.admin (the service checks the words)."""
+        """``/threadwise <word>`` -> ChatService.admin (the service checks the words);
+        outsiders (:meth:`_outsider_user`) get one private refusal."""
         user, channel = str(body.get("user_id") or ""), str(body.get("channel_id") or "")
-        words = str(body.get("text") or "").strip().lower()
-        command = self.service.admin_commands.parse(words) or (re.split(r"\s+", words)[0] if words else "help")
-        if command.startswith("remember"):  # Slack runs no slash command in a thread
-            await self.responder(SlackPlace(team=str(body.get("team_id") or ""), channel=channel, user=user,
-                                            response_url=str(body.get("response_url") or ""))).notify_private(
-                "To teach me, mention me in the thread of the question: `@threadwise remember: <the answer>`.")
-            return
         place = SlackPlace(team=str(body.get("team_id") or ""), channel=channel, user=user,
                            response_url=str(body.get("response_url") or ""))
+        words = str(body.get("text") or "").strip().lower()
+        command = self.service.admin_commands.parse(words) or (re.split(r"\s+", words)[0] if words else "help")
+        if await self._outsider_user(body):
+            log.info("slack command %s %s by %s of team %s refused: outside the workspace", COMMAND, command, user,
+                     body.get("user_team") or body.get("team_id"))
+            await self.responder(place).notify_private(OUTSIDER_REFUSAL)
+            return
+        if command.startswith("remember"):  # Slack runs no slash command in a thread
+            await self.responder(place).notify_private(
+                "To teach me, mention me in the thread of the question: `@threadwise remember: <the answer>`.")
+            return
         log.info("slack command %s %s by %s in %s", COMMAND, command, user, channel)
         await self.service.admin(command, actor_id=user, is_admin=self.directory.is_admin(user),
                                  out=self.responder(place))
+
+
+class _SlackFeedback:
+    """:class:`bot.chat.feedback.FeedbackControls` on Slack: ephemeral messages and a modal.
+
+    The reason modal opens once the vote is recorded (``views.open`` with the click's
+    ``trigger_id``, valid 3 s), the offer to ask the experts next to it (``reason_first`` False).
+    """
+
+    reason_first = False
+
+    def __init__(self, bot: SlackBot, body: dict, place: SlackPlace) -> None:
+        self.bot, self.body, self.place = bot, body, place
+
+    async def acknowledge(self) -> None:
+        """Nothing to do: bolt acknowledged the request before the work started."""
+
+    async def tell(self, text: str) -> None:
+        await self.bot.responder(self.place).notify_private(text)
+
+    async def ask_reason(self, answer_id: str) -> bool:
+        if not self.body.get("trigger_id"):
+            return False
+        try:
+            await self.bot.client.views_open(trigger_id=self.body["trigger_id"], view=vote_reason_modal(answer_id))
+            return True
+        except Exception as exc:  # noqa: BLE001
+            log.warning("slack views.open (vote reason) failed in %s: %s", self.place.channel, slack_error(exc))
+            return False
+
+    async def offer_experts(self, answer_id: str, text: str) -> None:
+        kwargs: dict[str, Any] = {"channel": self.place.channel, "user": self.place.user, "text": text,
+                                  "blocks": escalate_offer_blocks(answer_id, text)}
+        if self.place.thread_ts:
+            kwargs["thread_ts"] = self.place.thread_ts
+        try:
+            await self.bot.client.chat_postEphemeral(**kwargs)
+        except Exception as exc:  # noqa: BLE001
+            log.info("slack expert offer not shown in %s: %s", self.place.channel, slack_error(exc))
 
 
 def build_slack_app(runtime: Any, *, client: AsyncWebClient | None = None) -> SlackBot:
@@ -555,6 +604,7 @@ async def _serve(bot: SlackBot, runtime: Any, stop: asyncio.Event) -> None:
     auth = await bot.client.auth_test()
     log.info("slack connected as %s (%s) in team %s, mode %s", auth.get("user"), auth.get("user_id"),
              auth.get("team_id"), bot.settings.mode)
+    bot._team_id = str(auth.get("team_id") or "") or None
     try:
         if bot.settings.mode == "http":
             await serve_http(bot, stop)

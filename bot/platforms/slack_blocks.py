@@ -174,9 +174,9 @@ def feedback_block(answer_id: str) -> dict[str, Any]:
     ]}
 
 
-def escalate_offer_blocks(answer_id: str) -> list[dict[str, Any]]:
-    """The private offer after a 👎: a line and an "Ask the experts" button (value: the answer id)."""
-    return [_section(escape(feedback.ESCALATE_OFFER)),
+def escalate_offer_blocks(answer_id: str, text: str = feedback.ESCALATE_OFFER) -> list[dict[str, Any]]:
+    """The private offer after a 👎: ``text`` (Markdown) and an "Ask the experts" button (value: the answer id)."""
+    return [_section(escape(text)),
             {"type": "actions", "block_id": "threadwise_escalate", "elements": [
                 {"type": "button", "action_id": ACTION_VOTE_ESCALATE, "value": answer_id,
                  "text": {"type": "plain_text", "text": feedback.ESCALATE_LABEL}}]}]
