@@ -10,12 +10,17 @@ transport: events in, posts out. Everything they have in common lives here:
   (parametrised by limit, size function, fence syntax, protected spans);
 * :mod:`bot.chat.sources` - what follows an answer: numbered sources and the route note;
 * :mod:`bot.chat.policy` - whom the bot answers: reply policy, bots and the bot itself,
-  outsiders; who may answer help requests (experts and admins) and what others are told;
+  outsiders (and their one refusal); who may answer help requests (experts and admins) and
+  what others are told;
 * :mod:`bot.chat.help` - a help request's words, its expiry, and the post-resume step
   (resume once, then the handled note on the help request);
 * :mod:`bot.chat.reactions` - the status reaction state machine: one bot reaction on a
   question at a time, ending in exactly one of done / apology / waiting;
 * :mod:`bot.chat.tasks` - the adapters' background task registry (spawn, wait, shut down);
-* :mod:`bot.chat.feedback` - the 👍 / 👎 controls' words and what a vote says back;
+* :mod:`bot.chat.feedback` - the 👍 / 👎 controls' words, and the handling of a vote, its
+  reason and "Ask the experts" (adapters parse a click into a typed value and lend their
+  transport: ``on_vote`` / ``on_reason`` / ``on_escalate``);
+* :mod:`bot.chat.commands` - ``/threadwise <words>``: outsiders refused, which admin command runs;
+* :mod:`bot.chat.threads` - the thread-key scheme of every platform (build and parse);
 * :mod:`bot.chat.channels` - per-channel settings (``[[channels]]``) as every platform applies them.
 """

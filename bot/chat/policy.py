@@ -2,7 +2,8 @@
 
 * :func:`wants_answer` - is a message for the bot (the reply policy, below);
 * :func:`ignore_reason` - messages from the bot itself and from bots not on the allow-list;
-* :func:`is_outsider` - authors from another organisation (Slack Connect, other guilds);
+* :func:`is_outsider` - authors from another organisation (Slack Connect, other guilds), and
+  :func:`refuse_outsider_once` - the one refusal per message they get;
 * :func:`may_answer_help` - who may answer a help request (experts and admins), and
   :func:`help_refusal` - what everyone else is told.
 
@@ -23,8 +24,9 @@ A mention of the bot or a direct message is always for the bot.
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from bot.chat.text import Part
 
@@ -103,6 +105,26 @@ def is_outsider(member_of: str | int | None, home: Iterable[str | int], allowed:
     if not ok:
         return False
     return str(member_of) not in ok
+
+
+async def refuse_outsider_once(store: Any, message_id: str, thread_key: str,
+                               say: Callable[[str], Awaitable[None]]) -> bool:
+    """Refuse an outsider's message once: a redelivery (Slack retries, the Slack mention and
+    its twin message event, a Discord gateway replay) is not refused again. No LLM call.
+
+    Args:
+        store: the bookkeeping store (:meth:`bot.store.Bookkeeping.mark_seen`: the same dedup
+            record as answered messages, persisted across restarts).
+        message_id: the platform message id (``slack:<channel>:<ts>``, ``discord:<id>``).
+        say: the platform's way to tell the author (:data:`OUTSIDER_REFUSAL` is passed).
+
+    Returns:
+        True when this call refused it (False: refused before).
+    """
+    if not await store.mark_seen(message_id, thread_key):
+        return False
+    await say(OUTSIDER_REFUSAL)
+    return True
 
 
 def ignore_reason(*, author: str | int | None, own_id: str | int | None, is_bot: bool, bot_id: str | int | None,

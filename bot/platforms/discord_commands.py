@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import discord
 from discord import app_commands
 
-from bot.chat.policy import OUTSIDER_REFUSAL
+from bot.chat.commands import SlashCommand, on_command
 from bot.logs import for_thread
 from bot.platforms import discord_patches
 from bot.platforms.discord_auth import is_admin, may_answer_help, permissions_of
@@ -81,26 +81,20 @@ class ThreadwiseCommands(app_commands.Group):
         return self.bot
 
     async def run_admin(self, interaction: discord.Interaction, command: str) -> None:
-        """``/threadwise <command>``: authorise, then let the service run it. Non-admins see
-        only ephemeral replies (a refused reindex is ephemeral)."""
+        """``/threadwise <command>``: :func:`bot.chat.commands.on_command` (outsiders refused).
+        Non-admins see only ephemeral replies (a refused reindex is ephemeral)."""
         bot = self._bot()
         user = interaction.user
-        if bot.outsider_guild(interaction.guild_id):
-            log.info("discord: /threadwise %s by user=%s in guild=%s refused: guild not allowed", command, user.id,
-                     interaction.guild_id)
-            with contextlib.suppress(discord.HTTPException):
-                await interaction.response.send_message(OUTSIDER_REFUSAL, ephemeral=True)
-            return
         admin = is_admin(user, bot.discord_settings, permissions_of(interaction))
         thread_key = thread_key_for(interaction.channel or discord.Object(interaction.channel_id or 0),
                                     interaction.guild_id)
-        log.info("discord: /threadwise %s by user=%s admin=%s", command, user.id, admin, extra=for_thread(thread_key))
         out = InteractionResponder(bot, interaction, ephemeral=not admin, thread_key=thread_key,
                                    channel_id=interaction.channel_id or 0, author_id=user.id)
+        slash = SlashCommand("discord", command, str(user.id), admin,
+                             outsider=bot.outsider_guild(interaction.guild_id), thread_key=thread_key)
         keep_alive = asyncio.create_task(out.keep_alive(bot.defer_after_seconds))
         try:
-            work = bot.service.admin(command, actor_id=str(user.id), is_admin=admin, out=out)
-            await bot.spawn(work, name=f"discord admin {command}")  # tracked: shutdown waits for it
+            await bot.spawn(on_command(bot.service, slash, out), name=f"discord admin {command}")  # tracked
         finally:
             keep_alive.cancel()
 

@@ -23,11 +23,12 @@ import discord
 
 from bot.admin import AdminCommands
 from bot.chat.policy import (
-    OUTSIDER_REFUSAL,
     Addressing,
     ignore_reason,
+    refuse_outsider_once,
     wants_answer,
 )
+from bot.chat.threads import thread_key
 from bot.logs import for_thread
 from bot.platforms.discord_auth import is_admin, may_answer_help
 from bot.platforms.discord_format import strip_mentions, thread_name
@@ -44,7 +45,7 @@ _USER_MESSAGE_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 
 def thread_key_for(channel: Any, guild_id: int | None) -> str:
     """``discord:<guild id or dm>:<channel or thread id>``."""
-    return f"discord:{guild_id if guild_id else 'dm'}:{channel.id}"
+    return thread_key("discord", guild_id or "dm", channel.id)
 
 
 class Messages:
@@ -101,21 +102,21 @@ class Messages:
         one its question (the message it replies to) was handled in."""
         question = bot_message.reference.message_id if bot_message.reference else None
         if question is None:
-            return f"discord:{guild_id}:{bot_message.id}"
+            return thread_key("discord", guild_id, bot_message.id)
         known = await self.bot.service.store.thread_of(f"discord:{question}")
-        return known or f"discord:{guild_id}:{question}"
+        return known or thread_key("discord", guild_id, question)
 
     async def _refuse_outsider(self, message: discord.Message) -> None:
         """One polite refusal (a reply) per message addressed to the bot from a server outside
         the allow-list; no thread, no LLM call."""
-        out = DiscordResponder(self.bot, thread_key=f"discord:{message.guild.id if message.guild else 'dm'}:{message.id}",
+        guild = message.guild.id if message.guild else "dm"
+        out = DiscordResponder(self.bot, thread_key=thread_key("discord", guild, message.id),
                                channel_id=message.channel.id, status_channel_id=message.channel.id,
                                status_message_id=message.id, author_id=message.author.id)
-        if not await self.bot.service.store.mark_seen(f"discord:{message.id}", out.thread_key):
-            return
-        log.info("discord: message %s from user=%s in guild=%s refused: guild not allowed", message.id,
-                 message.author.id, message.guild.id if message.guild else "dm")
-        await out.post_notice(OUTSIDER_REFUSAL)
+        if await refuse_outsider_once(self.bot.service.store, f"discord:{message.id}", out.thread_key,
+                                      out.post_notice):
+            log.info("discord: message %s from user=%s in guild=%s refused: guild not allowed", message.id,
+                     message.author.id, guild)
 
     def _wanted(self, message: discord.Message) -> bool:
         """Cheap filters: system messages, then the shared author rule
@@ -176,46 +177,46 @@ class Messages:
         addressing = self._addressing(message, mentioned or replied is not None)
         in_channel = False  # answering in a guild channel, as replies to the question
         if guild_id is None:
-            thread_key = thread_key_for(channel, None)
+            key = thread_key_for(channel, None)
         elif isinstance(channel, (discord.Thread, discord.PartialMessageable)):
             # PartialMessageable: a guild channel missing from the cache, in practice a thread
             # that was archived (discord.py drops those) and just got a new message.
-            thread_key = thread_key_for(channel, guild_id)
+            key = thread_key_for(channel, guild_id)
             if not mentioned and not self.bot.message_content_enabled:
                 return None  # the text is withheld by Discord: never answer an empty question
             if not addressing.mentions_bot:
                 policy = self.bot.settings_for(*self.bot.channel_ref(channel)).reply_policy
                 if not wants_answer(policy, addressing, in_conversation=True):
                     log.info("discord: message %s not for the bot (reply_policy %s)", message.id, policy,
-                             extra=for_thread(thread_key))
+                             extra=for_thread(key))
                     return None
                 ours = getattr(channel, "owner_id", None) == self.bot.user.id
-                if not ours and not await self.bot.service.knows_thread(thread_key):
+                if not ours and not await self.bot.service.knows_thread(key):
                     return None
         elif replied is not None:
             if not mentioned and not self.bot.message_content_enabled:
                 return None  # the text is withheld by Discord: never answer an empty question
-            thread_key = await self._conversation_of(replied, guild_id)  # continue it where it is
+            key = await self._conversation_of(replied, guild_id)  # continue it where it is
             in_channel = True
         elif not mentioned:
             return None
         elif not text or AdminCommands.parse(text):
-            thread_key = f"discord:{guild_id}:{message.id}"  # short replies stay in the channel
+            key = thread_key("discord", guild_id, message.id)  # short replies stay in the channel
         else:
             thread = await self._start_thread(message, text)
             if thread is not None:
-                thread_key = thread_key_for(thread, guild_id)
+                key = thread_key_for(thread, guild_id)
                 reply_channel = thread.id
             else:  # keyed on the question, not the channel: one conversation per question
-                thread_key = f"discord:{guild_id}:{message.id}"
+                key = thread_key("discord", guild_id, message.id)
                 in_channel = True
         author = message.author
         channel_id, channel_name = self.bot.channel_ref(channel)
-        self.bot._thread_channels[thread_key] = (channel_id, channel_name)
+        self.bot._thread_channels[key] = (channel_id, channel_name)
         here = self.bot.settings_for(channel_id, channel_name)
         incoming = IncomingMessage(
             platform="discord",
-            thread_key=thread_key,
+            thread_key=key,
             message_id=f"discord:{message.id}",
             author_id=str(author.id),
             text=text,
@@ -227,7 +228,7 @@ class Messages:
         )
         out = DiscordResponder(
             self.bot,
-            thread_key=thread_key,
+            thread_key=key,
             channel_id=reply_channel,
             status_channel_id=channel.id,
             status_message_id=message.id,
@@ -240,7 +241,7 @@ class Messages:
             author.id,
             len(text),
             mentioned,
-            extra=for_thread(thread_key),
+            extra=for_thread(key),
         )
         return incoming, out
 

@@ -23,7 +23,11 @@ else its ``ts``), and the thread key is ``slack:<team>:<channel>:<root ts>``.
 Help requests carry buttons (Answer / Retry with hint -> a modal; Dismiss); the channel's
 experts (``[slack] experts`` or its ``[[channels]]`` entry) and ``[slack] admins`` may use
 them (:func:`bot.chat.policy.may_answer_help`), others get an ephemeral notice. ``/threadwise
-reindex|status|help`` runs admin commands (``[slack] admins`` may reindex).
+reindex|status|help`` runs admin commands (``[slack] admins`` may reindex;
+:mod:`bot.chat.commands`). Slash commands and interactions (buttons, modals) from another
+organisation get the same one refusal as messages: the user's team is compared with ours
+(``auth.test``) and ``[slack] allowed_teams``. Votes and "Ask the experts" are handled by
+:mod:`bot.chat.feedback`; this module only reads the payloads and lends Slack's transport.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat import feedback, help
 from bot.chat.channels import entry_for, reply_policy
+from bot.chat.commands import SlashCommand, on_command
 from bot.chat.policy import (
     OUTSIDER_REFUSAL,
     Addressing,
@@ -50,6 +55,7 @@ from bot.chat.policy import (
     ignore_reason,
     is_outsider,
     may_answer_help,
+    refuse_outsider_once,
     wants_answer,
 )
 from bot.chat.tasks import BackgroundTasks
@@ -288,11 +294,10 @@ class SlackBot:
         key = place.thread_key
         if need_known_thread and key not in self._threads and not await self.service.knows_thread(key):
             return
-        if not await self.service.store.mark_seen(f"slack:{place.channel}:{place.message_ts}", key):
-            return
-        log.info("slack message %s from %s of team %s refused: outside the workspace", place.message_ts, place.user,
-                 event.get("user_team") or event.get("team"), extra=for_thread(key))
-        await self.responder(place).notify_private(OUTSIDER_REFUSAL)
+        if await refuse_outsider_once(self.service.store, f"slack:{place.channel}:{place.message_ts}", key,
+                                      self.responder(place).notify_private):
+            log.info("slack message %s from %s of team %s refused: outside the workspace", place.message_ts,
+                     place.user, event.get("user_team") or event.get("team"), extra=for_thread(key))
 
     def _ignore_reason(self, event: dict, bot_user_id: str) -> str:
         """Why an event must not start an answer ("" when it may)."""
@@ -351,6 +356,18 @@ class SlackBot:
         await self.responder(self._place(ref, user)).notify_private(
             help_refusal(expert_mentions(self.experts_for(ref.channel))))
 
+    async def _may_resume(self, body: dict, ref: HelpRef, user: str) -> bool:
+        """May ``user`` use a help request's button or modal? Outsiders (:meth:`_outsider_user`)
+        and those neither expert nor admin are refused privately."""
+        if await self._outsider_user(body):
+            log.info("slack help request: %s refused: outside the workspace", user, extra=for_thread(ref.thread_key))
+            await self.responder(self._place(ref, user)).notify_private(OUTSIDER_REFUSAL)
+            return False
+        if not await self.may_answer_help(user, ref.channel):
+            await self._refuse_non_expert(ref, user)
+            return False
+        return True
+
     async def _on_help_button(self, body: dict, action: dict) -> None:
         """A help request button: Dismiss resumes at once; Answer/Retry open a modal."""
         ref = HelpRef.loads(str(action.get("value") or ""))
@@ -358,12 +375,7 @@ class SlackBot:
         ref = HelpRef(ref.thread_key, ref.channel, ref.root, ref.question_ts, ref.interrupt_id,
                       help_ts=str(message.get("ts") or ""))
         user = str((body.get("user") or {}).get("id") or "")
-        if await self._outsider_user(body):
-            log.info("slack help button in %s by %s refused: outside the workspace", ref.thread_key, user)
-            await self.responder(self._place(ref, user)).notify_private(OUTSIDER_REFUSAL)
-            return
-        if not await self.may_answer_help(user, ref.channel):
-            await self._refuse_non_expert(ref, user)
+        if not await self._may_resume(body, ref, user):
             return
         question = question_block_of(message.get("blocks"))
         if action.get("action_id") == ACTION_DISMISS:
@@ -383,12 +395,7 @@ class SlackBot:
         """A submitted Answer / Retry modal."""
         ref = HelpRef.loads(str(view.get("private_metadata") or ""))
         user = str((body.get("user") or {}).get("id") or "")
-        if await self._outsider_user(body):
-            log.info("slack help modal in %s by %s refused: outside the workspace", ref.thread_key, user)
-            await self.responder(self._place(ref, user)).notify_private(OUTSIDER_REFUSAL)
-            return
-        if not await self.may_answer_help(user, ref.channel):
-            await self._refuse_non_expert(ref, user)
+        if not await self._may_resume(body, ref, user):
             return
         kind = HumanAction.ANSWER if view.get("callback_id") == MODAL_ANSWER else HumanAction.RETRY
         await self._resume(ref, kind, modal_text(view), user, body, question_block_of(view.get("blocks")))
@@ -460,25 +467,14 @@ class SlackBot:
 
     # ---- admin -------------------------------------------------------------------------
     async def _on_command(self, body: dict) -> None:
-        """``/threadwise <word>`` -> ChatService.admin (the service checks the words);
-        outsiders (:meth:`_outsider_user`) get one private refusal."""
+        """``/threadwise <words>``: :func:`bot.chat.commands.on_command` (outsiders refused,
+        :meth:`_outsider_user`)."""
         user, channel = str(body.get("user_id") or ""), str(body.get("channel_id") or "")
         place = SlackPlace(team=str(body.get("team_id") or ""), channel=channel, user=user,
                            response_url=str(body.get("response_url") or ""))
-        words = str(body.get("text") or "").strip().lower()
-        command = self.service.admin_commands.parse(words) or (re.split(r"\s+", words)[0] if words else "help")
-        if await self._outsider_user(body):
-            log.info("slack command %s %s by %s of team %s refused: outside the workspace", COMMAND, command, user,
-                     body.get("user_team") or body.get("team_id"))
-            await self.responder(place).notify_private(OUTSIDER_REFUSAL)
-            return
-        if command.startswith("remember"):  # Slack runs no slash command in a thread
-            await self.responder(place).notify_private(
-                "To teach me, mention me in the thread of the question: `@threadwise remember: <the answer>`.")
-            return
-        log.info("slack command %s %s by %s in %s", COMMAND, command, user, channel)
-        await self.service.admin(command, actor_id=user, is_admin=self.directory.is_admin(user),
-                                 out=self.responder(place))
+        command = SlashCommand("slack", str(body.get("text") or ""), user, self.directory.is_admin(user),
+                               outsider=await self._outsider_user(body), thread_key=place.thread_key)
+        await on_command(self.service, command, self.responder(place))
 
 
 class _SlackFeedback:
