@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.messages import AnyMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -111,3 +113,30 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
     g.add_edge("apology", "finish")
     g.add_edge("finish", END)
     return g.compile(checkpointer=checkpointer)
+
+
+async def seed_history(graph: Any, config: RunnableConfig, messages: list[AnyMessage]) -> None:
+    """Write earlier turns into a thread as if they had been asked and answered (eval
+    follow-ups): the next question continues after them.
+
+    Args:
+        graph: the compiled graph (with a checkpointer).
+        config: the thread's run config (``{"configurable": {"thread_id": ...}}``).
+        messages: the turns, oldest first (Human/AI messages).
+    """
+    await graph.aupdate_state(config, {"messages": messages}, as_node="finish")
+
+
+async def ask_experts(graph: Any, config: RunnableConfig, question: str, note: str) -> None:
+    """Make the thread's next run (``graph.astream(None, config)``) ask the experts about
+    ``question`` at once (``human_review``): a teammate marked its answer as wrong.
+
+    Args:
+        graph: the compiled graph (with a checkpointer).
+        config: the thread's run config.
+        question: the question the answer was about.
+        note: why, one line (shown as the help request's reason).
+    """
+    await graph.aupdate_state(config, {
+        "question": question, "documents": [], "retrieved": [], "verdict": "downvoted", "review_note": note,
+        "queries": [], "path": ["downvoted"]}, as_node="grade_documents")

@@ -11,28 +11,37 @@ LLM calls on a knowledge-base question answered on the first pass (4 in all):
 
 ``rewrite_kb`` / ``rewrite_web`` only run on later passes, when there is query feedback.
 Budgets come from :class:`GraphConfig` (config.toml), never from module constants.
+
+How documents and drafts are judged is a strategy (:mod:`graphs.graders`, in
+:attr:`GraphDeps.graders`). Each node that starts a phase the user sees (searching the
+knowledge base, searching the web, writing) says so with :func:`emit_phase`; the
+runtime shows it without knowing the node names (:mod:`graphs.state`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
-from pydantic import BaseModel, Field
 
 from graphs import prompts, signals
-from graphs.extractive import Extractive, TextEmbedder
+from graphs.citations import cite_sources, format_docs
+from graphs.graders import Graders, graders_for
 from graphs.knowledge import KnowledgeBase
 from graphs.learned import LearnedStore, entry_doc
+from graphs.messages import history_before_last, kb_queries, last_user_message, message_text
 from graphs.models import ModelCaller
-from graphs.offline_router import OfflineRouter, canned_reply
-from graphs.state import PER_TURN_DEFAULTS, Doc, RAGState
+from graphs.offline import OfflineKit, offline_questions, offline_search_queries
+from graphs.offline_router import canned_reply
+from graphs.schemas import RewrittenQuery, RouteDecision
+from graphs.state import (PER_TURN_DEFAULTS, AnswerRoute, Doc, HelpPayload, Phase, ProgressEvent, RAGState, resume_value,
+                          scope_of)
 from graphs.web import WebSearch, clip_query
 
 log = logging.getLogger(__name__)
@@ -76,158 +85,29 @@ class GraphConfig:
 
 @dataclass
 class GraphDeps:
-    """What the nodes need: the model caller, the knowledge base, web search (or None)."""
+    """What the nodes need: the model caller, the knowledge base, web search (or None),
+    the budgets, the learned entries (or None) and the graders (None: the ones
+    ``config`` asks for, :func:`graphs.graders.graders_for`)."""
 
     caller: ModelCaller
     knowledge: KnowledgeBase
     web: WebSearch | None
     config: GraphConfig
     learned: LearnedStore | None = None  # experts' earlier answers, searched with the documents
+    graders: Graders | None = None  # how documents and drafts are judged (graphs/graders.py)
 
 
-# ---- structured outputs ----------------------------------------------------------------
-class RouteDecision(BaseModel):
-    question: str = Field(description="standalone question")
-    route: Literal["vectorstore", "websearch", "direct"]
-    query: str = Field(description="search keywords")
+def emit_phase(phase: Phase) -> None:
+    """Tell the runtime what the run is doing now: a :class:`~graphs.state.ProgressEvent`
+    on LangGraph's custom stream (``stream_mode="custom"``; a no-op for other modes)."""
+    event: ProgressEvent = {"phase": phase}
+    get_stream_writer()(event)
 
 
-class RewrittenQuery(BaseModel):
-    query: str
-
-
-class DocGrade(BaseModel):
-    id: int
-    relevant: bool
-    facts: str = ""
-
-
-class DocGrades(BaseModel):
-    documents: list[DocGrade]
-    feedback: str = ""
-
-
-class AnswerGrade(BaseModel):
-    grounded: bool
-    useful: bool
-    feedback: str = ""
-
-
-def _text(m: AnyMessage) -> str:
-    c = m.content
-    return c if isinstance(c, str) else " ".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in c)
-
-
-def last_user_message(state: RAGState) -> str:
-    """Text of the newest human message of the thread ('' if none)."""
-    for m in reversed(state.get("messages", [])):
-        if isinstance(m, HumanMessage):
-            return _text(m).strip()
-    return ""
-
-
-def history_before_last(state: RAGState, limit: int) -> list[AnyMessage]:
-    """Up to ``limit`` messages before the newest human message."""
-    msgs = list(state.get("messages", []))
-    for i in range(len(msgs) - 1, -1, -1):
-        if isinstance(msgs[i], HumanMessage):
-            return msgs[max(0, i - limit) : i] if limit else []
-    return []
-
-
-def kb_queries(state: RAGState, history_limit: int = 6) -> list[str]:
-    """Query variants for a knowledge-base search, fused by the retriever.
-
-    The user's own words (the raw message, and for a follow-up the previous user message
-    joined with it: a cheap signal that keeps follow-ups retrievable even when a small
-    model contextualises poorly) and the model's standalone question. The model's
-    rewritten keyword query joins only on a search after ``rewrite_kb`` (query feedback
-    or a human's hint), where changing the query is the point.
-    """
-    raw = last_user_message(state)
-    variants = [raw]
-    prev_user = [_text(m) for m in history_before_last(state, history_limit) if isinstance(m, HumanMessage)]
-    if prev_user:
-        variants.append(f"{prev_user[-1]} {raw}")
-    variants.append(state.get("question", ""))
-    if (state.get("path") or [""])[-1] == "rewrite_kb":
-        variants.insert(0, state.get("kb_query", ""))
-    return [v for v in dict.fromkeys(v.strip() for v in variants) if v]
-
-
-def _format_docs(docs: list[Doc], limit: int, with_facts: bool = False, only: set[int] | None = None) -> str:
-    """Numbered documents (``[n] title (location)`` then the text, at most ``limit``
-    characters); ``only``: the numbers to include (the others are left out, numbers kept)."""
-    parts = []
-    for i, d in enumerate(docs, start=1):
-        if only is not None and i not in only:
-            continue
-        head = f"[{i}] {d.get('title') or ''} ({d.get('location', '')})".replace(" ()", "")
-        body = d.get("text", "")[:limit]
-        if with_facts and d.get("facts"):
-            body = f"Key facts: {d['facts']}\n{body}"
-        parts.append(f"{head}\n{body}")
-    return "\n\n".join(parts)
-
-
-_CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
-_CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
-
-
-def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, str]]]:
-    """Number the sources by file, in citation order, and renumber the answer's
-    citations (``[n]`` or ``[n, m]``, ``n`` = position in ``docs``) to match, so ``[k]``
-    in the text is the k-th listed source even when two cited chunks come from one file.
-    Code (fenced or inline) is left untouched.
-
-    Returns ``(text, sources)``; with no valid citation, every document is listed and
-    the text is unchanged. Citations of documents that do not exist are dropped.
-    """
-    order: list[str] = []
-    sources: dict[str, dict[str, str]] = {}
-
-    def number(match: re.Match) -> str:
-        numbers: list[int] = []
-        for part in match.group(1).split(","):
-            i = int(part) - 1
-            if not 0 <= i < len(docs):
-                continue
-            loc = docs[i]["location"]
-            if loc not in sources:
-                order.append(loc)
-                sources[loc] = {"title": docs[i].get("title") or loc, "location": loc}
-            if order.index(loc) + 1 not in numbers:
-                numbers.append(order.index(loc) + 1)
-        return "".join(f"[{n}]" for n in numbers)
-
-    pieces, last = [], 0
-    for code in _CODE.finditer(generation):  # renumber prose only
-        pieces += [_CITATION.sub(number, generation[last:code.start()]), code.group(0)]
-        last = code.end()
-    pieces.append(_CITATION.sub(number, generation[last:]))
-    if not order:
-        for d in docs:
-            sources.setdefault(d["location"], {"title": d.get("title") or d["location"], "location": d["location"]})
-        return generation, list(sources.values())
-    text = re.sub(r"(\[\d+\])(\1)+", r"\1", "".join(pieces))  # "[1][1]" after merging -> "[1]"
-    return text, [sources[loc] for loc in order]
-
-
-def cited_numbers(generation: str, count: int) -> set[int]:
-    """The document numbers (1..``count``) a draft cites as ``[n]`` or ``[n, m]`` outside code."""
-    prose = _CODE.sub(" ", generation)
-    return {n for m in _CITATION.finditer(prose) for n in map(int, m.group(1).split(",")) if 1 <= n <= count}
-
-
-def scope_of(state: RAGState) -> dict[str, Any]:
-    """This turn's scope with its defaults: ``sources`` (resolved source paths the
-    knowledge base may search, None for all), ``web`` and ``learning`` (bools), and the
-    ``platform`` and ``channel`` it runs in (a channel restricted to some sources uses only
-    the learned entries learned in it)."""
-    scope = state.get("scope") or {}
-    return {"sources": scope.get("sources"), "web": scope.get("web", True) is not False,
-            "learning": scope.get("learning", True) is not False, "platform": str(scope.get("platform") or ""),
-            "channel": str(scope.get("channel") or "")}
+def answer_route(path: list[str]) -> AnswerRoute:
+    """How a turn's answer was found, from the nodes it visited (see :data:`AnswerRoute`)."""
+    searched = [name for name, node in (("kb", "retrieve"), ("web", "web_search")) if node in path]
+    return "+".join(searched) or "direct"  # type: ignore[return-value]
 
 
 class Nodes:
@@ -237,52 +117,13 @@ class Nodes:
     def __init__(self, deps: GraphDeps):
         self.deps = deps
         self.cfg = deps.config
-        self._extractive: Extractive | None = None
-        self._router: OfflineRouter | None = None
+        self.offline_kit = OfflineKit(deps.knowledge)
+        self.graders: Graders = deps.graders or graders_for(self.cfg, deps.caller, self.offline_kit)
 
     @property
     def offline(self) -> bool:
         """Extractive composer: no chat-model call in any node."""
         return self.cfg.composer == "extractive"
-
-    @property
-    def extractive(self) -> Extractive:
-        """The extractive grader/composer over the knowledge base's embeddings (built on first use)."""
-        if self._extractive is None:
-            self._extractive = Extractive(TextEmbedder(self.deps.knowledge.embeddings), self.deps.knowledge)
-            self._router = OfflineRouter(self._extractive.embedder, self.deps.knowledge)
-        return self._extractive
-
-    @property
-    def offline_router(self) -> OfflineRouter:
-        self.extractive  # noqa: B018 - builds both
-        assert self._router is not None
-        return self._router
-
-    def _offline_questions(self, state: RAGState) -> list[str]:
-        """Question variants the extractive graders and composer score against: the
-        user's words (the message; for a follow-up also the previous user message joined
-        with it), never a rewritten keyword query (documents must answer the question)."""
-        raw = last_user_message(state)
-        prev = [_text(m) for m in history_before_last(state, self.cfg.history_messages) if isinstance(m, HumanMessage)]
-        return [raw, f"{prev[-1]} {raw}"] if prev else [raw]
-
-    def _offline_search_queries(self, state: RAGState) -> list[str | tuple[str, float]]:
-        """Search variants without a model: :func:`kb_queries` plus, for a follow-up, the
-        previous answer's opening joined with the message (it names what "it" is; on the
-        dev set follow-up recall@5 0.70 -> 1.0, bench/README.md), as ``(query, weight)``
-        where the weight is not 1."""
-        queries: list[str | tuple[str, float]] = list(kb_queries(state, self.cfg.history_messages))
-        answers = [_text(m) for m in history_before_last(state, self.cfg.history_messages) if isinstance(m, AIMessage)]
-        if answers:
-            queries.append((f"{answers[-1][:300]} {last_user_message(state)}", 1.0))
-        rewritten = state.get("kb_query", "")
-        if (state.get("path") or [""])[-1] == "rewrite_kb" and rewritten in queries and \
-                not any(f.startswith("Hint from ") for f in state.get("query_feedback", [])):
-            # the model-free rewrite (the question's terms) only nudges the ranking: its extra
-            # hits are what the grader's threshold, calibrated on first searches, has not seen
-            queries[queries.index(rewritten)] = (rewritten, 0.5)
-        return queries
 
     @property
     def web_available(self) -> bool:
@@ -311,14 +152,14 @@ class Nodes:
         raw = last_user_message(state)
         history = history_before_last(state, self.cfg.history_messages)
         if self.offline:
-            route, sig = await asyncio.to_thread(self.offline_router.route, raw, bool(history))
+            route, sig = await asyncio.to_thread(self.offline_kit.router.route, raw, bool(history))
             if route == "websearch" and not self.web_allowed(state):
                 route = "vectorstore"
             log.info("offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",
                      route, sig.kb, sig.small_talk, sig.general, sig.current)
             return {**self._step(state, "route"), "route": route, "question": raw, "kb_query": raw, "web_query": raw}
         convo = "\n".join(
-            f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {_text(m)[:600]}" for m in history
+            f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {message_text(m)[:600]}" for m in history
         ) or "(none)"
         default = RouteDecision(question=raw, route="vectorstore", query=raw)
         decision, calls, _ = await self.deps.caller.structured(
@@ -326,11 +167,7 @@ class Nodes:
             f"Conversation so far:\n{convo}\n\nNew message: {raw}",
             RouteDecision, default,
         )
-        route = decision.route
-        if self.cfg.graders == "lexical":
-            # a model too small to judge: its "direct" is trusted only for greetings and thanks,
-            # and a greeting never costs a search
-            route = "direct" if signals.is_small_talk(raw) else ("vectorstore" if route == "direct" else route)
+        route = self.graders.check_route(raw, decision.route)
         if route == "websearch" and not self.web_allowed(state):
             route = "vectorstore"
         question = decision.question.strip() or raw
@@ -341,10 +178,11 @@ class Nodes:
     async def direct(self, state: RAGState) -> dict[str, Any]:
         """Answer without retrieval (greetings, small talk, general knowledge). An empty
         reply is no answer: the apology is given instead."""
+        emit_phase(Phase.WRITING)
         history = history_before_last(state, self.cfg.history_messages)
         if self.offline:
             raw = last_user_message(state)
-            small_talk = await asyncio.to_thread(self.offline_router.is_small_talk, raw)
+            small_talk = await asyncio.to_thread(self.offline_kit.router.is_small_talk, raw)
             return {**self._step(state, "direct"), "outcome": "direct",
                     "generation": canned_reply(raw, self.cfg.kb_description, small_talk)}
         answer, calls = await self.deps.caller.complete(prompts.DIRECT, last_user_message(state), history)
@@ -371,10 +209,12 @@ class Nodes:
 
     async def rewrite_kb(self, state: RAGState) -> dict[str, Any]:
         """Rewrite the knowledge-base query using the accumulated query feedback."""
+        emit_phase(Phase.SEARCHING)
         return await self._rewrite(state, "the team knowledge base (" + self.cfg.kb_description + ")", "rewrite_kb", "kb_query")
 
     async def rewrite_web(self, state: RAGState) -> dict[str, Any]:
         """Rewrite the web search query using the accumulated query feedback."""
+        emit_phase(Phase.WEB)
         return await self._rewrite(state, "a web search engine", "rewrite_web", "web_query")
 
     # ---- search ------------------------------------------------------------------
@@ -382,10 +222,12 @@ class Nodes:
         """Hybrid search of the knowledge base with the query variants of :func:`kb_queries`,
         restricted to the turn's sources (:func:`scope_of`); the best learned entries (experts'
         earlier answers, :mod:`graphs.learned`) come first when the turn's scope allows them."""
+        emit_phase(Phase.SEARCHING)
         queries = kb_queries(state, self.cfg.history_messages)
         sources = scope_of(state)["sources"]  # a channel restricted to some sources never sees others
         if self.offline:  # more candidates, reranked by embeddings, widened to their sections
-            docs = await asyncio.to_thread(self.extractive.retrieve, self._offline_search_queries(state), self.cfg.k,
+            docs = await asyncio.to_thread(self.offline_kit.extractive.retrieve,
+                                           offline_search_queries(state, self.cfg.history_messages), self.cfg.k,
                                            sources=sources)
         else:
             docs = await asyncio.to_thread(self.deps.knowledge.search, queries, self.cfg.k, sources=sources)
@@ -406,46 +248,22 @@ class Nodes:
     async def web_search(self, state: RAGState) -> dict[str, Any]:
         """Search the web (Tavily); failures and empty results count as no documents.
         The query is cut to the search API's limit (:func:`graphs.web.clip_query`)."""
+        emit_phase(Phase.WEB)
         query = clip_query(state.get("web_query") or state.get("question") or last_user_message(state))
         docs = await self.deps.web.search(query) if self.deps.web else []
         return {**self._step(state, "web_search"), "source": "web", "retrieved": docs, "generations": 0,
                 "web_searches": state.get("web_searches", 0) + 1, "queries": [*state.get("queries", []), query]}
 
     async def grade_documents(self, state: RAGState) -> dict[str, Any]:
-        """Grade all retrieved documents in one call, keep the relevant ones with their
-        extracted facts; record query feedback when none is relevant. On unparseable
-        output every retrieved document is kept (the answer checks still guard)."""
+        """Grade the retrieved documents (:attr:`graders`), keep the relevant ones with
+        their extracted facts; record query feedback when none is relevant."""
         retrieved = list(state.get("retrieved", []))
         query = (state.get("queries") or [""])[-1]
         if not retrieved:
             return {**self._step(state, "grade_documents"), "documents": [],
                     "query_feedback": [*state.get("query_feedback", []),
                                        f"The {state.get('source')} search for '{query}' found nothing."]}
-        default = DocGrades(documents=[DocGrade(id=i, relevant=True) for i in range(1, len(retrieved) + 1)])
-        if self.offline:
-            scores = await asyncio.to_thread(self.extractive.grade, self._offline_questions(state), retrieved)
-            threshold = self.extractive.relevance_threshold
-            if state.get("source") == "kb":  # a current-events question the knowledge base must answer strongly
-                history = history_before_last(state, self.cfg.history_messages)
-                route, _ = await asyncio.to_thread(self.offline_router.route, last_user_message(state), bool(history))
-                threshold = self.extractive.current_relevance_threshold if route == "websearch" else threshold
-            grades, calls = DocGrades(documents=[DocGrade(id=i, relevant=score >= threshold)
-                                                 for i, score in enumerate(scores, start=1)]), 0
-        elif self.cfg.graders == "lexical":
-            question = f"{state.get('question', '')} {last_user_message(state)}"
-            grades, calls = DocGrades(documents=[
-                DocGrade(id=i, relevant=signals.relevance(question, f"{d.get('title', '')} {d['text']}")
-                         >= self.cfg.relevance_threshold,
-                         facts=" ".join(signals.key_sentences(question, d["text"])))
-                for i, d in enumerate(retrieved, start=1)]), 0
-        else:
-            grades, calls, _ = await self.deps.caller.structured(
-                prompts.GRADE_DOCUMENTS,
-                prompts.GRADE_DOCUMENTS_INPUT.format(
-                    question=state.get("question") or last_user_message(state),
-                    documents=prompts.data_block("documents", _format_docs(retrieved, self.cfg.max_document_characters))),
-                DocGrades, default,
-            )
+        grades, calls = await self.graders.grade_documents(state, retrieved)
         kept: list[Doc] = []
         for g in grades.documents:
             if g.relevant and 1 <= g.id <= len(retrieved) and all(k["id"] != retrieved[g.id - 1]["id"] for k in kept):
@@ -465,15 +283,15 @@ class Nodes:
         With lexical graders (a model too small to judge), a redraft after a failed
         grounding check is extractive: the documents' own key sentences, cited, with no
         model call, so a small model never shows a hallucination to the user."""
+        emit_phase(Phase.WRITING)
         if self.offline:
-            answer = await asyncio.to_thread(self.extractive.compose, self._offline_questions(state),
+            answer = await asyncio.to_thread(self.offline_kit.extractive.compose,
+                                             offline_questions(state, self.cfg.history_messages),
                                              state.get("documents", []))
             return {**self._step(state, "generate"), "generation": answer,
                     "generations": state.get("generations", 0) + 1}
-        if self.cfg.graders == "lexical" and state.get("generations", 0) >= 1:
-            # a small model's draft failed the grounding check: answer with the sources' own sentences
-            question = f"{state.get('question', '')} {last_user_message(state)}"
-            answer = signals.extractive_answer(question, state.get("documents", []))
+        if state.get("generations", 0) >= 1:
+            answer = self.graders.redraft(state)  # e.g. lexical graders: the sources' own sentences
             if answer:
                 return {**self._step(state, "generate"), "generation": answer,
                         "generations": state.get("generations", 0) + 1}
@@ -482,8 +300,9 @@ class Nodes:
             items=prompts.data_block("feedback", "\n".join(f"- {f}" for f in fb))) if fb else ""
         user = prompts.GENERATE_INPUT.format(  # retrieved text is data: user message, never the system prompt
             question=state.get("question") or last_user_message(state),
-            sources=prompts.data_block("sources", _format_docs(
-                state.get("documents", []), self.cfg.max_document_characters, with_facts=self.cfg.graders == "llm")),
+            sources=prompts.data_block("sources", format_docs(
+                state.get("documents", []), self.cfg.max_document_characters,
+                with_facts=self.graders.facts_in_prompt)),
             feedback=feedback,
         )
         learned = any(d.get("kind") == "learned" for d in state.get("documents", []))
@@ -493,41 +312,15 @@ class Nodes:
                 "generations": state.get("generations", 0) + 1}
 
     async def grade_answer(self, state: RAGState) -> dict[str, Any]:
-        """Check grounding and usefulness in one structured call; record generation
-        feedback (not grounded) or query feedback (grounded but not useful). On
-        unparseable output the draft passes (it cites retrieved sources). An empty draft
+        """Check grounding and usefulness (:attr:`graders`); record generation feedback
+        (not grounded) or query feedback (grounded but not useful). An empty draft
         is a failed draft (verdict ``empty``, no model call): it counts against
         ``max_generations`` like an ungrounded one and is never posted."""
         if not state.get("generation", "").strip():
             return {**self._step(state, "grade_answer"), "verdict": "empty",
                     "generation_feedback": [*state.get("generation_feedback", []),
                                             "the draft was empty: write the answer"]}
-        default = AnswerGrade(grounded=True, useful=True)
-        if self.offline:  # quotes are grounded by construction; an empty composition is not useful
-            draft = state.get("generation", "")
-            grade, calls = AnswerGrade(grounded=True, useful=bool(draft.strip()),
-                                       feedback="" if draft.strip() else "no sentence of the documents answers it"), 0
-        elif self.cfg.graders == "lexical":
-            docs = [f"{d.get('title', '')} {d['text']}" for d in state.get("documents", [])]
-            draft = state.get("generation", "")
-            grounded = signals.grounding(draft, docs) >= self.cfg.grounding_threshold
-            useful = signals.is_useful(f"{state.get('question', '')} {last_user_message(state)}", draft)
-            grade, calls = AnswerGrade(grounded=grounded, useful=useful,
-                                       feedback="" if grounded else "use only words and facts from the sources"), 0
-        else:
-            # the sources the draft cites (all when it cites none): a claim is checked against
-            # what it names, and the prompt does not carry every chunk a third time (issue 11)
-            docs = state.get("documents", [])
-            cited = cited_numbers(state.get("generation", ""), len(docs)) or None
-            grade, calls, _ = await self.deps.caller.structured(
-                prompts.GRADE_ANSWER,
-                prompts.GRADE_ANSWER_INPUT.format(
-                    question=state.get("question") or last_user_message(state),
-                    sources=prompts.data_block("sources", _format_docs(docs, self.cfg.max_document_characters,
-                                                                       only=cited)),
-                    draft=prompts.data_block("draft", state.get("generation", ""))),
-                AnswerGrade, default,
-            )
+        grade, calls = await self.graders.grade_answer(state)
         update = {**self._step(state, "grade_answer", calls)}
         if not grade.grounded:
             update["verdict"] = "hallucination"
@@ -547,17 +340,20 @@ class Nodes:
         """Pause with a LangGraph interrupt and ask humans. Nothing happens before
         ``interrupt()`` (the node re-runs from its first line on resume).
 
-        Resume value: ``{"action": "answer"|"retry"|"dismiss", "text": str, "by": str}``.
-        ``retry`` turns the hint into query feedback and gives a fresh budget.
+        The interrupt's value is a :class:`~graphs.state.HelpPayload`, the resume value a
+        :class:`~graphs.state.ResumeValue`. ``retry`` turns the hint into query feedback
+        and gives a fresh budget.
+
+        Raises:
+            ContractError: the resume value is not a ``ResumeValue``.
         """
-        reason = self._review_reason(state)
-        value = interrupt({
+        payload: HelpPayload = {
             "question": state.get("question") or last_user_message(state),
-            "reason": reason,
+            "reason": self._review_reason(state),
             "attempts": list(state.get("queries", [])),
-        })
-        value = value if isinstance(value, dict) else {"action": "answer", "text": str(value)}
-        action, text, by = value.get("action", "dismiss"), str(value.get("text", "")).strip(), value.get("by", "")
+        }
+        value = resume_value(interrupt(payload))
+        action, text, by = value["action"], value["text"].strip(), value["by"]
         step = self._step(state, "human_review")
         if action == "answer" and text:
             return {**step, "generation": text, "outcome": "human", "answered_by": by, "human_action": "answer"}
@@ -591,10 +387,13 @@ class Nodes:
         return {**self._step(state, "apology"), "generation": self.cfg.apology, "outcome": "apology", "sources": []}
 
     async def finish(self, state: RAGState) -> dict[str, Any]:
-        """Record the answer in the history, set its sources, drop heavy per-turn fields."""
+        """Record the answer in the history, set its sources and how it was found
+        (``answer_route``, ``drafts``), drop heavy per-turn fields."""
         outcome = state.get("outcome") or "answer"
         text, sources = state.get("generation", ""), []
         if outcome == "answer":
             text, sources = cite_sources(text, state.get("documents", []))
+        path = state.get("path", [])
         return {**self._step(state, "finish"), "outcome": outcome, "sources": sources, "generation": text,
+                "answer_route": answer_route(path), "drafts": path.count("generate"),
                 "messages": [AIMessage(text)], "documents": [], "retrieved": []}

@@ -1,4 +1,15 @@
-"""Graph state of the adaptive RAG graph.
+"""Graph state of the adaptive RAG graph, and its contract with the runtime.
+
+The runtime (``bot/service/``) never needs a node name. What crosses the boundary is
+typed here:
+
+- :class:`ProgressEvent` - the phase a run is in (:class:`Phase`), emitted by the nodes
+  as LangGraph custom stream events (``stream_mode="custom"``);
+- :class:`HelpPayload` - the value of the interrupt raised when the graph asks humans;
+- :class:`ResumeValue` - what a human's reply resumes that interrupt with
+  (``Command(resume=ResumeValue(...))``), checked by :func:`resume_value`;
+- the answer fields of :class:`RAGState` (``generation``, ``sources``, ``outcome``,
+  ``answer_route``, ``drafts``...) that the runtime turns into the posted answer.
 
 ``messages`` is the thread's history (``add_messages`` reducer: it persists across
 turns). Every other field belongs to one question and is reset by the ``start`` node at
@@ -9,10 +20,13 @@ so a long-lived thread's checkpoints stay small.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+import enum
+from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict  # pydantic validates typing_extensions' TypedDict on Python < 3.12
 
 
 class Doc(TypedDict, total=False):
@@ -25,6 +39,92 @@ class Doc(TypedDict, total=False):
     score: float  # fused rank score, higher is better
     facts: str  # facts extracted by the document grader
     kind: str  # "learned" for a teammate's earlier answer (graphs/learned.py); absent for documents
+
+
+class Phase(str, enum.Enum):
+    """What a run is doing now, for the user (the runtime shows it as a reaction)."""
+
+    SEARCHING = "searching"  # rewriting the query for, or searching, the knowledge base
+    WEB = "web"  # rewriting the query for, or searching, the web
+    WRITING = "writing"  # writing an answer (a draft, or a direct answer)
+
+
+class ProgressEvent(TypedDict):
+    """One custom stream event of a run (``graph.astream(..., stream_mode="custom")``).
+
+    Emitted by a node when it starts, so the same phase may come several times in a row
+    (e.g. ``rewrite_kb`` then ``retrieve``); a consumer shows only changes.
+    """
+
+    phase: Phase
+
+
+#: How the final answer was found: the sources searched this turn ("kb", "web", both
+#: as "kb+web"), or "direct" when none was (greetings, general knowledge).
+AnswerRoute = Literal["kb", "web", "kb+web", "direct"]
+
+
+class HelpPayload(TypedDict):
+    """The value of the interrupt the graph raises when it asks humans for help."""
+
+    question: str  # the standalone question it could not answer
+    reason: str  # why it gave up, one line
+    attempts: list[str]  # the search queries tried, in order
+
+
+#: How a human resumes a paused run: ``answer`` (``text`` is the final answer), ``retry``
+#: (``text`` is a hint for a new search, with fresh budgets) or ``dismiss`` (the apology).
+ResumeAction = Literal["answer", "retry", "dismiss"]
+
+
+class ResumeValue(TypedDict):
+    """The resume value of the help interrupt: ``Command(resume=ResumeValue(...))``."""
+
+    action: ResumeAction
+    text: str  # the answer or the hint ("" for dismiss)
+    by: str  # display name of the human who replied ("timeout" when nobody did)
+
+
+class ContractError(ValueError):
+    """A value crossing the graph/runtime boundary has the wrong shape (the message names
+    the type expected and what was wrong)."""
+
+
+_RESUME = TypeAdapter(ResumeValue)
+_HELP = TypeAdapter(HelpPayload)
+
+
+def _validated(adapter: TypeAdapter, value: object, what: str) -> Any:
+    try:
+        return adapter.validate_python(value, strict=True)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+        raise ContractError(f"{what} has the wrong shape ({problems}); got {value!r:.200}") from None
+
+
+def resume_value(value: object) -> ResumeValue:
+    """Check a help interrupt's resume value.
+
+    Args:
+        value: what ``Command(resume=...)`` carried.
+
+    Returns:
+        ``value`` as a :class:`ResumeValue`.
+
+    Raises:
+        ContractError: ``value`` is not a dict with ``action`` (one of answer, retry,
+            dismiss), ``text`` and ``by`` (strings).
+    """
+    return _validated(_RESUME, value, "the resume value of a help request (ResumeValue)")
+
+
+def help_payload(value: object) -> HelpPayload:
+    """Check the value of a pending help interrupt (``state.interrupts[0].value``).
+
+    Raises:
+        ContractError: ``value`` is not a :class:`HelpPayload`.
+    """
+    return _validated(_HELP, value, "the help request of a paused run (HelpPayload)")
 
 
 class RAGState(TypedDict, total=False):
@@ -50,6 +150,8 @@ class RAGState(TypedDict, total=False):
     llm_calls: int
     path: list[str]  # nodes visited this turn, in order
     outcome: str  # answer | direct | human | apology
+    answer_route: AnswerRoute  # set by ``finish``: how the answer was found
+    drafts: int  # set by ``finish``: drafts written this turn (generate steps, across searches)
     answered_by: str
     verdict: str  # last answer grade: useful | hallucination | not_useful
     human_action: str  # last human resume action: answer | retry | dismiss
@@ -78,6 +180,8 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
     "llm_calls": 0,
     "path": [],
     "outcome": "",
+    "answer_route": "direct",
+    "drafts": 0,
     "answered_by": "",
     "verdict": "",
     "human_action": "",
@@ -85,3 +189,14 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
     "review_note": "",
     "scope": {},
 }
+
+
+def scope_of(state: RAGState) -> dict[str, Any]:
+    """This turn's scope with its defaults: ``sources`` (resolved source paths the
+    knowledge base may search, None for all), ``web`` and ``learning`` (bools), and the
+    ``platform`` and ``channel`` it runs in (a channel restricted to some sources uses only
+    the learned entries learned in it)."""
+    scope = state.get("scope") or {}
+    return {"sources": scope.get("sources"), "web": scope.get("web", True) is not False,
+            "learning": scope.get("learning", True) is not False, "platform": str(scope.get("platform") or ""),
+            "channel": str(scope.get("channel") or "")}
