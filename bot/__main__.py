@@ -40,7 +40,7 @@ def _setup_logging(level: str, fmt: str = "text") -> None:
         logging.captureWarnings(True)
     for noisy in ("httpx", "httpcore", "sentence_transformers", "urllib3", "aiosqlite", "discord.gateway"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    # a warning per reconnect attempt while the database is away: bot.recovery.watch says it once
+    # a warning per reconnect attempt while the database is away: bot.service.recovery.watch says it once
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     if level != "DEBUG":  # it logs a full traceback for every failed request; our error line says it once
         logging.getLogger("langchain_mistralai").setLevel(logging.CRITICAL)
@@ -239,7 +239,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         monitoring = _start_monitoring(settings, rt, metrics, stop)
         await rt.service.recover()
         done, _ = await asyncio.wait(tasks + monitoring, return_when=asyncio.FIRST_EXCEPTION)
-        await rt.service.drain(10)  # a recovered run (bot.recovery) is finished too
+        await rt.service.drain(10)  # a recovered run (bot.service.recovery) is finished too
         for t in done:
             if t.exception():
                 log.error("%s stopped: %s", t.get_name(), t.exception())

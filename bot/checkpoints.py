@@ -9,7 +9,7 @@ saver that changes it fails that test before it can break pruning.
 Storage policy (issue 8, item 12): a run's state is saved when it ends or pauses for a
 human (``[service] checkpoint_durability = "exit"``, the default since issue 11: every
 intermediate step was a checkpoint write) or after every step too (``"async"``); a crashed
-run starts again from its input, or continues from its last step (:mod:`bot.recovery`).
+run starts again from its input, or continues from its last step (:mod:`bot.service.recovery`).
 When a run ends (answer, apology or a pause for a human) only the
 newest ``keep`` checkpoints of the thread are kept with their pending writes (the newest
 holds the messages and, for a paused run, the interrupt), and the freed pages are given

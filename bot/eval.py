@@ -5,7 +5,7 @@ files, facts found in the answers, LLM calls and wall time per question.
 Recall is measured on the graph's first knowledge-base search of the question. When the
 router sent a kb/followup question elsewhere (so nothing was retrieved), recall is
 measured on the same query variants the retrieve node would have used
-(:func:`graphs.nodes.kb_queries`), so the figure is about the retriever; the routing
+(:func:`graphs.messages.kb_queries`), so the figure is about the retriever; the routing
 error is counted in route accuracy.
 """
 
@@ -26,7 +26,7 @@ from rich.console import Console
 from bot.terminal import make_console
 from bot.platforms.console import ConsoleResponder
 from bot.protocol import clean_text
-from graphs.nodes import kb_queries
+from graphs.messages import kb_queries
 
 
 @dataclass

@@ -157,7 +157,10 @@ class Answer:
     Attributes:
         text: Markdown text (adapters convert it to the platform's dialect).
         sources: cited sources, in citation order ([1] is ``sources[0]``).
-        route: the path the graph took, e.g. ``["route", "retrieve", "grade_documents", ...]``.
+        route: how the answer was found (:data:`graphs.state.AnswerRoute`): ``"kb"``,
+            ``"web"``, ``"kb+web"`` (the sources searched) or ``"direct"`` (none).
+        drafts: drafts the graph wrote for it (more than one: earlier ones failed a check).
+        path: the steps the graph took, for logs and the console (opaque here).
         kind: ``"answer"`` (grounded answer), ``"direct"`` (no retrieval),
             ``"human"`` (a human's answer to a help request) or ``"apology"``.
         answered_by: for ``kind == "human"``, the name of the human who answered.
@@ -169,7 +172,9 @@ class Answer:
 
     text: str
     sources: list[Source] = field(default_factory=list)
-    route: list[str] = field(default_factory=list)
+    route: str = "direct"
+    drafts: int = 0
+    path: list[str] = field(default_factory=list)
     kind: str = "answer"
     answered_by: str = ""
     note: str = ""
@@ -178,21 +183,14 @@ class Answer:
     @property
     def route_note(self) -> str:
         """A short human note of how the answer was found, e.g. ``knowledge base, 1 draft``."""
-        steps = self.route
         if self.kind == "human":
             return f"answered by {self.answered_by or 'a teammate'}"
         if self.kind == "apology":
             return "no grounded answer found"
-        parts: list[str] = []
-        if "retrieve" in steps:
-            parts.append("knowledge base")
-        if "web_search" in steps:
-            parts.append("web search")
-        if not parts:
-            parts.append("direct answer")
-        drafts = steps.count("generate")
-        if drafts > 1:
-            parts.append(f"{drafts} drafts")
+        searched = {"kb": "knowledge base", "web": "web search"}
+        parts = [searched[s] for s in self.route.split("+") if s in searched] or ["direct answer"]
+        if self.drafts > 1:
+            parts.append(f"{self.drafts} drafts")
         return " + ".join(parts) + (f"; {self.note}" if self.note else "")
 
 

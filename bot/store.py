@@ -1,6 +1,6 @@
 """Bot bookkeeping in its own SQLite file (never the checkpoint file, platform-notes.md):
 seen message ids (deduplication across restarts), runs in flight (found again after a
-crash, :mod:`bot.recovery`), claims on help requests (exactly one human reply resumes a
+crash, :mod:`bot.service.recovery`), claims on help requests (exactly one human reply resumes a
 paused run), open help requests (timeouts after a restart), the admin audit log, and
 answer feedback (every posted answer, and one 👍/👎 vote per user per answer).
 

@@ -354,7 +354,7 @@ async def test_expert_chatter_in_a_paused_thread_does_not_become_the_answer(sett
 
 
 def test_citations_renumbered_to_match_listed_sources():
-    from graphs.nodes import cite_sources
+    from graphs.citations import cite_sources
 
     docs = [{"location": "slack.md", "title": "Slack > Create"}, {"location": "slack.md", "title": "Slack > Run"},
             {"location": "discord.md", "title": "Discord"}]
@@ -387,7 +387,7 @@ async def test_lexical_graders_for_a_small_model(tmp_path):
 
 
 def test_grouped_citations_and_code_are_handled():
-    from graphs.nodes import cite_sources
+    from graphs.citations import cite_sources
 
     docs = [{"location": "a.md"}, {"location": "b.md"}, {"location": "c.md"}]
     text, sources = cite_sources("Use X [3]. Also Y [1, 2]. Code: `xs[1]` and\n```\narr[0]\n```", docs)

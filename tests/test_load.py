@@ -187,7 +187,7 @@ async def test_a_second_delivery_shows_nothing_more(tmp_path, fake: FakeSlackAPI
         await harness.bot.drain(30)
         adds = [c.args["name"] for c in fake.calls_to("reactions.add") if c.args["timestamp"] == ts]
         assert adds == ["eyes", "mag", "pencil2", "white_check_mark"], adds
-        assert harness.runtime.service._runs.wanted == 0  # no run slot left promised
+        assert harness.runtime.service.slots.wanted == 0  # no run slot left promised
     finally:
         await harness.close()
 

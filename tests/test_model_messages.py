@@ -14,7 +14,7 @@ from bot.config import Secrets, load_settings
 from bot.platforms.console import ConsoleResponder
 from bot.runtime import open_runtime
 from graphs.models import ModelCaller, build_chat_model
-from graphs.nodes import RouteDecision
+from graphs.schemas import RouteDecision
 from tests.conftest import write_config
 from tests.fakes.mistral_api import mistral_server, mistral_config
 

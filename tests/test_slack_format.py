@@ -106,7 +106,7 @@ def test_split_rejects_tiny_limits():
 def test_answer_messages_sources_and_route_note():
     answer = Answer("See [1] and [2].", [Source("Deploying › Rollback", "docs/deploy.md"),
                                          Source("Status page", "https://status.test/a?x=1&y=2")],
-                    route=["route", "retrieve", "grade_documents", "generate", "grade_answer", "generate"])
+                    route="kb", drafts=2)
     [msg] = answer_messages(answer, max_section=3000, max_message=12000)
     assert check_blocks(msg["blocks"]) is None
     texts = [b["text"]["text"] for b in msg["blocks"] if b["type"] == "section"]

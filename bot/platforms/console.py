@@ -47,7 +47,7 @@ def format_answer(answer: Answer) -> str:
     lines = [answer.text.strip() or "(empty answer)"]
     lines += sources.render(answer, lambda s: f"  [{s.number}] {s.location}" + (f" — {s.title}" if s.title else ""),
                             lambda heading: f"\n{heading}:")
-    lines.append(f"\n({sources.footer(answer).note}; path: {' -> '.join(answer.route) or 'n/a'})")
+    lines.append(f"\n({sources.footer(answer).note}; path: {' -> '.join(answer.path) or 'n/a'})")
     if answer.answer_id:
         lines.append("Rate it: /good or /bad [what was wrong]")
     return "\n".join(lines)

@@ -34,7 +34,7 @@ class BookkeepingStore(Protocol):
     """What the ChatService, recovery and admin commands need from the bookkeeping (see
     :class:`bot.store.Bookkeeping` for each method's contract). ``shared`` is True when
     other processes use the same store (replicas): then runs carry leases and recovery
-    runs periodically (:func:`bot.recovery.watch`)."""
+    runs periodically (:func:`bot.service.recovery.watch`)."""
 
     shared: bool
 

@@ -16,7 +16,7 @@ Same methods, same meaning; what changes is who else is looking:
   replica id) and a ``lease_expires``; a replica renews its leases every
   ``lease_seconds / 3`` (:meth:`renew_leases`), and :meth:`unfinished_runs` takes the runs
   whose lease expired (``UPDATE ... WHERE lease_expires < now() ... FOR UPDATE SKIP LOCKED
-  RETURNING``): one replica gets each. :func:`bot.recovery.watch` calls both periodically.
+  RETURNING``): one replica gets each. :func:`bot.service.recovery.watch` calls both periodically.
 - A bookkeeping write that fails while the database is away (``finish_run``) is retried by
   :meth:`renew_leases` once it is back; until then the run's lease is kept, so no other
   replica answers it a second time.
@@ -67,7 +67,7 @@ class PgBookkeeping:
         lock_pool: a second pool whose connections hold per-thread advisory locks while a
             thread's graph runs (kept apart so waiting threads cannot starve the checkpointer).
         lease_seconds: a run not renewed for this long is taken over by another replica.
-        recovery_interval_seconds: how often :func:`bot.recovery.watch` looks for such runs.
+        recovery_interval_seconds: how often :func:`bot.service.recovery.watch` looks for such runs.
         replica_id: this process's name in ``runs.owner`` (default: host-pid-random).
     """
 

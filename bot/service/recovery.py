@@ -7,7 +7,7 @@ every status change (the responder reference names the reaction now shown), and 
 deleted when the answer, apology or help request is out. So at start every record left
 is a question that was never answered. For each (oldest first, threads in parallel,
 one thread's runs in order) the service rebuilds the responder from its reference
-(``ChatService.register_platform``) and:
+(``ChatService.register_platform``, :mod:`bot.service.responders`) and:
 
 =============================================  =========================================
 state found                                    what happens
@@ -48,14 +48,13 @@ from langgraph.types import Command
 from bot.failures import describe_failure
 from bot.logs import for_thread, with_log_context
 from bot.protocol import Answer, IncomingMessage, Responder, Status
+from bot.service import dispatch, help_requests, runs
+from bot.service.errors import best_effort
 
 if TYPE_CHECKING:
-    from bot.service import ChatService
+    from bot.service.chat_service import ChatService
 
 log = logging.getLogger(__name__)
-
-#: How long recovery waits for a run's platform adapter to register (it starts alongside).
-PLATFORM_WAIT_SECONDS = 30.0
 
 
 async def recover_runs(service: "ChatService", runs: list[dict[str, Any]]) -> None:
@@ -74,40 +73,16 @@ async def recover_runs(service: "ChatService", runs: list[dict[str, Any]]) -> No
             except Exception as exc:  # noqa: BLE001 - one broken record must not stop the others
                 log.error("recovery of %s failed: %s", row["run_id"], describe_failure(exc),
                           extra=for_thread(row["thread_key"]))
-                await service._best_effort(service.store.finish_run(row["run_id"]), row["thread_key"])
+                await best_effort(service.store.finish_run(row["run_id"]), row["thread_key"])
 
     await asyncio.gather(*(one_thread(rows) for rows in by_thread.values()))
-
-
-async def _responder(service: "ChatService", platform: str, reference: dict[str, Any]) -> Responder | None:
-    """The run's responder, once its platform adapter is registered and ready; None if no
-    adapter of that platform runs in this process (the record is left for one that does)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + PLATFORM_WAIT_SECONDS
-    while platform not in service._factories and loop.time() < deadline:
-        await asyncio.sleep(0.1)
-    if platform not in service._factories:
-        return None
-    ready = service._ready.get(platform)
-    while ready is not None:
-        try:
-            await asyncio.wait_for(ready(), max(1.0, deadline - loop.time()))
-            break
-        except RuntimeError:  # e.g. discord.py before login: "Client has not been properly initialised"
-            if loop.time() > deadline:
-                break
-            await asyncio.sleep(0.2)
-        except TimeoutError:
-            log.warning("recovery: the %s adapter is not ready; posting anyway", platform)
-            break
-    return service._responder_from(platform, reference, None)
 
 
 @with_log_context(thread_key="row.thread_key", platform="row.platform")
 async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
     """Finish one unfinished run (see the module docstring for the decision)."""
     key, run_id, stage = row["thread_key"], row["run_id"], row["stage"]
-    out = await _responder(service, row["platform"], row["reference"])
+    out = await service.responders.when_ready(row["platform"], row["reference"])
     if out is None:
         log.warning("recovery: %s belongs to %s, which does not run in this process; left for it",
                     run_id, row["platform"], extra=for_thread(key))
@@ -125,10 +100,10 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
                 await service.store.finish_run(run_id)
             return
         log.info("recovery: handling %s (queued %.0fs ago, never started)", run_id, age, extra=for_thread(key))
-        await service._dispatch_guarded(IncomingMessage(**message), out, run_id=run_id)
+        await dispatch.dispatch_guarded(service, IncomingMessage(**message), out, run_id=run_id)
         return
-    async with service._thread(key):
-        cfg = service._cfg(key)
+    async with service.threads.hold(key):
+        cfg = service.run_config(key)
         state = await service.graph.aget_state(cfg)
         latest = str((state.config or {}).get("configurable", {}).get("checkpoint_id") or "")
         if stage == "posted":
@@ -144,35 +119,35 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
             return
         record = row.get("input") or {}
         platform = row["platform"]
-        async with service._runs:
+        async with service.slots:
             if latest == row.get("checkpoint_before", ""):
                 graph_input = _input_of(record)
                 if graph_input is None:
                     await _apologise(service, key, run_id, out)
                     return
                 log.info("recovery: %s saved no step: starting it again", run_id, extra=for_thread(key))
-                await service._run(key, graph_input, out, platform=platform, run_id=run_id, record=record,
-                                   is_resume="resume" in record)
+                await runs.run(service, key, graph_input, out, platform=platform, run_id=run_id, record=record,
+                               is_resume="resume" in record)
             elif state.next and not state.interrupts:
                 log.info("recovery: %s continues at %s from checkpoint %s", run_id, ",".join(state.next),
                          latest, extra=for_thread(key))
-                await service._run(key, None, out, platform=platform, run_id=run_id, record=record, is_resume=True)
+                await runs.run(service, key, None, out, platform=platform, run_id=run_id, record=record, is_resume=True)
             else:
                 log.info("recovery: %s ended before it was reported: reporting it", run_id, extra=for_thread(key))
-                await service._report(key, state, out, platform=platform, run_id=run_id, t0=time.perf_counter())
+                await runs.report(service, key, state, out, platform=platform, run_id=run_id, t0=time.perf_counter())
 
 
 def _input_of(record: dict[str, Any]) -> Any:
     if "question" in record:
         return {"messages": [HumanMessage(str(record["question"]))]}
     if "resume" in record:
-        return Command(resume=record["resume"])
+        return Command(resume=record["resume"])  # a ResumeValue: the graph checks it
     return None
 
 
 async def _apologise(service: "ChatService", key: str, run_id: str, out: Responder) -> None:
     answer = Answer(text=service.admin_commands.apology, kind="apology")
-    await service._post_final(key, run_id, answer, out)
+    await runs.post_final(service, key, run_id, answer, out)
 
 
 async def watch(service: "ChatService") -> None:
@@ -203,15 +178,11 @@ async def watch(service: "ChatService") -> None:
                 runs = await store.unfinished_runs()
                 if runs:
                     log.info("%d runs of other replicas (lease expired) taken over: recovering them", len(runs))
-                    previous = service._recovery
-                    service._recovery = asyncio.create_task(
+                    previous = service.recovery_task
+                    service.recovery_task = asyncio.create_task(
                         _after(previous, recover_runs(service, runs)), name="recover-runs")
                 index_seen = await _pick_up_index(service, index_seen)
-                for row in await store.open_help_requests():
-                    timer = service._timers.get(row["thread_key"])
-                    if timer is None or timer.done():
-                        service._arm_timeout(row["thread_key"], max(0.0, row["deadline"] - time.time()),
-                                             row.get("interrupt_id", ""))
+                help_requests.rearm(service, await store.open_help_requests(), missing_only=True)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the database is away: try again next round

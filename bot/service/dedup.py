@@ -1,0 +1,56 @@
+"""Deduplication of deliveries (Slack, Discord, any platform): a message id is handled
+once, also across restarts and replicas. Platforms redeliver events (Slack retries an
+event not acknowledged within 3 s; Socket Mode and the Discord gateway may deliver an
+event again after a reconnect); the id is the message's identity
+(``IncomingMessage.message_id``, e.g. ``slack:C1:1700000000.000200``), not the delivery's. Marks live in the bookkeeping (:meth:`bot.store.Bookkeeping.mark_seen`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from bot.logs import for_thread
+from bot.protocol import IncomingMessage, Responder, message_record
+from bot.run_slots import SlotPromise
+from bot.service.acknowledge import clear_status
+from bot.service.errors import fail
+
+if TYPE_CHECKING:
+    from bot.service.chat_service import ChatService
+
+log = logging.getLogger(__name__)
+
+
+async def first_delivery(svc: "ChatService", msg: IncomingMessage, out: Responder,
+                         acked: SlotPromise | None) -> bool:
+    """Mark ``msg`` seen and record it as a run in flight (one transaction, so a crash
+    before it is answered leaves it for recovery). True for its first delivery; False for
+    a duplicate (logged) or when it cannot be recorded (the user gets the apology).
+
+    ``acked``: the run-slot promise when this delivery was acknowledged on receipt
+    (:mod:`bot.service.acknowledge`); a delivery not acknowledged although its id was is
+    another delivery of a message this process already has, ignored without a lookup."""
+    if acked is None and msg.message_id in svc.acked:  # another delivery of it is in this process
+        log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
+        return False
+    try:
+        if not await svc.store.mark_seen(msg.message_id, msg.thread_key,
+                                         run=(msg.platform, out.reference(), message_record(msg))):
+            log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
+            if acked is not None:  # e.g. redelivered after a restart: it was handled before
+                await clear_status(out)
+            return False
+    except Exception as exc:  # noqa: BLE001 - e.g. the disk is full: tell the user, keep serving
+        await fail(svc, msg.thread_key, exc, out, what=f"recording {msg.message_id}")
+        return False
+    return True
+
+
+async def forget_old(svc: "ChatService") -> int:
+    """Forget message ids and help-request claims older than ``dedup_retention_seconds``
+    (redeliveries come within minutes). Returns the number of message ids forgotten."""
+    forgotten = await svc.store.forget_seen_before(svc.dedup_retention_seconds)
+    await svc.store.forget_claims_before(svc.dedup_retention_seconds)
+    if forgotten:
+        log.info("forgot %d message ids older than %.0f days", forgotten, svc.dedup_retention_seconds / 86400)
+    return forgotten
