@@ -94,12 +94,13 @@ _RESUME = TypeAdapter(ResumeValue)
 _HELP = TypeAdapter(HelpPayload)
 
 
-def _validated(adapter: TypeAdapter, value: object, what: str) -> Any:
+def _validated(adapter: TypeAdapter, keys: Any, value: object, what: str) -> Any:
     try:
         return adapter.validate_python(value, strict=True)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
-        raise ContractError(f"{what} has the wrong shape ({problems}); got {value!r:.200}") from None
+        raise ContractError(f"{what} has the wrong shape ({problems}): expected a dict with "
+                            f"{', '.join(keys)}; got {value!r:.200}") from None
 
 
 def resume_value(value: object) -> ResumeValue:
@@ -115,7 +116,7 @@ def resume_value(value: object) -> ResumeValue:
         ContractError: ``value`` is not a dict with ``action`` (one of answer, retry,
             dismiss), ``text`` and ``by`` (strings).
     """
-    return _validated(_RESUME, value, "the resume value of a help request (ResumeValue)")
+    return _validated(_RESUME, ResumeValue.__annotations__, value, "the resume value of a help request (ResumeValue)")
 
 
 def help_payload(value: object) -> HelpPayload:
@@ -124,7 +125,7 @@ def help_payload(value: object) -> HelpPayload:
     Raises:
         ContractError: ``value`` is not a :class:`HelpPayload`.
     """
-    return _validated(_HELP, value, "the help request of a paused run (HelpPayload)")
+    return _validated(_HELP, HelpPayload.__annotations__, value, "the help request of a paused run (HelpPayload)")
 
 
 class RAGState(TypedDict, total=False):
