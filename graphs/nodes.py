@@ -40,8 +40,17 @@ from graphs.models import ModelCaller
 from graphs.offline import OfflineKit, offline_questions, offline_search_queries
 from graphs.offline_router import canned_reply
 from graphs.schemas import RewrittenQuery, RouteDecision
-from graphs.state import (PER_TURN_DEFAULTS, AnswerRoute, Doc, HelpPayload, Phase, ProgressEvent, RAGState, resume_value,
-                          scope_of)
+from graphs.state import (
+    PER_TURN_DEFAULTS,
+    AnswerRoute,
+    Doc,
+    HelpPayload,
+    Phase,
+    ProgressEvent,
+    RAGState,
+    resume_value,
+    scope_of,
+)
 from graphs.web import WebSearch, clip_query
 
 log = logging.getLogger(__name__)

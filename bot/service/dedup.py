@@ -1,8 +1,10 @@
 """Deduplication of deliveries (Slack, Discord, any platform): a message id is handled
-once, also across restarts and replicas. Platforms redeliver events (Slack retries an
+once, also across restarts and replicas. Platforms deliver a message more than once (a
+Slack @mention in a channel comes as ``app_mention`` and as ``message``; Slack retries an
 event not acknowledged within 3 s; Socket Mode and the Discord gateway may deliver an
 event again after a reconnect); the id is the message's identity
-(``IncomingMessage.message_id``, e.g. ``slack:C1:1700000000.000200``), not the delivery's. Marks live in the bookkeeping (:meth:`bot.store.Bookkeeping.mark_seen`)."""
+(``IncomingMessage.message_id``, e.g. ``slack:C1:1700000000.000200``), not the delivery's.
+Marks live in the bookkeeping (:meth:`bot.store.Bookkeeping.mark_seen`)."""
 
 from __future__ import annotations
 
