@@ -15,7 +15,7 @@ the knowledge base (while its budget lasts) before a human.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
@@ -115,7 +115,7 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
     return g.compile(checkpointer=checkpointer)
 
 
-async def seed_history(graph: Any, config: RunnableConfig, messages: list[AnyMessage]) -> None:
+async def seed_history(graph: Any, config: RunnableConfig, messages: Sequence[AnyMessage]) -> None:
     """Write earlier turns into a thread as if they had been asked and answered (eval
     follow-ups): the next question continues after them.
 
@@ -124,7 +124,7 @@ async def seed_history(graph: Any, config: RunnableConfig, messages: list[AnyMes
         config: the thread's run config (``{"configurable": {"thread_id": ...}}``).
         messages: the turns, oldest first (Human/AI messages).
     """
-    await graph.aupdate_state(config, {"messages": messages}, as_node="finish")
+    await graph.aupdate_state(config, {"messages": list(messages)}, as_node="finish")
 
 
 async def ask_experts(graph: Any, config: RunnableConfig, question: str, note: str) -> None:

@@ -156,7 +156,7 @@ class LexicalGraders:
         (so a small model never shows a hallucination to the user); None when none fits."""
         if state.get("generations", 0) < 1:
             return None
-        return signals.extractive_answer(self._question(state), state.get("documents", [])) or None
+        return signals.extractive_answer(self._question(state), [dict(d) for d in state.get("documents", [])]) or None
 
 
 class ExtractiveGraders:

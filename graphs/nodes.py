@@ -300,9 +300,9 @@ class Nodes:
             return {**self._step(state, "generate"), "generation": answer,
                     "generations": state.get("generations", 0) + 1}
         if state.get("generations", 0) >= 1:
-            answer = self.graders.redraft(state)  # e.g. lexical graders: the sources' own sentences
-            if answer:
-                return {**self._step(state, "generate"), "generation": answer,
+            redrafted = self.graders.redraft(state)  # e.g. lexical graders: the sources' own sentences
+            if redrafted:
+                return {**self._step(state, "generate"), "generation": redrafted,
                         "generations": state.get("generations", 0) + 1}
         fb = state.get("generation_feedback", [])
         feedback = prompts.GENERATION_FEEDBACK.format(
@@ -399,7 +399,8 @@ class Nodes:
         """Record the answer in the history, set its sources and how it was found
         (``answer_route``, ``drafts``), drop heavy per-turn fields."""
         outcome = state.get("outcome") or "answer"
-        text, sources = state.get("generation", ""), []
+        text = state.get("generation", "")
+        sources: list[dict[str, str]] = []
         if outcome == "answer":
             text, sources = cite_sources(text, state.get("documents", []))
         path = state.get("path", [])

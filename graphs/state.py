@@ -21,7 +21,7 @@ so a long-lived thread's checkpoints stay small.
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Mapping
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -192,7 +192,7 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
 }
 
 
-def scope_of(state: RAGState) -> dict[str, Any]:
+def scope_of(state: Mapping[str, Any]) -> dict[str, Any]:
     """This turn's scope with its defaults: ``sources`` (resolved source paths the
     knowledge base may search, None for all), ``web`` and ``learning`` (bools), and the
     ``platform`` and ``channel`` it runs in (a channel restricted to some sources uses only

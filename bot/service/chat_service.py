@@ -27,6 +27,7 @@ from collections import OrderedDict
 from typing import Any, Awaitable, Callable
 
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 
 from bot import checkpoints
 from bot.metrics import TurnObserver
@@ -121,7 +122,7 @@ class ChatService:
         """
         self.responders.register(platform, factory, ready)
 
-    def run_config(self, key: str) -> dict[str, Any]:
+    def run_config(self, key: str) -> RunnableConfig:
         """The LangGraph run config of thread ``key`` (thread id, recursion limit)."""
         return {"configurable": {"thread_id": key}, "recursion_limit": self.recursion_limit}
 
