@@ -12,10 +12,14 @@ LLM calls on a knowledge-base question answered on the first pass (4 in all):
 ``rewrite_kb`` / ``rewrite_web`` only run on later passes, when there is query feedback.
 Budgets come from :class:`GraphConfig` (config.toml), never from module constants.
 
-How documents and drafts are judged is a strategy (:mod:`graphs.graders`, in
-:attr:`GraphDeps.graders`). Each node that starts a phase the user sees (searching the
-knowledge base, searching the web, writing) says so with :func:`emit_phase`; the
-runtime shows it without knowing the node names (:mod:`graphs.state`).
+Who routes, searches and writes (the chat model, or nobody: the extractive composer) and
+how documents and drafts are judged are strategies (:mod:`graphs.composers`,
+:mod:`graphs.graders`, in :attr:`GraphDeps.composer` and :attr:`GraphDeps.graders`); the
+nodes hold what every strategy shares: budgets, the path, the state updates.
+
+Each node that starts a phase the user sees (searching the knowledge base, searching the
+web, writing) says so with :func:`emit_phase`; the runtime shows it without knowing the
+node names (:mod:`graphs.state`).
 """
 
 from __future__ import annotations
@@ -25,21 +29,19 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
 
-from graphs import prompts, signals
-from graphs.citations import cite_sources, format_docs
+from graphs.citations import cite_sources
+from graphs.composers import Composer, composer_for
 from graphs.graders import Graders, graders_for
 from graphs.knowledge import KnowledgeBase
 from graphs.learned import LearnedStore, entry_doc
-from graphs.messages import history_before_last, kb_queries, last_user_message, message_text
+from graphs.messages import kb_queries, last_user_message
 from graphs.models import ModelCaller
-from graphs.offline import OfflineKit, offline_questions, offline_search_queries
-from graphs.offline_router import canned_reply
-from graphs.schemas import RewrittenQuery, RouteDecision
+from graphs.offline import OfflineKit
 from graphs.state import (
     PER_TURN_DEFAULTS,
     AnswerRoute,
@@ -95,8 +97,9 @@ class GraphConfig:
 @dataclass
 class GraphDeps:
     """What the nodes need: the model caller, the knowledge base, web search (or None),
-    the budgets, the learned entries (or None) and the graders (None: the ones
-    ``config`` asks for, :func:`graphs.graders.graders_for`)."""
+    the budgets, the learned entries (or None), the graders and the composer (None: the
+    ones ``config`` asks for, :func:`graphs.graders.graders_for`,
+    :func:`graphs.composers.composer_for`)."""
 
     caller: ModelCaller
     knowledge: KnowledgeBase
@@ -104,6 +107,7 @@ class GraphDeps:
     config: GraphConfig
     learned: LearnedStore | None = None  # experts' earlier answers, searched with the documents
     graders: Graders | None = None  # how documents and drafts are judged (graphs/graders.py)
+    composer: Composer | None = None  # who routes, searches and writes (graphs/composers.py)
 
 
 def emit_phase(phase: Phase) -> None:
@@ -126,13 +130,10 @@ class Nodes:
     def __init__(self, deps: GraphDeps):
         self.deps = deps
         self.cfg = deps.config
-        self.offline_kit = OfflineKit(deps.knowledge)
-        self.graders: Graders = deps.graders or graders_for(self.cfg, deps.caller, self.offline_kit)
-
-    @property
-    def offline(self) -> bool:
-        """Extractive composer: no chat-model call in any node."""
-        return self.cfg.composer == "extractive"
+        kit = OfflineKit(deps.knowledge)  # built on first use, shared by the extractive graders and composer
+        self.graders: Graders = deps.graders or graders_for(self.cfg, deps.caller, kit)
+        self.composer: Composer = deps.composer or composer_for(self.cfg, deps.caller, deps.knowledge, kit,
+                                                                self.graders)
 
     @property
     def web_available(self) -> bool:
@@ -156,26 +157,10 @@ class Nodes:
 
     async def route(self, state: RAGState) -> dict[str, Any]:
         """Contextualise the newest message with the history, route it and write the first
-        query (one structured LLM call). Falls back to the knowledge base on bad output;
-        ``websearch`` without web search configured goes to the knowledge base too."""
+        query (:attr:`composer`; one structured LLM call). ``websearch`` without web search
+        allowed goes to the knowledge base."""
         raw = last_user_message(state)
-        history = history_before_last(state, self.cfg.history_messages)
-        if self.offline:
-            route, sig = await asyncio.to_thread(self.offline_kit.router.route, raw, bool(history))
-            if route == "websearch" and not self.web_allowed(state):
-                route = "vectorstore"
-            log.info("offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",
-                     route, sig.kb, sig.small_talk, sig.general, sig.current)
-            return {**self._step(state, "route"), "route": route, "question": raw, "kb_query": raw, "web_query": raw}
-        convo = "\n".join(
-            f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {message_text(m)[:600]}" for m in history
-        ) or "(none)"
-        default = RouteDecision(question=raw, route="vectorstore", query=raw)
-        decision, calls, _ = await self.deps.caller.structured(
-            prompts.ROUTE.format(kb_description=self.cfg.kb_description),
-            f"Conversation so far:\n{convo}\n\nNew message: {raw}",
-            RouteDecision, default,
-        )
+        decision, calls = await self.composer.route(state)
         route = self.graders.check_route(raw, decision.route)
         if route == "websearch" and not self.web_allowed(state):
             route = "vectorstore"
@@ -188,33 +173,15 @@ class Nodes:
         """Answer without retrieval (greetings, small talk, general knowledge). An empty
         reply is no answer: the apology is given instead."""
         emit_phase(Phase.WRITING)
-        history = history_before_last(state, self.cfg.history_messages)
-        if self.offline:
-            raw = last_user_message(state)
-            small_talk = await asyncio.to_thread(self.offline_kit.router.is_small_talk, raw)
-            return {**self._step(state, "direct"), "outcome": "direct",
-                    "generation": canned_reply(raw, self.cfg.kb_description, small_talk)}
-        answer, calls = await self.deps.caller.complete(prompts.DIRECT, last_user_message(state), history)
+        answer, calls = await self.composer.direct(state)
         if not answer.strip():
             log.warning("the direct answer was empty: apologising")
             return {**self._step(state, "direct", calls), "generation": self.cfg.apology, "outcome": "apology"}
         return {**self._step(state, "direct", calls), "generation": answer, "outcome": "direct"}
 
     async def _rewrite(self, state: RAGState, target: str, name: str, field: str) -> dict[str, Any]:
-        if self.offline:  # no model: search with a human's hint, else the question's own terms
-            hints = [f.split(": ", 1)[1] for f in state.get("query_feedback", []) if f.startswith("Hint from ")]
-            question = state.get("question") or last_user_message(state)
-            query = " ".join([*hints[-1:], question]) if hints else " ".join(sorted(signals.terms(question)))
-            return {**self._step(state, name), field: query or question}
-        tried = "\n".join(f"- {q}" for q in state.get("queries", [])) or "- (none)"
-        feedback = "\n".join(f"- {f}" for f in state.get("query_feedback", [])) or "- (none)"
-        default = RewrittenQuery(query=state.get("question") or last_user_message(state))
-        out, calls, _ = await self.deps.caller.structured(
-            prompts.REWRITE.format(target=target),
-            f"Question: {state.get('question')}\nEarlier queries:\n{tried}\nFeedback:\n{feedback}",
-            RewrittenQuery, default,
-        )
-        return {**self._step(state, name, calls), field: out.query.strip() or default.query}
+        query, calls = await self.composer.rewrite(state, target)
+        return {**self._step(state, name, calls), field: query}
 
     async def rewrite_kb(self, state: RAGState) -> dict[str, Any]:
         """Rewrite the knowledge-base query using the accumulated query feedback."""
@@ -234,12 +201,7 @@ class Nodes:
         emit_phase(Phase.SEARCHING)
         queries = kb_queries(state, self.cfg.history_messages)
         sources = scope_of(state)["sources"]  # a channel restricted to some sources never sees others
-        if self.offline:  # more candidates, reranked by embeddings, widened to their sections
-            docs = await asyncio.to_thread(self.offline_kit.extractive.retrieve,
-                                           offline_search_queries(state, self.cfg.history_messages), self.cfg.k,
-                                           sources=sources)
-        else:
-            docs = await asyncio.to_thread(self.deps.knowledge.search, queries, self.cfg.k, sources=sources)
+        docs = await self.composer.search(state, queries, self.cfg.k, sources)
         scope = scope_of(state)
         documents = list(docs)
         if self.deps.learned is not None and scope["learning"]:
@@ -287,36 +249,10 @@ class Nodes:
 
     # ---- answer ------------------------------------------------------------------
     async def generate(self, state: RAGState) -> dict[str, Any]:
-        """Write a cited answer from the relevant documents and the generation feedback.
-
-        With lexical graders (a model too small to judge), a redraft after a failed
-        grounding check is extractive: the documents' own key sentences, cited, with no
-        model call, so a small model never shows a hallucination to the user."""
+        """Write a cited answer from the relevant documents and the generation feedback
+        (:attr:`composer`)."""
         emit_phase(Phase.WRITING)
-        if self.offline:
-            answer = await asyncio.to_thread(self.offline_kit.extractive.compose,
-                                             offline_questions(state, self.cfg.history_messages),
-                                             state.get("documents", []))
-            return {**self._step(state, "generate"), "generation": answer,
-                    "generations": state.get("generations", 0) + 1}
-        if state.get("generations", 0) >= 1:
-            redrafted = self.graders.redraft(state)  # e.g. lexical graders: the sources' own sentences
-            if redrafted:
-                return {**self._step(state, "generate"), "generation": redrafted,
-                        "generations": state.get("generations", 0) + 1}
-        fb = state.get("generation_feedback", [])
-        feedback = prompts.GENERATION_FEEDBACK.format(
-            items=prompts.data_block("feedback", "\n".join(f"- {f}" for f in fb))) if fb else ""
-        user = prompts.GENERATE_INPUT.format(  # retrieved text is data: user message, never the system prompt
-            question=state.get("question") or last_user_message(state),
-            sources=prompts.data_block("sources", format_docs(
-                state.get("documents", []), self.cfg.max_document_characters,
-                with_facts=self.graders.facts_in_prompt)),
-            feedback=feedback,
-        )
-        learned = any(d.get("kind") == "learned" for d in state.get("documents", []))
-        system = prompts.GENERATE + prompts.LEARNED_RULE if learned else prompts.GENERATE
-        answer, calls = await self.deps.caller.complete(system, user)
+        answer, calls = await self.composer.generate(state)
         return {**self._step(state, "generate", calls), "generation": answer,
                 "generations": state.get("generations", 0) + 1}
 
