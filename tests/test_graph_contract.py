@@ -18,7 +18,7 @@ from bot.protocol import IncomingMessage
 from graphs.adaptive_rag import build_graph
 from graphs.models import ModelCaller
 from graphs.nodes import GraphConfig, GraphDeps
-from graphs.schemas import AnswerGrade, DocGrade, DocGrades
+from graphs.schemas import AnswerGrade, DocGrade, DocGrades, RouteDecision
 from graphs.state import ContractError, Phase, help_payload, resume_value
 from tests.conftest import scripted_runtime
 
@@ -142,3 +142,30 @@ async def test_graders_are_a_strategy_injected_through_the_graph_dependencies(se
     assert len(graders.graded) == 2 and all(graders.graded)  # both knowledge-base searches went to it
     assert "grade_documents" not in model.tasks()  # the chat model never graded
     assert state.interrupts  # nothing relevant: the experts are asked
+
+
+class GreetEveryone:
+    """A composer that answers everything directly with a fixed line."""
+
+    async def route(self, state):
+        return RouteDecision(question="hello", route="direct", query="hello"), 0
+
+    async def direct(self, state):
+        return "Hello from the injected composer.", 0
+
+    async def rewrite(self, state, target):  # pragma: no cover - never reached on the direct route
+        raise AssertionError("not on the direct route")
+
+    search = generate = rewrite
+
+
+async def test_the_composer_is_a_strategy_injected_through_the_graph_dependencies(settings):
+    async with scripted_runtime(settings) as (rt, model):
+        deps = GraphDeps(caller=ModelCaller(model), knowledge=rt.knowledge, web=None, config=GraphConfig(),
+                         composer=GreetEveryone())
+        graph = build_graph(deps, checkpointer=InMemorySaver())
+        got = await phases(graph, {"messages": [HumanMessage(QUESTION)]}, cfg("c"))
+        values = (await graph.aget_state(cfg("c"))).values
+    assert got == [Phase.WRITING]
+    assert (values["outcome"], values["generation"]) == ("direct", "Hello from the injected composer.")
+    assert model.tasks() == []  # the chat model was never called
