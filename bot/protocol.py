@@ -86,7 +86,7 @@ class Status(str, enum.Enum):
 
 
 class HumanAction(str, enum.Enum):
-    """How a human resumes a paused run (the LangGraph interrupt's resume value)."""
+    """How a human resumes a paused run (the ``action`` of :class:`graphs.state.ResumeValue`)."""
 
     ANSWER = "answer"  # text is the answer, posted as the final answer
     RETRY = "retry"  # text is a hint that becomes query feedback, with a fresh budget
