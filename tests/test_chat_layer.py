@@ -58,7 +58,7 @@ def test_sources_and_route_note_come_from_one_renderer_on_every_platform():
     answer = Answer("See [1] and [2].", [Source("Deploying", "https://example.com/deploy"),
                                          Source("docs/runbook.md", "docs/runbook.md"),
                                          Source("Runbook", "docs/ops.md")],
-                    route=["route", "retrieve", "generate"])
+                    route="kb", drafts=1, path=["route", "retrieve", "generate"])
     slack = sources_mrkdwn(answer).split("\n")
     discord = format_sources(answer).split("\n")
     console = console_answer(answer).split("\n")

@@ -7,7 +7,7 @@ chat_service        :class:`ChatService`: settings, wiring, the entry points ada
 dispatch            one incoming message: dedup, empty/too long, admin, reply or question
 acknowledge         the first status on receipt, before any storage work (a run slot promised)
 dedup               a message id is handled once (Slack and Discord redeliveries)
-replies             the expert reply syntax (``answer:``/``retry:``/``dismiss``), ``remember:``
+replies             ``remember:``; the hint for replying to a help request (parsed in bot.chat.text)
 runs                one graph run: progress phases -> statuses, the answer posted
 help_requests       help requests posted, claimed, resumed (``Command(resume=...)``), timed out
 feedback            answers recorded for 👍/👎, votes, a 👎'd answer sent to the experts

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command
 
+from bot.chat.policy import HELP_REFUSAL
 from bot.failures import describe_failure
 from bot.logs import for_thread, with_log_context
 from bot.protocol import HelpRequest, HumanAction, PostError, Responder, Status
@@ -84,7 +85,7 @@ async def resume(svc: "ChatService", thread_key: str, action: HumanAction, text:
     try:
         if not is_expert:
             log.info("resume refused for non-expert %s", actor_id, extra=for_thread(thread_key))
-            await out.notify_private("Only the experts named in this help request can answer it.")
+            await out.notify_private(HELP_REFUSAL)
             return False
         action, by = HumanAction(action), actor_name or actor_id
         parsed = (action, text)
