@@ -186,7 +186,8 @@ class Nodes:
     async def rewrite_kb(self, state: RAGState) -> dict[str, Any]:
         """Rewrite the knowledge-base query using the accumulated query feedback."""
         emit_phase(Phase.SEARCHING)
-        return await self._rewrite(state, "the team knowledge base (" + self.cfg.kb_description + ")", "rewrite_kb", "kb_query")
+        target = f"the team knowledge base ({self.cfg.kb_description})"
+        return await self._rewrite(state, target, "rewrite_kb", "kb_query")
 
     async def rewrite_web(self, state: RAGState) -> dict[str, Any]:
         """Rewrite the web search query using the accumulated query feedback."""
@@ -269,13 +270,14 @@ class Nodes:
         update = {**self._step(state, "grade_answer", calls)}
         if not grade.grounded:
             update["verdict"] = "hallucination"
-            update["generation_feedback"] = [*state.get("generation_feedback", []),
-                                             grade.feedback.strip() or "the draft makes claims the sources do not support"]
+            reason = grade.feedback.strip() or "the draft makes claims the sources do not support"
+            update["generation_feedback"] = [*state.get("generation_feedback", []), reason]
         elif not grade.useful:
             update["verdict"] = "not_useful"
+            query = (state.get("queries") or [""])[-1]
+            reason = grade.feedback.strip() or "the answer missed the point"
             update["query_feedback"] = [*state.get("query_feedback", []),
-                                        f"Documents found for '{(state.get('queries') or [''])[-1]}' did not answer it: "
-                                        + (grade.feedback.strip() or "the answer missed the point")]
+                                        f"Documents found for '{query}' did not answer it: {reason}"]
         else:
             update["verdict"] = "useful"
         return update
