@@ -9,8 +9,8 @@ line logged where no turn may be set names its thread with ``extra=for_thread(ke
 
 Formats (``[logging] format`` in config.toml, or ``--log-format``):
 
-- ``text``: ``2026-01-02 03:04:05,678 INFO bot.service.dispatch: [slack:T1:C1:1.2] question from U1``;
-- ``json``: ``{"time": "2026-01-02T03:04:05.678Z", "level": "INFO", "logger": "bot.service.dispatch",
+- ``text``: ``2026-01-02 03:04:05,678 INFO bot.service: [slack:T1:C1:1.2] question from U1``;
+- ``json``: ``{"time": "2026-01-02T03:04:05.678Z", "level": "INFO", "logger": "bot.service",
   "message": "question from U1", "thread_key": "slack:T1:C1:1.2", "platform": "slack",
   "message_id": "slack:C1:1.2"}``, plus ``"exception"`` (the traceback) when one is logged.
 

@@ -110,7 +110,7 @@ async def test_run_process_json_logs_health_and_metrics(tmp_path, fake: FakeSlac
     assert re.search(r"answer .* in \d", messages), messages  # the outcome line
     assert any(rec["logger"].startswith("bot.platforms.slack") for rec in turn), messages  # the adapter's lines
     assert all(rec["platform"] == "slack" and rec["message_id"] == f"slack:{CHANNEL}:{ts}"
-               for rec in turn if rec["logger"].startswith("bot.service"))
+               for rec in turn if rec["logger"] == "bot.service")
     for secret in (BOT_TOKEN, SIGNING_SECRET, "test-key-SECRET", "ten minutes", "PagerDuty"):
         assert secret not in output  # no secrets, no document text
 

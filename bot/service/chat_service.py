@@ -43,7 +43,7 @@ from bot.store import Bookkeeping
 from graphs.adaptive_rag import seed_history
 from graphs.learned import LearnedStore
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
 class ChatService:

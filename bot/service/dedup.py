@@ -20,7 +20,7 @@ from bot.service.errors import fail
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
 async def first_delivery(svc: "ChatService", msg: IncomingMessage, out: Responder,

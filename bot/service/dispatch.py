@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
     from bot.service.runs import TurnResult
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
 @with_log_context(thread_key="msg.thread_key", platform="msg.platform", message_id="msg.message_id")

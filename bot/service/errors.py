@@ -14,7 +14,7 @@ from bot.protocol import Answer, Responder, Status
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 DEFAULT_STORAGE_APOLOGY = ("Sorry, I can't save anything right now (the bot's storage is full or read-only), "
                            "so I can't answer this. Please try again later; the admins have been told in the logs.")

@@ -18,7 +18,7 @@ from graphs.adaptive_rag import ask_experts
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
 async def recorded(svc: "ChatService", answer: Answer, values: dict[str, Any], *, thread_key: str, platform: str,

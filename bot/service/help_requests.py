@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
     from bot.service.runs import TurnResult
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
 async def open_request(svc: "ChatService", thread_key: str, intr: Any, out: Responder, *, platform: str,

@@ -17,7 +17,7 @@ from graphs.state import scope_of
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
 async def learn(svc: "ChatService", question: str, text: str, by: str, values: dict[str, Any], out: Responder, *,

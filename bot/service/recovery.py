@@ -54,7 +54,7 @@ from bot.service.errors import best_effort
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.recovery")  # the name it has always logged under: log filters name it
 
 
 async def recover_runs(service: "ChatService", runs: list[dict[str, Any]]) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Awaitable, Callable
 
 from bot.protocol import Answer, HelpRequest, Responder, Status
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 #: How long recovery waits for a run's platform adapter to register (it starts alongside).
 PLATFORM_WAIT_SECONDS = 30.0

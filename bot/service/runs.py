@@ -25,7 +25,7 @@ from graphs.state import Phase, ProgressEvent
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 #: The status shown for each progress phase the graph reports.
 PHASE_STATUS: dict[Phase, Status] = {
