@@ -10,7 +10,11 @@ eval file, one query each, top ``[knowledge] k``, after one warm-up pass.
 Keyword only (``[knowledge] embeddings = "none"``) by default; ``--embeddings`` does the
 same with local MiniLM embeddings (minutes on a shared 2-core machine) and hybrid search.
 
-Usage: python bench/bench_kb.py [--embeddings] [--repeats 3] [--label NAME]
+``--backend`` picks ``[models] local_embedding_backend`` (torch, onnx, onnx-int8; default the
+product's "auto"). Peak RSS: of the reindex subprocesses (``RUSAGE_CHILDREN``) and of this
+process after the search passes (the model loaded for queries).
+
+Usage: python bench/bench_kb.py [--embeddings] [--backend B] [--repeats 3] [--label NAME]
 Writes key "kb" (or "kb_embeddings") of bench/results/load-<label>.json.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -80,7 +85,9 @@ def search_latency(config: Path, questions: list[str]) -> dict[str, Any]:
         lat.append((time.perf_counter() - t) * 1000)
     return {"queries": len(lat), "p50_ms": round(percentile(lat, 0.5), 2), "p95_ms": round(percentile(lat, 0.95), 2),
             "max_ms": round(max(lat), 2), "cold_p50_ms": round(percentile(cold, 0.5), 2),
-            "cold_p95_ms": round(percentile(cold, 0.95), 2)}
+            "cold_p95_ms": round(percentile(cold, 0.95), 2), "embedder": kb.embedder_id,
+            "backend": getattr(emb, "backend", None),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 
 
 def main() -> None:
@@ -89,6 +96,8 @@ def main() -> None:
     ap.add_argument("--embeddings", action="store_true", help="local MiniLM embeddings and hybrid search (slow)")
     ap.add_argument("--repeats", type=int, default=0, help="default 3 keyword-only, 1 with embeddings")
     ap.add_argument("--reindex-timeout", type=float, default=1800)
+    ap.add_argument("--backend", choices=["auto", "torch", "onnx", "onnx-int8"], default="auto",
+                    help="[models] local_embedding_backend (with --embeddings)")
     args = ap.parse_args()
     kind = "local" if args.embeddings else "none"
     repeats = args.repeats or (1 if args.embeddings else 3)
@@ -105,6 +114,7 @@ def main() -> None:
             sub.mkdir()
             cfg = write_bench_config(sub, slack_api="http://127.0.0.1:9/api/", llm_base_url="http://127.0.0.1:9/v1",
                                      port=9, corpus=Path(args.corpus), embeddings=kind)
+            cfg.write_text(cfg.read_text().replace("[models]\n", f'[models]\nlocal_embedding_backend = "{args.backend}"\n', 1))
             full = reindex(cfg, args.reindex_timeout)
             unchanged = reindex(cfg, args.reindex_timeout)
             run = {"full": full, "unchanged": unchanged}
@@ -122,6 +132,8 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
     summary = {
         "embeddings": kind,
+        "backend": args.backend,
+        "reindex_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024,
         "reindex_full_s": median_of([r["full"]["wall_s"] for r in runs]),
         "reindex_full_cli_s": median_of([r["full"]["cli_s"] for r in runs]),
         "reindex_unchanged_s": median_of([r["unchanged"]["wall_s"] for r in runs]),

@@ -211,8 +211,13 @@ def local_embedding_path(configured: str = "") -> str:
     return str(configs[0].parent)
 
 
-def build_embeddings(kind: str, models_cfg: Any, mistral_api_key: str = "") -> tuple[Embeddings | None, str]:
+def build_embeddings(kind: str, models_cfg: Any, mistral_api_key: str = "",
+                     cache_dir: Path | None = None) -> tuple[Embeddings | None, str]:
     """Build the embedding model for ``[knowledge] embeddings``.
+
+    ``local`` is :class:`graphs.knowledge.local_model.LocalEmbeddings` with ``[models]
+    local_embedding_backend`` (ONNX Runtime int8 by default when installed, else torch);
+    its ONNX export is kept in ``cache_dir`` (default: the user cache folder).
 
     Returns:
         ``(embeddings or None, embedder id)``; the id is stored in the index manifest so
@@ -244,52 +249,12 @@ def build_embeddings(kind: str, models_cfg: Any, mistral_api_key: str = "") -> t
                                 endpoint=models_cfg.mistral_base_url),
             f"mistral:{models_cfg.mistral_embedding_model}",
         )
+    from graphs.knowledge.local_model import LocalEmbeddings
+
     path = local_embedding_path(models_cfg.local_embedding_model)
-    return LocalEmbeddings(path, threads=getattr(models_cfg, "threads", 1)), "local:all-MiniLM-L6-v2"
-
-
-class LocalEmbeddings(Embeddings):
-    """The local sentence-transformers model (all-MiniLM-L6-v2) on the CPU, loaded on first use.
-
-    Building it costs nothing: torch and the model are loaded by the first embedding
-    call, so a start with a built index, an unchanged reindex or a keyword-only search
-    never import torch (issue 11: an unchanged reindex spent 12 s loading it). Thread
-    settings: at most ``threads`` torch threads, and ``OMP_WAIT_POLICY=PASSIVE`` (set by
-    :func:`bot.__main__.main` before torch loads) so idle OpenMP threads sleep instead of
-    spinning on cores other processes need.
-
-    Args:
-        path: the model folder (:func:`local_embedding_path`).
-        threads: torch intra-op threads (``[models] threads``), >= 1.
-    """
-
-    def __init__(self, path: str, threads: int = 1) -> None:
-        self.path = path
-        self.threads = max(1, int(threads))
-        self._model: Any = None
-        self._lock = threading.Lock()
-
-    def _loaded(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch loads OpenMP
-                import torch
-                from langchain_huggingface import HuggingFaceEmbeddings
-
-                torch.set_num_threads(min(self.threads, torch.get_num_threads()))
-                self._model = HuggingFaceEmbeddings(model_name=self.path, model_kwargs={"device": "cpu"},
-                                                    encode_kwargs={"normalize_embeddings": True})
-            return self._model
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Unit vectors of ``texts`` (loads the model on the first call)."""
-        return self._loaded().embed_documents(texts)
-
-    def embed_query(self, text: str) -> list[float]:
-        """Unit vector of one query (loads the model on the first call)."""
-        return self._loaded().embed_query(text)
+    local = LocalEmbeddings(path, threads=getattr(models_cfg, "threads", 1),
+                            backend=getattr(models_cfg, "local_embedding_backend", "auto"), cache_dir=cache_dir)
+    return local, local.embedder_id
 
 
 # ---- calling ---------------------------------------------------------------------

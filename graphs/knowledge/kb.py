@@ -46,6 +46,8 @@ class KnowledgeBase:
         patterns: file globs inside source folders.
         embeddings: a LangChain ``Embeddings`` or ``None`` for keyword-only search.
         embedder_id: names the embedding model; vectors are reused only for the same id.
+            An ``embeddings`` object with its own ``embedder_id`` attribute (the local
+            model, whose backend may fall back when it loads) overrides it.
         chunk_size, chunk_overlap: characters.
         candidates: ranked list length per query and retriever before fusion.
         rrf_k: the RRF constant (60 in the paper).
@@ -76,7 +78,7 @@ class KnowledgeBase:
         self.sources = [str(s) for s in sources]
         self.patterns = list(patterns)
         self.embeddings = embeddings
-        self.embedder_id = embedder_id if embeddings is not None else "none"
+        self._embedder_id = embedder_id if embeddings is not None else "none"
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.candidates = candidates
@@ -93,6 +95,13 @@ class KnowledgeBase:
         self._files_cache: dict[tuple[tuple[str, ...], str], frozenset[str]] = {}
         # query vectors by text: the same question's variants, follow-ups and retries cost one embedding
         self._queries = TextEmbedder(embeddings, cache_size=4096)
+
+    @property
+    def embedder_id(self) -> str:
+        """Names the vector space of the embeddings (stored in the manifest as ``embedder``):
+        the embeddings' own ``embedder_id`` when they have one, else the id given."""
+        own = getattr(self.embeddings, "embedder_id", None) if self.embeddings is not None else None
+        return own if isinstance(own, str) and own else self._embedder_id
 
     # ---- reading -------------------------------------------------------------------
     @property
@@ -322,12 +331,28 @@ class KnowledgeBase:
         m = snap.manifest
         return m.get("embedder") != self.embedder_id or m.get("chunking") != self._chunking_id()
 
+    def _all_reusable(self, old: idx.IndexSnapshot | None, files: list[tuple[str, str]]) -> bool:
+        """Every ``(display path, sha256)`` has vectors in ``old`` under the configured
+        embedder id and chunking (nothing to embed)."""
+        if old is None or old.manifest.get("chunking") != self._chunking_id() \
+                or old.manifest.get("embedder") != self.embedder_id:
+            return False
+        known = old.manifest.get("files", {})
+        return all(known.get(d) == h for d, h in files)
+
     def _reindex(self, progress: ProgressFn, embed: bool) -> IndexStats:
         t0 = time.perf_counter()
         self.index_dir.mkdir(parents=True, exist_ok=True)
         files = discover_files(self.sources, self.patterns)
         progress("scan", len(files), len(files))
         old = self.snapshot  # re-read under the lock: another process may have published
+        sources: list[tuple[str, bytes, str]] = []  # (display path, bytes, sha256)
+        for abs_path, display in files:
+            data = abs_path.read_bytes()
+            sources.append((display, data, hashlib.sha256(data).hexdigest()))
+        load = getattr(self.embeddings, "load", None) if embed else None
+        if callable(load) and not self._all_reusable(old, [(d, h) for d, _, h in sources]):
+            load()  # a lazily loaded model settles its backend (and embedder id) before reuse is decided
         embedder_id = self.embedder_id if embed else "none"
         reusable = old is not None and old.manifest.get("chunking") == self._chunking_id() and \
             old.manifest.get("embedder") == embedder_id
@@ -337,9 +362,7 @@ class KnowledgeBase:
         vectors: list[np.ndarray | None] = []
         file_hashes: dict[str, str] = {}
         changed: list[str] = []
-        for i, (abs_path, display) in enumerate(files, start=1):
-            data = abs_path.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
+        for i, (display, data, digest) in enumerate(sources, start=1):
             file_hashes[display] = digest
             if old is not None and old_files.get(display) == digest:
                 kept = old.file_chunks(display)
@@ -375,6 +398,8 @@ class KnowledgeBase:
             "chunks": len(chunks),
             "chunking": self._chunking_id(),
             "embedder": embedder_id,
+            "embedder_backend": (getattr(self.embeddings, "backend", None) or type(self.embeddings).__name__)
+            if (embed and self.embeddings is not None) else "none",
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         idx.write_generation(tmp, chunks, matrix, manifest)
