@@ -171,7 +171,7 @@ class _DropOnnxRuntimeChatter(logging.Filter):
 class _QuietExport:
     def __enter__(self) -> None:
         self.filter = _DropOnnxRuntimeChatter()
-        self.handlers = list(logging.getLogger().handlers)
+        self.handlers = list(logging.getLogger().handlers) or ([logging.lastResort] if logging.lastResort else [])
         for h in self.handlers:
             h.addFilter(self.filter)
 
