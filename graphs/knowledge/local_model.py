@@ -31,6 +31,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -303,6 +304,10 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
         except OSError:  # another process finished the same export first
             if not (final / "export.json").exists():
                 raise
+        prefix = final.name[: -len(final.name.rsplit("-", 1)[-1])]
+        for stale in cache_dir.glob(prefix + "*"):  # older exports of this model and backend
+            if stale != final and stale.is_dir() and re.fullmatch(r"[0-9a-f]{16}", stale.name[len(prefix):]):
+                shutil.rmtree(stale, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("exported the local embedding model to %s (%s, least cosine to torch %.4f)", final, backend, cosine)
