@@ -216,7 +216,7 @@ def build_embeddings(kind: str, models_cfg: Any, mistral_api_key: str = "",
     """Build the embedding model for ``[knowledge] embeddings``.
 
     ``local`` is :class:`graphs.knowledge.local_model.LocalEmbeddings` with ``[models]
-    local_embedding_backend`` (ONNX Runtime int8 by default when installed, else torch);
+    local_embedding_backend`` (ONNX Runtime, fp32, by default when installed, else torch);
     its ONNX export is kept in ``cache_dir`` (default: the user cache folder).
 
     Returns:
