@@ -1,6 +1,8 @@
 """Who the bot answers and who may do what: the rules every platform applies.
 
-* :func:`wants_answer` - is a message for the bot (the reply policy, below);
+* :func:`wants_answer` - is a message for the bot (the reply policy, below), and
+  :func:`decline_reason` - the same with the rule that a follow-up without a mention is only
+  answered in a conversation the bot takes part in;
 * :func:`ignore_reason` - messages from the bot itself and from bots not on the allow-list;
 * :func:`is_outsider` - authors from another organisation (Slack Connect, other guilds), and
   :func:`refuse_outsider_once` - the one refusal per message they get;
@@ -84,6 +86,27 @@ def wants_answer(policy: ReplyPolicy | str, addressing: Addressing, *, in_conver
     if policy is ReplyPolicy.MENTIONS_ONLY:
         return False
     return not addressing.others
+
+
+NOT_TAKING_PART = "not a conversation the bot takes part in"  # a :func:`decline_reason` (log it quietly)
+CHANNEL_CHATTER = "channel chatter"  # a :func:`decline_reason` (log it quietly)
+
+
+async def decline_reason(policy: ReplyPolicy | str, addressing: Addressing, *, in_conversation: bool,
+                         bot_in_thread: Callable[[], Awaitable[bool]]) -> str:
+    """Why the bot does not answer a message ("" when it does): :func:`wants_answer`, then, for a
+    follow-up that neither mentions the bot nor is a DM, the bot must take part in the conversation.
+
+    Args:
+        policy, addressing, in_conversation: as for :func:`wants_answer`.
+        bot_in_thread: the adapter's check that the bot takes part in the conversation (posted
+            in it, started it, or the service knows its thread); awaited only when needed.
+    """
+    if not wants_answer(policy, addressing, in_conversation=in_conversation):
+        return f"not for the bot (reply_policy {ReplyPolicy(policy).value})" if in_conversation else CHANNEL_CHATTER
+    if addressing.direct or addressing.mentions_bot or await bot_in_thread():
+        return ""
+    return NOT_TAKING_PART
 
 
 def is_outsider(member_of: str | int | None, home: Iterable[str | int], allowed: Iterable[str | int]) -> bool:

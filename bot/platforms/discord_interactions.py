@@ -4,8 +4,8 @@
 components call it, and the client's ``on_interaction`` hands it modal submits. The components are persistent
 (:mod:`bot.platforms.discord_views`: their custom ids carry the thread key, so they work
 after a restart); every click is acknowledged at once and its work runs in the background.
-Who may answer a help request is the shared rule (:func:`bot.chat.policy.may_answer_help`);
-the resume and the edit of the help request after it are the shared step
+Whether a click on a help request is refused, opens a modal or resumes is the shared decision
+(:func:`bot.chat.help.on_help_click`); the resume and the edit of the help request after it are the shared step
 (:func:`bot.chat.help.resume`).
 """
 
@@ -20,7 +20,7 @@ import discord
 from bot.chat import feedback, help
 from bot.chat.text import Mention, Part
 from bot.logs import for_thread
-from bot.platforms.discord_auth import may_answer_help, permissions_of
+from bot.platforms.discord_auth import is_admin, is_expert, permissions_of
 from bot.platforms.discord_responder import InteractionResponder, discord_text
 from bot.platforms.discord_views import (
     escalate_view,
@@ -54,29 +54,25 @@ class Interactions:
     def __init__(self, bot: ThreadwiseBot) -> None:
         self.bot = bot
 
+    def _help_click(self, interaction: discord.Interaction, action: HumanAction, thread_key: str,
+                    text: str | None = None) -> help.HelpClick:
+        """A help request's button (``text`` None) or submitted modal as :class:`bot.chat.help.HelpClick`."""
+        user, settings, permissions = interaction.user, self.bot.settings_for_thread(thread_key), permissions_of(interaction)
+        experts = [Mention(str(r), "role") for r in settings.expert_role_ids]
+        experts += [Mention(str(u)) for u in settings.expert_user_ids]
+        return help.HelpClick(action, thread_key, str(user.id), expert=is_expert(user, settings, permissions),
+                              admin=is_admin(user, settings, permissions),
+                              outsider=self.bot.outsider_guild(interaction.guild_id), experts=experts, text=text)
+
     async def on_help_button(
         self, interaction: discord.Interaction, action: HumanAction, thread_key: str, interrupt_id: str
     ) -> None:
-        """A click on Answer / Retry with hint / Dismiss of a help request.
-
-        Non-experts are refused ephemerally by the service; for experts Answer and Retry
-        open a modal, Dismiss resumes at once.
-        """
-        user = interaction.user
-        expert = may_answer_help(user, self.bot.settings_for_thread(thread_key), permissions_of(interaction))
-        log.info("discord: help button %s by user=%s expert=%s", action.value, user.id, expert,
-                 extra=for_thread(thread_key))
-        if expert and action is not HumanAction.DISMISS:
-            try:
-                await interaction.response.send_modal(help_modal(action, thread_key, interrupt_id))
-            except discord.HTTPException as exc:
-                log.warning("discord: could not open the help modal: %s", exc, extra=for_thread(thread_key))
-            return
-        with contextlib.suppress(discord.HTTPException):
-            await interaction.response.defer()  # acknowledge the click; replies follow up
-        await self.bot.spawn(
-            self._resume(interaction, action, "", thread_key, interrupt_id, expert), name=f"discord resume {thread_key}"
-        )
+        """A click on Answer / Retry with hint / Dismiss of a help request:
+        :func:`bot.chat.help.on_help_click` (refusals are the click's ephemeral reply; Answer and
+        Retry open a modal, Dismiss resumes at once)."""
+        log.info("discord: help button %s by user=%s", action.value, interaction.user.id, extra=for_thread(thread_key))
+        await help.on_help_click(self._help_click(interaction, action, thread_key),
+                                 _DiscordHelp(self, interaction, thread_key, interrupt_id))
 
     async def on_vote_button(self, interaction: discord.Interaction, vote: int, answer_id: str) -> None:
         """👍 / 👎 under an answer: :func:`bot.chat.feedback.on_vote` (a 👎's reason modal is the
@@ -123,21 +119,10 @@ class Interactions:
         if parsed is None:
             return
         action, thread_key, interrupt_id = parsed
-        expert = may_answer_help(interaction.user, self.bot.settings_for_thread(thread_key), permissions_of(interaction))
-        log.info(
-            "discord: help modal %s submitted by user=%s expert=%s",
-            action.value,
-            interaction.user.id,
-            expert,
-            extra=for_thread(thread_key),
-        )
-        with contextlib.suppress(discord.HTTPException):
-            await interaction.response.defer(ephemeral=True, thinking=True)
-        text = modal_text(interaction)
-        await self.bot.spawn(
-            self._resume(interaction, action, text, thread_key, interrupt_id, expert),
-            name=f"discord resume {thread_key}",
-        )
+        log.info("discord: help modal %s submitted by user=%s", action.value, interaction.user.id,
+                 extra=for_thread(thread_key))
+        await help.on_help_click(self._help_click(interaction, action, thread_key, modal_text(interaction)),
+                                 _DiscordHelp(self, interaction, thread_key, interrupt_id))
 
     async def _resume(
         self,
@@ -146,7 +131,6 @@ class Interactions:
         text: str,
         thread_key: str,
         interrupt_id: str,
-        allowed: bool,
     ) -> None:
         """The shared post-resume step (:func:`bot.chat.help.resume`): resume once, then
         replace the help request's buttons by the handled note; the deferred interaction
@@ -169,10 +153,44 @@ class Interactions:
                     await message.edit(content=f"{message.content}\n\n-# {discord_text(note)}", view=None)
 
         await help.resume(self.bot.service, thread_key, action, text, actor=Mention(str(user.id)),
-                          actor_name=getattr(user, "display_name", "") or user.name, allowed=allowed, out=out,
+                          actor_name=getattr(user, "display_name", "") or user.name, allowed=True, out=out,
                           interrupt_id=interrupt_id,
                           channel=self.bot._thread_channels.get(thread_key, self.bot.channel_ref(interaction.channel))[0],
                           close=close, confirm=True)
+
+
+class _DiscordHelp:
+    """:class:`bot.chat.help.HelpControls` for one Discord interaction.
+
+    An interaction is answered once, within 3 s: a refusal is that answer (ephemeral), or the
+    modal; a resume defers it first (ephemeral "thinking" for a modal's submit) and runs in the
+    background, its confirmation following up.
+    """
+
+    def __init__(self, owner: Interactions, interaction: discord.Interaction, thread_key: str,
+                 interrupt_id: str) -> None:
+        self.owner, self.interaction, self.thread_key, self.interrupt_id = owner, interaction, thread_key, interrupt_id
+
+    async def tell(self, text: list[Part]) -> None:
+        with contextlib.suppress(discord.HTTPException):
+            if self.interaction.response.is_done():
+                await self.interaction.followup.send(discord_text(text), ephemeral=True)
+            else:
+                await self.interaction.response.send_message(discord_text(text), ephemeral=True)
+
+    async def open_form(self, action: HumanAction) -> None:
+        try:
+            await self.interaction.response.send_modal(help_modal(action, self.thread_key, self.interrupt_id))
+        except discord.HTTPException as exc:
+            log.warning("discord: could not open the help modal: %s", exc, extra=for_thread(self.thread_key))
+
+    async def resume(self, action: HumanAction, text: str) -> None:
+        submitted = self.interaction.type is discord.InteractionType.modal_submit
+        with contextlib.suppress(discord.HTTPException):  # acknowledge; the replies follow up
+            await self.interaction.response.defer(**({"ephemeral": True, "thinking": True} if submitted else {}))
+        await self.owner.bot.spawn(
+            self.owner._resume(self.interaction, action, text, self.thread_key, self.interrupt_id),
+            name=f"discord resume {self.thread_key}")
 
 
 class _DiscordFeedback:

@@ -5,7 +5,7 @@ holds one and hands it every message). What it decides (see docs/discord.md):
 
 * whether a message is for the bot: system messages, the bot itself and other bots are
   dropped by the shared rule (:func:`bot.chat.policy.ignore_reason`); follow-ups go through
-  the reply policy (:func:`bot.chat.policy.wants_answer`); servers outside
+  the reply policy and the bot's part in the thread (:func:`bot.chat.policy.decline_reason`); servers outside
   ``[discord] allowed_guild_ids`` get one refusal (:func:`bot.chat.policy.is_outsider`);
 * where the answer goes: a new thread started from the question (named from it), the
   thread or DM it came from, or, where threads are not possible, the channel, as replies;
@@ -23,10 +23,11 @@ import discord
 
 from bot.admin import AdminCommands
 from bot.chat.policy import (
+    NOT_TAKING_PART,
     Addressing,
+    decline_reason,
     ignore_reason,
     refuse_outsider_once,
-    wants_answer,
 )
 from bot.chat.threads import thread_key
 from bot.logs import for_thread
@@ -184,15 +185,17 @@ class Messages:
             key = thread_key_for(channel, guild_id)
             if not mentioned and not self.bot.message_content_enabled:
                 return None  # the text is withheld by Discord: never answer an empty question
-            if not addressing.mentions_bot:
-                policy = self.bot.settings_for(*self.bot.channel_ref(channel)).reply_policy
-                if not wants_answer(policy, addressing, in_conversation=True):
-                    log.info("discord: message %s not for the bot (reply_policy %s)", message.id, policy,
-                             extra=for_thread(key))
-                    return None
-                ours = getattr(channel, "owner_id", None) == self.bot.user.id
-                if not ours and not await self.bot.service.knows_thread(key):
-                    return None
+            policy = self.bot.settings_for(*self.bot.channel_ref(channel)).reply_policy
+            own_id = self.bot.user.id
+
+            async def bot_in_thread() -> bool:
+                return getattr(channel, "owner_id", None) == own_id or await self.bot.service.knows_thread(key)
+
+            reason = await decline_reason(policy, addressing, in_conversation=True, bot_in_thread=bot_in_thread)
+            if reason:
+                (log.debug if reason == NOT_TAKING_PART else log.info)("discord: message %s ignored: %s", message.id,
+                                                                      reason, extra=for_thread(key))
+                return None
         elif replied is not None:
             if not mentioned and not self.bot.message_content_enabled:
                 return None  # the text is withheld by Discord: never answer an empty question

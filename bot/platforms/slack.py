@@ -22,7 +22,7 @@ else its ``ts``), and the thread key is ``slack:<team>:<channel>:<root ts>``.
 
 Help requests carry buttons (Answer / Retry with hint -> a modal; Dismiss); the channel's
 experts (``[slack] experts`` or its ``[[channels]]`` entry) and ``[slack] admins`` may use
-them (:func:`bot.chat.policy.may_answer_help`), others get an ephemeral notice. ``/threadwise
+them, others get an ephemeral notice (:func:`bot.chat.help.on_help_click` decides). ``/threadwise
 reindex|status|help`` runs admin commands (``[slack] admins`` may reindex;
 :mod:`bot.chat.commands`). Slash commands and interactions (buttons, modals) from another
 organisation get the same one refusal as messages: the user's team is compared with ours
@@ -49,14 +49,14 @@ from bot.chat import feedback, help
 from bot.chat.channels import entry_for, reply_policy
 from bot.chat.commands import SlashCommand, on_command
 from bot.chat.policy import (
-    OUTSIDER_REFUSAL,
+    CHANNEL_CHATTER,
+    NOT_TAKING_PART,
     Addressing,
-    help_refusal,
+    decline_reason,
     ignore_reason,
     is_outsider,
     may_answer_help,
     refuse_outsider_once,
-    wants_answer,
 )
 from bot.chat.tasks import BackgroundTasks
 from bot.chat.text import Mention, Part
@@ -96,7 +96,7 @@ from bot.platforms.slack_responder import (
     SlackResponder,
     place_from_reference,
 )
-from bot.protocol import HumanAction, IncomingMessage, Status
+from bot.protocol import HumanAction, IncomingMessage
 
 log = logging.getLogger(__name__)
 
@@ -237,20 +237,35 @@ class SlackBot:
             log.debug("slack %s %s:%s ignored: %s", via, channel, ts, reason or "no channel/ts")
             return
         team = str(body.get("team_id") or context.get("team_id") or event.get("team") or "")
-        root = str(event.get("thread_ts") or ts)
+        place = SlackPlace(team=team, channel=channel, thread_ts=str(event.get("thread_ts") or ts), message_ts=ts,
+                           user=str(event["user"]))
         addressing = self._addressing(event, bot_user_id, via)
         policy = reply_policy(self.runtime.settings, "slack", self.settings.reply_policy, channel)
-        if not wants_answer(policy, addressing, in_conversation=root != ts):
-            if root != ts:
-                log.info("slack reply %s:%s not for the bot (reply_policy %s)", channel, ts, policy)
-            return  # channel chatter, or people talking to each other in our thread
-        place = SlackPlace(team=team, channel=channel, thread_ts=root, message_ts=ts, user=str(event["user"]))
-        need_known = not (addressing.mentions_bot or addressing.direct)
-        if self._outsider(body, event, context):
-            self.spawn(self._refuse_outsider(place, event, need_known_thread=need_known), f"outsider {place.thread_key}")
-            return
-        self.spawn(self._turn(place, event, bot_user_id, need_known_thread=need_known, via=via),
-                   f"turn {place.thread_key}")
+        self.spawn(self._on_message(place, event, bot_user_id, addressing, policy,
+                                    outsider=self._outsider(body, event, context), via=via),
+                   f"message {place.thread_key}")
+
+    async def _on_message(self, place: SlackPlace, event: dict, bot_user_id: str, addressing: Addressing,
+                          policy: str, *, outsider: bool, via: str) -> None:
+        """Answer a message the shared rule accepts (:func:`bot.chat.policy.decline_reason`: the
+        reply policy, and follow-ups only in threads the bot takes part in); an outsider's gets
+        one refusal instead."""
+        key = place.thread_key
+
+        async def bot_in_thread() -> bool:
+            return key in self._threads or await self.service.knows_thread(key)
+
+        in_conversation = place.thread_ts != place.message_ts
+        reason = await decline_reason(policy, addressing, in_conversation=in_conversation,
+                                      bot_in_thread=bot_in_thread)
+        if reason:
+            quiet = reason in (NOT_TAKING_PART, CHANNEL_CHATTER)
+            (log.debug if quiet else log.info)("slack message %s:%s ignored: %s", place.channel, place.message_ts,
+                                               reason, extra=for_thread(key))
+        elif outsider:
+            await self._refuse_outsider(place, event)
+        else:
+            await self._turn(place, event, bot_user_id, via=via)
 
     @staticmethod
     def _addressing(event: dict, bot_user_id: str, via: str) -> Addressing:
@@ -289,11 +304,9 @@ class SlackBot:
         home = await self.home_team() or str((body.get("team") or {}).get("id") or body.get("team_id") or "")
         return is_outsider(member_of, {home} if home else set(), self.settings.allowed_teams)
 
-    async def _refuse_outsider(self, place: SlackPlace, event: dict, *, need_known_thread: bool) -> None:
+    async def _refuse_outsider(self, place: SlackPlace, event: dict) -> None:
         """One polite refusal per message (duplicate deliveries ignored), no LLM call."""
         key = place.thread_key
-        if need_known_thread and key not in self._threads and not await self.service.knows_thread(key):
-            return
         if await refuse_outsider_once(self.service.store, f"slack:{place.channel}:{place.message_ts}", key,
                                       self.responder(place).notify_private):
             log.info("slack message %s from %s of team %s refused: outside the workspace", place.message_ts,
@@ -312,13 +325,10 @@ class SlackBot:
                              allowed_bots=self.settings.allowed_bots,
                              mentions_bot=bool(bot_user_id) and f"<@{bot_user_id}>" in text)
 
-    async def _turn(self, place: SlackPlace, event: dict, bot_user_id: str, *, need_known_thread: bool,
-                    via: str) -> None:
-        """One user message -> ChatService.handle (in the background)."""
+    async def _turn(self, place: SlackPlace, event: dict, bot_user_id: str, *, via: str) -> None:
+        """One user message -> ChatService.handle (which never raises: a failing run ends in
+        its own apology)."""
         key = place.thread_key
-        if need_known_thread and key not in self._threads and not await self.service.knows_thread(key):
-            log.debug("slack thread reply ignored: not a thread of ours", extra=for_thread(key))
-            return
         user = place.user
         msg = IncomingMessage(
             platform="slack", thread_key=key, message_id=f"slack:{place.channel}:{place.message_ts}",
@@ -331,11 +341,6 @@ class SlackBot:
                           is_expert=await self.may_answer_help(user, place.channel))
             log.info("slack message %s from %s (via %s)", msg.message_id, user, via, extra=for_thread(key))
             await self.service.handle(msg, out)
-        except Exception:  # noqa: BLE001 - the user must not be left with a "working" reaction
-            log.exception("slack turn failed", extra=for_thread(key))
-            await out.set_status(Status.APOLOGY)
-            if not out.posted_answer:
-                await out.post_notice(self.runtime.settings.service.apology)
         finally:
             self.service.release_acknowledgement(msg.message_id, out)
 
@@ -350,55 +355,34 @@ class SlackBot:
         return may_answer_help(expert=await self.directory.is_expert(user, self.experts_for(channel)),
                                admin=self.directory.is_admin(user))
 
-    async def _refuse_non_expert(self, ref: HelpRef, user: str) -> None:
-        log.info("slack help request: %s is neither an expert nor an admin, refused", user,
-                 extra=for_thread(ref.thread_key))
-        await self.responder(self._place(ref, user)).notify_private(
-            help_refusal(expert_mentions(self.experts_for(ref.channel))))
-
-    async def _may_resume(self, body: dict, ref: HelpRef, user: str) -> bool:
-        """May ``user`` use a help request's button or modal? Outsiders (:meth:`_outsider_user`)
-        and those neither expert nor admin are refused privately."""
-        if await self._outsider_user(body):
-            log.info("slack help request: %s refused: outside the workspace", user, extra=for_thread(ref.thread_key))
-            await self.responder(self._place(ref, user)).notify_private(OUTSIDER_REFUSAL)
-            return False
-        if not await self.may_answer_help(user, ref.channel):
-            await self._refuse_non_expert(ref, user)
-            return False
-        return True
+    async def _help_click(self, body: dict, ref: HelpRef, user: str, action: HumanAction,
+                          text: str | None = None) -> help.HelpClick:
+        """A help request's button (``text`` None) or submitted form as :class:`bot.chat.help.HelpClick`."""
+        experts = self.experts_for(ref.channel)
+        return help.HelpClick(action, ref.thread_key, user, expert=await self.directory.is_expert(user, experts),
+                              admin=self.directory.is_admin(user), outsider=await self._outsider_user(body),
+                              experts=expert_mentions(experts), text=text)
 
     async def _on_help_button(self, body: dict, action: dict) -> None:
-        """A help request button: Dismiss resumes at once; Answer/Retry open a modal."""
+        """A help request button: :func:`bot.chat.help.on_help_click` (Dismiss resumes at once;
+        Answer/Retry open a modal)."""
         ref = HelpRef.loads(str(action.get("value") or ""))
         message = body.get("message") or {}
         ref = HelpRef(ref.thread_key, ref.channel, ref.root, ref.question_ts, ref.interrupt_id,
                       help_ts=str(message.get("ts") or ""))
         user = str((body.get("user") or {}).get("id") or "")
-        if not await self._may_resume(body, ref, user):
-            return
-        question = question_block_of(message.get("blocks"))
-        if action.get("action_id") == ACTION_DISMISS:
-            await self._resume(ref, HumanAction.DISMISS, "", user, body, question)
-            return
-        kind = HumanAction.ANSWER if action.get("action_id") == ACTION_ANSWER else HumanAction.RETRY
-        try:
-            await self.client.views_open(trigger_id=body["trigger_id"], view=help_modal(kind, ref, question))
-            log.info("slack help modal (%s) opened by %s", kind.value, user, extra=for_thread(ref.thread_key))
-        except Exception as exc:  # noqa: BLE001
-            log.warning("slack views.open failed: %s", slack_error(exc), extra=for_thread(ref.thread_key))
-            await self.responder(self._place(ref, user)).notify_private(
-                f"I couldn't open the form ({slack_error(exc)}). Reply in the thread with "
-                f"`{kind.value}: ...` instead.")
+        kind = {ACTION_ANSWER: HumanAction.ANSWER, ACTION_RETRY: HumanAction.RETRY}.get(
+            str(action.get("action_id")), HumanAction.DISMISS)
+        await help.on_help_click(await self._help_click(body, ref, user, kind),
+                                 _SlackHelp(self, body, ref, user, question_block_of(message.get("blocks"))))
 
     async def _on_modal(self, body: dict, view: dict) -> None:
-        """A submitted Answer / Retry modal."""
+        """A submitted Answer / Retry modal: :func:`bot.chat.help.on_help_click`."""
         ref = HelpRef.loads(str(view.get("private_metadata") or ""))
         user = str((body.get("user") or {}).get("id") or "")
-        if not await self._may_resume(body, ref, user):
-            return
         kind = HumanAction.ANSWER if view.get("callback_id") == MODAL_ANSWER else HumanAction.RETRY
-        await self._resume(ref, kind, modal_text(view), user, body, question_block_of(view.get("blocks")))
+        await help.on_help_click(await self._help_click(body, ref, user, kind, modal_text(view)),
+                                 _SlackHelp(self, body, ref, user, question_block_of(view.get("blocks"))))
 
     async def _resume(self, ref: HelpRef, action: HumanAction, text: str, user: str, body: dict,
                       question: dict | None) -> None:
@@ -475,6 +459,30 @@ class SlackBot:
         command = SlashCommand("slack", str(body.get("text") or ""), user, self.directory.is_admin(user),
                                outsider=await self._outsider_user(body), thread_key=place.thread_key)
         await on_command(self.service, command, self.responder(place))
+
+
+class _SlackHelp:
+    """:class:`bot.chat.help.HelpControls` on Slack: ephemeral notes, ``views.open`` and the resume."""
+
+    def __init__(self, bot: SlackBot, body: dict, ref: HelpRef, user: str, question: dict | None) -> None:
+        self.bot, self.body, self.ref, self.user, self.question = bot, body, ref, user, question
+
+    async def tell(self, text: list[Part]) -> None:
+        await self.bot.responder(self.bot._place(self.ref, self.user)).notify_private(text)
+
+    async def open_form(self, action: HumanAction) -> None:
+        key = self.ref.thread_key
+        try:
+            await self.bot.client.views_open(trigger_id=self.body["trigger_id"],
+                                             view=help_modal(action, self.ref, self.question))
+            log.info("slack help modal (%s) opened by %s", action.value, self.user, extra=for_thread(key))
+        except Exception as exc:  # noqa: BLE001
+            log.warning("slack views.open failed: %s", slack_error(exc), extra=for_thread(key))
+            await self.tell([(f"I couldn't open the form ({slack_error(exc)}). Reply in the thread with "
+                              f"`{action.value}: ...` instead.")])
+
+    async def resume(self, action: HumanAction, text: str) -> None:
+        await self.bot._resume(self.ref, action, text, self.user, self.body, self.question)
 
 
 class _SlackFeedback:
