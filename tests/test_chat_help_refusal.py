@@ -11,7 +11,6 @@ import pytest
 from graphs.models import ScriptedChatModel
 from tests.fakes.discord_gateway import DiscordHarness, FakeDiscord
 from tests.fakes.slack_api import SlackHarness, write_config
-from tests.test_slack_help import ask_until_help, click, ephemerals_to, grader
 from tests.test_discord_bot import (
     ask_in_channel,
     button_ids,
@@ -20,6 +19,7 @@ from tests.test_discord_bot import (
     never_grounded,
     wait_help_request,
 )
+from tests.test_slack_help import ask_until_help, click, ephemerals_to, grader
 
 MENTION = re.compile(r"<(?:@&?|!subteam\^)[0-9A-Z]+>")
 

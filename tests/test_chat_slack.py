@@ -67,3 +67,23 @@ async def test_help_request_says_how_long_it_stays_open_and_shows_the_parsed_syn
         assert shown.replace("<", "&lt;").replace(">", "&gt;") in text
         assert parse_human_reply(shown) is not None
     assert REPLY_SYNTAX.count("`") == 6
+
+
+def _model_down(messages) -> str:
+    raise RuntimeError("model down")
+
+
+async def test_a_failing_run_ends_in_one_apology_from_the_service(tmp_path, fake):
+    """ChatService.handle never raises: a failing run posts its own apology, once; the Slack
+    adapter adds nothing (no second apology, no second status)."""
+    model = ScriptedChatModel(script={"route": _model_down, "generate": _model_down})
+    harness = await SlackHarness(tmp_path, fake, write_config(tmp_path, fake), model).open()
+    try:
+        req, ts = harness.mention("UASKER", "how do I deploy?")
+        await harness.deliver(req)
+        await harness.bot.drain(20)
+        posted = [all_text(p) for p in fake.posts(harness.channel) if p.get("thread_ts") == ts]
+        assert len(posted) == 1 and posted[0].startswith("Sorry, I couldn't find a reliable answer")
+        assert harness.reactions_now(ts) == ["disappointed"]
+    finally:
+        await harness.close()

@@ -22,13 +22,7 @@ from typing import TYPE_CHECKING, Any
 import discord
 
 from bot.admin import AdminCommands
-from bot.chat.policy import (
-    NOT_TAKING_PART,
-    Addressing,
-    decline_reason,
-    ignore_reason,
-    refuse_outsider_once,
-)
+from bot.chat import policy
 from bot.chat.threads import thread_key
 from bot.logs import for_thread
 from bot.platforms.discord_auth import is_admin, may_answer_help
@@ -85,7 +79,7 @@ class Messages:
             return resolved
         return None
 
-    def _addressing(self, message: discord.Message, to_bot: bool) -> Addressing:
+    def _addressing(self, message: discord.Message, to_bot: bool) -> policy.Addressing:
         """Whom a message is for: the bot, and/or other people (mentions of users or roles
         other than the bot's, @everyone/@here, or a reply to someone else's message)."""
         me = self.bot.user.id if self.bot.user else 0
@@ -96,7 +90,7 @@ class Messages:
         resolved = (ref.resolved or ref.cached_message) if ref else None
         if isinstance(resolved, discord.Message) and resolved.author.id != me:
             others = True
-        return Addressing(direct=message.guild is None, mentions_bot=to_bot, others=others)
+        return policy.Addressing(direct=message.guild is None, mentions_bot=to_bot, others=others)
 
     async def _conversation_of(self, bot_message: discord.Message, guild_id: int) -> str:
         """The thread key of the conversation a bot message in a channel belongs to: the
@@ -114,7 +108,7 @@ class Messages:
         out = DiscordResponder(self.bot, thread_key=thread_key("discord", guild, message.id),
                                channel_id=message.channel.id, status_channel_id=message.channel.id,
                                status_message_id=message.id, author_id=message.author.id)
-        if await refuse_outsider_once(self.bot.service.store, f"discord:{message.id}", out.thread_key,
+        if await policy.refuse_outsider_once(self.bot.service.store, f"discord:{message.id}", out.thread_key,
                                       out.post_notice):
             log.info("discord: message %s from user=%s in guild=%s refused: guild not allowed", message.id,
                      message.author.id, guild)
@@ -128,7 +122,7 @@ class Messages:
             return False
         author = message.author
         is_bot = bool(author.bot or message.webhook_id)
-        reason = ignore_reason(author=author.id, own_id=me.id, is_bot=is_bot, bot_id=author.id,
+        reason = policy.ignore_reason(author=author.id, own_id=me.id, is_bot=is_bot, bot_id=author.id,
                                allowed_bots=self.bot.discord_settings.allowed_bot_ids,
                                mentions_bot=is_bot and self._mentions_me(message))
         if reason:
@@ -185,15 +179,15 @@ class Messages:
             key = thread_key_for(channel, guild_id)
             if not mentioned and not self.bot.message_content_enabled:
                 return None  # the text is withheld by Discord: never answer an empty question
-            policy = self.bot.settings_for(*self.bot.channel_ref(channel)).reply_policy
+            replies = self.bot.settings_for(*self.bot.channel_ref(channel)).reply_policy
             own_id = self.bot.user.id
 
             async def bot_in_thread() -> bool:
                 return getattr(channel, "owner_id", None) == own_id or await self.bot.service.knows_thread(key)
 
-            reason = await decline_reason(policy, addressing, in_conversation=True, bot_in_thread=bot_in_thread)
+            reason = await policy.decline_reason(replies, addressing, in_conversation=True, bot_in_thread=bot_in_thread)
             if reason:
-                (log.debug if reason == NOT_TAKING_PART else log.info)("discord: message %s ignored: %s", message.id,
+                (log.debug if reason == policy.NOT_TAKING_PART else log.info)("discord: message %s ignored: %s", message.id,
                                                                       reason, extra=for_thread(key))
                 return None
         elif replied is not None:
