@@ -9,11 +9,13 @@ transport: events in, posts out. Everything they have in common lives here:
 * :mod:`bot.chat.split` - the code-fence-aware splitter of long text into posts
   (parametrised by limit, size function, fence syntax, protected spans);
 * :mod:`bot.chat.sources` - what follows an answer: numbered sources and the route note;
-* :mod:`bot.chat.policy` - whom the bot answers: reply policy, bots and the bot itself,
+* :mod:`bot.chat.policy` - whom the bot answers: reply policy and follow-ups only in
+  conversations the bot takes part in (``decline_reason``), bots and the bot itself,
   outsiders (and their one refusal); who may answer help requests (experts and admins) and
-  what others are told;
-* :mod:`bot.chat.help` - a help request's words, its expiry, and the post-resume step
-  (resume once, then the handled note on the help request);
+  what others are told (naming the experts);
+* :mod:`bot.chat.help` - a help request's words, its expiry, a click on its buttons or form
+  (``on_help_click`` with a typed ``HelpClick``: refuse, open the form, or resume), and the
+  post-resume step (resume once, then the handled note on the help request);
 * :mod:`bot.chat.reactions` - the status reaction state machine: one bot reaction on a
   question at a time, ending in exactly one of done / apology / waiting;
 * :mod:`bot.chat.tasks` - the adapters' background task registry (spawn, wait, shut down);
