@@ -1,4 +1,4 @@
-"""The ``threadwise`` command line: run, ask, console, reindex, graph, eval, threads.
+"""The ``threadwise`` command line: run, ask, console, reindex, graph, eval, threads, config.
 
 Every command takes ``--config PATH``; ``ask``, ``reindex`` and ``eval`` take
 ``--source DIR`` (repeatable) to use other knowledge sources than config.toml's.
@@ -294,9 +294,12 @@ def cmd_graph(args: argparse.Namespace, settings: Settings) -> int:
     from graphs.adaptive_rag import build_graph
     from graphs.knowledge import KnowledgeBase
     from graphs.models import ModelCaller, ScriptedChatModel
-    from graphs.nodes import GraphConfig, GraphDeps
+    from graphs.nodes import GraphDeps
+    from bot.runtime import graph_config
 
-    deps = GraphDeps(ModelCaller(ScriptedChatModel()), KnowledgeBase(settings.path("data/none"), []), None, GraphConfig())
+    model = ScriptedChatModel()
+    deps = GraphDeps(ModelCaller(model), KnowledgeBase(settings.path("data/none"), []), None,
+                     graph_config(settings, model))
     print(build_graph(deps).get_graph().draw_mermaid())
     return 0
 
@@ -501,6 +504,10 @@ def build_parser() -> argparse.ArgumentParser:
     lr.add_argument("action", choices=["list", "forget"], nargs="?", default="list")
     lr.add_argument("id", type=int, nargs="?", help="the entry to forget")
     lr.add_argument("--json", action="store_true", help="list as JSON lines")
+    cf = sub.add_parser("config", parents=[common], help="config.toml: show-defaults prints every key with its "
+                                                         "default and description")
+    cf.add_argument("action", choices=["show-defaults"],
+                    help="show-defaults: config.toml at its defaults (`threadwise config show-defaults > config.toml`)")
     d = sub.add_parser("db", parents=[common], help="the PostgreSQL schema ([storage] backend = \"postgres\")")
     d.add_argument("action", choices=["upgrade", "status"], help="upgrade: create or migrate it; status: its version")
     ds = sub.add_parser("discord", parents=[common], help="Discord: publish the /threadwise slash commands")
@@ -530,6 +537,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # Arguments that are not valid UTF-8 reach Python as lone surrogates: clean them once, here.
     args = build_parser().parse_args([clean_text(a) for a in (sys.argv[1:] if argv is None else argv)])
+    if args.command == "config":  # needs no (valid) config.toml: it is how one is written
+        from bot.config_template import render_defaults
+
+        sys.stdout.write(render_defaults())
+        return 0
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:

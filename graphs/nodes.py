@@ -10,7 +10,7 @@ LLM calls on a knowledge-base question answered on the first pass (4 in all):
 4. ``grade_answer``: the grounding check and the usefulness check in one structured call.
 
 ``rewrite_kb`` / ``rewrite_web`` only run on later passes, when there is query feedback.
-Budgets come from :class:`GraphConfig` (config.toml), never from module constants.
+Budgets come from :class:`graphs.settings.GraphConfig` (config.toml), never from module constants.
 
 Who routes, searches and writes (the chat model, or nobody: the extractive composer) and
 how documents and drafts are judged are strategies (:mod:`graphs.composers`,
@@ -42,6 +42,7 @@ from graphs.learned import LearnedStore, entry_doc
 from graphs.messages import kb_queries, last_user_message
 from graphs.models import ModelCaller
 from graphs.offline import OfflineKit
+from graphs.settings import GraphConfig
 from graphs.state import (
     PER_TURN_DEFAULTS,
     AnswerRoute,
@@ -58,40 +59,6 @@ from graphs.web import WebSearch, clip_query
 log = logging.getLogger(__name__)
 
 LEARNED_PER_SEARCH = 2  # learned entries offered to the grader per knowledge-base search
-
-
-@dataclass
-class GraphConfig:
-    """Budgets and sizes of the graph, from config.toml ``[graph]`` and ``[knowledge]``.
-
-    Attributes:
-        k: chunks retrieved per knowledge-base search.
-        max_generations: drafts per set of documents before searching again.
-        max_kb_searches / max_web_searches: searches per source per turn (and per human retry).
-        history_messages: earlier messages shown to the router.
-        max_document_characters: each document is cut to this many characters in prompts.
-        human_review: pause for a human when budgets are spent (else apologise).
-        kb_description: what the knowledge base holds (helps the router).
-        apology: text of the apology.
-    """
-
-    k: int = 5
-    max_generations: int = 2
-    max_kb_searches: int = 2
-    max_web_searches: int = 1
-    history_messages: int = 6
-    max_document_characters: int = 1500
-    human_review: bool = True
-    kb_description: str = "the team's documentation"
-    apology: str = "Sorry, I couldn't find a reliable answer to that."
-    graders: str = "llm"  # "llm" or "lexical" (graphs/signals.py, for models too small to judge)
-    relevance_threshold: float = 0.3  # lexical: share of question terms a relevant document holds
-    grounding_threshold: float = 0.6  # lexical: share of answer terms found in the sources
-    # "llm" (the chat model routes and writes) or "extractive" (no chat-model call at all:
-    # graphs/offline_router.py routes, graphs/extractive.py grades and composes; the
-    # graders are then lexical/embedding whatever ``graders`` says). Also the fallback
-    # when the offline model's backend is broken.
-    composer: str = "llm"
 
 
 @dataclass

@@ -15,9 +15,10 @@ from langgraph.types import Command
 
 from bot.platforms.console import ConsoleResponder
 from bot.protocol import IncomingMessage
+from bot.runtime import graph_config
 from graphs.adaptive_rag import build_graph
 from graphs.models import ModelCaller
-from graphs.nodes import GraphConfig, GraphDeps
+from graphs.nodes import GraphDeps
 from graphs.schemas import AnswerGrade, DocGrade, DocGrades, RouteDecision
 from graphs.state import ContractError, Phase, help_payload, resume_value
 from tests.conftest import scripted_runtime
@@ -134,8 +135,8 @@ class RejectEverything:
 async def test_graders_are_a_strategy_injected_through_the_graph_dependencies(settings):
     graders = RejectEverything()
     async with scripted_runtime(settings) as (rt, model):
-        deps = GraphDeps(caller=ModelCaller(model), knowledge=rt.knowledge, web=None, config=GraphConfig(),
-                         graders=graders)
+        deps = GraphDeps(caller=ModelCaller(model), knowledge=rt.knowledge, web=None,
+                         config=graph_config(settings, model), graders=graders)
         graph = build_graph(deps, checkpointer=InMemorySaver())
         await graph.ainvoke({"messages": [HumanMessage(QUESTION)]}, cfg("g"))
         state = await graph.aget_state(cfg("g"))
@@ -161,8 +162,8 @@ class GreetEveryone:
 
 async def test_the_composer_is_a_strategy_injected_through_the_graph_dependencies(settings):
     async with scripted_runtime(settings) as (rt, model):
-        deps = GraphDeps(caller=ModelCaller(model), knowledge=rt.knowledge, web=None, config=GraphConfig(),
-                         composer=GreetEveryone())
+        deps = GraphDeps(caller=ModelCaller(model), knowledge=rt.knowledge, web=None,
+                         config=graph_config(settings, model), composer=GreetEveryone())
         graph = build_graph(deps, checkpointer=InMemorySaver())
         got = await phases(graph, {"messages": [HumanMessage(QUESTION)]}, cfg("c"))
         values = (await graph.aget_state(cfg("c"))).values

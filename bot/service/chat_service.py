@@ -35,7 +35,6 @@ from bot.protocol import HumanAction, IncomingMessage, Responder
 from bot.run_slots import RunSlots, SlotPromise
 from bot.service import acknowledge, dispatch, feedback, help_requests, learning, recovery
 from bot.service.dedup import forget_old
-from bot.service.errors import DEFAULT_STORAGE_APOLOGY
 from bot.service.responders import Responders
 from bot.service.runs import TurnResult
 from bot.service.threads import ThreadLocks
@@ -74,15 +73,17 @@ class ChatService:
         durability: ``[service] checkpoint_durability``, LangGraph's durability mode of a run:
             ``"exit"`` saves the state when the run ends or pauses (a crash mid-run starts it
             again from its input, :mod:`bot.service.recovery`), ``"async"``/``"sync"`` after every step.
+
+    The settings have no defaults here: their one default is in the settings models
+    (``[service]`` and ``[graph]`` of :mod:`bot.config`), passed in by :mod:`bot.runtime`.
     """
 
-    def __init__(self, graph: Any, store: Bookkeeping, admin: Any, *, help_timeout_seconds: float = 3600.0,
-                 max_concurrent_runs: int = 8, recursion_limit: int = 60,
-                 empty_question_reply: str = "What would you like to know?", keep_checkpoints: int = 1,
-                 max_question_characters: int = 4000, dedup_retention_seconds: float = 7 * 86400,
-                 resume_window_seconds: float = 900.0, storage_apology: str = DEFAULT_STORAGE_APOLOGY,
-                 answer_note: str = "", scope_for: Callable[[str, str, str], dict[str, Any]] | None = None,
-                 learned: LearnedStore | None = None, human_review: bool = True, durability: str = "exit"):
+    def __init__(self, graph: Any, store: Bookkeeping, admin: Any, *, help_timeout_seconds: float,
+                 max_concurrent_runs: int, recursion_limit: int, empty_question_reply: str, keep_checkpoints: int,
+                 max_question_characters: int, dedup_retention_seconds: float, resume_window_seconds: float,
+                 storage_apology: str, human_review: bool, durability: str, answer_note: str = "",
+                 scope_for: Callable[[str, str, str], dict[str, Any]] | None = None,
+                 learned: LearnedStore | None = None):
         self.graph = graph
         self.durability = durability
         self.human_review = human_review

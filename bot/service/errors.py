@@ -16,9 +16,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
-DEFAULT_STORAGE_APOLOGY = ("Sorry, I can't save anything right now (the bot's storage is full or read-only), "
-                           "so I can't answer this. Please try again later; the admins have been told in the logs.")
-
 
 async def best_effort(coro: Any, thread_key: str) -> None:
     """Await a bookkeeping write; a failure (full disk) is logged, the turn goes on."""
