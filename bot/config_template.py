@@ -66,8 +66,16 @@ def _keys(model: type[BaseModel]) -> list[tuple[str, FieldInfo]]:
     return [(n, f) for n, f in model.model_fields.items() if not f.exclude]
 
 
-def _is_section(field: FieldInfo) -> bool:
-    return isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+def _section_model(field: FieldInfo) -> type[BaseModel] | None:
+    """The model of a nested section field (``[slack.reactions]``), else None."""
+    ann = field.annotation
+    return ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+
+
+def _example(model: type[BaseModel], key: str, field: FieldInfo) -> Any:
+    if not field.examples:
+        raise TypeError(f"{model.__name__}.{key}: a key without a default needs Field(examples=[...]) for config.toml")
+    return field.examples[0]
 
 
 def _table_model(field: FieldInfo) -> type[BaseModel] | None:
@@ -80,16 +88,17 @@ def _section(name: str, model: type[BaseModel], about: str) -> list[str]:
     lines = ["", *_comment(about), f"[{name}]"]
     nested = []
     for key, field in _keys(model):
-        if _is_section(field):
-            nested.append((key, field))
+        sub = _section_model(field)
+        if sub is not None:
+            nested.append((key, sub, field.description or ""))
             continue
         lines += _comment(description(model, key))
         if field.default is None:
-            lines.append(f"# {key} = {toml_value(field.examples[0])}")
+            lines.append(f"# {key} = {toml_value(_example(model, key, field))}")
         else:
             lines.append(f"{key} = {toml_value(field.default)}")
-    for key, field in nested:
-        lines += _section(f"{name}.{key}", field.annotation, field.description or "")
+    for key, sub, about in nested:
+        lines += _section(f"{name}.{key}", sub, about)
     return lines
 
 
@@ -98,7 +107,7 @@ def _example_table(name: str, model: type[BaseModel], about: str) -> list[str]:
     lines = ["", *_comment(about), "# Example:", f"# [[{name}]]"]
     for key, field in _keys(model):
         lines += _comment(description(model, key), "#   ")
-        lines.append(f"# {key} = {toml_value(field.examples[0])}")
+        lines.append(f"# {key} = {toml_value(_example(model, key, field))}")
     return lines
 
 
@@ -107,13 +116,14 @@ def render_defaults(settings_model: type[BaseModel] = Settings) -> str:
     description as a comment (the format is described in the module docstring).
 
     Raises:
-        TypeError: a field type that config.toml cannot show (see :func:`toml_value`).
+        TypeError: a field config.toml cannot show (a type :func:`toml_value` lacks, or an
+            unset default without ``Field(examples=[...])``).
     """
     lines = ["# " + line for line in HEADER.splitlines()]
     for name, field in _keys(settings_model):
-        table = _table_model(field)
-        if _is_section(field):
-            lines += _section(name, field.annotation, field.description or "")
+        section, table = _section_model(field), _table_model(field)
+        if section is not None:
+            lines += _section(name, section, field.description or "")
         elif table is not None:
             lines += _example_table(name, table, field.description or "")
         else:
@@ -129,7 +139,7 @@ def missing_descriptions(settings_model: type[BaseModel] = Settings) -> list[str
         for key, field in _keys(model):
             if not description(model, key):
                 out.append(prefix + key)
-            sub = field.annotation if _is_section(field) else _table_model(field)
+            sub = _section_model(field) or _table_model(field)
             if sub is not None:
                 walk(sub, f"{prefix}{key}.")
 
