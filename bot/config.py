@@ -435,7 +435,7 @@ class Settings(_Section):
     base_dir: str = Field(".", exclude=True, description="the config file's folder (set by load_settings, not a key)")
 
     @model_validator(mode="after")
-    def _data_files(self) -> "Settings":
+    def _data_files(self) -> Settings:
         """Data paths left empty go under ``[service] data_dir``."""
         data = Path(self.service.data_dir)
         for section, key, name in DATA_FILES:

@@ -63,15 +63,15 @@ class GraphConfig(GraphSettings):
     default is in the section they come from).
     """
 
-    graders: Literal["llm", "lexical"]  # type: ignore[assignment]
-    composer: Literal["llm", "extractive"]  # type: ignore[assignment]
+    graders: Literal["llm", "lexical"]
+    composer: Literal["llm", "extractive"]
     k: int = Field(ge=1, description="chunks retrieved per knowledge-base search ([knowledge] k)")
     kb_description: str = Field(description="what the knowledge base holds, for the router ([knowledge] description)")
     apology: str = Field(description="the reply when no reliable answer was found ([service] apology)")
 
     @classmethod
     def of(cls, graph: GraphSettings, *, graders: str, composer: str, k: int, kb_description: str,
-           apology: str) -> "GraphConfig":
+           apology: str) -> GraphConfig:
         """``graph`` (the loaded ``[graph]`` section) as it is, with ``graders`` and ``composer``
         resolved ("llm"/"lexical", "llm"/"extractive") and the values of other sections.
 
