@@ -169,8 +169,10 @@ class Bookkeeping:
 
     # ---- runs in flight (crash recovery) ------------------------------------------
     async def run_started(self, run_id: str, thread_key: str, platform: str, reference: dict[str, Any],
-                          graph_input: dict[str, Any], checkpoint_before: str) -> None:
+                          graph_input: dict[str, Any], checkpoint_before: str) -> bool:
         """Record that the graph is about to run (a queued message's row is updated).
+        Returns True: one process owns every run (replicas: False when another replica
+        took the run over, :meth:`bot.storage.postgres.PgBookkeeping.run_started`).
 
         Args:
             run_id: the message id for a user message, else a made-up unique id.
@@ -188,6 +190,7 @@ class Bookkeeping:
             (run_id, thread_key, platform, json.dumps(reference), json.dumps(graph_input), checkpoint_before,
              time.time()))
         await self._conn.commit()
+        return True
 
     async def update_run(self, run_id: str, *, reference: dict[str, Any] | None = None,
                          stage: str | None = None) -> None:
@@ -207,7 +210,7 @@ class Bookkeeping:
     async def unfinished_runs(self) -> list[dict[str, Any]]:
         """Runs queued or started and never finished (the process died), oldest first:
         run_id, thread_key, platform, reference, message, input, checkpoint_before,
-        started_at, stage (``queued`` | ``running`` | ``posted``)."""
+        started_at, stage (``queued`` | ``running`` | ``posting`` | ``posted``)."""
         rows = await (await self._conn.execute(
             "SELECT run_id, thread_key, platform, reference, message, input, checkpoint_before, started_at, stage"
             " FROM runs ORDER BY started_at")).fetchall()

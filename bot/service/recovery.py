@@ -18,7 +18,12 @@ the graph never saved a step of this run       the run is started again from its
 a pending next node, no interrupt              the run continues from its last checkpoint
 finished / paused, not reported                its answer / help request is posted now
 answer posted, final reaction missing          only the reaction is set
+being posted when its replica stopped          as above (nothing lost; it may show twice)
 =============================================  =========================================
+
+Replicas (PostgreSQL): a run is taken over when its replica's lease expired, which can
+happen to a replica that is alive but late (busy, cut from the database, stopped); the
+run's fence (:mod:`bot.storage.postgres`) then lets exactly one of the two post it.
 
 Why start again or continue rather than apologise: the run's state is saved when it ends or
 pauses (``[service] checkpoint_durability = "exit"``, the default), so a run cut off by a
@@ -112,6 +117,9 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
             await out.set_status(Status.APOLOGY if kind == "apology" else Status.DONE)
             await service.store.finish_run(run_id)
             return
+        if stage == "posting":
+            log.warning("recovery: %s was being posted when its replica stopped: posting it (it may show twice)",
+                        run_id, extra=for_thread(key))
         if stale:
             log.info("recovery: %s started %.0fs ago (> %.0fs): apologising", run_id, age,
                      service.resume_window_seconds, extra=for_thread(key))

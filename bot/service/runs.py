@@ -83,7 +83,8 @@ async def _run_graph(svc: "ChatService", thread_key: str, graph_input: Any, out:
                      announced: bool) -> TurnResult:
     try:
         before = await checkpoints.latest_checkpoint_id(svc.graph.checkpointer, thread_key)
-        await svc.store.run_started(run_id, thread_key, platform, out.reference(), record, before)
+        if not await svc.store.run_started(run_id, thread_key, platform, out.reference(), record, before):
+            return TurnResult(thread_key, None, None, {}, time.perf_counter() - t0)  # another replica's now
         if not is_resume and graph_input is not None and not announced:
             await show(svc, run_id, out, Status.RECEIVED)
         last: Status | None = None

@@ -61,6 +61,12 @@ MIGRATIONS: list[str] = [
         answer_id TEXT NOT NULL, user_id TEXT NOT NULL, vote INTEGER NOT NULL, reason TEXT NOT NULL DEFAULT '',
         at DOUBLE PRECISION NOT NULL, PRIMARY KEY (answer_id, user_id));
     """,
+    # 4: fencing: every acquisition of a run (queued on receipt, started, taken over) gets the
+    # next fence; a replica's writes about a run (its status, "posting", the delete) name the
+    # fence it holds, so one whose run was taken over cannot post it (bot/storage/postgres.py)
+    """
+    ALTER TABLE runs ADD COLUMN fence BIGINT NOT NULL DEFAULT 0;
+    """,
 ]
 
 LATEST = len(MIGRATIONS)

@@ -17,6 +17,21 @@ Same methods, same meaning; what changes is who else is looking:
   ``lease_seconds / 3`` (:meth:`renew_leases`), and :meth:`unfinished_runs` takes the runs
   whose lease expired (``UPDATE ... WHERE lease_expires < now() ... FOR UPDATE SKIP LOCKED
   RETURNING``): one replica gets each. :func:`bot.service.recovery.watch` calls both periodically.
+- **Fencing**: a lease can expire while its replica is alive (its event loop busy, its
+  connections cut, the process stopped), and the replica that takes the run over runs it
+  again. So every acquisition of a run (queued on receipt by :meth:`mark_seen`, started by
+  :meth:`run_started`, taken over by :meth:`unfinished_runs`) gets the row's next
+  ``fence`` number, kept in memory by the replica that acquired it, and every write about
+  the run names it: :meth:`may_post` marks the run ``posting`` with
+  ``UPDATE ... WHERE owner = me AND fence = mine RETURNING``, so of a replica and the one
+  that took its run over exactly one posts (the other drops its result with one log line),
+  also when the winner already finished and deleted the run; :meth:`run_started` refuses a
+  run that is no longer ours (the graph is not run), and :meth:`update_run` and
+  :meth:`finish_run` leave a run of another replica alone. Fencing is the technique of
+  Kleppmann, *Designing Data-Intensive Applications* (2017), ch. 8, "Fencing tokens".
+  What it cannot cover: a replica stopped *during* the platform call that posts (after
+  ``posting`` was recorded) for longer than a lease; its run is then treated as not
+  posted by the replica that takes it over (nothing lost; the answer may show twice).
 - A bookkeeping write that fails while the database is away (``finish_run``) is retried by
   :meth:`renew_leases` once it is back; until then the run's lease is kept, so no other
   replica answers it a second time.
@@ -39,8 +54,12 @@ from bot.logs import for_thread
 
 log = logging.getLogger(__name__)
 
-_RUN_COLUMNS = "run_id, thread_key, platform, reference, message, input, checkpoint_before, started_at, stage, seq"
+_RUN_COLUMNS = ("run_id, thread_key, platform, reference, message, input, checkpoint_before, started_at, stage, seq,"
+                " fence")
 
+
+#: The fence of a run this replica lost to another (real fences are >= 1; rows of schema 3 have 0).
+_LOST = -1
 
 _ANSWER_COLUMNS = "answer_id, thread_key, platform, channel, question, answer, kind, route, sources, path, at"
 
@@ -92,6 +111,9 @@ class PgBookkeeping:
         # "the database cannot be reached")
         self._lock_slots = asyncio.Semaphore(lock_slots or getattr(lock_pool, "max_size", 10))
         self._active: set[str] = set()  # runs in flight here: their leases are renewed
+        # run id -> the fence this replica holds (kept until finish_run, also for a run lost to
+        # another replica, so that may_post knows it was ours)
+        self._fences: dict[str, int] = {}
         self._unfinished: set[str] = set()  # finish_run failed (database away): retried by renew_leases
 
     async def close(self) -> None:
@@ -125,16 +147,17 @@ class PgBookkeeping:
             first = row is not None
             if first and run is not None:
                 platform, reference, message = run
-                await conn.execute(
+                fence = (await (await conn.execute(
                     "INSERT INTO runs (run_id, thread_key, platform, reference, message, started_at, stage, owner,"
-                    f" lease_expires) VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, {self._lease()})"
+                    f" lease_expires, fence) VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, {self._lease()}, 1)"
                     " ON CONFLICT (run_id) DO UPDATE SET thread_key = excluded.thread_key, platform ="
                     " excluded.platform, reference = excluded.reference, message = excluded.message, started_at ="
                     " excluded.started_at, stage = 'queued', owner = excluded.owner, lease_expires ="
-                    " excluded.lease_expires",
+                    " excluded.lease_expires, fence = runs.fence + 1 RETURNING fence",
                     (message_id, thread_key, platform, json.dumps(reference), json.dumps(message), time.time(),
-                     self.replica_id))
+                     self.replica_id))).fetchone())["fence"]
         if first and run is not None:
+            self._fences[message_id] = fence
             self._active.add(message_id)
         return first
 
@@ -188,87 +211,151 @@ class PgBookkeeping:
 
     # ---- runs in flight ----------------------------------------------------------------
     async def run_started(self, run_id: str, thread_key: str, platform: str, reference: dict[str, Any],
-                          graph_input: dict[str, Any], checkpoint_before: str) -> None:
-        """See :meth:`bot.store.Bookkeeping.run_started`; the run is leased to this replica."""
+                          graph_input: dict[str, Any], checkpoint_before: str) -> bool:
+        """See :meth:`bot.store.Bookkeeping.run_started`. A run this replica holds (queued
+        here, or taken over) is updated under its fence; any other run id (a resume, a
+        help-request timeout, ``ask``) gets a new row leased to this replica.
+
+        Returns:
+            False when the run is no longer this replica's (another one took it over, or
+            finished it): the caller must not run it.
+        """
+        fence = self._fences.get(run_id)
+        values = (thread_key, platform, json.dumps(reference), json.dumps(graph_input), checkpoint_before,
+                  time.time())
+        if fence is not None:
+            row = await self._one(
+                "UPDATE runs SET thread_key = %s, platform = %s, reference = %s, input = %s, checkpoint_before = %s,"
+                f" started_at = %s, stage = 'running', lease_expires = {self._lease()}"
+                " WHERE run_id = %s AND owner = %s AND fence = %s RETURNING fence",
+                (*values, run_id, self.replica_id, fence))
+        else:
+            row = await self._one(
+                "INSERT INTO runs (run_id, thread_key, platform, reference, input, checkpoint_before, started_at,"
+                f" stage, owner, lease_expires, fence) VALUES (%s, %s, %s, %s, %s, %s, %s, 'running', %s,"
+                f" {self._lease()}, 1) ON CONFLICT (run_id) DO NOTHING RETURNING fence",
+                (run_id, *values, self.replica_id))
+        if row is None:
+            self._lost(run_id)
+            return False
+        self._fences[run_id] = int(row["fence"])
         self._active.add(run_id)
-        await self._exec(
-            "INSERT INTO runs (run_id, thread_key, platform, reference, input, checkpoint_before, started_at, stage,"
-            f" owner, lease_expires) VALUES (%s, %s, %s, %s, %s, %s, %s, 'running', %s, {self._lease()})"
-            " ON CONFLICT (run_id) DO UPDATE SET thread_key = excluded.thread_key, platform = excluded.platform,"
-            " reference = excluded.reference, input = excluded.input, checkpoint_before = excluded.checkpoint_before,"
-            " started_at = excluded.started_at, stage = 'running', owner = excluded.owner,"
-            " lease_expires = excluded.lease_expires",
-            (run_id, thread_key, platform, json.dumps(reference), json.dumps(graph_input), checkpoint_before,
-             time.time(), self.replica_id))
+        return True
+
+    def _lost(self, run_id: str) -> None:
+        """Another replica took ``run_id`` over: stop renewing it and remember it as lost
+        (until :meth:`finish_run`), so that :meth:`may_post` says no. One log line per run."""
+        if self._fences.get(run_id) != _LOST:
+            log.warning("%s was taken over by another replica (this one's lease had expired): its result is"
+                        " dropped here", run_id)
+        self._fences[run_id] = _LOST
+        self._active.discard(run_id)
+
+    def _mine(self, run_id: str) -> tuple[str, tuple]:
+        """The WHERE clause naming ``run_id`` as this replica's, under its fence, and its parameters."""
+        return "run_id = %s AND owner = %s AND fence = %s", (run_id, self.replica_id, self._fences.get(run_id, _LOST))
 
     async def update_run(self, run_id: str, *, reference: dict[str, Any] | None = None,
                          stage: str | None = None) -> None:
-        if reference is not None:
-            await self._exec("UPDATE runs SET reference = %s WHERE run_id = %s", (json.dumps(reference), run_id))
-        if stage is not None:
-            await self._exec("UPDATE runs SET stage = %s WHERE run_id = %s", (stage, run_id))
+        """See :meth:`bot.store.Bookkeeping.update_run`; only while the run is this replica's."""
+        if run_id not in self._fences or (reference is None and stage is None):
+            return
+        sets = [("reference = %s", json.dumps(reference))] if reference is not None else []
+        sets += [("stage = %s", stage)] if stage is not None else []
+        where, params = self._mine(run_id)
+        await self._exec(f"UPDATE runs SET {', '.join(c for c, _ in sets)} WHERE {where}",
+                         (*(v for _, v in sets), *params))
 
     async def finish_run(self, run_id: str) -> None:
         """Forget a run that ended. If the database is away the run is remembered and
-        deleted by :meth:`renew_leases` later (its lease is renewed until then).
+        deleted by :meth:`renew_leases` later (its lease is renewed until then). A run
+        another replica took over is left alone (it is that one's to finish).
 
         Raises:
             psycopg.Error: the delete failed now (it will be retried).
         """
         try:
-            # only our own: a run another replica took over is its to finish
-            await self._exec("DELETE FROM runs WHERE run_id = %s AND owner = %s", (run_id, self.replica_id))
+            if run_id in self._fences:
+                where, params = self._mine(run_id)
+                await self._exec(f"DELETE FROM runs WHERE {where}", params)
+            else:
+                await self._exec("DELETE FROM runs WHERE run_id = %s AND owner = %s", (run_id, self.replica_id))
         except Exception:
             self._unfinished.add(run_id)
             raise
         self._unfinished.discard(run_id)
         self._active.discard(run_id)
+        self._fences.pop(run_id, None)
 
     async def unfinished_runs(self) -> list[dict[str, Any]]:
-        """Take over the runs whose lease expired (their replica died, or an older schema
-        left them), oldest first; each is leased to this replica and returned to it only.
-        Rows as :meth:`bot.store.Bookkeeping.unfinished_runs` (plus ``seq``)."""
+        """Take over the runs whose lease expired (their replica died or stalled, or an
+        older schema left them), oldest first; each is leased to this replica under the
+        row's next fence and returned to it only (the replica it was taken from can no
+        longer post it: :meth:`may_post`). The runs this replica itself holds are not
+        taken again. Rows as :meth:`bot.store.Bookkeeping.unfinished_runs` (plus ``seq``)."""
         rows = await self._all(
-            f"UPDATE runs SET owner = %s, lease_expires = {self._lease()} WHERE run_id IN (SELECT run_id FROM runs"
-            " WHERE lease_expires < now() ORDER BY seq FOR UPDATE SKIP LOCKED)"
-            f" RETURNING {_RUN_COLUMNS}", (self.replica_id,))
+            f"UPDATE runs SET owner = %s, fence = fence + 1, lease_expires = {self._lease()} WHERE run_id IN"
+            " (SELECT run_id FROM runs WHERE lease_expires < now() AND NOT (owner = %s AND run_id = ANY(%s))"
+            f" ORDER BY seq FOR UPDATE SKIP LOCKED) RETURNING {_RUN_COLUMNS}",
+            (self.replica_id, self.replica_id, list(self._fences)))
         runs = sorted((_run_row(r) for r in rows), key=lambda r: r["seq"])
+        for r in rows:
+            self._fences[r["run_id"]] = int(r["fence"])
         self._active.update(r["run_id"] for r in runs)
         return runs
 
     async def may_post(self, run_id: str) -> bool:
         """Just before a run's answer, apology or help request is posted: True if this
-        replica still owns the run (its lease is extended so nobody takes it while the post
-        is under way); False if another replica took it over (it will post, not us). A run
-        without a row (``ask``) may post. If the database cannot say, post (a rare double
-        reply beats a lost one)."""
+        replica still holds the run under its fence; the same statement marks it
+        ``posting`` and extends its lease (so nobody takes it while the post is under way).
+        False, after one log line, if another replica took it over (whether or not that
+        one has finished it since): the caller drops its result. A run without a row of
+        this replica (``ask``) may post. If the database cannot say (one retry on a fresh
+        connection), post: a rare double reply beats a lost one.
+        """
+        if run_id not in self._fences:
+            return True
+        if self._fences[run_id] == _LOST:
+            return False
+        where, params = self._mine(run_id)
+        sql = f"UPDATE runs SET stage = 'posting', lease_expires = {self._lease()} WHERE {where} RETURNING fence"
         try:
-            row = await self._one(
-                f"UPDATE runs SET lease_expires = {self._lease()} WHERE run_id = %s RETURNING owner", (run_id,))
+            try:
+                row = await self._one(sql, params)
+            except Exception:  # noqa: BLE001 - e.g. a connection cut under us: once more on another one
+                await asyncio.sleep(0.1)
+                row = await self._one(sql, params)
         except Exception as exc:  # noqa: BLE001
             log.warning("%s: cannot check the run's owner (%s): posting", run_id, type(exc).__name__)
             return True
-        if row is None or row["owner"] == self.replica_id:
+        if row is not None:
             return True
-        self._active.discard(run_id)
-        log.warning("%s was taken over by replica %s: not posting here", run_id, row["owner"])
+        self._lost(run_id)
         return False
 
     async def renew_leases(self) -> int:
         """Delete the runs whose :meth:`finish_run` failed, then extend the leases of this
-        replica's runs in flight. Returns how many leases were renewed.
+        replica's runs in flight (each under its fence; a run taken over meanwhile is
+        forgotten here, with one log line). Returns how many leases were renewed.
 
         Raises:
             psycopg.Error: the database cannot be reached (call again later).
         """
         for run_id in list(self._unfinished):
             await self.finish_run(run_id)
-        if not self._active:
+        held = [(run_id, self._fences.get(run_id, 0)) for run_id in self._active]
+        if not held:
             await self._exec("SELECT 1")  # a heartbeat all the same: the watch notices an outage
             return 0
-        cur = await self._exec(f"UPDATE runs SET lease_expires = {self._lease()} WHERE run_id = ANY(%s)"
-                               " AND owner = %s", (list(self._active), self.replica_id))
-        return max(0, cur.rowcount)
+        rows = await self._all(
+            f"UPDATE runs r SET lease_expires = {self._lease()} FROM unnest(%s::text[], %s::bigint[]) AS f(run_id,"
+            " fence) WHERE r.run_id = f.run_id AND r.fence = f.fence AND r.owner = %s RETURNING r.run_id",
+            ([h[0] for h in held], [h[1] for h in held], self.replica_id))
+        renewed = {r["run_id"] for r in rows}
+        for run_id, _ in held:
+            if run_id not in renewed and run_id in self._active:  # (not finished meanwhile)
+                self._lost(run_id)
+        return len(renewed)
 
     async def wait_turn(self, run_id: str, thread_key: str) -> None:
         """Wait until the runs of ``thread_key`` that reached the database before ``run_id``
