@@ -226,6 +226,11 @@ class Bookkeeping:
         """One process owns every run: always True."""
         return True
 
+    async def holds(self, run_id: str) -> bool:
+        """One process owns every run: always True (replicas: False once another replica
+        took the run over, :meth:`bot.storage.postgres.PgBookkeeping.holds`)."""
+        return True
+
     async def wait_turn(self, run_id: str, thread_key: str) -> None:
         """One process: the service's per-thread lock already keeps the order."""
 

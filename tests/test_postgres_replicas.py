@@ -253,3 +253,51 @@ async def test_a_help_request_times_out_once_across_replicas_even_when_its_repli
     assert survivors.count("no human answered in time") == 2  # both timers fired ...
     assert survivors.count("help request resumed by timeout") == 1  # ... one claimed it
     assert fake.reactions.get((CHANNEL, ts)) == ["disappointed"]
+
+
+async def test_a_stopped_replica_s_run_taken_over_is_answered_once_when_it_wakes(tmp_path, fake, pg_database):
+    """Replica r0 is stopped (SIGSTOP) in the middle of a run and the database's connections
+    are cut (its thread lock with them): its lease expires, r1 takes the run over and
+    answers it. Then r0 wakes up (SIGCONT) alive, finishes the run too, and must drop its
+    result: the run's fence moved to r1. One answer in the thread, one final reaction."""
+    import signal
+
+    name, url = pg_database
+    add_users(fake)
+    events = SlackEvents()
+    async with model_server(stall_on={"generate"}) as base:
+        replicas = await start(tmp_path, fake, base, url, 2)
+        r0, r1 = replicas
+        try:
+            async with aiohttp.ClientSession() as session:
+                ts = fake.next_ts()
+                assert await r0.deliver(session, events.event(
+                    mention(events, ts, "qtok-1-1 how do I roll back?"), event_id="Ev1")) == 200
+                await asyncio.wait_for(base.stalled.wait(), 60)  # r0's run is at the model
+                r0.proc.send_signal(signal.SIGSTOP)
+                assert terminate(name) > 0  # r0's connections, its thread lock included, go
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + 60
+                while "taken over" not in r1.text():  # r0's lease (2 s) expired
+                    assert loop.time() < deadline, r1.text()[-3000:]
+                    await asyncio.sleep(0.2)
+                base.release()
+                await fake.wait_for(lambda: replies_in(fake, ts) and fake.reactions.get((CHANNEL, ts))
+                                    == ["white_check_mark"], timeout=60)
+                r0.proc.send_signal(signal.SIGCONT)
+                deadline = loop.time() + 60
+                while "dropped here" not in r0.text():  # r0 finished its run: not posted
+                    assert loop.time() < deadline, r0.text()[-3000:]
+                    await asyncio.sleep(0.2)
+                await asyncio.sleep(2.0)  # a lease period later: still one answer
+        finally:
+            r0.proc.send_signal(signal.SIGCONT)
+            logs = [await r.stop() for r in replicas]
+    everything = "\n".join(logs)
+    assert tokens(replies_in(fake, ts)) == ["qtok-1-1"], ([all_text(p) for p in replies_in(fake, ts)],
+                                                        everything[-5000:])
+    assert fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"], everything[-3000:]
+    assert logs[0].count("dropped here") == 1
+    assert "Traceback" not in everything
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0

@@ -136,8 +136,11 @@ async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
                 log.info("recovery: %s saved no step: starting it again", run_id, extra=for_thread(key))
                 await runs.run(service, key, graph_input, out, platform=platform, run_id=run_id, record=record,
                                is_resume="resume" in record)
-            elif state.next and not state.interrupts:
-                log.info("recovery: %s continues at %s from checkpoint %s", run_id, ",".join(state.next),
+            elif (state.next or state.tasks) and not state.interrupts:
+                # state.tasks without state.next: the step's tasks finished and saved their writes, but the
+                # checkpoint after the step was not saved (cut off): the graph has not ended, it continues
+                log.info("recovery: %s continues at %s from checkpoint %s", run_id,
+                         ",".join(state.next) or "its next step",
                          latest, extra=for_thread(key))
                 await runs.run(service, key, None, out, platform=platform, run_id=run_id, record=record, is_resume=True)
             else:

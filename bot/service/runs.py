@@ -49,7 +49,10 @@ class TurnResult:
 
 
 async def show(svc: "ChatService", run_id: str, out: Responder, status: Status) -> None:
-    """Set a status and remember the reaction now shown (so a restart can clear it)."""
+    """Set a status and remember the reaction now shown (so a restart can clear it);
+    nothing once another replica took the run over."""
+    if not await svc.store.holds(run_id):
+        return
     await out.set_status(status)
     await best_effort(svc.store.update_run(run_id, reference=out.reference()), run_id)
 

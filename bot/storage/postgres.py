@@ -333,6 +333,26 @@ class PgBookkeeping:
         self._lost(run_id)
         return False
 
+    async def holds(self, run_id: str) -> bool:
+        """Before a step others see but that is not the answer (a status reaction): True
+        while this replica holds ``run_id`` under its fence (or has no row of it: ``ask``),
+        False once another replica took it over. Not atomic with the step (a status is
+        cosmetic; :meth:`may_post` is the atomic check). If the database cannot say: True."""
+        fence = self._fences.get(run_id)
+        if fence is None:
+            return True
+        if fence == _LOST:
+            return False
+        where, params = self._mine(run_id)
+        try:
+            row = await self._one(f"SELECT fence FROM runs WHERE {where}", params)
+        except Exception:  # noqa: BLE001
+            return True
+        if row is None and self._fences.get(run_id) == fence:  # (not finished meanwhile)
+            self._lost(run_id)
+            return False
+        return True
+
     async def renew_leases(self) -> int:
         """Delete the runs whose :meth:`finish_run` failed, then extend the leases of this
         replica's runs in flight (each under its fence; a run taken over meanwhile is
