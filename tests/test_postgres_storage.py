@@ -260,6 +260,51 @@ async def test_a_thread_s_later_message_waits_for_the_earlier_one_and_a_taken_ru
             assert (await (await conn.execute("SELECT count(*) AS n FROM runs")).fetchone())["n"] == 2  # m2, m3
 
 
+async def test_a_run_taken_over_and_finished_by_another_replica_is_not_posted_by_its_first(tmp_path, pg_database):
+    """Fencing: replica a's run m1 is taken over by b (a's lease expired while a was alive)
+    and b answers and finishes it. a, waking up, may not start, show or post m1 (no row is
+    left to say so: a's fence does); its help-request run and b's own runs are untouched."""
+    name, url = pg_database
+    settings = pg_settings(tmp_path)
+    run = ("slack", {"channel": "C1"}, {"text": "q"})
+    async with open_storage(settings, url) as a, open_storage(settings, url) as b:
+        A, B = a.bookkeeping, b.bookkeeping
+        assert await A.mark_seen("m1", "t1", run=run)
+        assert await A.run_started("m1", "t1", "slack", {"channel": "C1"}, {"question": "q"}, "")
+        for _ in range(4):  # a is stopped: its lease (1 s) expires
+            await asyncio.sleep(0.4)
+            await B.renew_leases()
+        assert [r["run_id"] for r in await B.unfinished_runs()] == ["m1"]
+        assert await B.unfinished_runs() == []  # b does not take its own run again
+        assert await B.run_started("m1", "t1", "slack", {"channel": "C1"}, {"question": "q"}, "")
+        assert await B.may_post("m1") is True
+        await B.update_run("m1", stage="posted")
+        await B.finish_run("m1")
+        # a wakes up: nothing of m1 is its any more
+        assert await A.renew_leases() == 0
+        assert await A.may_post("m1") is False
+        assert await A.holds("m1") is False
+        assert await A.run_started("m1", "t1", "slack", {"channel": "C1"}, {"question": "q"}, "") is False
+        await A.finish_run("m1")
+        # a taken-over run still in flight at b: a's late writes leave b's row as b left it
+        assert await A.mark_seen("m2", "t2", run=run)
+        for _ in range(4):
+            await asyncio.sleep(0.4)
+            await B.renew_leases()
+        assert [r["run_id"] for r in await B.unfinished_runs()] == ["m2"]
+        await A.update_run("m2", stage="posted", reference={"channel": "stale"})
+        assert await A.may_post("m2") is False and await A.holds("m2") is False
+        await A.finish_run("m2")
+        async with b.pool.connection() as conn:
+            row = await (await conn.execute("SELECT owner, stage, reference FROM runs WHERE run_id = 'm2'")).fetchone()
+        assert row["owner"] == B.replica_id and row["stage"] == "queued" and "stale" not in row["reference"]
+        assert await B.holds("m2") is True and await B.may_post("m2") is True
+        # a run with no row yet (a resume) is a's own; the same id started by b meanwhile is not
+        assert await A.run_started("resume:i1", "t3", "slack", {}, {"resume": {}}, "")
+        assert await B.run_started("resume:i1", "t3", "slack", {}, {"resume": {}}, "") is False
+        assert await A.may_post("resume:i1") is True
+
+
 async def test_answer_feedback_in_postgres_behaves_like_sqlite(tmp_path, pg_database):
     """The votes tables (migration 3) with bot/store.py's semantics: one vote per user and
     answer, the latest counts, a 👍 clears a 👎's reason, unknown answers refused."""

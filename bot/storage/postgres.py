@@ -335,9 +335,10 @@ class PgBookkeeping:
 
     async def holds(self, run_id: str) -> bool:
         """Before a step others see but that is not the answer (a status reaction): True
-        while this replica holds ``run_id`` under its fence (or has no row of it: ``ask``),
-        False once another replica took it over. Not atomic with the step (a status is
-        cosmetic; :meth:`may_post` is the atomic check). If the database cannot say: True."""
+        while this replica holds ``run_id`` under its fence (its lease is extended, as by
+        :meth:`renew_leases`), or has no row of it (``ask``); False once another replica
+        took it over. Not atomic with the step (a status is cosmetic; :meth:`may_post` is
+        the atomic check). If the database cannot say: True."""
         fence = self._fences.get(run_id)
         if fence is None:
             return True
@@ -345,7 +346,8 @@ class PgBookkeeping:
             return False
         where, params = self._mine(run_id)
         try:
-            row = await self._one(f"SELECT fence FROM runs WHERE {where}", params)
+            row = await self._one(f"UPDATE runs SET lease_expires = {self._lease()} WHERE {where} RETURNING fence",
+                                  params)
         except Exception:  # noqa: BLE001
             return True
         if row is None and self._fences.get(run_id) == fence:  # (not finished meanwhile)
