@@ -264,7 +264,7 @@ async def test_a_run_taken_over_and_finished_by_another_replica_is_not_posted_by
     """Fencing: replica a's run m1 is taken over by b (a's lease expired while a was alive)
     and b answers and finishes it. a, waking up, may not start, show or post m1 (no row is
     left to say so: a's fence does); its help-request run and b's own runs are untouched."""
-    name, url = pg_database
+    _, url = pg_database
     settings = pg_settings(tmp_path)
     run = ("slack", {"channel": "C1"}, {"text": "q"})
     async with open_storage(settings, url) as a, open_storage(settings, url) as b:
