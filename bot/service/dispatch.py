@@ -61,7 +61,7 @@ async def dispatch_guarded(svc: "ChatService", msg: IncomingMessage, out: Respon
     try:
         return await dispatch(svc, msg, out, run_id=run_id, acked=acked)
     except Exception as exc:  # noqa: BLE001 - nothing may crash the process
-        await fail(svc, msg.thread_key, exc, out, what=f"handling {msg.message_id or 'a message'}")
+        await fail(svc, msg.thread_key, exc, out, what=f"handling {msg.message_id or 'a message'}", run_id=run_id)
         return None
     finally:
         if run_id in svc.finished:  # the usual case: finished when its answer went out

@@ -46,10 +46,14 @@ def apology_for(svc: "ChatService", exc: BaseException) -> str:
     return svc.admin_commands.apology
 
 
-async def fail(svc: "ChatService", thread_key: str, exc: BaseException, out: Responder, *, what: str) -> None:
-    """A turn failed outside the graph: one log line, the (storage) apology, the apology reaction."""
+async def fail(svc: "ChatService", thread_key: str, exc: BaseException, out: Responder, *, what: str,
+               run_id: str = "") -> None:
+    """A turn failed outside the graph: one log line, the (storage) apology, the apology
+    reaction; nothing more when another replica took the run ``run_id`` over (it answers)."""
     log.error("%s failed: %s", what, describe_failure(exc), extra=for_thread(thread_key))
     log.debug("traceback", exc_info=exc)
+    if run_id and not await svc.store.may_post(run_id):
+        return
     try:
         await out.post_answer(Answer(text=apology_for(svc, exc), kind="apology"))
     except Exception as post_exc:  # noqa: BLE001
