@@ -273,7 +273,11 @@ async def test_a_stopped_replica_s_run_taken_over_is_answered_once_when_it_wakes
                 ts = fake.next_ts()
                 assert await r0.deliver(session, events.event(
                     mention(events, ts, "qtok-1-1 how do I roll back?"), event_id="Ev1")) == 200
-                await asyncio.wait_for(base.stalled.wait(), 60)  # r0's run is at the model
+                await asyncio.wait_for(base.stalled.wait(), 60)  # r0's run is at the model ...
+                # ... and its "writing" status is shown (a status being set when the process stops would
+                # land after it wakes: statuses are not fenced atomically, only the answer is)
+                await fake.wait_for(lambda: fake.reactions.get((CHANNEL, ts)) == ["pencil2"], timeout=30)
+                await asyncio.sleep(0.3)
                 r0.proc.send_signal(signal.SIGSTOP)
                 assert terminate(name) > 0  # r0's connections, its thread lock included, go
                 loop = asyncio.get_running_loop()
