@@ -218,6 +218,12 @@ class Bookkeeping:
                  "message": json.loads(r[4]), "input": json.loads(r[5]), "checkpoint_before": r[6],
                  "started_at": r[7], "stage": r[8]} for r in rows]
 
+    async def run_in_flight(self, run_id: str) -> bool:
+        """True while the run ``run_id`` (a message id) is queued or running, i.e. not yet
+        finished by :meth:`finish_run`."""
+        row = await (await self._conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,))).fetchone()
+        return row is not None
+
     async def renew_leases(self) -> int:
         """No leases in a file of one process (see :class:`bot.storage.postgres.PgBookkeeping`)."""
         return 0

@@ -305,3 +305,33 @@ async def test_a_stopped_replica_s_run_taken_over_is_answered_once_when_it_wakes
     assert "Traceback" not in everything
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+
+
+async def test_a_redelivery_to_another_replica_leaves_the_running_replica_s_status(tmp_path, fake, pg_database):
+    """Slack redelivers a mention to replica r1 while r0 is still running it: r1 shows its
+    status on receipt, loses the dedup, and must not take the shared bot user's "received"
+    reaction away from the message r0 is answering; the question is answered once."""
+    name, url = pg_database
+    add_users(fake)
+    events = SlackEvents()
+    async with model_server(delay=1.5) as base:
+        replicas = await start(tmp_path, fake, base, url, 2)
+        try:
+            async with aiohttp.ClientSession() as session:
+                ts = fake.next_ts()
+                ev = mention(events, ts, "qtok-1-1 how do I roll back?")
+                assert await replicas[0].deliver(session, events.event(ev, event_id="Ev1")) == 200
+                await fake.wait_for(lambda: fake.reaction_calls(CHANNEL, ts), timeout=30)
+                first = fake.reaction_calls(CHANNEL, ts)[0]
+                assert first[0] == "add"
+                assert await replicas[1].deliver(session, events.event(ev, event_id="Ev1", retry_num=1)) == 200
+                await fake.wait_for(lambda: "duplicate delivery" in replicas[1].text(), timeout=30)
+                await asyncio.sleep(0.3)
+                # r0 is still in its first model call: its "received" reaction must still be shown
+                calls = fake.reaction_calls(CHANNEL, ts)
+                assert ("remove", first[1], True) not in calls, calls
+                await fake.wait_for(lambda: replies_in(fake, ts), timeout=60)
+        finally:
+            for r in replicas:
+                await r.stop()
+    assert tokens(replies_in(fake, ts)) == ["qtok-1-1"]

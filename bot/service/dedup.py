@@ -39,7 +39,10 @@ async def first_delivery(svc: "ChatService", msg: IncomingMessage, out: Responde
         if not await svc.store.mark_seen(msg.message_id, msg.thread_key,
                                          run=(msg.platform, out.reference(), message_record(msg))):
             log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
-            if acked is not None:  # e.g. redelivered after a restart: it was handled before
+            # Acknowledged on receipt, but handled before (e.g. redelivered after a restart):
+            # take our status back. While another replica still runs it, the reaction is
+            # that replica's too (one bot user): leave it, its next status replaces it.
+            if acked is not None and not await svc.store.run_in_flight(msg.message_id):
                 await clear_status(out)
             return False
     except Exception as exc:  # noqa: BLE001 - e.g. the disk is full: tell the user, keep serving

@@ -287,6 +287,11 @@ class PgBookkeeping:
         self._active.discard(run_id)
         self._fences.pop(run_id, None)
 
+    async def run_in_flight(self, run_id: str) -> bool:
+        """True while the run ``run_id`` is queued or running on any replica
+        (see :meth:`bot.store.Bookkeeping.run_in_flight`)."""
+        return await self._one("SELECT 1 AS one FROM runs WHERE run_id = %s", (run_id,)) is not None
+
     async def unfinished_runs(self) -> list[dict[str, Any]]:
         """Take over the runs whose lease expired (their replica died or stalled, or an
         older schema left them), oldest first; each is leased to this replica under the
