@@ -27,7 +27,7 @@ from bot import checkpoints  # noqa: E402
 from bot.config import Secrets, load_settings  # noqa: E402
 from bot.platforms.console import ConsoleResponder  # noqa: E402
 from bot.runtime import open_runtime  # noqa: E402
-from graphs.models import ScriptedChatModel  # noqa: E402
+from tests.fakes.chat_model import ScriptedChatModel  # noqa: E402
 
 DOCS = {
     f"topic{i}.md": f"# Topic {i}\n\n## Setting {i}\n" + (f"The setting number {i} is configured with KEY_{i}=on. " * 12)

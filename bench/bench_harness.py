@@ -109,7 +109,7 @@ def _content_text(message: dict[str, Any]) -> str:
 
 
 def reply_for(task: str, messages: list[dict[str, Any]]) -> str:
-    """A valid reply for each graph task (shapes of graphs.models.ScriptedChatModel.default_reply):
+    """A valid reply for each graph task (shapes of tests.fakes.chat_model.ScriptedChatModel.default_reply):
     route to the knowledge base, every document relevant, a cited answer, grounded and useful."""
     users = [_content_text(m) for m in messages if m.get("role") == "user"]
     last = users[-1] if users else ""

@@ -293,11 +293,12 @@ async def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_graph(args: argparse.Namespace, settings: Settings) -> int:
     from graphs.adaptive_rag import build_graph
     from graphs.knowledge import KnowledgeBase
-    from graphs.models import ModelCaller, ScriptedChatModel
-    from graphs.nodes import GraphDeps
     from bot.runtime import graph_config
+    from graphs.models import ModelCaller, UnavailableChatModel
+    from graphs.nodes import GraphDeps
 
-    model = ScriptedChatModel()
+    # drawing needs the nodes, not a model: no model is built or called
+    model = UnavailableChatModel(reason="the graph is only drawn")
     deps = GraphDeps(ModelCaller(model), KnowledgeBase(settings.path("data/none"), []), None,
                      graph_config(settings, model))
     print(build_graph(deps).get_graph().draw_mermaid())

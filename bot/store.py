@@ -154,11 +154,6 @@ class Bookkeeping:
             return None
         return {"platform": row[0], "reference": json.loads(row[1]), "question": row[2]}
 
-    async def reopen_help_request(self, thread_key: str) -> None:
-        """Undo a claim whose resume failed, so a human can try again."""
-        await self._conn.execute("UPDATE help_requests SET status = 'open' WHERE thread_key = ?", (thread_key,))
-        await self._conn.commit()
-
     async def open_help_requests(self) -> list[dict[str, Any]]:
         """All open help requests: thread_key, platform, reference, deadline."""
         rows = await (await self._conn.execute(
@@ -265,11 +260,6 @@ class Bookkeeping:
             (interrupt_id, thread_key, by, time.time()))
         await self._conn.commit()
         return cur.rowcount == 1
-
-    async def release_interrupt(self, interrupt_id: str) -> None:
-        """Give a claim back (its resume could not start), so another reply may win."""
-        await self._conn.execute("DELETE FROM claims WHERE interrupt_id = ?", (interrupt_id,))
-        await self._conn.commit()
 
     async def forget_claims_before(self, seconds: float) -> int:
         """Drop claims older than ``seconds`` (their interrupts were resumed long ago)."""

@@ -398,8 +398,3 @@ class Extractive:
         if para and last is not None:
             parts.append(" ".join(para) + f" [{last[0] + 1}]")
         return (intro + "\n\n" if intro else "") + "\n\n".join(parts)
-
-    def best_score(self, questions: Sequence[str], docs: Sequence[Doc]) -> float:
-        """Score of the best prose unit of ``docs`` (0 if none)."""
-        return max((s.score for s in self.score_units(questions, self.doc_units(docs)) if not s.unit.code),
-                   default=0.0)

@@ -17,7 +17,7 @@ for the strictest chat API we know (:func:`normalize_messages`), a cap on concur
 calls, bounded retries on 429/5xx/connection errors (the 429's ``Retry-After`` honoured,
 else exponential backoff with jitter; tenacity), a timeout, output cut at ``max_tokens``
 detected, and structured output as JSON validated by pydantic, retried once, then a safe
-default. :class:`ScriptedChatModel` is the deterministic chat model for tests.
+default.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import asyncio
 import contextvars
 import email.utils
 import importlib.util
-import json
 import logging
 import math
 import os
@@ -42,8 +41,8 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import BaseModel, PrivateAttr, ValidationError
+from langchain_core.outputs import ChatResult
+from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from graphs import prompts
@@ -660,7 +659,7 @@ class ModelCaller:
             return self.model.bind(response_format={"type": "json_object"})
         return self.model
 
-    async def structured(self, system: str, user: str, schema: type[T], default: T) -> tuple[T, int, bool]:
+    async def structured(self, system: str, user: str, schema: type[T], default: T) -> tuple[T, int]:
         """A completion parsed into ``schema``.
 
         Two attempts at most. A reply cut at ``max_tokens`` is not a verdict even when it
@@ -670,7 +669,7 @@ class ModelCaller:
         Transport errors after retries are raised.
 
         Returns:
-            ``(value, llm_calls_made, parsed_ok)``.
+            ``(value, llm_calls_made)``.
         """
         runnable = self._bound(schema)
         attempt_with = runnable
@@ -686,81 +685,10 @@ class ModelCaller:
                 attempt_with = self._more_room(runnable)
                 continue
             try:
-                return schema.model_validate_json(_extract_json(raw)), calls, True
+                return schema.model_validate_json(_extract_json(raw)), calls
             except (ValidationError, ValueError) as exc:
                 log.info("structured output for %s did not parse (attempt %d): %s", task, attempt + 1,
                          str(exc).splitlines()[0][:200])
                 messages = messages + [AIMessage(raw[:2000]), HumanMessage(
                     f"That was not valid. Error: {str(exc)[:500]}\nReply with only the JSON object.")]
-        return default, calls, False
-
-
-# ---- scripted model for tests -------------------------------------------------------
-Reply = str | Callable[[list[BaseMessage]], str]
-
-
-class ScriptedChatModel(BaseChatModel):
-    """A deterministic chat model for tests: replies are scripted per task.
-
-    ``script`` maps a task name (the ``TASK:`` line of the system prompt, see
-    :mod:`graphs.prompts`) to a reply or a list of replies (consumed in order, the last
-    one repeats). A reply is a string or a callable ``messages -> str``. Tasks without a
-    script get a default that makes the happy path work: route to the knowledge base,
-    every document relevant, a cited answer, grounded and useful.
-
-    ``calls`` records ``(task, messages)`` of every call.
-    """
-
-    script: dict[str, Any] = {}
-    _calls: list = PrivateAttr(default_factory=list)
-    _positions: dict = PrivateAttr(default_factory=dict)
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    @property
-    def calls(self) -> list[tuple[str, list[BaseMessage]]]:
-        return self._calls
-
-    def tasks(self) -> list[str]:
-        """The task names called so far, in order."""
-        return [t for t, _ in self._calls]
-
-    @staticmethod
-    def default_reply(task: str, messages: list[BaseMessage]) -> str:
-        last = str(messages[-1].content) if messages else ""
-        if task == "route":
-            q = last.rsplit("New message:", 1)[-1].strip()
-            return json.dumps({"question": q, "route": "vectorstore", "query": q})
-        if task == "rewrite":
-            return json.dumps({"query": "rewritten query"})
-        if task == "grade_documents":
-            ids = [int(i) for i in re.findall(r"^\[(\d+)\]", last, re.M)]
-            return json.dumps({"documents": [{"id": i, "relevant": True, "facts": "relevant facts"} for i in ids],
-                               "feedback": ""})
-        if task == "generate":
-            return "Here is the answer from the knowledge base [1]."
-        if task == "grade_answer":
-            return json.dumps({"grounded": True, "useful": True, "feedback": ""})
-        if task == "direct":
-            return "Hello! Ask me anything about the knowledge base."
-        return "ok"
-
-    def _next(self, task: str, messages: list[BaseMessage]) -> str:
-        entry = self.script.get(task)
-        if entry is None:
-            return self.default_reply(task, messages)
-        if isinstance(entry, list):
-            pos = self._positions.get(task, 0)
-            self._positions[task] = pos + 1
-            entry = entry[min(pos, len(entry) - 1)]
-        return entry(messages) if callable(entry) else str(entry)
-
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
-        system = next((str(m.content) for m in messages if isinstance(m, SystemMessage)), "")
-        task = prompts.task_of(system)
-        self._calls.append((task, list(messages)))
-        reply = self._next(task, messages)
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=reply))])
+        return default, calls

@@ -1,7 +1,7 @@
 """Every prompt of the adaptive RAG graph, one constant each.
 
 Each system prompt starts with a ``TASK: <name>`` line: the scripted test model
-(:class:`graphs.models.ScriptedChatModel`) and the logs use it to tell the tasks apart.
+(:class:`tests.fakes.chat_model.ScriptedChatModel`) and the logs use it to tell the tasks apart.
 Structured tasks ask for one JSON object; the schema is also enforced by the model
 backend where it can (llama.cpp grammar, Mistral ``response_format``).
 
@@ -94,8 +94,6 @@ GRADE_ANSWER_INPUT = """Question: {question}
 
 {draft}"""
 
-HUMAN_ANSWER_NOTE = "Answered by {name}."
-
 _TAG = re.compile(r"<(/?)(sources|documents|draft|feedback)\b([^>]*)>", re.I)
 
 
@@ -104,9 +102,6 @@ def data_block(name: str, text: str) -> str:
     block inside ``text`` is defused (``<`` becomes ``‹``), so retrieved text cannot close
     the block early and pose as instructions."""
     return f"<{name}>\n{_TAG.sub(lambda m: '‹' + m.group(0)[1:], text)}\n</{name}>"
-
-
-TASKS = ("route", "direct", "rewrite", "grade_documents", "generate", "grade_answer")
 
 
 def task_of(system_prompt: str) -> str:

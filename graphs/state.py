@@ -156,7 +156,6 @@ class RAGState(TypedDict, total=False):
     answered_by: str
     verdict: str  # last answer grade: useful | hallucination | not_useful
     human_action: str  # last human resume action: answer | retry | dismiss
-    human_retries: int
     review_note: str  # why a teammate asked the experts about an answer (a 👎 escalated)
     scope: dict[str, Any]  # what this turn may use (the channel's settings): sources, web, learning
 
@@ -186,7 +185,6 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
     "answered_by": "",
     "verdict": "",
     "human_action": "",
-    "human_retries": 0,
     "review_note": "",
     "scope": {},
 }

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from bot.config import Secrets, Settings, load_settings
 from bot.runtime import Runtime, open_runtime
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 
 pytest_plugins = ["tests.fakes.slack_fixtures"]
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bot.config import ConfigError, load_settings
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, write_config
 
 HANDBOOK = {

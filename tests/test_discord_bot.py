@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.discord_gateway import is_help_request, DiscordHarness, FakeDiscord
 
 EYES, MAG, PENCIL, RAISED, CHECK, SAD = "👀", "🔍", "✏️", "🙋", "✅", "😞"

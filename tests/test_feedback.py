@@ -10,7 +10,7 @@ import pytest
 
 from bot.__main__ import main
 from bot.config import load_settings
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, vote_buttons, write_config
 
 

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, write_config
 from tests.test_slack_help import ask_until_help, click, ephemerals_to, grader
 

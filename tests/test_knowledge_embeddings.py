@@ -19,7 +19,7 @@ from bot.config import Secrets, load_settings
 from bot.platforms.console import ConsoleResponder
 from bot.runtime import open_runtime
 from graphs.knowledge import KnowledgeBase
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.conftest import serve, write_config
 
 TOPICS = ["数据库", "缓存", "容器", "认证", "日志", "备份", "监控", "部署", "网络", "存储"]

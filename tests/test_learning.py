@@ -12,7 +12,7 @@ import re
 import pytest
 
 from bot.__main__ import main
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, write_config
 
 

@@ -9,7 +9,8 @@ import time
 
 from langchain_core.messages import BaseMessage
 
-from graphs.models import ModelCaller, ScriptedChatModel
+from graphs.models import ModelCaller
+from tests.fakes.chat_model import ScriptedChatModel
 
 
 async def test_local_model_calls_never_overlap_even_after_timeouts():

@@ -17,7 +17,7 @@ from bot.platforms.console import ConsoleResponder
 from bot.protocol import IncomingMessage
 from bot.runtime import open_runtime
 from graphs.extractive import split_units
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 
 DOCS = {
     "deploy/container.md": """# How to deploy a standalone container

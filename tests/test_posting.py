@@ -33,7 +33,7 @@ async def test_an_answer_that_cannot_be_posted_does_not_end_as_done(slack, error
 
 @needs_post_error
 async def test_a_help_request_that_cannot_be_posted_does_not_end_as_waiting(tmp_path, fake):
-    from graphs.models import ScriptedChatModel
+    from tests.fakes.chat_model import ScriptedChatModel
     from tests.fakes.slack_api import SlackHarness, write_config
 
     model = ScriptedChatModel(script={"grade_documents": grader({"stuck": True})})

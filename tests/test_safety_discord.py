@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.discord_gateway import is_help_request, FakeDiscord
 from tests.test_discord_bot import (  # noqa: F401 - fixtures
     CHECK,

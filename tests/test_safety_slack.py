@@ -17,7 +17,7 @@ import pytest
 from bot.platforms.slack_blocks import answer_messages, help_request_message
 from bot.platforms.slack_blocks import HelpRef
 from bot.protocol import Answer, HelpRequest, Source
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, SlackHarness, all_text, write_config
 
 # Every Slack special token a link target or raw markup could carry.

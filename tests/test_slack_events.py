@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import (
     BOT_USER_ID,
     SlackHarness,

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, section_texts, write_config
 
 

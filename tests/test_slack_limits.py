@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, route_note, section_texts, write_config
 
 

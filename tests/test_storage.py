@@ -166,7 +166,7 @@ async def test_a_running_bot_on_a_full_disk_apologises_and_keeps_serving(tmp_pat
     reaction; once space is back, the next question is answered."""
     from tests.fakes.slack_api import SlackHarness
     from tests.fakes.slack_api import write_config as slack_config
-    from graphs.models import ScriptedChatModel
+    from tests.fakes.chat_model import ScriptedChatModel
 
     with tmpfs(tmp_path / "data", "size=3m") as data:
         harness = await SlackHarness(tmp_path, fake, slack_config(tmp_path, fake), ScriptedChatModel()).open()

@@ -131,7 +131,7 @@ async def discord_fake():
 
 @pytest.mark.parametrize("bad", ["surrogate", "broken-json", "bad-payload"])
 async def test_discord_survives_a_bad_gateway_event(tmp_path, discord_fake, bad):
-    from graphs.models import ScriptedChatModel
+    from tests.fakes.chat_model import ScriptedChatModel
     from tests.fakes.discord_gateway import DiscordHarness
 
     fake = discord_fake

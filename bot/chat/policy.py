@@ -41,8 +41,6 @@ class ReplyPolicy(str, enum.Enum):
     MENTIONS_ONLY = "mentions_only"
 
 
-DEFAULT_REPLY_POLICY = ReplyPolicy.UNLESS_ADDRESSED_TO_OTHERS
-
 OUTSIDER_REFUSAL = ("Sorry, I only answer members of this workspace: my knowledge base is internal. "
                     "Please ask someone from the team that runs me.")
 

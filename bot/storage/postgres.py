@@ -200,9 +200,6 @@ class PgBookkeeping:
             return None
         return {"platform": row["platform"], "reference": json.loads(row["reference"]), "question": row["question"]}
 
-    async def reopen_help_request(self, thread_key: str) -> None:
-        await self._exec("UPDATE help_requests SET status = 'open' WHERE thread_key = %s", (thread_key,))
-
     async def open_help_requests(self) -> list[dict[str, Any]]:
         rows = await self._all("SELECT thread_key, platform, reference, deadline, interrupt_id FROM help_requests"
                                " WHERE status = 'open'")
@@ -502,9 +499,6 @@ class PgBookkeeping:
             "INSERT INTO claims (interrupt_id, thread_key, claimed_by, at) VALUES (%s, %s, %s, %s)"
             " ON CONFLICT DO NOTHING RETURNING interrupt_id", (interrupt_id, thread_key, by, time.time()))
         return row is not None
-
-    async def release_interrupt(self, interrupt_id: str) -> None:
-        await self._exec("DELETE FROM claims WHERE interrupt_id = %s", (interrupt_id,))
 
     async def forget_claims_before(self, seconds: float) -> int:
         cur = await self._exec("DELETE FROM claims WHERE at < %s", (time.time() - seconds,))

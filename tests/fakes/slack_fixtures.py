@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import FakeSlackAPI, SlackHarness, write_config
 
 
