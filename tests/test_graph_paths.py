@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
 
 import httpx
@@ -15,6 +16,7 @@ from bot.config import Secrets, load_settings
 from bot.platforms.console import ConsoleResponder
 from bot.protocol import IncomingMessage, Status
 from tests.conftest import scripted_runtime, write_config
+from tests.fakes.chat_model import ScriptedChatModel
 
 NONE_RELEVANT = json.dumps({"documents": [{"id": 1, "relevant": False, "facts": ""}],
                             "feedback": "nothing about the topic"})
@@ -311,20 +313,51 @@ async def test_repeated_delivery_answered_once_even_after_restart(settings):
     assert model.calls == []
 
 
+class RoutingTogether:
+    """A ``route`` reply that records which questions are being routed at the same moment.
+    Each call waits (up to ``patience`` seconds) until another question is being routed
+    too, so runs that do run concurrently are seen overlapping even on a loaded machine,
+    and runs that are serialized are seen alone."""
+
+    def __init__(self, patience: float = 3.0) -> None:
+        self.patience = patience
+        self.in_flight: list[str] = []
+        self.together: list[tuple[str, ...]] = []  # the questions in flight, at every arrival
+        self._lock = threading.Lock()
+        self._two = threading.Event()
+
+    def __call__(self, messages) -> str:
+        question = str(messages[-1].content).rsplit("New message:", 1)[-1].strip()
+        with self._lock:
+            self.in_flight.append(question)
+            self.together.append(tuple(self.in_flight))
+            if len(self.in_flight) >= 2:
+                self._two.set()
+        self._two.wait(self.patience)
+        with self._lock:
+            self.in_flight.remove(question)
+        return ScriptedChatModel.default_reply("route", messages)
+
+
 async def test_one_thread_in_order_other_threads_concurrently(settings):
-    async with scripted_runtime(settings) as (rt, _):
+    routing = RoutingTogether()
+    async with scripted_runtime(settings, {"route": routing}) as (rt, _):
         outs = [ConsoleResponder("t", show_status=False) for _ in range(2)]
         others = [ConsoleResponder(f"o{i}", show_status=False) for i in range(5)]
         await asyncio.gather(
             rt.service.handle(msg("first: container requirements?"), outs[0]),
             rt.service.handle(msg("second: studio auth?"), outs[1]),
-            *[rt.service.handle(msg("memory trimming?", f"o{i}"), o) for i, o in enumerate(others)],
+            *[rt.service.handle(msg(f"memory trimming {i}?", f"o{i}"), o) for i, o in enumerate(others)],
         )
         values = await rt.service.thread_values("console:t")
     humans = [m.content for m in values["messages"] if m.type == "human"]
     assert humans == ["first: container requirements?", "second: studio auth?"]
     assert [m.type for m in values["messages"]] == ["human", "ai", "human", "ai"]
     assert all(len(o.answers) == 1 for o in outs + others)
+    # other threads ran at the same time: questions of different threads were routed together
+    assert max(len(set(t)) for t in routing.together) >= 2, routing.together
+    # the thread's own questions never did: the second waited for the first to finish
+    assert not any({"first: container requirements?", "second: studio auth?"} <= set(t) for t in routing.together)
 
 
 async def test_checkpoints_stay_bounded_in_long_threads(tmp_path):
