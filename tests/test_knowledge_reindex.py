@@ -11,10 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-from aiohttp import web
-
 from graphs.knowledge import KnowledgeBase, ReindexBusyError
 from tests.conftest import serve, write_config
+from tests.fakes.mistral_api import HeldEmbeddings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,24 +39,6 @@ def assert_complete(index: Path) -> str:
     assert manifest["chunks"] > 0 and (gen / "chunks.sqlite").stat().st_size > 0
     assert not list(index.glob("*.tmp"))
     return name
-
-
-class HeldEmbeddings:
-    """A Mistral-shaped /v1/embeddings that holds every request until ``release`` is set,
-    so a reindex stays in progress for as long as the test needs."""
-
-    def __init__(self) -> None:
-        self.arrived = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def embeddings(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.arrived.set()
-        await self.release.wait()
-        data = [{"object": "embedding", "index": i, "embedding": [1.0, float(len(t) % 5), 0.5]}
-                for i, t in enumerate(body["input"])]
-        return web.json_response({"id": "e", "object": "list", "model": body["model"], "data": data,
-                                  "usage": {"prompt_tokens": 1, "total_tokens": 1}})
 
 
 async def test_a_second_reindex_is_refused_while_one_runs(tmp_path):

@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
 
-from bot.config import ConfigError, load_settings
+from bot.config import ConfigError, Secrets, load_settings
 from bot.platforms.console import ConsoleResponder
 from bot.protocol import IncomingMessage, Status
+from bot.runtime import open_runtime
 from graphs.knowledge import KnowledgeBase, KnowledgeBaseError
-from tests.conftest import scripted_runtime, write_kb
+from tests.conftest import scripted_runtime, serve, write_config, write_kb
+from tests.fakes.chat_model import ScriptedChatModel
+from tests.fakes.mistral_api import HeldEmbeddings
 
 NONE_RELEVANT = json.dumps({"documents": [{"id": 1, "relevant": False}], "feedback": "nothing"})
 
@@ -70,17 +73,31 @@ async def test_admin_reindex_and_refusal(settings):
     assert model.calls == []
 
 
-async def test_questions_answered_during_reindex(settings):
-    async with scripted_runtime(settings) as (rt, _):
-        admin_out = ConsoleResponder("a", show_status=False)
-        outs = [ConsoleResponder(f"q{i}", show_status=False) for i in range(4)]
-        await asyncio.gather(
-            rt.service.admin("reindex", actor_id="root", is_admin=True, out=admin_out),
-            *[rt.service.handle(IncomingMessage("console", f"console:q{i}", uuid.uuid4().hex, "u",
-                                                "container boot requirements?"), o) for i, o in enumerate(outs)],
-        )
+async def test_questions_answered_during_reindex(tmp_path: Path):
+    """Questions are answered while a reindex is in progress: the reindex is held inside
+    its embedding call (a new file to embed) until every question has its answer."""
+    marker = "RELEASE-TRAIN-SCHEDULE"
+    held = HeldEmbeddings(hold=lambda texts: any(marker in t for t in texts))
+    async with serve({"/v1/embeddings": held.embeddings}) as base:
+        config = write_config(tmp_path, extra=f'mistral_base_url = "{base}/v1"')
+        config.write_text(config.read_text().replace('embeddings = "none"', 'embeddings = "mistral"'))
+        settings = load_settings(config)
+        async with open_runtime(settings, Secrets(mistral_api_key="test-key"), chat_model=ScriptedChatModel()) as rt:
+            (tmp_path / "kb" / "release.md").write_text(f"# Releases\n\n## Schedule\n{marker}: every Tuesday.\n")
+            admin_out = ConsoleResponder("a", show_status=False)
+            reindex = asyncio.create_task(rt.service.admin("reindex", actor_id="root", is_admin=True, out=admin_out))
+            await asyncio.wait_for(held.arrived.wait(), 60)  # the reindex is embedding the new file, held there
+            outs = [ConsoleResponder(f"q{i}", show_status=False) for i in range(4)]
+            await asyncio.wait_for(asyncio.gather(
+                *[rt.service.handle(IncomingMessage("console", f"console:q{i}", uuid.uuid4().hex, "u",
+                                                    "container boot requirements?"), o) for i, o in enumerate(outs)],
+            ), 60)
+            reindexing = not reindex.done()
+            held.release.set()
+            await asyncio.wait_for(reindex, 60)
+    assert reindexing  # every question was answered while the reindex was still running
     assert all(o.answers and o.answers[0].kind == "answer" for o in outs)
-    assert "Reindex done" in admin_out.notices[-1]
+    assert admin_out.notices[0].startswith("Reindexing") and "Reindex done: 4 files" in admin_out.notices[-1]
 
 
 def test_config_errors_name_the_key(tmp_path: Path):

@@ -22,7 +22,7 @@ import json
 import re
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from aiohttp import web
 
@@ -180,6 +180,30 @@ class FakeMistral:
             "usage": {"prompt_tokens": 10, "completion_tokens": max(1, len(content) // CHARS_PER_TOKEN),
                       "total_tokens": 20},
         })
+
+
+class HeldEmbeddings:
+    """A Mistral-shaped ``POST /v1/embeddings`` that holds requests until ``release`` is
+    set, so a reindex stays in progress for as long as a test needs. ``hold`` picks the
+    requests to hold by their input texts (None: every request); the others are answered
+    at once (e.g. a question's query embedding during a held reindex). ``arrived`` is set
+    when a held request arrives."""
+
+    def __init__(self, hold: Callable[[list[str]], bool] | None = None) -> None:
+        self.hold = hold
+        self.arrived = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        if self.hold is None or self.hold(texts):
+            self.arrived.set()
+            await self.release.wait()
+        data = [{"object": "embedding", "index": i, "embedding": [1.0, float(len(t) % 5), 0.5]}
+                for i, t in enumerate(texts)]
+        return web.json_response({"id": "e", "object": "list", "model": body["model"], "data": data,
+                                  "usage": {"prompt_tokens": 1, "total_tokens": 1}})
 
 
 def task_of(body: dict[str, Any]) -> str:
