@@ -14,7 +14,7 @@ import time
 
 from bot.chat.text import REPLY_SYNTAX
 from bot.protocol import Responder
-from bot.store import Bookkeeping
+from bot.storage import BookkeepingStore
 from graphs.knowledge import KnowledgeBase
 from graphs.learned import LearnedEntry, LearnedStore
 
@@ -51,7 +51,7 @@ class AdminCommands:
         learned: the learned entries (``learned list|forget``); None when learning is off.
     """
 
-    def __init__(self, knowledge: KnowledgeBase, store: Bookkeeping, *, kb_description: str, apology: str,
+    def __init__(self, knowledge: KnowledgeBase, store: BookkeepingStore, *, kb_description: str, apology: str,
                  describe: dict[str, str] | None = None, progress_interval: float = 2.0,
                  learned: LearnedStore | None = None):
         self.knowledge = knowledge

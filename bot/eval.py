@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -27,6 +27,9 @@ from bot.terminal import make_console
 from bot.platforms.console import ConsoleResponder
 from bot.protocol import clean_text
 from graphs.messages import kb_queries
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
 
 
 @dataclass
@@ -84,7 +87,7 @@ def _hit(retrieved: list[str], expected: list[str], k: int) -> float | None:
     return 1.0 if any(loc in expected for loc in retrieved[:k]) else 0.0
 
 
-async def run_eval(runtime: Any, rows: list[dict[str, Any]], console: Console | None = None) -> dict[str, Any]:
+async def run_eval(runtime: Runtime, rows: list[dict[str, Any]], console: Console | None = None) -> dict[str, Any]:
     """Run every row on a fresh thread; returns ``{"rows": [...], "totals": {...}}``."""
     console = console or make_console()
     service, kb = runtime.service, runtime.knowledge

@@ -23,7 +23,7 @@ from bot.monitoring import PlatformHealth
 from bot.service import ChatService
 from bot.storage import open_storage
 from bot.storage import opened as _opened  # a SQLite file opening: its failure names the file
-from graphs.adaptive_rag import build_graph
+from graphs.adaptive_rag import RAGGraph, build_graph
 from graphs.learned import LearnedStore
 from graphs.knowledge import KnowledgeBase
 from graphs.models import (
@@ -49,7 +49,7 @@ class Runtime:
     secrets: Secrets
     service: ChatService
     knowledge: KnowledgeBase
-    graph: Any
+    graph: RAGGraph
     chat_model: BaseChatModel
     web: WebSearch | None
     health: PlatformHealth = field(default_factory=PlatformHealth)  # connected or not, per platform

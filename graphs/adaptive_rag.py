@@ -15,15 +15,19 @@ the knowledge base (while its budget lasts) before a human.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeAlias
 
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
 from graphs.nodes import GraphDeps, Nodes
 from graphs.state import RAGState
+
+#: The compiled graph: state, input and output are :class:`RAGState`; no context schema.
+RAGGraph: TypeAlias = CompiledStateGraph[RAGState, Any, RAGState, RAGState]
 
 
 def worst_case_steps(max_generations: int, max_kb_searches: int, max_web_searches: int) -> int:
@@ -59,7 +63,7 @@ def _next_search(nodes: Nodes, state: RAGState) -> str:
     return "human_review" if cfg.human_review else "apology"
 
 
-def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None) -> Any:
+def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None) -> RAGGraph:
     """Build and compile the graph.
 
     Args:

@@ -13,7 +13,7 @@ import asyncio
 import sys
 import threading
 import uuid
-from typing import Any, AsyncIterator, TextIO
+from typing import TYPE_CHECKING, Any, AsyncIterator, TextIO
 
 from rich.console import Console
 from rich.text import Text
@@ -29,6 +29,9 @@ from bot.protocol import (
     clean_text,
 )
 from bot.terminal import make_console
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
 
 _STATUS_TEXT = {
     Status.RECEIVED: "received",
@@ -164,7 +167,7 @@ async def _until(lines: AsyncIterator[str], stop: asyncio.Event | None) -> Async
             return
 
 
-async def run_console(runtime: Any, thread: str = "main", stdin: TextIO | None = None,
+async def run_console(runtime: Runtime, thread: str = "main", stdin: TextIO | None = None,
                       console: Console | None = None, stop: asyncio.Event | None = None) -> None:
     """Interactive chat loop on ``runtime.service`` until ``/quit``, end of input or ``stop``
     (set by SIGTERM in the CLI: the answer in flight is finished, then the loop ends)."""

@@ -52,7 +52,7 @@ import asyncio
 import copy
 import logging
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
@@ -60,7 +60,7 @@ from discord import app_commands
 from bot.chat.channels import entry_for
 from bot.chat.policy import is_outsider
 from bot.chat.tasks import BackgroundTasks
-from bot.config import Secrets, Settings
+from bot.config import DiscordSettings, Secrets, Settings
 from bot.platforms import discord_patches
 from bot.platforms.discord_commands import ThreadwiseCommands, on_command_error, publish
 from bot.platforms.discord_interactions import Interactions, channel_of
@@ -69,6 +69,9 @@ from bot.platforms.discord_responder import DiscordResponder
 from bot.platforms.discord_views import EscalateButton, HelpButton, VoteButton
 
 __all__ = ["ThreadwiseBot", "build_discord_bot", "channel_of", "discord_enabled", "run_discord", "thread_key_for"]
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
 
 log = logging.getLogger("threadwise.discord")
 
@@ -108,19 +111,19 @@ class ThreadwiseBot(discord.Client):
     defer_after_seconds = 2.0  # Discord wants an interaction response within 3 s; defer if slower
 
     def __init__(
-        self, runtime: Any, *, intents: discord.Intents | None = None, guild_ready_timeout: float = 2.0
+        self, runtime: Runtime, *, intents: discord.Intents | None = None, guild_ready_timeout: float = 2.0
     ) -> None:
         # Threadwise never joins voice: skip discord.py's warnings about missing voice libraries.
         discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
         ds = runtime.settings.discord
         # [discord] shard_id/shard_count (docs/deploy.md): this replica's shard of the gateway
-        shards = {"shard_id": ds.shard_id, "shard_count": ds.shard_count} if ds.shard_count else {}
         super().__init__(
             intents=intents or default_intents(),
             allowed_mentions=discord.AllowedMentions.none(),
             guild_ready_timeout=guild_ready_timeout,
             chunk_guilds_at_startup=False,
-            **shards,
+            shard_id=ds.shard_id if ds.shard_count else None,
+            shard_count=ds.shard_count or None,
         )
         self.runtime = runtime
         self.service = runtime.service
@@ -147,7 +150,7 @@ class ThreadwiseBot(discord.Client):
             return str(getattr(channel, "parent_id", "") or parent.id), str(getattr(parent, "name", "") or "")
         return str(getattr(channel, "id", "") or ""), str(getattr(channel, "name", "") or "")
 
-    def settings_for(self, channel_id: str, channel_name: str = "") -> Any:
+    def settings_for(self, channel_id: str, channel_name: str = "") -> DiscordSettings:
         """``[discord]`` with the channel's ``[[channels]]`` entry applied (experts, reply policy)."""
         entry = entry_for(self.runtime.settings, "discord", channel_id, channel_name)
         if entry is None:
@@ -161,7 +164,7 @@ class ThreadwiseBot(discord.Client):
             update["reply_policy"] = entry.reply_policy
         return self.discord_settings.model_copy(update=update)
 
-    def settings_for_thread(self, thread_key: str) -> Any:
+    def settings_for_thread(self, thread_key: str) -> DiscordSettings:
         """:meth:`settings_for` the channel of a conversation (remembered when its message
         arrived, else looked up in the cache; the defaults when unknown)."""
         ref = self._thread_channels.get(thread_key)
@@ -281,7 +284,7 @@ class ThreadwiseBot(discord.Client):
 
 
 def build_discord_bot(
-    runtime: Any, *, guild_ready_timeout: float = 2.0, intents: discord.Intents | None = None
+    runtime: Runtime, *, guild_ready_timeout: float = 2.0, intents: discord.Intents | None = None
 ) -> ThreadwiseBot:
     """Build the client for ``runtime`` (not connected yet).
 
@@ -293,7 +296,7 @@ def build_discord_bot(
     return ThreadwiseBot(runtime, intents=intents, guild_ready_timeout=guild_ready_timeout)
 
 
-async def run_discord(runtime: Any, *, stop: asyncio.Event | None = None, bot: ThreadwiseBot | None = None) -> None:
+async def run_discord(runtime: Runtime, *, stop: asyncio.Event | None = None, bot: ThreadwiseBot | None = None) -> None:
     """Run the Discord bot until ``stop`` is set (or forever), in the current event loop.
 
     Args:

@@ -36,7 +36,7 @@ import asyncio
 import logging
 import re
 from dataclasses import replace
-from typing import Any, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
@@ -98,6 +98,9 @@ from bot.platforms.slack_responder import (
 )
 from bot.protocol import HumanAction, IncomingMessage
 
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
 log = logging.getLogger(__name__)
 
 COMMAND = "/threadwise"
@@ -126,7 +129,7 @@ class SlackBot:
     wait for the background work, :func:`run_slack` to serve it.
     """
 
-    def __init__(self, runtime: Any, *, client: AsyncWebClient | None = None) -> None:
+    def __init__(self, runtime: Runtime, *, client: AsyncWebClient | None = None) -> None:
         self.runtime = runtime
         self.service = runtime.service
         settings: Settings = runtime.settings
@@ -524,7 +527,7 @@ class _SlackFeedback:
             log.info("slack expert offer not shown in %s: %s", self.place.channel, slack_error(exc))
 
 
-def build_slack_app(runtime: Any, *, client: AsyncWebClient | None = None) -> SlackBot:
+def build_slack_app(runtime: Runtime, *, client: AsyncWebClient | None = None) -> SlackBot:
     """Build the Slack adapter for ``runtime`` (see :class:`SlackBot`)."""
     return SlackBot(runtime, client=client)
 
@@ -586,7 +589,7 @@ async def serve_socket(bot: SlackBot, app_token: str, stop: asyncio.Event) -> No
         await handler.close_async()
 
 
-async def run_slack(runtime: Any, *, stop: asyncio.Event | None = None, client: AsyncWebClient | None = None) -> None:
+async def run_slack(runtime: Runtime, *, stop: asyncio.Event | None = None, client: AsyncWebClient | None = None) -> None:
     """Run the Slack adapter in the current event loop until ``stop`` is set (or cancelled).
 
     Checks the bot token with auth.test first, then serves in ``[slack] mode`` ("socket"
@@ -604,7 +607,7 @@ async def run_slack(runtime: Any, *, stop: asyncio.Event | None = None, client: 
         await session.close()
 
 
-async def _serve(bot: SlackBot, runtime: Any, stop: asyncio.Event) -> None:
+async def _serve(bot: SlackBot, runtime: Runtime, stop: asyncio.Event) -> None:
     auth = await bot.client.auth_test()
     log.info("slack connected as %s (%s) in team %s, mode %s", auth.get("user"), auth.get("user_id"),
              auth.get("team_id"), bot.settings.mode)

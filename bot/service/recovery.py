@@ -55,6 +55,7 @@ from bot.logs import for_thread, with_log_context
 from bot.protocol import Answer, IncomingMessage, Responder, Status
 from bot.service import dispatch, help_requests, runs
 from bot.service.errors import best_effort
+from bot.storage import SharedBookkeepingStore
 
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
@@ -171,6 +172,8 @@ async def watch(service: "ChatService") -> None:
     an outage every lease has expired: no run is taken over for two lease periods, so the
     live replicas first renew their leases and finish what they answered meanwhile."""
     store = service.store
+    if not isinstance(store, SharedBookkeepingStore):
+        raise TypeError(f"{type(store).__name__} is not shared by replicas: nothing to watch")
     loop = asyncio.get_running_loop()
     step = max(0.1, min(store.lease_seconds / 3, store.recovery_interval_seconds))
     next_scan = loop.time() + store.recovery_interval_seconds

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncContextManager, AsyncIterator, Protocol, runtime_checkable
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
 from bot.failures import StorageError
 
 log = logging.getLogger(__name__)
@@ -75,13 +77,23 @@ class BookkeepingStore(Protocol):
     async def feedback_rows(self) -> list[dict[str, Any]]: ...
 
 
+@runtime_checkable
+class SharedBookkeepingStore(BookkeepingStore, Protocol):
+    """A bookkeeping shared by replicas (``shared`` is True): runs carry leases renewed
+    every ``lease_seconds / 3``; the runs of a dead replica are taken over every
+    ``recovery_interval_seconds`` (:func:`bot.recovery.watch`)."""
+
+    lease_seconds: float
+    recovery_interval_seconds: float
+
+
 @dataclass
 class Storage:
     """An opened backend: ``bookkeeping`` and the LangGraph ``checkpointer``."""
 
     backend: str
     bookkeeping: BookkeepingStore
-    checkpointer: Any
+    checkpointer: BaseCheckpointSaver
     pool: Any = None  # postgres: the AsyncConnectionPool of checkpointer and bookkeeping
 
 
