@@ -1,7 +1,7 @@
 # Threadwise: the two commands of the README.
 #   make run                 set up (first time) and start the bot: Slack/Discord with tokens, else console chat
 #   make ask Q="question"    set up (first time) and answer one question
-#   make test                set up (first time) and run the tests
+#   make test                set up (first time), lint (ruff, mypy) and run the tests
 #   make bench               load benchmark (issue 11), reindex/search timings, py-spy profile -> bench/README.md
 PY ?= python3
 TORCH_PIP_ARGS ?=
@@ -11,7 +11,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run ask console test eval bench bench-profile bench-embeddings clean rebuild-offline
+.PHONY: run ask console lint test eval bench bench-profile bench-embeddings clean rebuild-offline
 
 $(STAMP): pyproject.toml scripts/build-llama-portable.sh
 	$(PY) -m venv $(VENV)
@@ -40,7 +40,12 @@ ask: $(STAMP)
 console: $(STAMP)
 	$(BIN)/threadwise console
 
-test: $(STAMP)
+# ruff over the whole tree, mypy over bot/ and graphs/ (both configured in pyproject.toml)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
 
 eval: $(STAMP)
