@@ -20,12 +20,17 @@ import time
 import uuid
 import warnings
 from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from bot.terminal import make_console
 from bot.config import ConfigError, Secrets, Settings, load_settings
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
 
 console = make_console()
 err = make_console(stderr=True)
@@ -56,14 +61,15 @@ class _ProgressBar:
     def __init__(self) -> None:
         self.bar = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=err, transient=False)
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> "_ProgressBar":
         self.bar.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.bar.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.bar.__exit__(exc_type, exc, tb)
 
     def __call__(self, phase: str, done: int, total: int) -> None:
         if phase not in self.tasks:
@@ -71,7 +77,8 @@ class _ProgressBar:
         self.bar.update(self.tasks[phase], completed=done, total=total)
 
 
-async def _with_runtime(settings: Settings, sources: list[str] | None, body, *, build_index: bool = True):
+async def _with_runtime(settings: Settings, sources: list[str] | None, body: Callable[[Runtime], Awaitable[int]],
+                        *, build_index: bool = True) -> int:
     from bot.runtime import open_runtime
 
     # JSON logs: stderr holds only JSON lines, so no progress bar (the index build is logged)
@@ -127,7 +134,7 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     # each `ask` is its own conversation unless --thread names one to continue
     args.thread = args.thread or f"ask-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
-    async def body(rt) -> int:
+    async def body(rt: Runtime) -> int:
         out = ConsoleResponder(args.thread, err, show_status=not args.json, show_answers=False)
         with _graceful_stop():
             result = await rt.service.ask(f"console:{args.thread}", args.question, out)
@@ -143,7 +150,7 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
                               "llm_calls": v.get("llm_calls", 0),
                               "seconds": round(result.seconds, 2) if result else 0.0,
                               **({"error": failed} if failed else {})}, indent=1))
-        elif answer:
+        elif answer and result:
             console.print(format_answer(answer), markup=False)
             console.print(f"{v.get('llm_calls', 0)} LLM calls, {result.seconds:.1f} s", style="dim")
         elif result and result.help_request:
@@ -167,7 +174,7 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
     from bot.platforms.console import run_console
 
-    async def body(rt) -> int:
+    async def body(rt: Runtime) -> int:
         stop = asyncio.Event()
         with _graceful_stop(on_stop=stop.set):
             await run_console(rt, thread=args.thread, stop=stop)
@@ -188,7 +195,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         err.print(f"Configuration error: {exc}", style="red", markup=False)
         return 2
 
-    async def body(rt) -> int:
+    async def body(rt: Runtime) -> int:
         import signal
 
         stop = asyncio.Event()
@@ -316,7 +323,7 @@ async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit:
         rows = rows[: args.limit]
 
-    async def body(rt) -> int:
+    async def body(rt: Runtime) -> int:
         report = await run_eval(rt, rows, err)
         t = report["totals"]
         table = Table(title=f"eval: {args.file} ({t['questions']} questions)")
@@ -560,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.logging.format = args.log_format
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level, settings.logging.format)
-    handlers = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
+    handlers: dict[str, Callable[[argparse.Namespace, Settings], int | Coroutine[Any, Any, int]]] = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
                 "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads, "feedback": cmd_feedback,
                 "learned": cmd_learned, "db": cmd_db, "discord": cmd_discord}
     handler = handlers[args.command]

@@ -274,7 +274,8 @@ class Bookkeeping:
         await self._conn.commit()
 
     async def audit_rows(self) -> list[tuple]:
-        return list(await (await self._conn.execute("SELECT actor, command, allowed, detail FROM audit ORDER BY at")).fetchall())
+        rows = await (await self._conn.execute("SELECT actor, command, allowed, detail FROM audit ORDER BY at")).fetchall()
+        return [tuple(r) for r in rows]
 
     # ---- answer feedback ---------------------------------------------------------------
     async def record_answer(self, answer_id: str, *, thread_key: str, platform: str, channel: str, question: str,

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from graphs import signals
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
+from graphs.knowledge.common import KnowledgeBaseError
 from graphs.state import Doc
+
+if TYPE_CHECKING:
+    from graphs.knowledge import KnowledgeBase
 
 # ---- calibrated constants (bench/calibrate_offline.py on ../shared/eval/dev.jsonl) -------
 LEXICAL_WEIGHT = 0.5  # weight of the lexical share against the cosine in a unit's score
@@ -169,7 +173,7 @@ class Extractive:
             its live snapshot; ``None`` disables section widening).
     """
 
-    def __init__(self, embedder: TextEmbedder, knowledge: Any | None = None,
+    def __init__(self, embedder: TextEmbedder, knowledge: KnowledgeBase | None = None,
                  relevance_threshold: float = RELEVANCE_THRESHOLD,
                  current_relevance_threshold: float = CURRENT_RELEVANCE_THRESHOLD):
         self.embedder = embedder
@@ -278,8 +282,10 @@ class Extractive:
         sources (``KnowledgeBase.search``).
 
         Raises:
-            KnowledgeBaseError: no index has been built.
+            KnowledgeBaseError: no index has been built (or no knowledge base was given).
         """
+        if self.knowledge is None:
+            raise KnowledgeBaseError("no knowledge base to retrieve from")
         cands = (self.knowledge.search(list(questions), k * candidates_per_result, sources=sources)
                  if sources is not None else self.knowledge.search(list(questions), k * candidates_per_result))
         texts = [q if isinstance(q, str) else q[0] for q in questions]
@@ -374,18 +380,18 @@ class Extractive:
                     break
                 chosen.append(nxt.unit)
                 size += len(nxt.unit.text)
-        chosen = sorted(set((u.doc, u.pos) for u in chosen))
+        places = sorted({(u.doc, u.pos) for u in chosen})
         parts: list[str] = []
         para: list[str] = []
         last: tuple[int, int] | None = None
         quoted: set[str] = set()  # the same sentence in two chunks or pages is quoted once
-        for doc_i, pos in chosen:
+        for doc_i, pos in places:
             u = by_key[(doc_i, pos)].unit
             key = " ".join(u.text.split()).lower()
             if key in quoted:
                 continue
             quoted.add(key)
-            if para and (last is None or last[0] != doc_i or u.code):
+            if para and last is not None and (last[0] != doc_i or u.code):
                 parts.append(" ".join(para) + f" [{last[0] + 1}]")
                 para = []
             if u.code:

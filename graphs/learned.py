@@ -124,7 +124,8 @@ class LearnedStore:
                 "INSERT INTO entries (question, answer, answered_by, answered_at, thread_key, permalink, platform,"
                 " channel) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (question, answer, answered_by, at, thread_key, permalink, platform, channel))
-            entry_id = int(cur.lastrowid)
+            entry_id = cur.lastrowid
+            assert entry_id is not None  # set by the INSERT
             conn.execute("INSERT INTO entries_fts (rowid, question, answer) VALUES (?, ?, ?)",
                          (entry_id, terms.index_text(question), terms.index_text(answer)))
         return LearnedEntry(entry_id, question, answer, answered_by, at, thread_key, permalink, platform, channel)

@@ -89,6 +89,7 @@ def _child(model_path: str, threads: int) -> int:
 
     llm = Llama(model_path=model_path, n_ctx=256, n_threads=threads, verbose=False)
     out = llm.create_completion(PROMPT, max_tokens=8, temperature=0.0)
+    assert isinstance(out, dict)  # not streamed: one completion
     usage = out.get("usage", {})
     print(json.dumps({"ok": True, "prompt_tokens": usage.get("prompt_tokens"),
                       "completion_tokens": usage.get("completion_tokens")}))

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from graphs import signals
 from graphs.extractive import TextEmbedder
+
+if TYPE_CHECKING:
+    from graphs.knowledge import KnowledgeBase
 
 # Example messages of each class (generic, not taken from any eval set).
 SMALL_TALK = [
@@ -71,7 +74,7 @@ class OfflineRouter:
         margin: how much a class's similarity must beat the knowledge base's.
     """
 
-    def __init__(self, embedder: TextEmbedder, knowledge: Any | None, margin: float = MARGIN,
+    def __init__(self, embedder: TextEmbedder, knowledge: KnowledgeBase | None, margin: float = MARGIN,
                  current_margin: float = CURRENT_MARGIN):
         self.embedder = embedder
         self.knowledge = knowledge
@@ -79,9 +82,15 @@ class OfflineRouter:
         self.current_margin = current_margin
         self._examples: dict[str, np.ndarray] | None = None
 
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        vecs = self.embedder(texts)
+        if vecs is None:  # callers check embedder.available first
+            raise RuntimeError("the offline router needs embeddings")
+        return vecs
+
     def _class_vectors(self) -> dict[str, np.ndarray]:
         if self._examples is None:
-            self._examples = {name: self.embedder(texts) for name, texts in
+            self._examples = {name: self._embed(texts) for name, texts in
                               (("small_talk", SMALL_TALK), ("general", GENERAL), ("current", CURRENT))}
         return self._examples
 
@@ -90,7 +99,7 @@ class OfflineRouter:
         out = RouteSignals(small_talk_words=signals.is_small_talk(message))
         if not self.embedder.available or not message.strip():
             return out
-        qv = self.embedder([message])[0]
+        qv = self._embed([message])[0]
         snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
         vectors = getattr(snap, "vectors", None)
         if vectors is not None and len(vectors) and vectors.shape[1] == qv.shape[0]:

@@ -117,7 +117,8 @@ def list_threads(url: str) -> list[tuple[str, int]]:
     import psycopg
 
     with psycopg.connect(url, connect_timeout=10) as conn:
-        if conn.execute("SELECT to_regclass('checkpoints')").fetchone()[0] is None:
+        row = conn.execute("SELECT to_regclass('checkpoints')").fetchone()
+        if row is None or row[0] is None:
             return []
         return [(r[0], int(r[1])) for r in conn.execute(
             "SELECT thread_id, count(*) FROM checkpoints GROUP BY thread_id ORDER BY thread_id")]

@@ -109,7 +109,7 @@ class PgBookkeeping:
         # one lock-pool connection per thread lock: threads beyond the pool's size wait here, for as
         # long as it takes (like the per-thread asyncio lock), not in the pool (whose timeout means
         # "the database cannot be reached")
-        self._lock_slots = asyncio.Semaphore(lock_slots or getattr(lock_pool, "max_size", 10))
+        self._lock_slots = asyncio.Semaphore(lock_slots or int(getattr(lock_pool, "max_size", 10)))
         self._active: set[str] = set()  # runs in flight here: their leases are renewed
         # run id -> the fence this replica holds (kept until finish_run, also for a run lost to
         # another replica, so that may_post knows it was ours)
