@@ -42,7 +42,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatResult
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from graphs import prompts
@@ -244,7 +244,7 @@ def build_embeddings(kind: str, models_cfg: Any, mistral_api_key: str = "",
         from langchain_mistralai import MistralAIEmbeddings
 
         return (
-            MistralAIEmbeddings(model=models_cfg.mistral_embedding_model, api_key=mistral_api_key,
+            MistralAIEmbeddings(model=models_cfg.mistral_embedding_model, mistral_api_key=SecretStr(mistral_api_key),
                                 endpoint=models_cfg.mistral_base_url),
             f"mistral:{models_cfg.mistral_embedding_model}",
         )

@@ -11,6 +11,7 @@ crude suffix strip (s, es, ing, ed) so that "reindexing" matches "reindex".
 from __future__ import annotations
 
 import re
+from typing import Any, Mapping, Sequence
 
 from graphs.terms import content_terms
 
@@ -76,7 +77,7 @@ def _cut(text: str, limit: int) -> str:
     return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
 
 
-def extractive_answer(question: str, documents: list[dict], max_documents: int = 3) -> str:
+def extractive_answer(question: str, documents: Sequence[Mapping[str, Any]], max_documents: int = 3) -> str:
     """An answer made only of the documents' own key sentences, cited ``[n]`` by document
     position: grounded by construction (the fallback when a small model's drafts are not)."""
     lines = []

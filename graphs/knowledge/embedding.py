@@ -16,7 +16,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -75,7 +75,7 @@ def is_request_too_large(exc: BaseException) -> bool:
     """True for an HTTP 400/413 whose message says the request has too many tokens."""
     response = getattr(exc, "response", None)
     status = getattr(response, "status_code", None)
-    if status not in (400, 413):
+    if response is None or status not in (400, 413):
         return False
     try:
         body = response.text
@@ -134,7 +134,7 @@ def embed_texts(embeddings: Embeddings, texts: Sequence[str], *, max_items: int,
         run([order[j] for j in batch])
     if not rows:
         return np.zeros((0, 0), dtype=np.float32)
-    return np.vstack(rows).astype(np.float32)
+    return np.vstack(cast(list[np.ndarray], rows)).astype(np.float32)  # every row was filled
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, cast
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -214,7 +214,7 @@ class KnowledgeBase:
                 log.warning("query embedding failed (%s: %s): keyword search only", type(exc).__name__,
                             str(exc).splitlines()[0][:200] if str(exc) else "")
             else:
-                rankings += [snap.dense(v, self.candidates) for v in qv]
+                rankings += [snap.dense(v, self.candidates) for v in (qv if qv is not None else [])]
                 weights += weights
         scores = rrf_fuse(rankings, self.rrf_k, weights)
         ordered = sorted(scores, key=lambda cid: -scores[cid])
@@ -387,7 +387,7 @@ class KnowledgeBase:
                                     progress=lambda d, t: progress("embed", d, t))
                 for i, v in zip(todo, fresh):
                     vectors[i] = v
-            matrix = np.vstack(vectors).astype(np.float32)
+            matrix = np.vstack(cast(list[np.ndarray], vectors)).astype(np.float32)  # every vector was filled
 
         gen = idx.new_generation_name()
         tmp = self.index_dir / (gen + ".tmp")

@@ -157,8 +157,8 @@ def _clean_lines(lines: list[str]) -> list[str]:
                 out.append("")
             out += [indent + b if b.strip() else b for b in _clean_lines(body)]
             continue
-        if _COLON_FENCE.match(line) and line.strip().startswith(":::"):
-            m = _COLON_FENCE.match(line)
+        m = _COLON_FENCE.match(line)
+        if m and line.strip().startswith(":::"):
             head = (m.group(1) or m.group(2) or "").strip()
             if head:
                 out.append(head)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from langchain_text_splitters import RecursiveCharacterTextSplitter
+from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 from markdown_it import MarkdownIt
 
 from graphs.knowledge.common import Chunk
@@ -94,7 +94,7 @@ def split_markdown(text: str, file: str, file_hash: str, chunk_size: int, overla
     if not body.strip():
         return []
     prose = RecursiveCharacterTextSplitter.from_language(
-        "markdown", chunk_size=chunk_size, chunk_overlap=min(overlap, chunk_size // 2))
+        Language.MARKDOWN, chunk_size=chunk_size, chunk_overlap=min(overlap, chunk_size // 2))
     chunks: list[Chunk] = []
     for path, blocks in _sections(body):
         if title_prefix and (not path or path[0] != title_prefix):
