@@ -11,7 +11,7 @@ import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Literal, Sequence
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -161,7 +161,7 @@ def _chat_model(settings: Settings, secrets: Secrets, given: BaseChatModel | Non
 
 @asynccontextmanager
 async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: BaseChatModel | None = None,
-                       embeddings: Embeddings | None | str = "config", sources: Sequence[str] | None = None,
+                       embeddings: Embeddings | None | Literal["config"] = "config", sources: Sequence[str] | None = None,
                        build_index: bool = True, progress: Any = None) -> AsyncIterator[Runtime]:
     """Open everything for the process lifetime; close it on exit.
 
@@ -179,7 +179,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
     """
     m = settings.models
     model, degraded = _chat_model(settings, secrets, chat_model)
-    if embeddings == "config":
+    if isinstance(embeddings, str):  # "config"
         emb, emb_id = build_embeddings(settings.knowledge.embeddings, m, secrets.mistral_api_key)
     else:
         emb, emb_id = embeddings, (f"custom:{type(embeddings).__name__}" if embeddings is not None else "none")

@@ -182,7 +182,7 @@ async def run_console(runtime: Runtime, thread: str = "main", stdin: TextIO | No
     interactive = stdin.isatty()
     console.print(Text.assemble("Threadwise console, thread ", (thread, "bold"), f". {_COMMANDS_HELP}"))
 
-    def prompt() -> str:
+    def prompt() -> Text:
         return Text.assemble((user, "bold green"), " ", (f"({thread})", "dim"), "> ")
 
     if interactive:

@@ -131,7 +131,8 @@ class DiscordResponder:
         if not self.status_message_id:
             return None
         ch = self.channel(self.status_channel_id or self.channel_id)
-        return ch.get_partial_message(self.status_message_id)  # type: ignore[union-attr]
+        # every Messageable a bot gets (text, voice, thread, DM, partial) has get_partial_message
+        return ch.get_partial_message(self.status_message_id)  # type: ignore[attr-defined]
 
     async def permalink(self) -> str:
         """A link to this conversation (``https://discord.com/channels/<guild or @me>/<channel>``)."""

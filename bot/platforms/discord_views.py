@@ -18,7 +18,7 @@ the bot handles it in ``on_interaction`` from the id alone, so it works across r
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
@@ -72,7 +72,7 @@ class HelpButton(discord.ui.DynamicItem[discord.ui.Button], template=BUTTON_ID):
     ) -> HelpButton:
         return cls(_ACTIONS[match["action"]], match["key"], match["iid"] or "")
 
-    async def callback(self, interaction: discord.Interaction) -> None:  # type: ignore[override]
+    async def callback(self, interaction: discord.Interaction) -> None:
         bot: ThreadwiseBot = interaction.client  # type: ignore[assignment]
         await bot.interactions.on_help_button(interaction, self.action, self.thread_key, self.interrupt_id)
 
@@ -112,7 +112,8 @@ def help_modal(action: HumanAction, thread_key: str, interrupt_id: str = "") -> 
 
 def modal_text(interaction: discord.Interaction) -> str:
     """The text typed into a submitted help modal ('' if absent)."""
-    for row in (interaction.data or {}).get("components", []):  # type: ignore[union-attr]
+    data = cast(dict[str, Any], interaction.data or {})  # a modal submit's data
+    for row in data.get("components", []):
         for comp in row.get("components", []) if "components" in row else [row.get("component", row)]:
             if comp.get("custom_id") == TEXT_INPUT_ID:
                 return str(comp.get("value") or "").strip()
@@ -141,7 +142,7 @@ class VoteButton(discord.ui.DynamicItem[discord.ui.Button], template=VOTE_ID):
     ) -> VoteButton:
         return cls(feedback.UP if match["vote"] == "u" else feedback.DOWN, match["aid"])
 
-    async def callback(self, interaction: discord.Interaction) -> None:  # type: ignore[override]
+    async def callback(self, interaction: discord.Interaction) -> None:
         bot: ThreadwiseBot = interaction.client  # type: ignore[assignment]
         await bot.interactions.on_vote_button(interaction, self.vote, self.answer_id)
 
@@ -178,7 +179,7 @@ class EscalateButton(discord.ui.DynamicItem[discord.ui.Button], template=ESCALAT
     ) -> EscalateButton:
         return cls(match["aid"])
 
-    async def callback(self, interaction: discord.Interaction) -> None:  # type: ignore[override]
+    async def callback(self, interaction: discord.Interaction) -> None:
         bot: ThreadwiseBot = interaction.client  # type: ignore[assignment]
         await bot.interactions.on_escalate_button(interaction, self.answer_id)
 

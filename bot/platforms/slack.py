@@ -153,7 +153,7 @@ class SlackBot:
     # ---- plumbing ------------------------------------------------------------------
     async def dispatch(self, body: str, headers: dict[str, str]) -> BoltResponse:
         """Deliver one signed request from Slack (Events API, interactivity, slash command)."""
-        return await self.app.async_dispatch(AsyncBoltRequest(body=body, headers=headers))
+        return await self.app.async_dispatch(AsyncBoltRequest(body=body, headers={**headers}))
 
     def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task:
         """Run ``coro`` in the background (:class:`bot.chat.tasks.BackgroundTasks`)."""
