@@ -30,7 +30,8 @@ from bot.runtime import open_runtime  # noqa: E402
 from tests.fakes.chat_model import ScriptedChatModel  # noqa: E402
 
 DOCS = {
-    f"topic{i}.md": f"# Topic {i}\n\n## Setting {i}\n" + (f"The setting number {i} is configured with KEY_{i}=on. " * 12)
+    f"topic{i}.md": f"# Topic {i}\n\n## Setting {i}\n"
+    + (f"The setting number {i} is configured with KEY_{i}=on. " * 12)
     for i in range(20)
 }
 ANSWER = ("The setting is configured with KEY_{n}=on in the service file [1]. Restart the worker after the "

@@ -308,17 +308,17 @@ def summarise(runs: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
         keys = ["ack_p50_ms", "ack_p95_ms", "ack_max_ms", "acks_over_3s", "first_reaction_p50_ms",
                 "first_reaction_p95_ms", "answer_p50_s", "answer_p95_s", "first_post_p50_s", "total_s",
                 "slack_calls_per_question_total", "llm_calls_per_question", "cpu_s_per_question"]
-        lv = {k: med(lambda r, k=k: r["levels"][n][k]) for k in keys}
+        lv = {k: med(lambda r, k=k, n=n: r["levels"][n][k]) for k in keys}
         lv["unanswered"] = sum(r["levels"][n]["questions"] - r["levels"][n]["answered"]
                                for r in runs if n in r.get("levels", {}))
         methods = sorted({m for r in runs for m in r.get("levels", {}).get(n, {}).get("slack_calls_per_question", {})})
-        lv["slack_calls_per_question"] = {m: med(lambda r, m=m: r["levels"][n]["slack_calls_per_question"].get(m, 0))
-                                          for m in methods}
+        lv["slack_calls_per_question"] = {
+            m: med(lambda r, m=m, n=n: r["levels"][n]["slack_calls_per_question"].get(m, 0)) for m in methods}
         if n != "1":
-            lv["llm_in_flight_max"] = med(lambda r: r["levels"][n]["llm"]["max"])
-            lv["llm_in_flight_mean"] = med(lambda r: r["levels"][n]["llm"]["mean"])
-            lv["llm_in_flight_mean_while_busy"] = med(lambda r: r["levels"][n]["llm"]["mean_while_busy"])
-            lv["ratio_to_one"] = med(lambda r: r["ratio_to_one"][n])
+            lv["llm_in_flight_max"] = med(lambda r, n=n: r["levels"][n]["llm"]["max"])
+            lv["llm_in_flight_mean"] = med(lambda r, n=n: r["levels"][n]["llm"]["mean"])
+            lv["llm_in_flight_mean_while_busy"] = med(lambda r, n=n: r["levels"][n]["llm"]["mean_while_busy"])
+            lv["ratio_to_one"] = med(lambda r, n=n: r["ratio_to_one"][n])
         levels[n] = lv
     return {
         "levels": levels,
@@ -356,12 +356,14 @@ def default_label() -> str:
 
 
 def common_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--label", default=os.environ.get("BENCH_LABEL") or "", help="results name (default: product commit)")
+    ap.add_argument("--label", default=os.environ.get("BENCH_LABEL") or "",
+                    help="results name (default: product commit)")
     ap.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     ap.add_argument("--eval", default=str(DEFAULT_EVAL), help="JSONL whose kb questions are asked")
     ap.add_argument("--llm-delay", type=float, default=0.1, help="seconds per chat completion")
     ap.add_argument("--events", choices=["both", "mention"], default="both",
-                    help="per question: app_mention + message (as Slack sends for a channel mention), or app_mention only")
+                    help="per question: app_mention + message (as Slack sends for a channel mention), "
+                         "or app_mention only")
     ap.add_argument("--start-timeout", type=float, default=300)
     ap.add_argument("--phase-timeout", type=float, default=600, help="upper bound per burst, seconds")
     ap.add_argument("--keep-logs", action="store_true", help="keep the bot's data folder and log")

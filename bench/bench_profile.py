@@ -132,7 +132,8 @@ def summarise(raw: Path, top: int = 15) -> dict[str, Any]:
     def share(c: Counter[str], k: int = top) -> list[list[Any]]:
         return [[name, n, round(100 * n / total, 1)] for name, n in c.most_common(k)] if total else []
 
-    return {"samples": total, "waiting_samples": waiting, "threads": share(threads, 8), "self_by_package": share(self_pkg),
+    return {"samples": total, "waiting_samples": waiting, "threads": share(threads, 8),
+            "self_by_package": share(self_pkg),
             "inclusive_by_package": share(incl_pkg, 20), "innermost_product_frame": share(ours_innermost, 20),
             "event_loop_callback": share(task_root, 20),
             "top_self_frames": share(self_frame, 20)}
@@ -176,7 +177,8 @@ async def profile(args: argparse.Namespace, raw: Path) -> dict[str, Any]:
             raise RuntimeError(f"py-spy exited: {spy_log.read_text()[-2000:]}")
         cpu0, t0 = runner.bot.cpu_seconds(), time.monotonic()
         phase = await runner.phase(args.burst)
-        out["burst_cpu_s"], out["burst_wall_s"] = round(runner.bot.cpu_seconds() - cpu0, 2), round(time.monotonic() - t0, 2)
+        out["burst_cpu_s"] = round(runner.bot.cpu_seconds() - cpu0, 2)
+        out["burst_wall_s"] = round(time.monotonic() - t0, 2)
         spy.send_signal(signal.SIGINT)
         spy.wait(60)
         out["level"] = level_stats([phase])

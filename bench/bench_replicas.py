@@ -7,8 +7,8 @@ delay), and PostgreSQL vs SQLite for one process.
 
 A question takes 4 model calls (route, grade documents, generate, grade answer). Each run
 sends every question (one new thread each) round-robin to the replicas (as a load
-balancer would; ``--redeliver`` also sends each again to the next replica), and measures the time until every question has
-its one answer in the fake Slack; it then reports questions per second, the p50/p95
+balancer would; ``--redeliver`` also sends each again to the next replica), and measures the
+time until every question has its one answer in the fake Slack; it then reports questions per second, the p50/p95
 latency from delivery to answer, duplicates (must be 0), and what the database holds per
 thread. Needs PostgreSQL on 127.0.0.1:5432 (a database ``tw_bench_<random>`` is created
 and dropped).
@@ -97,7 +97,8 @@ async def scenario(label: str, *, replicas: int, backend: str, questions: int, d
                 "questions_per_s": round(questions / seconds, 2),
                 "p50_s": round(statistics.median(latencies), 2),
                 "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
-                "duplicates": duplicates, "answered": answered, "answers_per_replica": per_replica, "errors": errors[:5], "per_thread": per_thread}
+                "duplicates": duplicates, "answered": answered, "answers_per_replica": per_replica,
+                "errors": errors[:5], "per_thread": per_thread}
     finally:
         await fake.stop()
         if url:
@@ -145,7 +146,8 @@ async def main() -> int:
                            service=service, redeliver=args.redeliver)
         results.append(r)
         print(f"{label:22s} {r['questions']} questions in {r['seconds']:6.2f} s = {r['questions_per_s']:5.2f} q/s,"
-              f" p50 {r['p50_s']:.2f} s, p95 {r['p95_s']:.2f} s, answers {r['answered']} {r['answers_per_replica']}, duplicates {r['duplicates']}",
+              f" p50 {r['p50_s']:.2f} s, p95 {r['p95_s']:.2f} s, answers {r['answered']} {r['answers_per_replica']},"
+              f" duplicates {r['duplicates']}",
               flush=True)
         for e in r["errors"]:
             print("   error:", e)

@@ -43,6 +43,14 @@ def get(d: dict[str, Any], *path: str) -> Any:
     return d
 
 
+def reindex_pairs(r: dict[str, Any], key: str) -> str:
+    """``full / unchanged [CLI full / CLI unchanged]`` reindex seconds of a run's ``key`` section."""
+    def s(name: str) -> Any:
+        return get(r, key, "summary", name)
+    return (f"{pair(s('reindex_full_s'), s('reindex_unchanged_s'))} "
+            f"[{pair(s('reindex_full_cli_s'), s('reindex_unchanged_cli_s'))}]")
+
+
 def rows_for(sizes: list[str]) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
     def lv(n: str, *path: str) -> Callable[[dict[str, Any]], Any]:
         return lambda r: get(r, "load", "summary", "levels", n, *path)
@@ -86,9 +94,7 @@ def rows_for(sizes: list[str]) -> list[tuple[str, Callable[[dict[str, Any]], str
                            f"({fmt(get(r, 'load', 'summary', 'checkpoint_rows_per_thread'))})"))
     for key, name in (("kb", "keyword only"), ("kb_embeddings", "local MiniLM")):
         rows.append((f"reindex {name}: full / unchanged, `threadwise reindex` wall (s) [CLI's own figure]",
-                     lambda r, key=key: f"{pair(get(r, key, 'summary', 'reindex_full_s'), get(r, key, 'summary', 'reindex_unchanged_s'))} "
-                                        f"[{pair(get(r, key, 'summary', 'reindex_full_cli_s'), get(r, key, 'summary', 'reindex_unchanged_cli_s'))}]"
-                     if get(r, key) else "–"))
+                     lambda r, key=key: reindex_pairs(r, key) if get(r, key) else "–"))
     for key, name in (("kb", "keyword"), ("kb_embeddings", "hybrid (MiniLM + keyword)")):
         rows.append((f"search latency per query, {name}: p50 / p95 (ms)",
                      lambda r, key=key: pair(get(r, key, "summary", "search", "p50_ms"),

@@ -66,13 +66,15 @@ def main() -> None:
     ap.add_argument("--backend", choices=["auto", "torch", "onnx", "onnx-int8"], default="auto")
     ap.add_argument("--skip-incremental", action="store_true", help="skip the one-file-changed reindex (a second full embedding)")
     args = ap.parse_args()
-    rows = [json.loads(l) for l in Path(args.eval).read_text().splitlines() if l.strip()]
+    rows = [json.loads(line) for line in Path(args.eval).read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r["kind"] in ("kb", "followup")]
     report: dict = {"questions": len(rows), "backend": args.backend}
     tmp = Path(tempfile.mkdtemp(prefix="tw-bench-"))
     try:
         kb = KnowledgeBase(tmp / "bm25", [args.corpus])
-        t = time.perf_counter(); s = kb.reindex(); report["reindex_keyword_s"] = round(time.perf_counter() - t, 1)
+        t = time.perf_counter()
+        s = kb.reindex()
+        report["reindex_keyword_s"] = round(time.perf_counter() - t, 1)
         report["files"], report["chunks"] = s.files, s.chunks
         report["keyword"] = recall(kb, rows)
 
@@ -82,7 +84,9 @@ def main() -> None:
         report["embedder_load_s"] = round(time.perf_counter() - t, 1)
         report["embedder"], report["embedder_backend"] = emb.embedder_id, emb.backend
         kb = KnowledgeBase(tmp / "hybrid", [args.corpus], embeddings=emb, embedder_id=eid)
-        t = time.perf_counter(); kb.reindex(); report["reindex_hybrid_full_s"] = round(time.perf_counter() - t, 1)
+        t = time.perf_counter()
+        kb.reindex()
+        report["reindex_hybrid_full_s"] = round(time.perf_counter() - t, 1)
         report["hybrid"] = recall(kb, rows)
 
         report["hybrid_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0)
@@ -95,7 +99,9 @@ def main() -> None:
         kb.reindex()
         first = sorted(corpus.rglob("*.md"))[0]
         first.write_text(first.read_text() + "\n\n## Added\nA new paragraph.\n")
-        t = time.perf_counter(); s = kb.reindex(); report["reindex_hybrid_one_file_changed_s"] = round(time.perf_counter() - t, 2)
+        t = time.perf_counter()
+        s = kb.reindex()
+        report["reindex_hybrid_one_file_changed_s"] = round(time.perf_counter() - t, 2)
         report["reindex_one_file_embedded_chunks"] = s.embedded_chunks
         report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 0)
     except _Done:

@@ -98,7 +98,8 @@ def main() -> None:
             "id": row["id"], "kind": row["kind"], "half": n % 2, "expected_route": row["expected_route"],
             "sources": row.get("sources") or [], "facts": row.get("answer_facts") or [],
             "plain": [d["location"] for d in plain], "reranked": [d["location"] for d in reranked],
-            "grades": grades, "cands": [d["location"] for d in cands], "cos": cos, "title": title, "signals": sig.__dict__, "history": bool(row.get("history")), "route": route,
+            "grades": grades, "cands": [d["location"] for d in cands], "cos": cos, "title": title,
+            "signals": sig.__dict__, "history": bool(row.get("history")), "route": route,
             "docs": docs, "qs": qs, "seconds": time.perf_counter() - t,
         })
         print(f"{row['id']} {time.perf_counter() - t:.1f}s", file=sys.stderr)
@@ -160,7 +161,8 @@ def main() -> None:
         una = [r for r in rs if r["kind"] == "web"]
         def t(r: dict) -> float:
             return hi if hi is not None and r["route"] == "websearch" else th
-        keep_expected = [float(any(g >= t(r) and d["location"] in r["sources"] for g, d in zip(r["grades"], r["docs"])))
+        keep_expected = [float(any(g >= t(r) and d["location"] in r["sources"]
+                                   for g, d in zip(r["grades"], r["docs"], strict=False)))
                          for r in ans]
         keep_any = [float(any(g >= t(r) for g in r["grades"])) for r in ans]
         reject_una = [float(all(g < t(r) for g in r["grades"])) for r in una]
@@ -198,7 +200,7 @@ def main() -> None:
         if r["kind"] not in ("kb", "followup") or not r["facts"]:
             continue
         th = brain.current_relevance_threshold if r["route"] == "websearch" else brain.relevance_threshold
-        kept = [d for g, d in zip(r["grades"], r["docs"]) if g >= th]
+        kept = [d for g, d in zip(r["grades"], r["docs"], strict=False) if g >= th]
         answer = brain.compose(r["qs"], kept) if kept else ""
         found = sum(f.lower() in answer.lower() for f in r["facts"]) / len(r["facts"])
         facts.append(found)
@@ -220,8 +222,9 @@ def main() -> None:
                         for r in per_row:
                             if r["kind"] not in ("kb", "followup") or not r["facts"] or r["half"] != half:
                                 continue
-                            th = brain.current_relevance_threshold if r["route"] == "websearch" else brain.relevance_threshold
-                            kept = [d for g, d in zip(r["grades"], r["docs"]) if g >= th]
+                            th = (brain.current_relevance_threshold if r["route"] == "websearch"
+                                  else brain.relevance_threshold)
+                            kept = [d for g, d in zip(r["grades"], r["docs"], strict=False) if g >= th]
                             a = brain.compose(r["qs"], kept, max_sentences=ms, neighbours=nb, before=bf) if kept else ""
                             f.append(sum(x.lower() in a.lower() for x in r["facts"]) / len(r["facts"]))
                             size.append(len(a))
@@ -236,7 +239,8 @@ def main() -> None:
         report["compose_cross"][f"fit_{fit}"] = {"shape": best, "train": grid[best][fit]["facts"],
                                                   "test": grid[best][test]["facts"]}
     report["recall_misses"] = {name: [r["id"] for r in per_row if r["kind"] in ("kb", "followup")
-                                      and not any(x in r["sources"] for x in r[name][:5])] for name in ("plain", "reranked")}
+                                      and not any(x in r["sources"] for x in r[name][:5])]
+                               for name in ("plain", "reranked")}
     report["median_seconds"] = sorted(r["seconds"] for r in per_row)[len(per_row) // 2]
     out = HERE / "results" / "calibration.json"
     out.write_text(json.dumps(report, indent=1))

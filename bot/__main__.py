@@ -220,15 +220,16 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                 tasks.append(asyncio.create_task(discord_mod.run_discord(rt, stop=stop), name="discord"))
         except ImportError:
             log.warning("Discord support is not installed")
-        slack_partial = (secrets.slack_bot_token or secrets.slack_app_token or secrets.slack_signing_secret) and not any(
-            t.get_name() == "slack" for t in tasks)
+        slack_partial = ((secrets.slack_bot_token or secrets.slack_app_token or secrets.slack_signing_secret)
+                         and not any(t.get_name() == "slack" for t in tasks))
         if slack_partial:
             for t in tasks:
                 t.cancel()
             needed = ("SLACK_BOT_TOKEN and SLACK_APP_TOKEN" if settings.slack.mode == "socket"
                       else "SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
             err.print(f"Slack tokens are set but incomplete: [slack] mode = \"{settings.slack.mode}\" needs {needed}. "
-                      "Set them (or change the mode in config.toml), or unset SLACK_* to use the console.", markup=False)
+                      "Set them (or change the mode in config.toml), or unset SLACK_* to use the console.",
+                      markup=False)
             return 2
         if not tasks:
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -492,7 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--source", action="append", metavar="DIR",
                      help="knowledge source folder instead of config.toml's (repeatable)")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", parents=[common], help="run the bot: Slack/Discord when their tokens are set, else the console")
+    sub.add_parser("run", parents=[common],
+                   help="run the bot: Slack/Discord when their tokens are set, else the console")
     a = sub.add_parser("ask", parents=[common, src], help="answer one question")
     a.add_argument("question")
     a.add_argument("--thread", help="continue this thread (follow-ups keep context); default: a new thread")
@@ -567,9 +569,10 @@ def main(argv: list[str] | None = None) -> int:
         settings.logging.format = args.log_format
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level, settings.logging.format)
-    handlers: dict[str, Callable[[argparse.Namespace, Settings], int | Coroutine[Any, Any, int]]] = {"run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex,
-                "graph": cmd_graph, "eval": cmd_eval, "threads": cmd_threads, "feedback": cmd_feedback,
-                "learned": cmd_learned, "db": cmd_db, "discord": cmd_discord}
+    handlers: dict[str, Callable[[argparse.Namespace, Settings], int | Coroutine[Any, Any, int]]] = {
+        "run": cmd_run, "ask": cmd_ask, "console": cmd_console, "reindex": cmd_reindex, "graph": cmd_graph,
+        "eval": cmd_eval, "threads": cmd_threads, "feedback": cmd_feedback, "learned": cmd_learned, "db": cmd_db,
+        "discord": cmd_discord}
     handler = handlers[args.command]
     if args.command in ("ask", "eval"):
         # Ctrl-C stops a one-shot command at once, with one line; asyncio's own shutdown

@@ -125,7 +125,8 @@ async def run_eval(runtime: Runtime, rows: list[dict[str, Any]], console: Consol
             seconds=round(seconds, 2), path=path, answer=answer[:500],
         ))
         r = out_rows[-1]
-        console.print(f"[{i}/{len(rows)}] {r.id} route={r.route or '-'} ({'ok' if r.route_ok else 'expected ' + r.expected_route}) "
+        route_ok = "ok" if r.route_ok else "expected " + r.expected_route
+        console.print(f"[{i}/{len(rows)}] {r.id} route={r.route or '-'} ({route_ok}) "
                       f"r@5={r.recall_at_5} calls={r.llm_calls} {r.seconds:.1f}s", highlight=False)
     return {"rows": [asdict(r) for r in out_rows], "totals": totals(out_rows)}
 

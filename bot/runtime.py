@@ -161,7 +161,8 @@ def _chat_model(settings: Settings, secrets: Secrets, given: BaseChatModel | Non
 
 @asynccontextmanager
 async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: BaseChatModel | None = None,
-                       embeddings: Embeddings | None | Literal["config"] = "config", sources: Sequence[str] | None = None,
+                       embeddings: Embeddings | None | Literal["config"] = "config",
+                       sources: Sequence[str] | None = None,
                        build_index: bool = True, progress: Any = None) -> AsyncIterator[Runtime]:
     """Open everything for the process lifetime; close it on exit.
 

@@ -179,8 +179,9 @@ class Bookkeeping:
         """
         await self._conn.execute(
             "INSERT INTO runs (run_id, thread_key, platform, reference, input, checkpoint_before, started_at, stage)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, 'running') ON CONFLICT(run_id) DO UPDATE SET thread_key = excluded.thread_key,"
-            " platform = excluded.platform, reference = excluded.reference, input = excluded.input,"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, 'running')"
+            " ON CONFLICT(run_id) DO UPDATE SET thread_key = excluded.thread_key, platform = excluded.platform,"
+            " reference = excluded.reference, input = excluded.input,"
             " checkpoint_before = excluded.checkpoint_before, started_at = excluded.started_at, stage = 'running'",
             (run_id, thread_key, platform, json.dumps(reference), json.dumps(graph_input), checkpoint_before,
              time.time()))
@@ -274,7 +275,8 @@ class Bookkeeping:
         await self._conn.commit()
 
     async def audit_rows(self) -> list[tuple]:
-        rows = await (await self._conn.execute("SELECT actor, command, allowed, detail FROM audit ORDER BY at")).fetchall()
+        cur = await self._conn.execute("SELECT actor, command, allowed, detail FROM audit ORDER BY at")
+        rows = await cur.fetchall()
         return [tuple(r) for r in rows]
 
     # ---- answer feedback ---------------------------------------------------------------

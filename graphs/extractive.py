@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -202,7 +202,7 @@ class Extractive:
             uv = self.embedder([u.text[:1000] for u in units])
             cos = (uv @ qv.T).max(axis=1)
         out = []
-        for u, c in zip(units, cos):
+        for u, c in zip(units, cos, strict=True):
             lex = lexical_share(q_terms, u.text)
             bonus = INLINE_CODE_BONUS if not u.code and "`" in u.text else 0.0
             out.append(Scored(u, float(c) * (0.5 if u.code else 1.0) + LEXICAL_WEIGHT * lex + bonus))
@@ -232,8 +232,8 @@ class Extractive:
         q_terms: set[str] = set()
         for q in questions:
             q_terms |= signals.terms(q)
-        title = np.array([lexical_share(q_terms, f"{re.sub(r'[/_.-]+', ' ', d.get('location', ''))} {d.get('title', '')}")
-                          for d in docs], dtype=np.float32)
+        title = np.array([lexical_share(q_terms, f"{re.sub(r'[/_.-]+', ' ', d.get('location', ''))} "
+                                                 f"{d.get('title', '')}") for d in docs], dtype=np.float32)
         qv = self.question_vectors(questions)
         if qv is None or not docs:
             return np.zeros(len(docs), dtype=np.float32), title
@@ -318,7 +318,8 @@ class Extractive:
         while True:  # grow around the chunk, after first, within the limit
             grew = False
             for j in (hi + 1, lo - 1):
-                if 0 <= j < len(section) and (j > hi or j < lo) and len(text) + len(section[j]) <= MAX_SECTION_CHARACTERS:
+                if (0 <= j < len(section) and (j > hi or j < lo)
+                        and len(text) + len(section[j]) <= MAX_SECTION_CHARACTERS):
                     text = text + "\n\n" + section[j] if j > hi else section[j] + "\n\n" + text
                     hi, lo = max(hi, j), min(lo, j)
                     grew = True

@@ -185,7 +185,8 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
             verbose=False,
         )
     except ImportError as exc:  # pragma: no cover
-        raise ModelUnavailableError("the offline model needs llama-cpp-python: pip install 'threadwise[offline]'") from exc
+        raise ModelUnavailableError(
+            "the offline model needs llama-cpp-python: pip install 'threadwise[offline]'") from exc
 
 
 def local_embedding_path(configured: str = "") -> str:

@@ -125,8 +125,9 @@ def content_terms(text: str) -> list[str]:
 
 def index_text(text: str) -> str:
     """``text`` as the keyword index stores it: normalised and folded as :func:`words` does
-    (so that queries made of :func:`words` match whatever SQLite's tokenizer folds), and every spaceless run replaced by its single characters and bigrams, so that
-    FTS5's ``unicode61`` tokenizer (which would keep a whole run as one token) sees terms."""
+    (so that queries made of :func:`words` match whatever SQLite's tokenizer folds), and every
+    spaceless run replaced by its single characters and bigrams, so that FTS5's ``unicode61``
+    tokenizer (which would keep a whole run as one token) sees terms."""
     def spread(m: re.Match[str]) -> str:
         run = m.group(1)
         cl = _CLUSTER_RE.findall(run)

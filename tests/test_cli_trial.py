@@ -45,7 +45,8 @@ def test_each_ask_is_its_own_thread_unless_named(tmp_path):
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     threads = _cli("threads", "--config", str(cfg), cwd=tmp_path).stdout
     assert threads.count("console:ask-") == 2, threads
-    named = _cli("ask", "--json", "--thread", "mine", "what does the container need?", "--config", str(cfg), cwd=tmp_path)
+    named = _cli("ask", "--json", "--thread", "mine", "what does the container need?", "--config", str(cfg),
+                 cwd=tmp_path)
     again = _cli("ask", "--json", "--thread", "mine", "and the API key?", "--config", str(cfg), cwd=tmp_path)
     assert named.returncode == 0 and again.returncode == 0
     assert "console:mine" in _cli("threads", "--config", str(cfg), cwd=tmp_path).stdout

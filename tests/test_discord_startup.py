@@ -13,7 +13,13 @@ from bot.config import Secrets, load_settings
 from bot.platforms.discord_ import discord_enabled, run_discord
 from bot.runtime import open_runtime
 from tests.fakes.chat_model import ScriptedChatModel
-from tests.fakes.discord_gateway import is_help_request, MESSAGE_CONTENT_INTENT, DiscordHarness, FakeDiscord, write_config
+from tests.fakes.discord_gateway import (
+    MESSAGE_CONTENT_INTENT,
+    DiscordHarness,
+    FakeDiscord,
+    is_help_request,
+    write_config,
+)
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from tests.test_discord_bot import (  # noqa: F401 - fixtures
 
 
 def last_answer(fake, thread_id: str) -> dict:
-    return [fake.all_messages[m["id"]] for m in fake.bot_messages(thread_id) if vote_ids(fake.all_messages[m["id"]])][-1]
+    return [fake.all_messages[m["id"]] for m in fake.bot_messages(thread_id)
+            if vote_ids(fake.all_messages[m["id"]])][-1]
 
 
 async def test_discord_votes_once_per_user_latest_counts_with_a_private_reason(fake, bot):

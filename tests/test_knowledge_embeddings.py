@@ -81,7 +81,8 @@ def chinese_pages(root: Path, n: int = 30) -> Path:
     src.mkdir(parents=True, exist_ok=True)
     for i in range(n):
         topic = TOPICS[i % len(TOPICS)]
-        paras = [f"第{j}节：{topic}的配置说明。请先检查{topic}的状态，然后按照运维手册逐步操作，确认每一个步骤都已完成并记录结果。" * 10
+        paras = [f"第{j}节：{topic}的配置说明。请先检查{topic}的状态，"
+                 "然后按照运维手册逐步操作，确认每一个步骤都已完成并记录结果。" * 10
                  for j in range(4)]
         (src / f"page{i:02d}.md").write_text(f"# {topic}指南 {i}\n\n" + "\n\n".join(paras) + "\n", encoding="utf-8")
     return src
@@ -122,7 +123,8 @@ async def test_a_refused_batch_is_split_in_halves(tmp_path, mistral):
 
 def _config(tmp_path: Path, base: str, src: Path, chunk_size: int = 1000) -> Path:
     path = write_config(tmp_path, sources=[src])
-    path.write_text(path.read_text().replace('embeddings = "none"', f'embeddings = "mistral"\nchunk_size = {chunk_size}')
+    path.write_text(path.read_text()
+                    .replace('embeddings = "none"', f'embeddings = "mistral"\nchunk_size = {chunk_size}')
                     .replace("[models]", f'[models]\nmistral_base_url = "{base}"'))
     return path
 

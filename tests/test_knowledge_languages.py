@@ -17,10 +17,12 @@ from graphs.knowledge import KnowledgeBase
 from tests.conftest import scripted_runtime, write_config
 
 PAGES = {
-    "ja/auth.md": "# 認証\n\nアクセストークンの有効期限は1時間です。期限が切れたら、管理画面で新しいトークンを発行してください。\n",
+    "ja/auth.md": "# 認証\n\nアクセストークンの有効期限は1時間です。"
+                  "期限が切れたら、管理画面で新しいトークンを発行してください。\n",
     "zh/deploy.md": "# 部署\n\n容器启动前需要设置数据库地址和缓存地址。然后运行镜像。\n",
     "ko/backup.md": "# 백업\n\n데이터베이스 백업은 매일 밤 자동으로 실행됩니다.\n",
-    "ru/backup.md": "# Резервное копирование\n\nРезервные копии базы данных создаются каждую ночь и хранятся тридцать дней.\n",
+    "ru/backup.md": "# Резервное копирование\n\n"
+                    "Резервные копии базы данных создаются каждую ночь и хранятся тридцать дней.\n",
     "de/config.md": "# Übersicht der Konfiguration\n\nSie ändern die Einstellungen in der Datei config.toml. "
                     "Die maximale Größe einer Nachricht ist 4000 Zeichen.\n",
     "fr/cafe.md": "# Café\n\nLe café est servi à la réunion d'équipe chaque matin.\n",

@@ -22,7 +22,7 @@ async def test_an_expert_answer_is_learned_cited_and_forgotten_on_discord(fake, 
 
     for question in ("what is the VPN password policy?", "how often must the VPN password change?"):
         _, thread = await ask_in_channel(fake, bot, alice, question)
-        await fake.wait_until(lambda: answers(fake, thread) or help_requests(fake, thread))
+        await fake.wait_until(lambda thread=thread: answers(fake, thread) or help_requests(fake, thread))
         await bot.idle()
         assert help_requests(fake, thread) == [], question
         (answer,) = answers(fake, thread)

@@ -133,7 +133,7 @@ async def test_slack_calls_share_connections_and_names_are_looked_up_once(tmp_pa
     posts = [p for p in fake.posts() if p.get("thread_ts") in roots]
     assert sorted(p["thread_ts"] for p in posts) == sorted(roots)  # one answer per question
     assert len(fake.calls_to("users.info")) == 1  # one user, twelve deliveries, six questions
-    api_peers = [p for c, p in zip(fake.calls, fake.peers) if c.method != "auth.test"]
+    api_peers = [p for c, p in zip(fake.calls, fake.peers, strict=False) if c.method != "auth.test"]
     assert len(set(api_peers)) <= len(api_peers) // 4, (len(set(api_peers)), len(api_peers))
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from graphs.models import ModelCaller, build_chat_model
+from graphs.models import ModelCaller, RetryableError, build_chat_model
 from tests.fakes.mistral_api import mistral_server
 
 
@@ -55,7 +55,7 @@ async def test_a_long_retry_after_is_capped():
 
 async def test_retries_stop_at_max_retries():
     async with mistral_server({"direct": [rate_limited("0")]}) as (fake, base):
-        with pytest.raises(Exception):
+        with pytest.raises(RetryableError):
             await caller(base).text("TASK: direct\nHi.", "hi")
     assert len(fake.requests) == 3  # max_retries = 2
 
@@ -70,7 +70,7 @@ async def test_fractional_timeouts_are_kept(timeout, delay):
 async def test_a_reply_slower_than_a_fractional_timeout_times_out():
     async with mistral_server({"direct": [{"content": "Hello.", "delay": 1.5}]}) as (fake, base):
         started = time.monotonic()
-        with pytest.raises(Exception):
+        with pytest.raises(RetryableError):
             await caller(base, timeout=0.4, max_retry_wait=0.0).text("TASK: direct\nHi.", "hi")
     assert time.monotonic() - started < 3.0 and len(fake.requests) == 3
 

@@ -69,7 +69,8 @@ def test_explicit_offline_model_with_a_dying_backend_exits_2_with_one_line(tmp_p
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, result.stderr
     assert "SIGILL" in lines[0] and "make rebuild-offline" in lines[0]
-    assert "Traceback" not in result.stderr and "Illegal instruction" not in result.stderr.replace("(Illegal instruction)", "")
+    assert "Traceback" not in result.stderr
+    assert "Illegal instruction" not in result.stderr.replace("(Illegal instruction)", "")
 
 
 @requires_offline_model

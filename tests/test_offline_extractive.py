@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -108,8 +107,8 @@ async def test_extractive_mode_routes_answers_and_asks_for_help_without_the_chat
             assert out.answers and out.answers[0].kind == "direct" and out.answers[0].text.strip()
 
         # knowledge-base questions: an extractive answer with citations, code kept whole
-        out, values = await ask(rt, "what env vars does the standalone container need to boot? show me the docker command",
-                                "kb1")
+        out, values = await ask(
+            rt, "what env vars does the standalone container need to boot? show me the docker command", "kb1")
         [answer] = out.answers
         assert answer.kind == "answer", values["path"]
         assert "REDIS_URI" in answer.text and "[1]" in answer.text
@@ -122,7 +121,8 @@ async def test_extractive_mode_routes_answers_and_asks_for_help_without_the_chat
             '-e DATABASE_URI="bar" \\', '-e LANGSMITH_API_KEY="baz" \\', "my-image"]
         assert answer.text.count("```") == 2
 
-        out, values = await ask(rt, "studio can reach my server without a token, how do i require auth there too?", "kb2")
+        out, values = await ask(rt, "studio can reach my server without a token, how do i require auth there too?",
+                                "kb2")
         assert out.answers and out.answers[0].kind == "answer", values["path"]
         assert "disable_studio_auth" in out.answers[0].text and out.answers[0].sources[0].location == "auth.md"
 
@@ -168,13 +168,14 @@ def test_sentences_split_in_any_script(text, expected):
 
 def test_tables_are_kept_whole_not_flattened_into_prose():
     text = ("Telemetry depends on the deployment. See the table below.\n\n"
-            "| Option | Telemetry |\n| --- | --- |\n| Cloud SaaS | sent to LangSmith |\n| Standalone | self-reported |\n\n"
+            "| Option | Telemetry |\n| --- | --- |\n| Cloud SaaS | sent to LangSmith |\n"
+            "| Standalone | self-reported |\n\n"
             "After the table comes more prose about it.")
     units = split_units(text, min_characters=8)
     tables = [u for u in units if u.text.startswith("|")]
     assert len(tables) == 1 and tables[0].code
-    assert tables[0].text.splitlines() == ["| Option | Telemetry |", "| --- | --- |", "| Cloud SaaS | sent to LangSmith |",
-                                           "| Standalone | self-reported |"]
+    assert tables[0].text.splitlines() == ["| Option | Telemetry |", "| --- | --- |",
+                                           "| Cloud SaaS | sent to LangSmith |", "| Standalone | self-reported |"]
     assert not any("|" in u.text for u in units if not u.code)
     cut = split_units("| A | B |\n| --- | --- |\n| one | two |\n| thr", min_characters=8)
     assert cut[0].text.splitlines()[-1] == "| one | two |"  # a row cut by a length limit is dropped

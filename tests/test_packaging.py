@@ -106,7 +106,8 @@ def test_isa_check_accepts_avx2_fma(tmp_path: Path) -> None:
 
 
 @needs_objdump
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="offline extra (llama-cpp-python) not installed")
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
+                    reason="offline extra (llama-cpp-python) not installed")
 def test_installed_llama_cpp_is_portable() -> None:
     """The installed llama.cpp build runs on any x86-64-v3 CPU (no AVX-512, no AMX)."""
     spec = importlib.util.find_spec("llama_cpp")

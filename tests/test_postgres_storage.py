@@ -173,7 +173,8 @@ async def test_a_reindex_runs_once_across_replicas_and_every_replica_picks_it_up
     name, url = pg_database
     settings = pg_settings(tmp_path)
     secrets = Secrets(database_url=url)
-    async with scripted_runtime(settings, secrets=secrets) as (a, _), scripted_runtime(settings, secrets=secrets) as (b, _):
+    async with (scripted_runtime(settings, secrets=secrets) as (a, _),
+                scripted_runtime(settings, secrets=secrets) as (b, _)):
         await b.service.recover()  # starts b's replica watch
         first = a.knowledge.stats()["generation"]
         async with b.service.store.exclusive("threadwise:reindex") as held:

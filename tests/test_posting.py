@@ -13,7 +13,7 @@ import logging
 import pytest
 
 from bot.platforms import slack_responder
-from tests.test_slack_help import ask_until_help, grader
+from tests.test_slack_help import grader
 
 needs_post_error = pytest.mark.skipif("PostError" not in inspect.getsource(slack_responder),
                                       reason="the Slack responder does not raise PostError yet (adapters' branch)")

@@ -290,5 +290,5 @@ async def test_questions_in_different_channels_are_answered_in_their_own_threads
     for req, _ in reqs:
         await slack.deliver(req)
     await slack.bot.drain(20)
-    for (channel, (_, ts)) in zip(("C1", "C2", "C3"), reqs):
+    for (channel, (_, ts)) in zip(("C1", "C2", "C3"), reqs, strict=False):
         assert [p["thread_ts"] for p in slack.answers(channel)] == [ts]

@@ -26,7 +26,7 @@ from bot import checkpoints
 from bot.config import load_settings
 from bot.platforms.console import ConsoleResponder
 from tests.conftest import scripted_runtime, write_config
-from tests.fakes.mistral_stall import mistral_server, models_section
+from tests.fakes.mistral_stall import mistral_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,7 +134,8 @@ def cli_config(tmp_path: Path, data: Path, model_base: str) -> Path:
     text = text.replace('checkpoint_db = "data/checkpoints.sqlite"', f'checkpoint_db = "{data}/checkpoints.sqlite"')
     text = text.replace('bookkeeping_db = "data/bookkeeping.sqlite"', f'bookkeeping_db = "{data}/bookkeeping.sqlite"')
     text = text.replace("[knowledge]", f'[knowledge]\nindex_dir = "{tmp_path}/index"')
-    text = text.replace("[models]\nmax_retries = 2", f'[models]\nprovider = "mistral"\nmistral_base_url = "{model_base}"\nmax_retries = 0')
+    text = text.replace("[models]\nmax_retries = 2",
+                        f'[models]\nprovider = "mistral"\nmistral_base_url = "{model_base}"\nmax_retries = 0')
     path.write_text(text)
     return path
 

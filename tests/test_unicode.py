@@ -31,7 +31,8 @@ BAD = [
 
 def is_clean(text: str) -> bool:
     return (not any("\ud800" <= c <= "\udfff" for c in text) and "\x00" not in text
-            and not any(ord(c) < 32 and c not in "\n\t" for c in text) and not any(0x7f <= ord(c) <= 0x9f for c in text))
+            and not any(ord(c) < 32 and c not in "\n\t" for c in text)
+            and not any(0x7f <= ord(c) <= 0x9f for c in text))
 
 
 @pytest.mark.parametrize("text", BAD)

@@ -147,7 +147,8 @@ class ThreadwiseBot(discord.Client):
         channel, else the channel itself ("" name for DMs and uncached channels)."""
         parent = getattr(channel, "parent", None)
         if parent is not None or getattr(channel, "parent_id", None):
-            return str(getattr(channel, "parent_id", "") or getattr(parent, "id", "")), str(getattr(parent, "name", "") or "")
+            parent_id = getattr(channel, "parent_id", "") or getattr(parent, "id", "")
+            return str(parent_id), str(getattr(parent, "name", "") or "")
         return str(getattr(channel, "id", "") or ""), str(getattr(channel, "name", "") or "")
 
     def settings_for(self, channel_id: str, channel_name: str = "") -> DiscordSettings:

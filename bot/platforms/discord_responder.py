@@ -324,7 +324,8 @@ class DiscordResponder:
         mentions, allowed = expert_mentions(self.settings)
         timeout = request.timeout_seconds or self.bot.runtime.settings.service.help_timeout_seconds
         text = format_help_request(request, mentions, self.settings.max_message_characters, duration(timeout))
-        sent = await self._send(text, allowed=allowed, view=help_view(self.thread_key, request.interrupt_id), reply=True)
+        sent = await self._send(text, allowed=allowed, view=help_view(self.thread_key, request.interrupt_id),
+                                reply=True)
         if sent is None:
             raise PostError(f"discord help request not posted thread={self.thread_key}", self.last_error)
         log.info("discord: help request posted experts=%s", mentions or "(none configured)",

@@ -589,7 +589,8 @@ async def serve_socket(bot: SlackBot, app_token: str, stop: asyncio.Event) -> No
         await handler.close_async()
 
 
-async def run_slack(runtime: Runtime, *, stop: asyncio.Event | None = None, client: AsyncWebClient | None = None) -> None:
+async def run_slack(runtime: Runtime, *, stop: asyncio.Event | None = None,
+                    client: AsyncWebClient | None = None) -> None:
     """Run the Slack adapter in the current event loop until ``stop`` is set (or cancelled).
 
     Checks the bot token with auth.test first, then serves in ``[slack] mode`` ("socket"

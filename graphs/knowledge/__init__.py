@@ -18,7 +18,14 @@ keep using the old snapshot until the swap, so questions are answered meanwhile.
 whose content, chunking and embedding model are unchanged reuse their old vectors.
 """
 
-from graphs.knowledge.common import Chunk, EmbeddingRefusedError, IndexStats, KnowledgeBaseError, ProgressFn, ReindexBusyError
+from graphs.knowledge.common import (
+    Chunk,
+    EmbeddingRefusedError,
+    IndexStats,
+    KnowledgeBaseError,
+    ProgressFn,
+    ReindexBusyError,
+)
 from graphs.knowledge.index import IndexSnapshot, keyword_query
 from graphs.knowledge.kb import KnowledgeBase, rrf_fuse
 from graphs.knowledge.sources import clean_markdown, discover_files
@@ -26,6 +33,6 @@ from graphs.knowledge.splitting import split_markdown
 from graphs.terms import STOPWORDS as _STOPWORDS  # noqa: F401 - kept for older imports
 
 __all__ = [
-    "Chunk", "EmbeddingRefusedError", "IndexSnapshot", "IndexStats", "KnowledgeBase", "KnowledgeBaseError", "ProgressFn",
-    "ReindexBusyError", "clean_markdown", "discover_files", "keyword_query", "rrf_fuse", "split_markdown",
+    "Chunk", "EmbeddingRefusedError", "IndexSnapshot", "IndexStats", "KnowledgeBase", "KnowledgeBaseError",
+    "ProgressFn", "ReindexBusyError", "clean_markdown", "discover_files", "keyword_query", "rrf_fuse", "split_markdown",
 ]

@@ -39,7 +39,8 @@ logging.getLogger("langchain_mistralai.embeddings").addFilter(_DropClientTraceba
 
 _DENSE = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3000-\u9fff\uac00-\ud7af"
                     r"\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]")
-_TOO_BIG = re.compile(r"too many (?:tokens|inputs)|too large|too long|maximum context|token limit|max(imum)? .*tokens", re.I)
+_TOO_BIG = re.compile(r"too many (?:tokens|inputs)|too large|too long|maximum context|token limit"
+                      r"|max(imum)? .*tokens", re.I)
 
 
 def estimate_tokens(text: str) -> int:
@@ -122,7 +123,7 @@ def embed_texts(embeddings: Embeddings, texts: Sequence[str], *, max_items: int,
             run(idx[:half])
             run(idx[half:])
             return
-        for i, v in zip(idx, normalise(np.asarray(vectors))):
+        for i, v in zip(idx, normalise(np.asarray(vectors)), strict=True):
             rows[i] = v
         done += len(idx)
         if progress:
@@ -174,7 +175,7 @@ class TextEmbedder:
             norms[norms == 0] = 1.0
             vecs = vecs / norms
             with self._lock:
-                for t, v in zip(todo, vecs):
+                for t, v in zip(todo, vecs, strict=True):
                     self._cache[t] = v
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)

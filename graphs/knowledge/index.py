@@ -126,7 +126,8 @@ def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | 
     """Write a complete generation into ``directory`` (an empty folder) and sync it."""
     conn = sqlite3.connect(directory / "chunks.sqlite")
     try:
-        conn.execute("CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, file TEXT, title TEXT, text TEXT, file_hash TEXT)")
+        conn.execute("CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, file TEXT, title TEXT, text TEXT,"
+                     " file_hash TEXT)")
         conn.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, title, file, content='', tokenize='{FTS_TOKENIZER}')")
         conn.executemany(
             "INSERT INTO chunks (rowid, file, title, text, file_hash) VALUES (?, ?, ?, ?, ?)",

@@ -385,7 +385,7 @@ class KnowledgeBase:
                 fresh = embed_texts(self.embeddings, [index_text(chunks[i]) for i in todo],
                                     max_items=self.batch_size, max_tokens=self.batch_tokens,
                                     progress=lambda d, t: progress("embed", d, t))
-                for i, v in zip(todo, fresh):
+                for i, v in zip(todo, fresh, strict=True):
                     vectors[i] = v
             matrix = np.vstack(cast(list[np.ndarray], vectors)).astype(np.float32)  # every vector was filled
 
@@ -406,7 +406,8 @@ class KnowledgeBase:
         progress("write", 1, 1)
         idx.publish(self.index_dir, tmp, gen)
         self.snapshot  # noqa: B018 - open the generation just published
-        idx.prune(self.index_dir, keep={gen, old.directory.name if old else gen}, keep_generations=self.keep_generations)
+        idx.prune(self.index_dir, keep={gen, old.directory.name if old else gen},
+                  keep_generations=self.keep_generations)
         embedded = len(todo) if (embed and self.embeddings is not None) else 0
         stats = IndexStats(
             files=len(files),
