@@ -11,7 +11,7 @@ import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Literal, Sequence
+from typing import AsyncIterator, Literal, Sequence
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -25,7 +25,7 @@ from bot.storage import open_storage
 from bot.storage import opened as _opened  # a SQLite file opening: its failure names the file
 from graphs.adaptive_rag import RAGGraph, build_graph
 from graphs.learned import LearnedStore
-from graphs.knowledge import KnowledgeBase
+from graphs.knowledge import KnowledgeBase, ProgressFn
 from graphs.models import (
     ModelCaller,
     ModelUnavailableError,
@@ -163,7 +163,7 @@ def _chat_model(settings: Settings, secrets: Secrets, given: BaseChatModel | Non
 async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: BaseChatModel | None = None,
                        embeddings: Embeddings | None | Literal["config"] = "config",
                        sources: Sequence[str] | None = None,
-                       build_index: bool = True, progress: Any = None) -> AsyncIterator[Runtime]:
+                       build_index: bool = True, progress: ProgressFn | None = None) -> AsyncIterator[Runtime]:
     """Open everything for the process lifetime; close it on exit.
 
     Args:
