@@ -88,8 +88,8 @@ def done_note(action: HumanAction | str) -> str:
 CloseHelpRequest = Callable[[list[Part]], Awaitable[None]]
 
 
-async def resume(service: Any, thread_key: str, action: HumanAction | str, text: str, *, actor: Mention,
-                 actor_name: str, allowed: bool, out: Any, interrupt_id: str = "", channel: str = "",
+async def resume(service: ChatService, thread_key: str, action: HumanAction | str, text: str, *, actor: Mention,
+                 actor_name: str, allowed: bool, out: Responder, interrupt_id: str = "", channel: str = "",
                  close: CloseHelpRequest | None = None, confirm: bool = False) -> bool:
     """Resume a paused run from a button or modal, then close its help request: the one
     post-resume step of every platform.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
@@ -110,7 +110,7 @@ class Interactions:
         interactions have their own handlers."""
         if interaction.type is not discord.InteractionType.modal_submit:
             return
-        custom_id = str((interaction.data or {}).get("custom_id", ""))
+        custom_id = str(cast(dict[str, Any], interaction.data or {}).get("custom_id", ""))
         answer_id = parse_vote_reason_id(custom_id)
         if answer_id is not None:
             await self.bot.spawn(self._on_vote_reason(interaction, answer_id), name=f"discord vote reason {answer_id}")
@@ -152,6 +152,7 @@ class Interactions:
                 with contextlib.suppress(discord.HTTPException):
                     await message.edit(content=f"{message.content}\n\n-# {discord_text(note)}", view=None)
 
+        channel = self.bot._thread_channels.get(thread_key, self.bot.channel_ref(interaction.channel))[0]
         await help.resume(self.bot.service, thread_key, action, text, actor=Mention(str(user.id)),
                           actor_name=getattr(user, "display_name", "") or user.name, allowed=True, out=out,
                           interrupt_id=interrupt_id,
