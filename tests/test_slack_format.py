@@ -92,7 +92,7 @@ def test_split_keeps_everything_in_order_under_the_limit(seed, limit):
 
 
 def test_split_prefers_paragraph_breaks():
-    text = "\n\n".join(("para %d " % i) + "x" * 400 for i in range(10))
+    text = "\n\n".join(f"para {i} " + "x" * 400 for i in range(10))
     pieces = split_mrkdwn(text, 1000)
     assert all(p.startswith("para ") for p in pieces)
     assert len(pieces) == 5

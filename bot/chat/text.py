@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal, Union
+from typing import Callable, Iterable, Literal
 
 from bot.protocol import HumanAction
 
@@ -58,7 +58,7 @@ class Mention:
     kind: Literal["user", "group", "role"] = "user"
 
 
-Part = Union[str, Mention]
+Part = str | Mention
 
 
 def parts_of(text: str | Iterable[Part]) -> list[Part]:
