@@ -11,7 +11,10 @@ on ``metadata.thread_key``. The node steps and every model call are child runs.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables import RunnableConfig
 
 from bot.logs import current
 
@@ -20,7 +23,7 @@ RUN_NAME = "threadwise"
 
 
 def run_config(thread_key: str, platform: str, run_id: str, kind: str,
-               callbacks: Sequence[Any] = ()) -> dict[str, Any]:
+               callbacks: Sequence[BaseCallbackHandler] = ()) -> RunnableConfig:
     """The tracing part of a graph run's ``RunnableConfig``.
 
     Args:
@@ -37,7 +40,7 @@ def run_config(thread_key: str, platform: str, run_id: str, kind: str,
         ``thread_key``, ``platform``, ``message_id`` (the message being handled, from
         :func:`bot.logs.log_context`; "" for runs no message started), ``run_id``, ``kind``.
     """
-    config: dict[str, Any] = {
+    config: RunnableConfig = {
         "run_name": RUN_NAME,
         "tags": [f"platform:{platform}", f"kind:{kind}"],
         "metadata": {"thread_key": thread_key, "platform": platform,

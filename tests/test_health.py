@@ -16,7 +16,7 @@ from bot.monitoring import serve_monitoring
 from bot.platforms.discord_ import build_discord_bot, run_discord
 from bot.platforms.slack import run_slack
 from bot.runtime import open_runtime
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.discord_gateway import FakeDiscord
 from tests.fakes.discord_gateway import write_config as write_discord_config
 from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, FakeSlackAPI
