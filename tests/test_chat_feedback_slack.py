@@ -51,7 +51,7 @@ async def test_slack_slash_command_from_another_organisation_is_refused(slack, w
 
 
 async def test_slack_slash_command_from_an_allowed_team_still_runs(tmp_path, fake):
-    from graphs.models import ScriptedChatModel
+    from tests.fakes.chat_model import ScriptedChatModel
     from tests.fakes.slack_api import SlackHarness, write_config
 
     config = write_config(tmp_path, fake, slack=f'allowed_teams = ["{OTHER_ORG}"]')

@@ -302,7 +302,9 @@ class SlackBot:
         interaction (button, modal): the user's team (``user.team_id``; a command's
         ``user_team`` or ``team_id``) against our own team (``auth.test``, else the payload's
         team) and ``[slack] allowed_teams``."""
-        user = body.get("user") if isinstance(body.get("user"), dict) else {}
+        user = body.get("user")
+        if not isinstance(user, dict):
+            user = {}
         member_of = user.get("team_id") or body.get("user_team") or body.get("team_id")
         home = await self.home_team() or str((body.get("team") or {}).get("id") or body.get("team_id") or "")
         return is_outsider(member_of, {home} if home else set(), self.settings.allowed_teams)
