@@ -114,7 +114,8 @@ def main() -> None:
             sub.mkdir()
             cfg = write_bench_config(sub, slack_api="http://127.0.0.1:9/api/", llm_base_url="http://127.0.0.1:9/v1",
                                      port=9, corpus=Path(args.corpus), embeddings=kind)
-            cfg.write_text(cfg.read_text().replace("[models]\n", f'[models]\nlocal_embedding_backend = "{args.backend}"\n', 1))
+            backend = f'[models]\nlocal_embedding_backend = "{args.backend}"\n'
+            cfg.write_text(cfg.read_text().replace("[models]\n", backend, 1))
             full = reindex(cfg, args.reindex_timeout)
             unchanged = reindex(cfg, args.reindex_timeout)
             run = {"full": full, "unchanged": unchanged}

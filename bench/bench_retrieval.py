@@ -64,7 +64,8 @@ def main() -> None:
     ap.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpus/langgraph-docs"))
     ap.add_argument("--eval", default=str(HERE.parent.parent / "shared/eval/dev.jsonl"))
     ap.add_argument("--backend", choices=["auto", "torch", "onnx", "onnx-int8"], default="auto")
-    ap.add_argument("--skip-incremental", action="store_true", help="skip the one-file-changed reindex (a second full embedding)")
+    ap.add_argument("--skip-incremental", action="store_true",
+                    help="skip the one-file-changed reindex (a second full embedding)")
     args = ap.parse_args()
     rows = [json.loads(line) for line in Path(args.eval).read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r["kind"] in ("kb", "followup")]

@@ -90,7 +90,7 @@ class LLMComposer:
             f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {message_text(m)[:600]}" for m in history
         ) or "(none)"
         default = RouteDecision(question=raw, route="vectorstore", query=raw)
-        decision, calls, _ = await self.caller.structured(
+        decision, calls = await self.caller.structured(
             prompts.ROUTE.format(kb_description=self.cfg.kb_description),
             f"Conversation so far:\n{convo}\n\nNew message: {raw}",
             RouteDecision, default,
@@ -105,7 +105,7 @@ class LLMComposer:
         tried = "\n".join(f"- {q}" for q in state.get("queries", [])) or "- (none)"
         feedback = "\n".join(f"- {f}" for f in state.get("query_feedback", [])) or "- (none)"
         default = RewrittenQuery(query=state.get("question") or last_user_message(state))
-        out, calls, _ = await self.caller.structured(
+        out, calls = await self.caller.structured(
             prompts.REWRITE.format(target=target),
             f"Question: {state.get('question')}\nEarlier queries:\n{tried}\nFeedback:\n{feedback}",
             RewrittenQuery, default,

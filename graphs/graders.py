@@ -78,7 +78,7 @@ class LLMGraders:
         """One batched structured call; on unparseable output every document is kept (the
         answer checks still guard)."""
         default = DocGrades(documents=[DocGrade(id=i, relevant=True) for i in range(1, len(retrieved) + 1)])
-        grades, calls, _ = await self.caller.structured(
+        grades, calls = await self.caller.structured(
             prompts.GRADE_DOCUMENTS,
             prompts.GRADE_DOCUMENTS_INPUT.format(
                 question=state.get("question") or last_user_message(state),
@@ -94,7 +94,7 @@ class LLMGraders:
         draft passes (it cites retrieved sources)."""
         docs = state.get("documents", [])
         cited = cited_numbers(state.get("generation", ""), len(docs)) or None
-        grade, calls, _ = await self.caller.structured(
+        grade, calls = await self.caller.structured(
             prompts.GRADE_ANSWER,
             prompts.GRADE_ANSWER_INPUT.format(
                 question=state.get("question") or last_user_message(state),

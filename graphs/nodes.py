@@ -274,7 +274,7 @@ class Nodes:
         if action == "retry":
             return {**step, "human_action": "retry", "kb_searches": 0, "web_searches": 0, "generations": 0,
                     "query_feedback": [f"Hint from {by or 'a teammate'}: {text}"] if text else [],
-                    "generation_feedback": [], "human_retries": state.get("human_retries", 0) + 1}
+                    "generation_feedback": []}
         return {**step, "human_action": "dismiss"}
 
     def _review_reason(self, state: RAGState) -> str:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from graphs.models import ScriptedChatModel
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.discord_gateway import DiscordHarness, FakeDiscord
 from tests.fakes.slack_api import SlackHarness, write_config
 from tests.test_discord_bot import (

@@ -214,7 +214,8 @@ def test_a_start_with_a_hosted_model_loads_no_local_model_library(tmp_path: Path
         "    async with open_runtime(load_settings(cfg), Secrets.from_env()) as rt:\n"
         "        await asyncio.to_thread(rt.knowledge.search, ['how do I deploy the container'], 3)\n"
         "asyncio.run(main())\n"
-        "heavy = ('torch', 'sentence_transformers', 'transformers', 'onnxruntime', 'llama_cpp', 'langchain_huggingface')\n"
+        "heavy = ('torch', 'sentence_transformers', 'transformers', 'onnxruntime', 'llama_cpp',"
+        " 'langchain_huggingface')\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,

@@ -21,12 +21,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bot.chat.policy import OUTSIDER_REFUSAL, help_refusal, may_answer_help
 from bot.chat.text import REPLY_SYNTAX, Mention, Part
 from bot.logs import for_thread
-from bot.protocol import HumanAction
+from bot.protocol import HumanAction, Responder
+
+if TYPE_CHECKING:
+    from bot.service import ChatService
 
 log = logging.getLogger(__name__)
 

@@ -57,7 +57,8 @@ class Interactions:
     def _help_click(self, interaction: discord.Interaction, action: HumanAction, thread_key: str,
                     text: str | None = None) -> help.HelpClick:
         """A help request's button (``text`` None) or submitted modal as :class:`bot.chat.help.HelpClick`."""
-        user, settings, permissions = interaction.user, self.bot.settings_for_thread(thread_key), permissions_of(interaction)
+        user, settings = interaction.user, self.bot.settings_for_thread(thread_key)
+        permissions = permissions_of(interaction)
         experts = [Mention(str(r), "role") for r in settings.expert_role_ids]
         experts += [Mention(str(u)) for u in settings.expert_user_ids]
         return help.HelpClick(action, thread_key, str(user.id), expert=is_expert(user, settings, permissions),
@@ -155,9 +156,7 @@ class Interactions:
         channel = self.bot._thread_channels.get(thread_key, self.bot.channel_ref(interaction.channel))[0]
         await help.resume(self.bot.service, thread_key, action, text, actor=Mention(str(user.id)),
                           actor_name=getattr(user, "display_name", "") or user.name, allowed=True, out=out,
-                          interrupt_id=interrupt_id,
-                          channel=self.bot._thread_channels.get(thread_key, self.bot.channel_ref(interaction.channel))[0],
-                          close=close, confirm=True)
+                          interrupt_id=interrupt_id, channel=channel, close=close, confirm=True)
 
 
 class _DiscordHelp:

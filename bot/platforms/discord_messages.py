@@ -187,8 +187,8 @@ class Messages:
 
             reason = await policy.decline_reason(replies, addressing, in_conversation=True, bot_in_thread=bot_in_thread)
             if reason:
-                (log.debug if reason == policy.NOT_TAKING_PART else log.info)("discord: message %s ignored: %s", message.id,
-                                                                      reason, extra=for_thread(key))
+                say = log.debug if reason == policy.NOT_TAKING_PART else log.info
+                say("discord: message %s ignored: %s", message.id, reason, extra=for_thread(key))
                 return None
         elif replied is not None:
             if not mentioned and not self.bot.message_content_enabled:

@@ -24,10 +24,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.types import Durability, Interrupt
 
 from bot import checkpoints
 from bot.metrics import TurnObserver
@@ -38,9 +40,14 @@ from bot.service.dedup import forget_old
 from bot.service.responders import Responders
 from bot.service.runs import TurnResult
 from bot.service.threads import ThreadLocks
-from bot.store import Bookkeeping
+from bot.storage import BookkeepingStore
 from graphs.adaptive_rag import seed_history
 from graphs.learned import LearnedStore
+from graphs.state import RAGState
+
+if TYPE_CHECKING:
+    from bot.admin import AdminCommands
+    from graphs.adaptive_rag import RAGGraph
 
 log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
@@ -78,10 +85,11 @@ class ChatService:
     (``[service]`` and ``[graph]`` of :mod:`bot.config`), passed in by :mod:`bot.runtime`.
     """
 
-    def __init__(self, graph: Any, store: Bookkeeping, admin: Any, *, help_timeout_seconds: float,
+    def __init__(self, graph: RAGGraph, store: BookkeepingStore, admin: AdminCommands, *,
+                 help_timeout_seconds: float,
                  max_concurrent_runs: int, recursion_limit: int, empty_question_reply: str, keep_checkpoints: int,
                  max_question_characters: int, dedup_retention_seconds: float, resume_window_seconds: float,
-                 storage_apology: str, human_review: bool, durability: str, answer_note: str = "",
+                 storage_apology: str, human_review: bool, durability: Durability, answer_note: str = "",
                  scope_for: Callable[[str, str, str], dict[str, Any]] | None = None,
                  learned: LearnedStore | None = None):
         self.graph = graph
@@ -128,7 +136,15 @@ class ChatService:
         return {"configurable": {"thread_id": key}, "recursion_limit": self.recursion_limit}
 
     # ---- queries -----------------------------------------------------------------
-    async def pending_interrupt(self, thread_key: str) -> Any | None:
+    @property
+    def saver(self) -> BaseCheckpointSaver:
+        """The graph's checkpointer (the service's graph is always compiled with one)."""
+        saver = self.graph.checkpointer
+        if not isinstance(saver, BaseCheckpointSaver):
+            raise TypeError("the ChatService's graph was compiled without a checkpointer")
+        return saver
+
+    async def pending_interrupt(self, thread_key: str) -> Interrupt | None:
         """The pending LangGraph interrupt of a thread (with ``.id`` and ``.value``, a
         :class:`graphs.state.HelpPayload`), or None."""
         state = await self.graph.aget_state(self.run_config(thread_key))
@@ -137,17 +153,17 @@ class ChatService:
     async def knows_thread(self, thread_key: str) -> bool:
         """True if the bot already took part in this thread: a checkpoint exists, or it
         handled a message there (e.g. replied to a bare mention)."""
-        if await self.graph.checkpointer.aget_tuple(self.run_config(thread_key)) is not None:
+        if await self.saver.aget_tuple(self.run_config(thread_key)) is not None:
             return True
         return await self.store.has_thread(thread_key)
 
     async def thread_keys(self, prefix: str = "") -> list[str]:
         """Saved thread keys starting with ``prefix`` (from the checkpoint file)."""
-        return await checkpoints.thread_keys(self.graph.checkpointer, prefix)
+        return await checkpoints.thread_keys(self.saver, prefix)
 
-    async def thread_values(self, thread_key: str) -> dict[str, Any]:
+    async def thread_values(self, thread_key: str) -> RAGState:
         """The saved state of a thread ({} if none)."""
-        return dict((await self.graph.aget_state(self.run_config(thread_key))).values or {})
+        return cast(RAGState, dict((await self.graph.aget_state(self.run_config(thread_key))).values or {}))
 
     async def seed_history(self, thread_key: str, history: list[dict[str, str]]) -> None:
         """Write earlier turns (``[{"role": "user"|"assistant", "content": str}]``) into a
@@ -263,11 +279,6 @@ class ChatService:
         if self.store.shared and self.watch_task is None:
             self.watch_task = asyncio.create_task(recovery.watch(self), name="replica-watch")
         return len(rows)
-
-    async def wait_recovered(self) -> None:
-        """Wait until the unfinished runs found by :meth:`recover` are finished."""
-        if self.recovery_task is not None:
-            await asyncio.gather(self.recovery_task, return_exceptions=True)
 
     def busy(self) -> bool:
         """True while a run (or a recovery) is in flight: a graceful stop waits for it."""

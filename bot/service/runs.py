@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from bot import checkpoints
 from bot.failures import describe_failure
@@ -33,7 +33,7 @@ PHASE_STATUS: dict[Phase, Status] = {
     Phase.WEB: Status.WEB,
     Phase.WRITING: Status.WRITING,
 }
-_OUTCOME_KIND = {"answer": "answer", "direct": "direct", "human": "human", "apology": "apology"}
+_OUTCOME_KINDS = ("answer", "direct", "human", "apology")  # Answer.kind; any other outcome is an answer
 
 
 @dataclass
@@ -72,7 +72,7 @@ async def run(svc: "ChatService", thread_key: str, graph_input: Any, out: Respon
         cfg["configurable"]["scope"] = svc.scope_for(platform, str(record.get("channel") or ""),
                                                      str(record.get("channel_name") or ""))
     kind = "continue" if graph_input is None else "resume" if is_resume else "question"
-    cfg.update(run_config(thread_key, platform, run_id, kind, svc.observer.callbacks))  # type: ignore[typeddict-item]
+    cfg.update(run_config(thread_key, platform, run_id, kind, svc.observer.callbacks))
     with svc.observer.running():
         result = await _run_graph(svc, thread_key, graph_input, out, cfg, platform=platform, run_id=run_id,
                                   record=record, is_resume=is_resume, t0=t0, announced=announced)
@@ -85,15 +85,15 @@ async def _run_graph(svc: "ChatService", thread_key: str, graph_input: Any, out:
                      platform: str, run_id: str, record: dict[str, Any], is_resume: bool, t0: float,
                      announced: bool) -> TurnResult:
     try:
-        before = await checkpoints.latest_checkpoint_id(svc.graph.checkpointer, thread_key)
+        before = await checkpoints.latest_checkpoint_id(svc.saver, thread_key)
         if not await svc.store.run_started(run_id, thread_key, platform, out.reference(), record, before):
             return TurnResult(thread_key, None, None, {}, time.perf_counter() - t0)  # another replica's now
         if not is_resume and graph_input is not None and not announced:
             await show(svc, run_id, out, Status.RECEIVED)
         last: Status | None = None
-        event: ProgressEvent
-        async for event in svc.graph.astream(graph_input, cfg, stream_mode="custom", durability=svc.durability):
-            status = PHASE_STATUS.get(event.get("phase"))  # type: ignore[arg-type]
+        async for chunk in svc.graph.astream(graph_input, cfg, stream_mode="custom", durability=svc.durability):
+            event = cast(ProgressEvent, chunk)  # the graph's only custom events (graphs/state.py)
+            status = PHASE_STATUS.get(event.get("phase", ""))
             if status and status != last:
                 last = status
                 await show(svc, run_id, out, status)
@@ -116,7 +116,7 @@ def answer_of(values: dict[str, Any], note: str = "") -> Answer:
         text=values.get("generation", ""),
         sources=[Source(s.get("title", ""), s.get("location", "")) for s in values.get("sources", [])],
         route=values.get("answer_route") or "direct", drafts=int(values.get("drafts") or 0),
-        path=list(values.get("path", [])), kind=_OUTCOME_KIND.get(outcome, "answer"),
+        path=list(values.get("path", [])), kind=outcome if outcome in _OUTCOME_KINDS else "answer",
         answered_by=values.get("answered_by", ""),
         note=note if outcome in ("answer", "direct") else "",
     )
@@ -172,6 +172,6 @@ async def prune(svc: "ChatService", thread_key: str) -> None:
     """Keep only the newest checkpoints of a thread (they hold the messages and any
     pending interrupt) and give the freed pages back (:func:`bot.checkpoints.prune`)."""
     try:
-        await checkpoints.prune(svc.graph.checkpointer, thread_key, svc.keep_checkpoints)
+        await checkpoints.prune(svc.saver, thread_key, svc.keep_checkpoints)
     except Exception as exc:  # noqa: BLE001 - pruning is best effort
         log.warning("checkpoint pruning failed: %s", describe_failure(exc), extra=for_thread(thread_key))

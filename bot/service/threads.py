@@ -8,7 +8,7 @@ import asyncio
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
-from bot.store import Bookkeeping
+from bot.storage import BookkeepingStore
 
 
 class ThreadLocks:
@@ -19,7 +19,7 @@ class ThreadLocks:
             replicas (a no-op for SQLite).
     """
 
-    def __init__(self, store: Bookkeeping) -> None:
+    def __init__(self, store: BookkeepingStore) -> None:
         self.store = store
         self._locks: dict[str, asyncio.Lock] = {}
         self._users: dict[str, int] = {}

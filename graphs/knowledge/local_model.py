@@ -38,7 +38,7 @@ import threading
 import warnings
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -108,7 +108,8 @@ def default_cache_dir() -> Path:
 def export_key(model_path: str | Path, backend: str) -> str:
     """Names an export: the model folder's files (name, size, mtime), the backend, the
     recipe and the versions of torch, transformers and onnxruntime (16 hex digits)."""
-    h = hashlib.sha256(f"{EXPORT_RECIPE}|{backend}|{','.join(QUANTIZED_OPS) if backend == 'onnx-int8' else ''}".encode())
+    ops = ",".join(QUANTIZED_OPS) if backend == "onnx-int8" else ""
+    h = hashlib.sha256(f"{EXPORT_RECIPE}|{backend}|{ops}".encode())
     for p in sorted(Path(model_path).rglob("*")):
         if p.is_file() and not p.name.startswith("."):
             st = p.stat()
@@ -244,7 +245,8 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
     if not (len(mods) >= 2 and kinds[:2] == ["Transformer", "Pooling"] and _mean_pooling(mods[1])
             and all(k == "Normalize" for k in kinds[2:])):
         raise ValueError(f"not exportable (needs Transformer + mean Pooling [+ Normalize]): {kinds}")
-    bert = mods[0].auto_model.eval()
+    bert: Any = mods[0].auto_model  # a transformers PreTrainedModel
+    bert.eval()
     tok = st.tokenizer
 
     class Pooled(torch.nn.Module):
@@ -288,7 +290,7 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
             (tmp / leftover).unlink(missing_ok=True)
         tok.backend_tokenizer.save(str(tmp / "tokenizer.json"))
         meta = {"source": str(model_path), "backend": backend, "recipe": EXPORT_RECIPE,
-                "max_seq_length": int(st.max_seq_length), "pad_id": int(tok.pad_token_id or 0),
+                "max_seq_length": int(cast(int, st.max_seq_length)), "pad_id": int(tok.pad_token_id or 0),
                 "pad_token": str(tok.pad_token or "[PAD]"), "fused": fusions}
         (tmp / "export.json").write_text(json.dumps(meta, indent=1))
         reference = st.encode([t.replace("\n", " ") for t in _CHECK_TEXTS], normalize_embeddings=True,
