@@ -147,7 +147,7 @@ class FakeLLM:
         self.base_url = ""
         self._runner: web.AppRunner | None = None
 
-    async def start(self) -> "FakeLLM":
+    async def start(self) -> FakeLLM:
         app = web.Application(client_max_size=32 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         self._runner = web.AppRunner(app, access_log=None)
@@ -360,7 +360,7 @@ class BotProcess:
                 async with session.get(self.url + "/healthz", timeout=aiohttp.ClientTimeout(total=5)) as resp:
                     if resp.status == 200:
                         return time.monotonic() - self.started
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except (TimeoutError, aiohttp.ClientError):
                 pass
             await asyncio.sleep(0.2)
         raise TimeoutError(f"threadwise run not ready in {timeout}s:\n{self.tail()}")

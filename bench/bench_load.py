@@ -28,7 +28,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from bench_harness import (  # noqa: E402
     median_of,
     percentile,
 )
+
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackAPI, SlackEvents  # noqa: E402
 
 CHANNEL = "C0BENCH"
@@ -112,7 +113,7 @@ class Runner:
                 async with self.session.post(url, data=body.encode(), headers=headers) as resp:
                     await resp.read()
                     q.statuses.append(resp.status)
-            except (aiohttp.ClientError, asyncio.TimeoutError):
+            except (TimeoutError, aiohttp.ClientError):
                 q.statuses.append(0)
             q.acks.append(time.monotonic() - t)
 
@@ -338,7 +339,7 @@ def update_results(label: str, key: str, value: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"load-{label}.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    data.update({"label": label, **git_label(), "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    data.update({"label": label, **git_label(), "updated": datetime.now(UTC).isoformat(timespec="seconds"),
                  key: value})
     path.write_text(json.dumps(data, indent=1) + "\n")
     return path
@@ -386,7 +387,7 @@ def main() -> None:
     load_before = os.getloadavg()
     runs = [asyncio.run(one_run(args, i + 1)) for i in range(args.repeats)]
     result = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": {"repeats": args.repeats, "sizes": args.sizes, "singles": args.singles,
                      "llm_delay_s": args.llm_delay, "events": args.events, "corpus": args.corpus,
                      "questions": f"{args.eval} (kind kb, cycled)"},

@@ -19,15 +19,16 @@ import sys
 import time
 import uuid
 import warnings
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bot.terminal import make_console
 from bot.config import ConfigError, Secrets, Settings, load_settings
+from bot.terminal import make_console
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -63,7 +64,7 @@ class _ProgressBar:
                             TimeElapsedColumn(), console=err, transient=False)
         self.tasks: dict[str, TaskID] = {}
 
-    def __enter__(self) -> "_ProgressBar":
+    def __enter__(self) -> _ProgressBar:
         self.bar.__enter__()
         return self
 
@@ -184,9 +185,8 @@ async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from bot.platforms.console import run_console
-
     from bot.metrics import MetricsUnavailable, PrometheusMetrics
+    from bot.platforms.console import run_console
 
     secrets = Secrets.from_env()
     try:
@@ -299,9 +299,9 @@ async def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_graph(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.runtime import graph_config
     from graphs.adaptive_rag import build_graph
     from graphs.knowledge import KnowledgeBase
-    from bot.runtime import graph_config
     from graphs.models import ModelCaller, UnavailableChatModel
     from graphs.nodes import GraphDeps
 

@@ -368,7 +368,7 @@ class ChannelSettings(_Section):
                                   description="use and save learned entries here; unset: [learning] enabled")
 
     @model_validator(mode="after")
-    def _named(self) -> "ChannelSettings":
+    def _named(self) -> ChannelSettings:
         self.id, self.name = self.id.strip(), self.name.strip().lstrip("#")
         if not (self.id or self.name):
             raise ValueError("a [[channels]] entry needs an id or a name")
@@ -479,7 +479,7 @@ class Secrets:
     database_url: str = ""  # THREADWISE_DATABASE_URL: the PostgreSQL DSN ([storage] backend = "postgres")
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "Secrets":
+    def from_env(cls, env: dict[str, str] | None = None) -> Secrets:
         env = dict(os.environ if env is None else env)
         return cls(
             mistral_api_key=env.get("MISTRAL_API_KEY", "").strip(),

@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-
-from bot.terminal import make_console
 from bot.platforms.console import ConsoleResponder
 from bot.protocol import clean_text
+from bot.terminal import make_console
 from graphs.messages import kb_queries
 
 if TYPE_CHECKING:

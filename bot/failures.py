@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import sqlite3
-from typing import Iterator
+from collections.abc import Iterator
 
 _NETWORK_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH,
                    errno.ECONNABORTED, errno.EPIPE}

@@ -27,8 +27,9 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 LogFormat = Literal["text", "json"]
 

@@ -23,8 +23,9 @@ Needs the ``metrics`` extra (``prometheus-client``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 #: Outcomes a turn is counted under (:meth:`TurnObserver.finished`).
 OUTCOMES = ("answer", "direct", "human", "help", "apology")

@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator, Literal, Sequence
+from typing import Literal
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -24,8 +25,8 @@ from bot.service import ChatService
 from bot.storage import open_storage
 from bot.storage import opened as _opened  # a SQLite file opening: its failure names the file
 from graphs.adaptive_rag import RAGGraph, build_graph
-from graphs.learned import LearnedStore
 from graphs.knowledge import KnowledgeBase, ProgressFn
+from graphs.learned import LearnedStore
 from graphs.models import (
     ModelCaller,
     ModelUnavailableError,

@@ -56,7 +56,7 @@ class Bookkeeping:
         self._lock = asyncio.Lock()  # statements that must commit together
 
     @classmethod
-    async def open(cls, path: str | Path) -> "Bookkeeping":
+    async def open(cls, path: str | Path) -> Bookkeeping:
         """Open (and create) the bookkeeping database at ``path``."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         conn = await aiosqlite.connect(str(path))

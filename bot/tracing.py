@@ -11,7 +11,7 @@ on ``metadata.thread_key``. The node steps and every model call are child runs.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig

@@ -15,7 +15,8 @@ the knowledge base (while its budget lasts) before a human.
 
 from __future__ import annotations
 
-from typing import Any, Sequence, TypeAlias
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig

@@ -75,7 +75,7 @@ class LLMComposer:
             their extracted facts are shown to the writer).
     """
 
-    def __init__(self, caller: ModelCaller, knowledge: KnowledgeBase, config: "GraphConfig", graders: Graders) -> None:
+    def __init__(self, caller: ModelCaller, knowledge: KnowledgeBase, config: GraphConfig, graders: Graders) -> None:
         self.caller = caller
         self.knowledge = knowledge
         self.cfg = config
@@ -148,7 +148,7 @@ class ExtractiveComposer:
         config: ``history_messages`` and ``kb_description``.
     """
 
-    def __init__(self, kit: OfflineKit, config: "GraphConfig") -> None:
+    def __init__(self, kit: OfflineKit, config: GraphConfig) -> None:
         self.kit = kit
         self.cfg = config
 
@@ -188,7 +188,7 @@ class ExtractiveComposer:
         return answer, 0
 
 
-def composer_for(config: "GraphConfig", caller: ModelCaller, knowledge: KnowledgeBase, kit: OfflineKit,
+def composer_for(config: GraphConfig, caller: ModelCaller, knowledge: KnowledgeBase, kit: OfflineKit,
                  graders: Graders) -> Composer:
     """The composer ``config`` asks for: extractive for ``composer = "extractive"``, else the LLM."""
     if config.composer == "extractive":

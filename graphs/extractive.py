@@ -18,14 +18,15 @@ Thresholds are calibrated on the development eval set by ``bench/calibrate_offli
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from graphs import signals
-from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
 from graphs.knowledge.common import KnowledgeBaseError
+from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
 from graphs.state import Doc
 
 if TYPE_CHECKING:

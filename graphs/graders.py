@@ -200,7 +200,7 @@ class ExtractiveGraders:
         return None
 
 
-def graders_for(config: "GraphConfig", caller: ModelCaller, kit: OfflineKit) -> Graders:
+def graders_for(config: GraphConfig, caller: ModelCaller, kit: OfflineKit) -> Graders:
     """The graders ``config`` asks for: extractive with the extractive composer (whatever
     ``graders`` says), lexical for ``graders = "lexical"``, else the LLM graders."""
     if config.composer == "extractive":

@@ -19,10 +19,11 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from graphs import terms
 from graphs.knowledge.index import FTS_TOKENIZER, keyword_query
@@ -66,7 +67,7 @@ class LearnedEntry:
     @property
     def date(self) -> str:
         """The day it was answered, ``YYYY-MM-DD`` (UTC)."""
-        return datetime.fromtimestamp(self.answered_at, tz=timezone.utc).strftime("%Y-%m-%d")
+        return datetime.fromtimestamp(self.answered_at, tz=UTC).strftime("%Y-%m-%d")
 
     @property
     def citation(self) -> str:

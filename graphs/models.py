@@ -33,9 +33,10 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings

@@ -17,8 +17,9 @@ Without embeddings only rule 1 applies (everything else goes to the knowledge ba
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 

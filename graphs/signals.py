@@ -11,7 +11,8 @@ crude suffix strip (s, es, ing, ed) so that "reindexing" matches "reindex".
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from graphs.terms import content_terms
 

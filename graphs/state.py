@@ -21,7 +21,8 @@ so a long-lived thread's checkpoints stay small.
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages

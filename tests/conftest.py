@@ -6,9 +6,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 from aiohttp import web

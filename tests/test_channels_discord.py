@@ -4,7 +4,14 @@ their own experts (who are pinged and who may answer)."""
 from __future__ import annotations
 
 from tests.test_discord_bot import (  # noqa: F401 - fixtures
-    answers, ask_in_channel, fake, help_requests, never_grounded, open_bot, wait_help_request)
+    answers,
+    ask_in_channel,
+    fake,
+    help_requests,
+    never_grounded,
+    open_bot,
+    wait_help_request,
+)
 
 
 async def test_a_channels_experts_replace_the_default_ones_in_its_threads(fake, open_bot):

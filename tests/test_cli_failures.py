@@ -7,8 +7,8 @@ from __future__ import annotations
 from tests.fakes import write_platform_config
 from tests.fakes.mistral_stall import mistral_server, models_section
 from tests.fakes.slack_api import KB_FILES
-from tests.test_storage import run_cli
 from tests.test_slack_run import free_port
+from tests.test_storage import run_cli
 
 
 async def test_a_refused_key_is_named_as_such(tmp_path):

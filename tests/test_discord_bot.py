@@ -16,7 +16,7 @@ import re
 import pytest
 
 from tests.fakes.chat_model import ScriptedChatModel
-from tests.fakes.discord_gateway import is_help_request, DiscordHarness, FakeDiscord
+from tests.fakes.discord_gateway import DiscordHarness, FakeDiscord, is_help_request
 
 EYES, MAG, PENCIL, RAISED, CHECK, SAD = "👀", "🔍", "✏️", "🙋", "✅", "😞"
 NOT_GROUNDED = json.dumps({"grounded": False, "useful": False, "feedback": "not supported by the documents"})

@@ -4,8 +4,7 @@ per answer (the latest counts), a 👎 opens an optional-reason modal."""
 from __future__ import annotations
 
 from tests.fakes.discord_gateway import vote_ids
-from tests.test_discord_bot import (  # noqa: F401 - fixtures
-    answers, ask_in_channel, bot, callbacks_for, ephemeral_texts, fake, open_bot)
+from tests.test_discord_bot import answers, ask_in_channel, bot, callbacks_for, ephemeral_texts, fake, open_bot  # noqa: F401 - fixtures
 
 
 def last_answer(fake, thread_id: str) -> dict:

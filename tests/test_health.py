@@ -6,7 +6,8 @@ against the fakes (Discord gateway, Slack Web API + Socket Mode)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -53,7 +54,7 @@ class Monitor:
                                                          metrics=None, stop=self.stop, started=started))
         self.started = started
 
-    async def __aenter__(self) -> "Monitor":
+    async def __aenter__(self) -> Monitor:
         await asyncio.wait_for(self.started.wait(), 10)
         return self
 

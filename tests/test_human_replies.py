@@ -115,8 +115,14 @@ async def discord_fake():
 @pytest.mark.parametrize("button_first", [False, True])
 async def test_discord_text_reply_and_button_one_wins(tmp_path, discord_fake, button_first):
     from tests.fakes.discord_gateway import DiscordHarness
-    from tests.test_discord_bot import (answers, ask_in_channel, button_ids, ephemeral_texts, never_grounded,
-                                        wait_help_request)
+    from tests.test_discord_bot import (
+        answers,
+        ask_in_channel,
+        button_ids,
+        ephemeral_texts,
+        never_grounded,
+        wait_help_request,
+    )
 
     fake = discord_fake
     bot = await DiscordHarness(tmp_path, fake, never_grounded()).open()

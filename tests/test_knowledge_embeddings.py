@@ -9,8 +9,9 @@ import asyncio
 import hashlib
 import logging
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -19,8 +20,8 @@ from bot.config import Secrets, load_settings
 from bot.platforms.console import ConsoleResponder
 from bot.runtime import open_runtime
 from graphs.knowledge import KnowledgeBase
-from tests.fakes.chat_model import ScriptedChatModel
 from tests.conftest import serve, write_config
+from tests.fakes.chat_model import ScriptedChatModel
 
 TOPICS = ["数据库", "缓存", "容器", "认证", "日志", "备份", "监控", "部署", "网络", "存储"]
 

@@ -4,8 +4,7 @@ another thread with a link to the first, forgotten by an admin, then asked about
 from __future__ import annotations
 
 from tests.fakes.chat_model import ScriptedChatModel
-from tests.test_discord_bot import (  # noqa: F401 - fixtures
-    answers, ask_in_channel, fake, help_requests, open_bot, wait_help_request)
+from tests.test_discord_bot import answers, ask_in_channel, fake, help_requests, open_bot, wait_help_request  # noqa: F401 - fixtures
 from tests.test_learning import learned_only
 
 

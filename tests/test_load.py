@@ -21,11 +21,18 @@ from bot.platforms.console import ConsoleResponder
 from bot.platforms.slack import run_slack
 from bot.protocol import IncomingMessage, Status
 from bot.runtime import AUTO_CONCURRENCY, open_runtime, resolve_concurrency
-from tests.fakes.chat_model import ScriptedChatModel
 from tests.conftest import scripted_runtime
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.mistral_api import mistral_runtime
-from tests.fakes.slack_api import (BOT_TOKEN, BOT_USER_ID, SIGNING_SECRET, FakeSlackAPI, SlackEvents, SlackHarness,
-                                   write_config)
+from tests.fakes.slack_api import (
+    BOT_TOKEN,
+    BOT_USER_ID,
+    SIGNING_SECRET,
+    FakeSlackAPI,
+    SlackEvents,
+    SlackHarness,
+    write_config,
+)
 from tests.test_slack_run import free_port, post
 
 

@@ -16,7 +16,7 @@ from bot.runtime import open_runtime
 from graphs.models import ModelCaller, build_chat_model
 from graphs.schemas import RouteDecision
 from tests.conftest import write_config
-from tests.fakes.mistral_api import mistral_server, mistral_config
+from tests.fakes.mistral_api import mistral_config, mistral_server
 
 BROKEN_CALL = {"id": "abcDEF123", "type": "function", "function": {"name": "route", "arguments": '{"route": "vec'}}
 GOOD_CALL = {"id": "call1", "name": "lookup", "args": {"q": "x"}, "type": "tool_call"}

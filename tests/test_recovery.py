@@ -13,10 +13,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.fakes.mistral_stall import StallingMistral, mistral_server, models_section
 from tests.fakes.bot_process import BotProcess as SlackRunProcess
-from tests.fakes.slack_api import (BOT_USER_ID, FakeSlackAPI, SlackEvents, is_help_request, all_text,
-                                   write_config)
+from tests.fakes.mistral_stall import StallingMistral, mistral_server, models_section
+from tests.fakes.slack_api import BOT_USER_ID, FakeSlackAPI, SlackEvents, all_text, is_help_request, write_config
 from tests.test_slack_run import free_port, post, thread_posts
 
 ROOT = Path(__file__).resolve().parent.parent

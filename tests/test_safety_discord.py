@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.chat_model import ScriptedChatModel
-from tests.fakes.discord_gateway import is_help_request, FakeDiscord
+from tests.fakes.discord_gateway import FakeDiscord, is_help_request
 from tests.test_discord_bot import (  # noqa: F401 - fixtures
     CHECK,
     PENCIL,

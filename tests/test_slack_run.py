@@ -15,9 +15,9 @@ import pytest
 from bot.config import Secrets, load_settings
 from bot.platforms.slack import run_slack, slack_enabled
 from bot.runtime import open_runtime
-from tests.fakes.chat_model import ScriptedChatModel
 from tests.conftest import requires_offline_model
 from tests.fakes.bot_process import BotProcess
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import (
     APP_TOKEN,
     BOT_TOKEN,

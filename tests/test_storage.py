@@ -165,9 +165,9 @@ async def test_cli_with_an_unwritable_data_folder_exits_with_one_clear_line(tmp_
 async def test_a_running_bot_on_a_full_disk_apologises_and_keeps_serving(tmp_path, fake):
     """Slack: a question that cannot be saved gets the "cannot save" apology and the apology
     reaction; once space is back, the next question is answered."""
+    from tests.fakes.chat_model import ScriptedChatModel
     from tests.fakes.slack_api import SlackHarness
     from tests.fakes.slack_api import write_config as slack_config
-    from tests.fakes.chat_model import ScriptedChatModel
 
     with tmpfs(tmp_path / "data", "size=3m") as data:
         harness = await SlackHarness(tmp_path, fake, slack_config(tmp_path, fake), ScriptedChatModel()).open()

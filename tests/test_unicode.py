@@ -69,8 +69,8 @@ async def _cli(args: list, env_extra: dict, stdin: bytes | None = None) -> tuple
 
 
 def cli_config(tmp_path: Path, model) -> Path:
-    from tests.fakes.slack_api import KB_FILES
     from tests.fakes import write_platform_config
+    from tests.fakes.slack_api import KB_FILES
 
     return write_platform_config(tmp_path, KB_FILES, models_section(model))
 

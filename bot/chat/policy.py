@@ -26,9 +26,9 @@ A mention of the bot or a direct message is always for the bot.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from bot.chat.text import Part
 

@@ -13,7 +13,7 @@ pointless on this message (permission, archived thread, deleted message) sets
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 ReactionCall = Callable[[str], Awaitable[bool]]
 

@@ -13,8 +13,9 @@ broken with a word joiner so no client or setting turns them into a ping.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, Literal
+from typing import Literal
 
 from bot.protocol import HumanAction
 

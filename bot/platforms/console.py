@@ -13,7 +13,8 @@ import asyncio
 import sys
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, AsyncIterator, TextIO
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.text import Text

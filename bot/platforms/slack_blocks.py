@@ -73,7 +73,7 @@ class HelpRef:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
-    def loads(cls, raw: str) -> "HelpRef":
+    def loads(cls, raw: str) -> HelpRef:
         """Parse a button value / private_metadata. Raises ValueError when it is not ours."""
         try:
             data = json.loads(raw)

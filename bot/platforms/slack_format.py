@@ -15,7 +15,7 @@ a section block's text holds at most 3000 characters and a message at most 50 bl
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from bot.chat.split import MRKDWN_FENCE, split_text
 from bot.chat.text import Mention, Part, break_broadcasts, compose, link_target

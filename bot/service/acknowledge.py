@@ -28,7 +28,7 @@ ACKED_MEMORY = 4096
 RECENT_SECONDS = 3600.0
 
 
-def plain_question(svc: "ChatService", msg: IncomingMessage) -> bool:
+def plain_question(svc: ChatService, msg: IncomingMessage) -> bool:
     """True when ``msg`` is a new question by everything known in memory: text within
     the limit, not a command or an expert's reply syntax, in a thread this process
     does not know to be waiting for an expert."""
@@ -38,13 +38,13 @@ def plain_question(svc: "ChatService", msg: IncomingMessage) -> bool:
                 and parse_human_reply(text) is None and msg.thread_key not in svc.timers)
 
 
-def _remember(svc: "ChatService", message_id: str) -> None:
+def _remember(svc: ChatService, message_id: str) -> None:
     svc.acked[message_id] = None
     while len(svc.acked) > ACKED_MEMORY:
         svc.acked.popitem(last=False)
 
 
-async def remember_recent_messages(svc: "ChatService") -> int:
+async def remember_recent_messages(svc: ChatService) -> int:
     """Load the ids of the messages handled lately (see :meth:`ChatService.remember_recent_messages`)."""
     try:
         ids = await svc.store.recent_message_ids(RECENT_SECONDS, ACKED_MEMORY)
@@ -56,7 +56,7 @@ async def remember_recent_messages(svc: "ChatService") -> int:
     return len(ids)
 
 
-async def acknowledge(svc: "ChatService", msg: IncomingMessage, out: Responder) -> bool:
+async def acknowledge(svc: ChatService, msg: IncomingMessage, out: Responder) -> bool:
     """Show at once that a question arrived (see :meth:`ChatService.acknowledge`). Never raises."""
     if not plain_question(svc, msg) or msg.message_id in svc.acked:
         return False
@@ -70,7 +70,7 @@ async def acknowledge(svc: "ChatService", msg: IncomingMessage, out: Responder) 
     return True
 
 
-def take(svc: "ChatService", message_id: str, out: Responder) -> SlotPromise | None:
+def take(svc: ChatService, message_id: str, out: Responder) -> SlotPromise | None:
     """The run-slot promise made when ``out`` acknowledged ``message_id`` (now the caller's), or None."""
     ack = svc.acks.get(message_id)
     if ack is None or ack[0] is not out:
@@ -79,7 +79,7 @@ def take(svc: "ChatService", message_id: str, out: Responder) -> SlotPromise | N
     return ack[1]
 
 
-def release(svc: "ChatService", message_id: str, out: Responder) -> None:
+def release(svc: ChatService, message_id: str, out: Responder) -> None:
     """Give back the run slot promised to ``message_id`` through ``out`` (idempotent)."""
     promise = take(svc, message_id, out)
     if promise is not None:

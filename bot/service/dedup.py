@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
-async def first_delivery(svc: "ChatService", msg: IncomingMessage, out: Responder,
+async def first_delivery(svc: ChatService, msg: IncomingMessage, out: Responder,
                          acked: SlotPromise | None) -> bool:
     """Mark ``msg`` seen and record it as a run in flight (one transaction, so a crash
     before it is answered leaves it for recovery). True for its first delivery; False for
@@ -51,7 +51,7 @@ async def first_delivery(svc: "ChatService", msg: IncomingMessage, out: Responde
     return True
 
 
-async def forget_old(svc: "ChatService") -> int:
+async def forget_old(svc: ChatService) -> int:
     """Forget message ids and help-request claims older than ``dedup_retention_seconds``
     (redeliveries come within minutes). Returns the number of message ids forgotten."""
     forgotten = await svc.store.forget_seen_before(svc.dedup_retention_seconds)

@@ -31,7 +31,7 @@ log = logging.getLogger("bot.service")  # one logger for the chat runtime: log f
 
 
 @with_log_context(thread_key="msg.thread_key", platform="msg.platform", message_id="msg.message_id")
-async def handle(svc: "ChatService", msg: IncomingMessage, out: Responder) -> "TurnResult | None":
+async def handle(svc: ChatService, msg: IncomingMessage, out: Responder) -> TurnResult | None:
     """Handle one user message from a platform (see :meth:`ChatService.handle`): a plain
     question is acknowledged first (:mod:`bot.service.acknowledge`). Never raises."""
     await acknowledge.acknowledge(svc, msg, out)
@@ -46,16 +46,16 @@ async def handle(svc: "ChatService", msg: IncomingMessage, out: Responder) -> "T
 
 
 @with_log_context(thread_key="thread_key", platform="platform")
-async def ask(svc: "ChatService", thread_key: str, text: str, out: Responder,
-              platform: str = "console") -> "TurnResult | None":
+async def ask(svc: ChatService, thread_key: str, text: str, out: Responder,
+              platform: str = "console") -> TurnResult | None:
     """One message from the local user (see :meth:`ChatService.ask`). Never raises."""
     msg = IncomingMessage(platform=platform, thread_key=thread_key, message_id="", author_id="console",
                           author_name="console", text=text, is_admin=True, is_expert=True)
     return await dispatch_guarded(svc, msg, out, run_id=f"ask:{uuid.uuid4().hex}")
 
 
-async def dispatch_guarded(svc: "ChatService", msg: IncomingMessage, out: Responder, *, run_id: str,
-                           acked: SlotPromise | None = None) -> "TurnResult | None":
+async def dispatch_guarded(svc: ChatService, msg: IncomingMessage, out: Responder, *, run_id: str,
+                           acked: SlotPromise | None = None) -> TurnResult | None:
     """:func:`dispatch`, with any failure ending in the apology; the run record is
     finished whatever happens (once: usually its answer finished it). Never raises."""
     try:
@@ -70,8 +70,8 @@ async def dispatch_guarded(svc: "ChatService", msg: IncomingMessage, out: Respon
             await best_effort(svc.store.finish_run(run_id), msg.thread_key)
 
 
-async def dispatch(svc: "ChatService", msg: IncomingMessage, out: Responder, *, run_id: str,
-                   acked: SlotPromise | None = None) -> "TurnResult | None":
+async def dispatch(svc: ChatService, msg: IncomingMessage, out: Responder, *, run_id: str,
+                   acked: SlotPromise | None = None) -> TurnResult | None:
     """Route one message (see the module docstring)."""
     text = msg.text.strip()
     key = msg.thread_key

@@ -25,7 +25,7 @@ async def best_effort(coro: Any, thread_key: str) -> None:
         log.warning("bookkeeping write failed: %s", describe_failure(exc), extra=for_thread(thread_key))
 
 
-async def finish_run(svc: "ChatService", run_id: str, thread_key: str) -> None:
+async def finish_run(svc: ChatService, run_id: str, thread_key: str) -> None:
     """Delete the run's in-flight record (best effort) and remember that it is done, so
     :func:`bot.service.dispatch.dispatch_guarded` does not delete it a second time."""
     try:
@@ -38,7 +38,7 @@ async def finish_run(svc: "ChatService", run_id: str, thread_key: str) -> None:
         svc.finished.clear()
 
 
-def apology_for(svc: "ChatService", exc: BaseException) -> str:
+def apology_for(svc: ChatService, exc: BaseException) -> str:
     """The apology for a failed turn: the storage apology when saving failed, else the
     configured one."""
     if failure_kind(exc) == "storage":
@@ -46,7 +46,7 @@ def apology_for(svc: "ChatService", exc: BaseException) -> str:
     return svc.admin_commands.apology
 
 
-async def fail(svc: "ChatService", thread_key: str, exc: BaseException, out: Responder, *, what: str,
+async def fail(svc: ChatService, thread_key: str, exc: BaseException, out: Responder, *, what: str,
                run_id: str = "") -> None:
     """A turn failed outside the graph: one log line, the (storage) apology, the apology
     reaction; nothing more when another replica took the run ``run_id`` over (it answers)."""

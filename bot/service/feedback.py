@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
-async def recorded(svc: "ChatService", answer: Answer, values: dict[str, Any], *, thread_key: str, platform: str,
+async def recorded(svc: ChatService, answer: Answer, values: dict[str, Any], *, thread_key: str, platform: str,
                    channel: str) -> Answer:
     """Record an answer for feedback and give it the id its 👍/👎 controls carry; when
     the record cannot be written the answer goes out without controls (logged)."""
@@ -38,7 +38,7 @@ async def recorded(svc: "ChatService", answer: Answer, values: dict[str, Any], *
     return replace(answer, answer_id=answer_id)
 
 
-async def vote(svc: "ChatService", answer_id: str, user_id: str, vote: int, reason: str | None = None) -> bool:
+async def vote(svc: ChatService, answer_id: str, user_id: str, vote: int, reason: str | None = None) -> bool:
     """Record a vote (see :meth:`ChatService.vote`). Never raises."""
     try:
         ok = await svc.store.record_vote(answer_id, user_id, vote, clean_text(reason) if reason else reason)
@@ -49,7 +49,7 @@ async def vote(svc: "ChatService", answer_id: str, user_id: str, vote: int, reas
     return ok
 
 
-async def escalate(svc: "ChatService", answer_id: str, *, actor_id: str, actor_name: str, out: Responder) -> bool:
+async def escalate(svc: ChatService, answer_id: str, *, actor_id: str, actor_name: str, out: Responder) -> bool:
     """Send a 👎'd answer to the experts (see :meth:`ChatService.escalate`). Never raises."""
     rec: dict[str, Any] | None = None
     try:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
-async def open_request(svc: "ChatService", thread_key: str, intr: Any, out: Responder, *, platform: str,
+async def open_request(svc: ChatService, thread_key: str, intr: Any, out: Responder, *, platform: str,
                        run_id: str) -> HelpRequest | None:
     """Post the help request of the pending interrupt ``intr`` (``.id``, ``.value``: a
     :class:`~graphs.state.HelpPayload`), show waiting (apology when it could not be
@@ -58,7 +58,7 @@ async def open_request(svc: "ChatService", thread_key: str, intr: Any, out: Resp
     return request
 
 
-async def claim(svc: "ChatService", interrupt_id: str, key: str, by: str, parsed: tuple[HumanAction, str] | None,
+async def claim(svc: ChatService, interrupt_id: str, key: str, by: str, parsed: tuple[HumanAction, str] | None,
                 out: Responder) -> bool:
     """Claim a help request for one reply (atomic in the store). False, after telling the
     replier privately, when another reply or the timeout claimed it first."""
@@ -78,7 +78,7 @@ async def already_handled(key: str, action: HumanAction, by: str, out: Responder
 
 
 @with_log_context(thread_key="thread_key")
-async def resume(svc: "ChatService", thread_key: str, action: HumanAction, text: str, *, actor_id: str,
+async def resume(svc: ChatService, thread_key: str, action: HumanAction, text: str, *, actor_id: str,
                  actor_name: str, is_expert: bool, out: Responder, interrupt_id: str | None = None,
                  channel: str = "") -> bool:
     """Resume a paused thread from a button or modal (see :meth:`ChatService.resume`). Never raises."""
@@ -110,8 +110,8 @@ async def resume(svc: "ChatService", thread_key: str, action: HumanAction, text:
         return False
 
 
-async def resume_claimed(svc: "ChatService", thread_key: str, action: HumanAction, text: str, by: str,
-                         out: Responder, interrupt_id: str, *, run_id: str, channel: str = "") -> "TurnResult":
+async def resume_claimed(svc: ChatService, thread_key: str, action: HumanAction, text: str, by: str,
+                         out: Responder, interrupt_id: str, *, run_id: str, channel: str = "") -> TurnResult:
     """Resume the claimed interrupt ``interrupt_id`` with a :class:`~graphs.state.ResumeValue`
     (the caller holds the thread lock). The answer goes to the help request's own thread
     (its responder rebuilt from the stored reference), else to ``out``."""
@@ -128,7 +128,7 @@ async def resume_claimed(svc: "ChatService", thread_key: str, action: HumanActio
                               record={"resume": value, "interrupt_id": interrupt_id, "channel": channel})
 
 
-def arm_timeout(svc: "ChatService", thread_key: str, delay: float, interrupt_id: str = "") -> None:
+def arm_timeout(svc: ChatService, thread_key: str, delay: float, interrupt_id: str = "") -> None:
     """In ``delay`` seconds, dismiss the thread's help request ``interrupt_id`` if it is
     still pending and unclaimed (the apology is posted where the request was)."""
     old = svc.timers.pop(thread_key, None)
@@ -155,7 +155,7 @@ def arm_timeout(svc: "ChatService", thread_key: str, delay: float, interrupt_id:
     svc.timers[thread_key] = asyncio.create_task(fire(), name=f"help-timeout:{thread_key}")
 
 
-def rearm(svc: "ChatService", rows: list[dict[str, Any]], *, missing_only: bool = False) -> None:
+def rearm(svc: ChatService, rows: list[dict[str, Any]], *, missing_only: bool = False) -> None:
     """Arm the timeouts of open help requests (rows of
     :meth:`bot.store.Bookkeeping.open_help_requests`); ``missing_only``: only those with
     no live timer in this process (replicas)."""

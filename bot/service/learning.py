@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
-async def learn(svc: "ChatService", question: str, text: str, by: str, values: dict[str, Any], out: Responder, *,
+async def learn(svc: ChatService, question: str, text: str, by: str, values: dict[str, Any], out: Responder, *,
                 thread_key: str, platform: str, channel: str) -> LearnedEntry | None:
     """Save an expert's answer as a learned entry (when learning is on for the turn's
     channel), with a link to the thread where the responder can give one. Best effort:
@@ -42,7 +42,7 @@ async def learn(svc: "ChatService", question: str, text: str, by: str, values: d
     return entry
 
 
-async def remember(svc: "ChatService", msg: IncomingMessage, text: str, out: Responder) -> None:
+async def remember(svc: ChatService, msg: IncomingMessage, text: str, out: Responder) -> None:
     """``remember: <text>`` from an expert in a thread: a learned entry answering the
     thread's last question (or standing alone). Others are refused privately."""
     key = msg.thread_key

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.recovery")  # the name it has always logged under: log filters name it
 
 
-async def recover_runs(service: "ChatService", runs: list[dict[str, Any]]) -> None:
+async def recover_runs(service: ChatService, runs: list[dict[str, Any]]) -> None:
     """Finish ``runs`` (rows of :meth:`bot.store.Bookkeeping.unfinished_runs`): threads in
     parallel, each thread's runs in the order they arrived. Never raises."""
     by_thread: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -85,7 +85,7 @@ async def recover_runs(service: "ChatService", runs: list[dict[str, Any]]) -> No
 
 
 @with_log_context(thread_key="row.thread_key", platform="row.platform")
-async def recover_run(service: "ChatService", row: dict[str, Any]) -> None:
+async def recover_run(service: ChatService, row: dict[str, Any]) -> None:
     """Finish one unfinished run (see the module docstring for the decision)."""
     key, run_id, stage = row["thread_key"], row["run_id"], row["stage"]
     out = await service.responders.when_ready(row["platform"], row["reference"])
@@ -157,12 +157,12 @@ def _input_of(record: dict[str, Any]) -> Any:
     return None
 
 
-async def _apologise(service: "ChatService", key: str, run_id: str, out: Responder) -> None:
+async def _apologise(service: ChatService, key: str, run_id: str, out: Responder) -> None:
     answer = Answer(text=service.admin_commands.apology, kind="apology")
     await runs.post_final(service, key, run_id, answer, out)
 
 
-async def watch(service: "ChatService") -> None:
+async def watch(service: ChatService) -> None:
     """Replicas on one database (``store.shared``): every ``lease_seconds / 3`` renew this
     replica's leases (and finish what failed while the database was away); every
     ``recovery_interval_seconds`` take over the runs whose replica died (their lease
@@ -205,7 +205,7 @@ async def watch(service: "ChatService") -> None:
             down = True
 
 
-async def _pick_up_index(service: "ChatService", seen: str) -> str:
+async def _pick_up_index(service: ChatService, seen: str) -> str:
     """Load the index generation recorded in the database by another replica's reindex
     (from the shared index folder); warn once if this replica cannot see it there (its
     index folder is not the shared one). Returns the generation handled."""

@@ -48,7 +48,7 @@ class TurnResult:
     error: str = ""  # one line (bot.failures.describe_failure) when the run failed and ended in the apology
 
 
-async def show(svc: "ChatService", run_id: str, out: Responder, status: Status) -> None:
+async def show(svc: ChatService, run_id: str, out: Responder, status: Status) -> None:
     """Set a status and remember the reaction now shown (so a restart can clear it);
     nothing once another replica took the run over."""
     if not await svc.store.holds(run_id):
@@ -58,7 +58,7 @@ async def show(svc: "ChatService", run_id: str, out: Responder, status: Status) 
 
 
 @with_log_context(thread_key="thread_key", platform="platform")
-async def run(svc: "ChatService", thread_key: str, graph_input: Any, out: Responder, *, platform: str, run_id: str,
+async def run(svc: ChatService, thread_key: str, graph_input: Any, out: Responder, *, platform: str, run_id: str,
               record: dict[str, Any], is_resume: bool = False, t0: float | None = None,
               announced: bool = False) -> TurnResult:
     """Run the graph on ``graph_input`` (None: continue from the last checkpoint) and
@@ -81,7 +81,7 @@ async def run(svc: "ChatService", thread_key: str, graph_input: Any, out: Respon
     return result
 
 
-async def _run_graph(svc: "ChatService", thread_key: str, graph_input: Any, out: Responder, cfg: Any, *,
+async def _run_graph(svc: ChatService, thread_key: str, graph_input: Any, out: Responder, cfg: Any, *,
                      platform: str, run_id: str, record: dict[str, Any], is_resume: bool, t0: float,
                      announced: bool) -> TurnResult:
     try:
@@ -122,7 +122,7 @@ def answer_of(values: dict[str, Any], note: str = "") -> Answer:
     )
 
 
-async def report(svc: "ChatService", thread_key: str, state: Any, out: Responder, *, platform: str, run_id: str,
+async def report(svc: ChatService, thread_key: str, state: Any, out: Responder, *, platform: str, run_id: str,
                  t0: float, channel: str = "") -> TurnResult:
     """Post what a finished (or paused) run ended with: the answer, the apology or the
     help request; the final status is done, apology or waiting."""
@@ -150,7 +150,7 @@ async def report(svc: "ChatService", thread_key: str, state: Any, out: Responder
     return TurnResult(thread_key, answer, None, values, seconds)
 
 
-async def post_final(svc: "ChatService", thread_key: str, run_id: str, answer: Answer, out: Responder) -> bool:
+async def post_final(svc: ChatService, thread_key: str, run_id: str, answer: Answer, out: Responder) -> bool:
     """Post an answer or apology and set the resting status: DONE only when a real
     answer was posted; APOLOGY for an apology or when posting failed (:class:`PostError`).
     Returns True if it was posted."""
@@ -168,7 +168,7 @@ async def post_final(svc: "ChatService", thread_key: str, run_id: str, answer: A
     return posted
 
 
-async def prune(svc: "ChatService", thread_key: str) -> None:
+async def prune(svc: ChatService, thread_key: str) -> None:
     """Keep only the newest checkpoints of a thread (they hold the messages and any
     pending interrupt) and give the freed pages back (:func:`bot.checkpoints.prune`)."""
     try:

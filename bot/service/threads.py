@@ -5,8 +5,8 @@ run concurrently."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 from bot.storage import BookkeepingStore
 

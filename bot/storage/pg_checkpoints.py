@@ -11,8 +11,9 @@ PostgreSQL gives deleted rows' space back to the table by autovacuum, no file sh
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 #: Columns the statements here rely on.
 SAVER_SCHEMA: dict[str, tuple[str, ...]] = {

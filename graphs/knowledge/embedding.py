@@ -16,7 +16,8 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Sequence, cast
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import numpy as np
 from langchain_core.embeddings import Embeddings

@@ -25,8 +25,8 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -224,7 +224,7 @@ class ReindexLock:
         self.path = index_dir / "reindex.lock"
         self._fd: int | None = None
 
-    def __enter__(self) -> "ReindexLock":
+    def __enter__(self) -> ReindexLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:

@@ -6,8 +6,9 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence, cast
+from typing import cast
 
 import numpy as np
 from langchain_core.embeddings import Embeddings

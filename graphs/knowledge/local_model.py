@@ -36,9 +36,10 @@ import shutil
 import tempfile
 import threading
 import warnings
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence, cast
+from typing import Any, cast
 
 import numpy as np
 from langchain_core.embeddings import Embeddings

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import glob
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import yaml
 

@@ -6,8 +6,9 @@ ends) and to ``/runs/batch`` (``{"post": [...], "patch": [...]}``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from aiohttp import web
 

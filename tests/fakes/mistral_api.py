@@ -21,8 +21,9 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from aiohttp import web
 

@@ -31,8 +31,9 @@ import json
 import time
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from aiohttp import WSMsgType, web
 from slack_sdk.signature import SignatureVerifier
@@ -194,7 +195,7 @@ class FakeSlackAPI:
         self._changed = asyncio.Event()
 
     # ---- lifecycle ---------------------------------------------------------------
-    async def start(self) -> "FakeSlackAPI":
+    async def start(self) -> FakeSlackAPI:
         """Start listening on 127.0.0.1 with a free port; returns self."""
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
@@ -270,7 +271,7 @@ class FakeSlackAPI:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), min(remaining, 0.2))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def next_ts(self) -> str:
@@ -655,7 +656,7 @@ class SlackHarness:
         self._stack: Any = None
         self.channel = "C0GENERAL"
 
-    async def open(self) -> "SlackHarness":
+    async def open(self) -> SlackHarness:
         from contextlib import AsyncExitStack
 
         from bot.config import Secrets, load_settings
