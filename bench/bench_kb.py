@@ -10,6 +10,7 @@ eval file, one query each, top ``[knowledge] k``, after one warm-up pass.
 Keyword only (``[knowledge] embeddings = "none"``) by default; ``--embeddings`` does the
 same with local MiniLM embeddings (minutes on a shared 2-core machine) and hybrid search.
 
+``--max-tokens N`` sets ``[models] local_embedding_max_tokens`` (0: the model's own, 256).
 ``--backend`` picks ``[models] local_embedding_backend`` (torch, onnx, onnx-int8; default the
 product's "auto"). Peak RSS: of the reindex subprocesses (``RUSAGE_CHILDREN``) and of this
 process after the search passes (the model loaded for queries).
@@ -98,6 +99,8 @@ def main() -> None:
     ap.add_argument("--reindex-timeout", type=float, default=1800)
     ap.add_argument("--backend", choices=["auto", "torch", "onnx", "onnx-int8"], default="auto",
                     help="[models] local_embedding_backend (with --embeddings)")
+    ap.add_argument("--max-tokens", type=int, default=0,
+                    help="[models] local_embedding_max_tokens (with --embeddings; 0 = the model's own)")
     args = ap.parse_args()
     kind = "local" if args.embeddings else "none"
     repeats = args.repeats or (1 if args.embeddings else 3)
@@ -114,7 +117,8 @@ def main() -> None:
             sub.mkdir()
             cfg = write_bench_config(sub, slack_api="http://127.0.0.1:9/api/", llm_base_url="http://127.0.0.1:9/v1",
                                      port=9, corpus=Path(args.corpus), embeddings=kind)
-            backend = f'[models]\nlocal_embedding_backend = "{args.backend}"\n'
+            backend = (f'[models]\nlocal_embedding_backend = "{args.backend}"\n'
+                       f"local_embedding_max_tokens = {args.max_tokens}\n")
             cfg.write_text(cfg.read_text().replace("[models]\n", backend, 1))
             full = reindex(cfg, args.reindex_timeout)
             unchanged = reindex(cfg, args.reindex_timeout)
@@ -134,6 +138,7 @@ def main() -> None:
     summary = {
         "embeddings": kind,
         "backend": args.backend,
+        "max_tokens": args.max_tokens,
         "reindex_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024,
         "reindex_full_s": median_of([r["full"]["wall_s"] for r in runs]),
         "reindex_full_cli_s": median_of([r["full"]["cli_s"] for r in runs]),

@@ -64,12 +64,15 @@ def main() -> None:
     ap.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpus/langgraph-docs"))
     ap.add_argument("--eval", default=str(HERE.parent.parent / "shared/eval/dev.jsonl"))
     ap.add_argument("--backend", choices=["auto", "torch", "onnx", "onnx-int8"], default="auto")
+    ap.add_argument("--max-tokens", type=int, default=None,
+                    help="word pieces read per text ([models] local_embedding_max_tokens; default the product's, "
+                         "0 = the model's own 256)")
     ap.add_argument("--skip-incremental", action="store_true",
                     help="skip the one-file-changed reindex (a second full embedding)")
     args = ap.parse_args()
     rows = [json.loads(line) for line in Path(args.eval).read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r["kind"] in ("kb", "followup")]
-    report: dict = {"questions": len(rows), "backend": args.backend}
+    report: dict = {"questions": len(rows), "backend": args.backend, "max_tokens": args.max_tokens}
     tmp = Path(tempfile.mkdtemp(prefix="tw-bench-"))
     try:
         kb = KnowledgeBase(tmp / "bm25", [args.corpus])
@@ -81,6 +84,9 @@ def main() -> None:
 
         t = time.perf_counter()
         emb, eid = build_embeddings("local", ModelSettings(local_embedding_backend=args.backend))
+        if args.max_tokens is not None:
+            emb.max_tokens = args.max_tokens or None
+            eid = emb.embedder_id
         emb.load()  # an ONNX export, if not cached yet, is timed here and not in the reindex
         report["embedder_load_s"] = round(time.perf_counter() - t, 1)
         report["embedder"], report["embedder_backend"] = emb.embedder_id, emb.backend
@@ -110,7 +116,9 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(report, indent=1))
-    out = HERE / "results" / ("retrieval.json" if args.backend == "auto" else f"retrieval-{args.backend}.json")
+    name = "retrieval" + ("" if args.backend == "auto" else f"-{args.backend}") \
+        + ("" if args.max_tokens is None else f"-max{args.max_tokens}")
+    out = HERE / "results" / f"{name}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(report, indent=1))
 

@@ -254,7 +254,8 @@ def build_embeddings(kind: str, models_cfg: Any, mistral_api_key: str = "",
 
     path = local_embedding_path(models_cfg.local_embedding_model)
     local = LocalEmbeddings(path, threads=getattr(models_cfg, "threads", 1),
-                            backend=getattr(models_cfg, "local_embedding_backend", "auto"), cache_dir=cache_dir)
+                            backend=getattr(models_cfg, "local_embedding_backend", "auto"), cache_dir=cache_dir,
+                            max_tokens=getattr(models_cfg, "local_embedding_max_tokens", 0) or None)
     return local, local.embedder_id
 
 

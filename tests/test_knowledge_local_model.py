@@ -241,3 +241,38 @@ def test_a_new_export_replaces_older_ones_of_the_same_backend_only(tmp_path: Pat
     shutil.rmtree(int8)
     assert export_onnx(local_embedding_path(), "onnx-int8", export_cache) == int8
     assert not stale.exists() and other.exists() and (int8 / "model.onnx").exists()
+
+
+@requires_offline_model
+def test_a_cut_at_fewer_word_pieces_is_recorded_and_rebuilds_the_index(tmp_path: Path, export_cache: Path) -> None:
+    """``[models] local_embedding_max_tokens``: texts cut at 128 word pieces give other
+    vectors for long texts (both backends alike), so the manifest records the cut and an
+    index built without it is rebuilt, not mixed; the same cut again reuses the vectors."""
+    import numpy as np
+
+    from bot.config import ModelSettings
+    from graphs.knowledge.local_model import LocalEmbeddings
+    from graphs.models import build_embeddings, local_embedding_path
+
+    def cut(backend: str) -> LocalEmbeddings:
+        return LocalEmbeddings(local_embedding_path(), threads=1, backend=backend, cache_dir=export_cache,
+                               max_tokens=128)
+
+    long_text = " ".join(DOCS.values()) * 2  # ~300 word pieces
+    full, cut_onnx, cut_torch = _local("onnx", export_cache), cut("onnx"), cut("torch")
+    v_full, v_cut, v_torch = (np.asarray(e.embed_documents([long_text])[0]) for e in (full, cut_onnx, cut_torch))
+    assert float(v_full @ v_cut) < 0.999  # the end of the text is no longer read
+    assert np.abs(v_cut - v_torch).max() < 1e-4  # torch cuts at the same place
+    assert cut_onnx.backend == "onnx" and cut_onnx.embedder_id == "local:all-MiniLM-L6-v2@128"
+    configured, eid = build_embeddings("local", ModelSettings(local_embedding_max_tokens=128))
+    assert eid == "local:all-MiniLM-L6-v2@128" and configured is not None
+
+    docs = write_docs(tmp_path / "docs")
+    KnowledgeBase(tmp_path / "index", [docs], embeddings=full, embedder_id="x").reindex()
+    again = KnowledgeBase(tmp_path / "index", [docs], embeddings=cut_onnx, embedder_id="x")
+    assert again.needs_rebuild()
+    stats = again.reindex()
+    assert stats.embedded_chunks == stats.chunks
+    assert again.snapshot.manifest["embedder"] == "local:all-MiniLM-L6-v2@128"
+    same = KnowledgeBase(tmp_path / "index", [docs], embeddings=cut("onnx"), embedder_id="x")
+    assert not same.needs_rebuild() and same.reindex().embedded_chunks == 0

@@ -67,6 +67,14 @@ MIN_COSINE = {"onnx": 0.9999, "onnx-int8": 0.97}
 #: a call are padded to the longest one, so callers send similar lengths together.
 BATCH = 32
 
+#: Most word pieces of a text the local model reads by default: ``None``, the model's own
+#: ``max_seq_length`` (256 for all-MiniLM-L6-v2, which was trained on 128). Cutting at 128
+#: (``[models] local_embedding_max_tokens = 128``) made a full reindex of the LangGraph docs
+#: (2,885 chunks, median 218 word pieces, 73% over 128) ~2.5x faster but lost recall
+#: (hybrid recall@1 / @5 / follow-ups 0.735 / 0.898 / 0.60 against 0.755 / 0.939 / 0.70;
+#: bench/README.md "Local embeddings: sequence length"), so it is opt-in.
+MAX_TOKENS: int | None = None
+
 _CHECK_TEXTS = [
     "How do I add memory to a LangGraph agent?",
     "deploy standalone container\nDeploy > Standalone container\nThe container needs REDIS_URI and DATABASE_URI "
@@ -133,17 +141,19 @@ class OnnxEncoder:
         threads: ONNX Runtime intra-op threads. Idle threads sleep instead of spinning
             (``session.intra_op.allow_spinning = 0``): on a shared 2-core machine
             spinning threads took the cores the other thread needed (bench/README.md).
+        max_length: most word pieces per text (the rest is cut off); ``None`` or more than
+            the model's ``max_seq_length`` (256 for all-MiniLM-L6-v2): the model's.
 
     Raises:
         Exception: onnxruntime or tokenizers cannot load the files.
     """
 
-    def __init__(self, folder: Path, threads: int = 1) -> None:
+    def __init__(self, folder: Path, threads: int = 1, max_length: int | None = None) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         meta = json.loads((folder / "export.json").read_text())
-        self.max_length = int(meta["max_seq_length"])
+        self.max_length = min(int(meta["max_seq_length"]), int(max_length or meta["max_seq_length"]))
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(self.max_length)
         self.tokenizer.enable_padding(pad_id=int(meta["pad_id"]), pad_token=meta["pad_token"])
@@ -157,7 +167,7 @@ class OnnxEncoder:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """``len(texts) x dim`` float32 unit vectors, :data:`BATCH` texts per session call
-        (as sentence-transformers: whitespace stripped, at most ``max_seq_length`` tokens)."""
+        (as sentence-transformers: whitespace stripped, at most ``max_length`` word pieces)."""
         out = []
         for start in range(0, len(texts), BATCH):
             enc = self.tokenizer.encode_batch([t.strip() for t in texts[start:start + BATCH]])
@@ -337,10 +347,18 @@ class LocalEmbeddings(Embeddings):
         backend: one of :data:`BACKENDS`.
         cache_dir: where ONNX exports are kept (default :func:`default_cache_dir`).
         name: the model's name in :attr:`embedder_id`.
+        max_tokens: most word pieces read per text (:data:`MAX_TOKENS`), both backends;
+            ``None``: the model's own ``max_seq_length`` (256). Recorded in :attr:`embedder_id`.
+
+    Raises:
+        ValueError: ``backend`` is unknown, ``max_tokens`` below 8.
     """
 
     def __init__(self, path: str, threads: int = 1, backend: str = "auto", cache_dir: Path | None = None,
-                 name: str = "all-MiniLM-L6-v2") -> None:
+                 name: str = "all-MiniLM-L6-v2", max_tokens: int | None = MAX_TOKENS) -> None:
+        if max_tokens is not None and int(max_tokens) < 8:
+            raise ValueError(f"local embeddings: max_tokens {max_tokens} is below 8 word pieces")
+        self.max_tokens = int(max_tokens) if max_tokens is not None else None
         self.path = path
         self.threads = max(1, int(threads))
         self.backend = resolve_backend(backend)
@@ -352,8 +370,12 @@ class LocalEmbeddings(Embeddings):
     @property
     def embedder_id(self) -> str:
         """Names the vector space: ``local:<name>`` for torch and fp32 ONNX (the same
-        vectors), ``local:<name>+int8`` for int8. Changes if a fallback to torch happened."""
-        return f"local:{self.name}" + ("+int8" if self.backend == "onnx-int8" else "")
+        vectors), ``+int8`` for int8, ``@<max_tokens>`` when texts are cut at
+        ``max_tokens`` word pieces (``local:all-MiniLM-L6-v2@128``): an index built with
+        other vectors (another backend family, another cut) is then rebuilt, not reused.
+        Known without loading the model; changes if a fallback to torch happened."""
+        return (f"local:{self.name}" + ("+int8" if self.backend == "onnx-int8" else "")
+                + (f"@{self.max_tokens}" if self.max_tokens is not None else ""))
 
     def load(self) -> None:
         """Load the model now (exporting it first if needed); see :attr:`embedder_id` afterwards."""
@@ -366,7 +388,8 @@ class LocalEmbeddings(Embeddings):
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
                 if self.backend != "torch":
                     try:
-                        self._model = OnnxEncoder(export_onnx(self.path, self.backend, self.cache_dir), self.threads)
+                        self._model = OnnxEncoder(export_onnx(self.path, self.backend, self.cache_dir), self.threads,
+                                                  self.max_tokens)
                     except Exception as exc:  # noqa: BLE001 - any failure: torch still works
                         log.warning("local embeddings: %s export/load failed (%s: %s); using torch instead",
                                     self.backend, type(exc).__name__, (str(exc).splitlines() or [""])[0][:200])
@@ -377,8 +400,12 @@ class LocalEmbeddings(Embeddings):
                     from langchain_huggingface import HuggingFaceEmbeddings
 
                     torch.set_num_threads(min(self.threads, torch.get_num_threads()))
-                    self._model = HuggingFaceEmbeddings(model_name=self.path, model_kwargs={"device": "cpu"},
-                                                        encode_kwargs={"normalize_embeddings": True})
+                    model = HuggingFaceEmbeddings(model_name=self.path, model_kwargs={"device": "cpu"},
+                                                  encode_kwargs={"normalize_embeddings": True})
+                    if self.max_tokens is not None:  # the same cut as the ONNX encoder: the same vectors
+                        client = model._client
+                        client.max_seq_length = min(int(client.max_seq_length or self.max_tokens), self.max_tokens)
+                    self._model = model
             return self._model
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
