@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -158,6 +159,19 @@ def _chat_model(settings: Settings, secrets: Secrets, given: BaseChatModel | Non
             raise
         log.error("%s; answering with the documents' own sentences until it is fixed", exc)
         return UnavailableChatModel(reason=str(exc)), str(exc)
+
+
+def freeze_startup_objects() -> None:
+    """Move every object alive now (the imported libraries, settings, index and graph:
+    ~150,000 objects) to the collector's permanent generation (:func:`gc.freeze`), so the
+    full collections a burst of questions triggers no longer walk them (nothing is
+    collected first: the few objects already garbage are kept, a cost of kilobytes).
+
+    Issue 11, third round (bench/README.md): a full collection walked them in 150-300 ms
+    of CPU on the shared 2-core machine, and a burst of questions triggers them as its
+    objects survive; py-spy counts that time in whichever frame allocated
+    (``BaseMessage.__init__``, socket writes). Those objects live as long as the process."""
+    gc.freeze()
 
 
 @asynccontextmanager
