@@ -85,6 +85,15 @@ class Status(str, enum.Enum):
     APOLOGY = "apology"
 
 
+#: The statuses a message may show while its run is unfinished: a responder rebuilt from a
+#: stored reference (crash recovery, a help request's timeout, a run taken over by another
+#: replica) treats all of them as possibly shown and clears them, because the reference is
+#: stored when the message is received, not again at every status (issue 11, third round:
+#: one bookkeeping write less per status shown).
+UNFINISHED_STATUSES = (Status.RECEIVED, Status.QUEUED, Status.SEARCHING, Status.WEB, Status.WRITING,
+                       Status.WAITING_HUMAN)
+
+
 class HumanAction(str, enum.Enum):
     """How a human resumes a paused run (the ``action`` of :class:`graphs.state.ResumeValue`)."""
 

@@ -37,7 +37,7 @@ from bot.platforms.discord_format import (
     split_message,
 )
 from bot.platforms.discord_views import help_view, vote_view
-from bot.protocol import Answer, HelpRequest, PostError, Status
+from bot.protocol import UNFINISHED_STATUSES, Answer, HelpRequest, PostError, Status
 
 if TYPE_CHECKING:
     from bot.platforms.discord_ import ThreadwiseBot
@@ -159,8 +159,9 @@ class DiscordResponder:
     def from_reference(cls, bot: ThreadwiseBot, ref: dict[str, Any]) -> DiscordResponder:
         """Rebuild a responder after a restart from :meth:`reference` output.
 
-        The service takes the reference just before it shows WAITING_HUMAN, so the rebuilt
-        responder treats both the recorded reaction and the waiting one as possibly shown.
+        The service stores the reference when the message is received, not at every status,
+        so the rebuilt responder treats the recorded reactions and those of every
+        :data:`bot.protocol.UNFINISHED_STATUSES` as possibly shown.
 
         Raises:
             KeyError, ValueError: ``ref`` is not a Discord reference.
@@ -180,7 +181,7 @@ class DiscordResponder:
             stale_reactions=(
                 *(str(e) for e in ref.get("shown") or []),
                 str(ref.get("shown_reaction") or ""),
-                bot.discord_settings.reactions.waiting_human,
+                *(str(getattr(bot.discord_settings.reactions, s.value)) for s in UNFINISHED_STATUSES),
             ),
             reply_always=bool(ref.get("reply_always")),
         )

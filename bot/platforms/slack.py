@@ -97,7 +97,7 @@ from bot.platforms.slack_responder import (
     SlackResponder,
     place_from_reference,
 )
-from bot.protocol import HumanAction, IncomingMessage
+from bot.protocol import UNFINISHED_STATUSES, HumanAction, IncomingMessage
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -181,8 +181,8 @@ class SlackBot:
 
     def responder_from_reference(self, ref: dict[str, Any]) -> SlackResponder:
         """Rebuild a responder from ``SlackResponder.reference()`` (after a restart)."""
-        waiting = str(self.settings.reactions.waiting_human).strip(":")
-        return self.responder(place_from_reference(ref, waiting_reaction=waiting))
+        statuses = [str(getattr(self.settings.reactions, s.value)).strip().strip(":") for s in UNFINISHED_STATUSES]
+        return self.responder(place_from_reference(ref, also_shown=statuses))
 
     # ---- listeners -------------------------------------------------------------------
     def _register(self) -> None:

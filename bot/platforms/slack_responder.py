@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -324,15 +324,14 @@ class SlackResponder:
                 "user": self.place.user, "shown": list(self.place.shown), "help_ts": self.place.help_ts}
 
 
-def place_from_reference(ref: dict[str, Any], waiting_reaction: str = "") -> SlackPlace:
+def place_from_reference(ref: dict[str, Any], also_shown: Sequence[str] = ()) -> SlackPlace:
     """Rebuild a :class:`SlackPlace` from :meth:`SlackResponder.reference` output.
 
-    ``waiting_reaction`` is added to the reactions to clear: a rebuilt responder usually
-    serves a paused run whose message shows the "waiting for a human" reaction.
+    ``also_shown``: reaction names added to the reactions to clear (the reactions of
+    :data:`bot.protocol.UNFINISHED_STATUSES`: the reference is stored when the message is
+    received, so it does not name the status the run showed last, nor "waiting for a human").
     """
-    shown = [str(s) for s in ref.get("shown") or []]
-    if waiting_reaction and waiting_reaction not in shown:
-        shown.append(waiting_reaction)
+    shown = list(dict.fromkeys([*(str(s) for s in ref.get("shown") or []), *(s for s in also_shown if s)]))
     return SlackPlace(team=str(ref.get("team", "")), channel=str(ref.get("channel", "")),
                       thread_ts=str(ref.get("thread_ts", "")), message_ts=str(ref.get("message_ts", "")),
                       user=str(ref.get("user", "")), shown=shown, help_ts=str(ref.get("help_ts", "")))

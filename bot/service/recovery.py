@@ -2,9 +2,10 @@
 
 Every user message is recorded in the bookkeeping as a run in flight together with its
 dedup mark (one transaction, :meth:`bot.store.Bookkeeping.mark_seen`); the record is
-refreshed when the graph starts (input, the checkpoint id before the run) and after
-every status change (the responder reference names the reaction now shown), and it is
-deleted when the answer, apology or help request is out. So at start every record left
+refreshed when the graph starts (input, the checkpoint id before the run, the responder
+reference) and when the answer is posted (stage), not at each status shown: the rebuilt
+responder clears every status a run may show (:data:`bot.protocol.UNFINISHED_STATUSES`);
+it is deleted when the answer, apology or help request is out. So at start every record left
 is a question that was never answered. For each (oldest first, threads in parallel,
 one thread's runs in order) the service rebuilds the responder from its reference
 (``ChatService.register_platform``, :mod:`bot.service.responders`) and:
