@@ -222,7 +222,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             log.warning("Discord support is not installed")
         from bot.runtime import freeze_startup_objects
 
-        freeze_startup_objects()  # the long-lived process: its start-up objects leave the collector's walks
+        freeze_startup_objects()  # long-lived process: start-up objects out of the collector's walks
         slack_partial = ((secrets.slack_bot_token or secrets.slack_app_token or secrets.slack_signing_secret)
                          and not any(t.get_name() == "slack" for t in tasks))
         if slack_partial:
