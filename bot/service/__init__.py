@@ -6,6 +6,7 @@ module              holds
 chat_service        :class:`ChatService`: settings, wiring, the entry points adapters call
 dispatch            one incoming message: dedup, empty/too long, admin, reply or question
 acknowledge         the first status on receipt, before any storage work (a run slot promised)
+run_slots           the cap on runs at once ([service] max_concurrent_runs), slots promised on receipt
 dedup               a message id is handled once (Slack and Discord redeliveries)
 replies             ``remember:``; the hint for replying to a help request (parsed in bot.chat.text)
 runs                one graph run: progress phases -> statuses, the answer posted

@@ -1,6 +1,6 @@
 """The first status on receipt (issue 11): a plain question shows received (or queued,
 when every run slot is taken or promised) before any storage, checkpointer or platform
-lookup; its run slot is promised at once (:mod:`bot.run_slots`). Message ids
+lookup; its run slot is promised at once (:mod:`bot.service.run_slots`). Message ids
 acknowledged lately are remembered in memory, so a second delivery shows nothing
 (:mod:`bot.service.dedup` ignores it)."""
 
@@ -13,8 +13,8 @@ from bot.chat.text import parse_human_reply
 from bot.failures import describe_failure
 from bot.logs import for_thread
 from bot.protocol import IncomingMessage, Responder, Status
-from bot.run_slots import SlotPromise
 from bot.service.replies import parse_remember
+from bot.service.run_slots import SlotPromise
 
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService

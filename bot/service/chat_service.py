@@ -35,10 +35,10 @@ from langgraph.types import Durability, Interrupt
 from bot import checkpoints
 from bot.metrics import TurnObserver
 from bot.protocol import HumanAction, IncomingMessage, Responder
-from bot.run_slots import RunSlots, SlotPromise
 from bot.service import acknowledge, dispatch, feedback, help_requests, learning, recovery
 from bot.service.dedup import forget_old
 from bot.service.responders import Responders
+from bot.service.run_slots import RunSlots, SlotPromise
 from bot.service.runs import TurnResult
 from bot.service.threads import ThreadLocks
 from bot.storage import BookkeepingStore

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from bot.logs import for_thread
 from bot.protocol import IncomingMessage, Responder, message_record
-from bot.run_slots import SlotPromise
 from bot.service.acknowledge import clear_status
 from bot.service.errors import fail
+from bot.service.run_slots import SlotPromise
 
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService

@@ -17,11 +17,11 @@ from langchain_core.messages import HumanMessage
 from bot.chat.text import parse_human_reply
 from bot.logs import for_thread, with_log_context
 from bot.protocol import IncomingMessage, Responder, Status
-from bot.run_slots import SlotPromise
 from bot.service import acknowledge, help_requests, learning, runs
 from bot.service.dedup import first_delivery
 from bot.service.errors import best_effort, fail
 from bot.service.replies import REPLY_HINT, parse_remember
+from bot.service.run_slots import SlotPromise
 
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
