@@ -198,3 +198,44 @@ async def test_threadwise_run_answers_a_question_with_the_offline_model(tmp_path
     assert len(posts) == 1, output[-3000:]
     assert all_text(posts[0]).strip()
     assert len(fake.reactions[("C0GENERAL", ts)]) == 1
+
+
+@pytest.mark.parametrize("body, content_type, headers", [
+    (b"not json", "application/json", {}),
+    (b"%zz=%%&&\xff\xfe", "application/x-www-form-urlencoded", {}),
+    (b"{" * 900_000, "application/json", {}),
+    (b"\x00\x01binary", "application/octet-stream", {}),
+    (b"not json", "application/json", {"X-Slack-Request-Timestamp": "1", "X-Slack-Signature": "v0=00"}),
+    (b"\xff\xfe not utf-8", "application/json", {"X-Slack-Request-Timestamp": "x", "X-Slack-Signature": "junk"}),
+])
+async def test_unsigned_malformed_requests_get_401_without_a_traceback(tmp_path, fake, caplog, body,
+                                                                        content_type, headers):
+    port = free_port()
+    settings = load_settings(write_config(tmp_path, fake, slack=f'http_port = {port}\nhttp_host = "127.0.0.1"'))
+    secrets = Secrets(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET)
+    url = f"http://127.0.0.1:{port}/slack/events"
+    stop = asyncio.Event()
+    async with open_runtime(settings, secrets, chat_model=ScriptedChatModel()) as runtime:
+        task = asyncio.create_task(run_slack(runtime, stop=stop))
+        try:
+            async with aiohttp.ClientSession() as session:
+                for _ in range(100):
+                    try:
+                        async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                            if resp.status == 200:
+                                break
+                    except aiohttp.ClientConnectionError:
+                        await asyncio.sleep(0.05)
+                caplog.clear()
+                async with session.post(url, data=body, headers={"Content-Type": content_type, **headers}) as resp:
+                    status = resp.status
+                # a signed request still goes through afterwards
+                ok, _ = await post(session, url, SlackEvents().sign(
+                    json.dumps({"type": "url_verification", "challenge": "c-1", "token": "t"}), "application/json"))
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 15)
+    assert status == 401
+    assert ok == 200
+    assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+    assert len([r for r in caplog.records if "refused" in r.getMessage()]) == 1

@@ -40,10 +40,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat import feedback, help
@@ -553,13 +554,54 @@ def slack_enabled(settings: Settings, secrets: Secrets) -> bool:
     return True
 
 
+async def verified_request(request: web.Request, verifier: SignatureVerifier) -> AsyncBoltRequest | web.Response:
+    """Check the Slack signature of ``request`` before bolt sees its body.
+
+    Works around a slack-bolt fault (1.x): ``AsyncBoltRequest`` parses the body (JSON or form)
+    in its constructor, before the app's signature middleware runs, so an unsigned request
+    with a malformed body raised out of bolt as a 500 with a traceback. Here the signature
+    (``X-Slack-Signature`` / ``X-Slack-Request-Timestamp``, HMAC-SHA256 with the signing
+    secret, 5-minute window; https://api.slack.com/authentication/verifying-requests-from-slack)
+    is checked on the raw bytes first.
+
+    Args:
+        request: the incoming aiohttp request (body up to aiohttp's ``client_max_size``,
+            1 MiB by default; larger bodies get aiohttp's 413).
+        verifier: holds the signing secret.
+
+    Returns:
+        The bolt request to dispatch, or the response to send: 401 when the signature
+        headers are missing or wrong (no body read when the headers are missing), 400 when
+        a correctly signed body is not valid UTF-8 / JSON / form data. One log line each.
+    """
+    timestamp = request.headers.get("X-Slack-Request-Timestamp")
+    signature = request.headers.get("X-Slack-Signature")
+    if not timestamp or not signature or not timestamp.strip().isdigit():
+        log.warning("slack HTTP: refused a request without valid signature headers (401)")
+        return web.Response(status=401, text="invalid request")
+    raw = await request.read()
+    if not verifier.is_valid(raw, timestamp, signature):
+        log.warning("slack HTTP: refused a request with an invalid or stale signature (401)")
+        return web.Response(status=401, text="invalid request")
+    try:
+        return AsyncBoltRequest(body=raw.decode("utf-8"), query=request.query_string,
+                                headers=request.headers)  # type: ignore[arg-type]
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        log.warning("slack HTTP: signed request with an unreadable body (400): %s", type(exc).__name__)
+        return web.Response(status=400, text="bad request")
+
+
 async def serve_http(bot: SlackBot, stop: asyncio.Event) -> None:
     """Serve the Events API / interactivity / slash commands on ``[slack] http_host:http_port``
     at ``http_path`` until ``stop`` is set. Requests are verified with SLACK_SIGNING_SECRET."""
     cfg = bot.settings
+    verifier = SignatureVerifier(bot.runtime.secrets.slack_signing_secret)
 
     async def handle(request: web.Request) -> web.Response:
-        return await to_aiohttp_response(await bot.app.async_dispatch(await to_bolt_request(request)))
+        bolt_request = await verified_request(request, verifier)
+        if isinstance(bolt_request, web.Response):
+            return bolt_request
+        return await to_aiohttp_response(await bot.app.async_dispatch(bolt_request))
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(text="ok")
