@@ -7,28 +7,44 @@ Exit codes: 0 ok, 2 bad config or arguments, 1 other failure.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import contextlib
-import json
-import logging
 import os
-import shlex
 import signal
 import sys
-import time
-import uuid
-import warnings
-from collections.abc import Awaitable, Callable, Coroutine
-from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from bot.config import ConfigError, Secrets, Settings, load_settings
-from bot.terminal import make_console
+def _interrupted_at_start(signum: int, frame: object) -> None:
+    """SIGINT while the program is still importing and loading its config (up to ~1 s on a
+    busy machine): one line, exit code 130, no KeyboardInterrupt traceback. Only ``os`` is
+    used here: nothing else may be imported yet."""
+    os.write(2, b"interrupted (Ctrl-C)\n")
+    os._exit(130)
+
+
+# Installed before the other imports on purpose (they are what a Ctrl-C at start interrupts),
+# only when this is the program (`python -m bot`, `python -m threadwise`, the `threadwise`
+# script), not when a test or another program imports the module.
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) in ("threadwise", "__main__.py"):
+    signal.signal(signal.SIGINT, _interrupted_at_start)
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import contextlib  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import shlex  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+import warnings  # noqa: E402
+from collections.abc import Awaitable, Callable, Coroutine  # noqa: E402
+from pathlib import Path  # noqa: E402
+from types import TracebackType  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from bot.config import ConfigError, Secrets, Settings, load_settings  # noqa: E402
+from bot.terminal import make_console  # noqa: E402
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -530,9 +546,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_asking = False  # the command answers questions (ask, eval): the Ctrl-C line says one was not answered
+
+
 def _interrupted(signum: int, frame: object) -> None:
-    """SIGINT during ask/eval: one line, exit code 130 now."""
-    err.print("interrupted (Ctrl-C): the question was not answered", style="red")
+    """SIGINT during ask/eval/console: one line, exit code 130 now."""
+    err.print("interrupted (Ctrl-C)" + (": the question was not answered" if _asking else ""), style="red")
     sys.stderr.flush()
     sys.stdout.flush()
     os._exit(130)
@@ -577,8 +596,10 @@ def main(argv: list[str] | None = None) -> int:
         "eval": cmd_eval, "threads": cmd_threads, "feedback": cmd_feedback, "learned": cmd_learned, "db": cmd_db,
         "discord": cmd_discord}
     handler = handlers[args.command]
-    if args.command in ("ask", "eval"):
-        # Ctrl-C stops a one-shot command at once, with one line; asyncio's own shutdown
+    global _asking
+    _asking = args.command in ("ask", "eval")
+    if args.command in ("ask", "eval", "console"):
+        # Ctrl-C stops a one-shot command (or the console chat) at once, with one line; asyncio's own shutdown
         # would first wait for worker threads (a model or embedding call) to finish.
         # Committed SQLite writes are safe; an unfinished run is recovered at next start.
         signal.signal(signal.SIGINT, _interrupted)

@@ -121,3 +121,35 @@ def test_a_missing_local_embedding_model_names_its_setting(tmp_path):
                    + f'local_embedding_model = "{tmp_path / "no-such-model"}"\n')
     result = _cli("ask", "hello there, what is this?", "--config", str(cfg), cwd=tmp_path)
     assert result.returncode == 2 and "models.local_embedding_model" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("module, command", [("threadwise", "ask"), ("bot", "console"), ("threadwise", "console")])
+def test_ctrl_c_at_any_moment_of_start_is_one_line_and_130(tmp_path, module, command):
+    """Ctrl-C while Python imports the program and loads config.toml (the first ~1 s)."""
+    cfg = write_config(tmp_path)
+    args = [command, "what is this?"] if command == "ask" else [command]
+    for delay in (0.8, 0.5, 0.25, 0.05):  # the first run also compiles the .pyc files (Python before our code)
+        proc = subprocess.Popen([sys.executable, "-m", module, *args, "--config", str(cfg)], cwd=tmp_path,
+                                env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, errtext = proc.communicate(timeout=60)
+        assert proc.returncode == 130, (delay, errtext)
+        assert errtext.strip().splitlines() == [errtext.strip()] and "interrupted" in errtext, (delay, errtext)
+
+
+def test_ctrl_c_at_an_idle_console_prompt_is_one_line(tmp_path):
+    cfg = write_config(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "console", "--config", str(cfg)], cwd=tmp_path,
+                            env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    banner = proc.stdout.readline()  # the console is up, waiting for a line
+    assert "Threadwise console" in banner
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, errtext = proc.communicate(timeout=60)
+    assert proc.returncode == 130, errtext
+    assert errtext.strip().splitlines()[-1] == "interrupted (Ctrl-C)", errtext  # after the index build's bars
+    assert "Traceback" not in errtext and "never retrieved" not in errtext and "ERROR" not in errtext, errtext

@@ -156,6 +156,9 @@ async def _until(lines: AsyncIterator[str], stop: asyncio.Event | None) -> Async
     it = lines.__aiter__()
     while not (stop and stop.is_set()):
         nxt = asyncio.ensure_future(it.__anext__())
+        # retrieved even when nobody awaits it (Ctrl-C, stop): else asyncio logs "Task
+        # exception was never retrieved ... StopAsyncIteration" at shutdown
+        nxt.add_done_callback(lambda f: f.cancelled() or f.exception())
         waits = {nxt} | ({asyncio.ensure_future(stop.wait())} if stop else set())
         done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for p in pending:
