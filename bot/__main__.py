@@ -81,14 +81,16 @@ class _ProgressBar:
         self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> _ProgressBar:
-        self.bar.__enter__()
-        return self
+        return self  # started at the first phase: an empty bar would leave a blank line on stderr
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.bar.__exit__(exc_type, exc, tb)
+        if self.tasks:
+            self.bar.__exit__(exc_type, exc, tb)
 
     def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.tasks:
+            self.bar.start()
         if phase not in self.tasks:
             self.tasks[phase] = self.bar.add_task(phase, total=total)
         self.bar.update(self.tasks[phase], completed=done, total=total)
@@ -546,6 +548,27 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_output(path: str) -> None:
+    """Check that ``--json PATH`` can be written before the command does its work (its
+    folder is created). ``-`` is stdout.
+
+    Raises:
+        ConfigError: one line naming the option and the path (exit code 2: an argument).
+    """
+    if path == "-":
+        return
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        existed = target.exists()
+        with open(target, "a", encoding="utf-8"):  # a real open: os.access says yes to root
+            pass
+        if not existed:
+            target.unlink()
+    except OSError as exc:
+        raise ConfigError(f"--json {path}: cannot write there: {exc.strerror or exc}") from exc
+
+
 _asking = False  # the command answers questions (ask, eval): the Ctrl-C line says one was not answered
 
 
@@ -576,6 +599,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         settings = load_settings(args.config)
+        if args.command in ("run", "ask", "console", "reindex", "eval"):  # they write: checked before any work
+            settings.check_data_paths()
+        if getattr(args, "json", None) and args.command in ("eval", "feedback"):
+            _check_output(args.json)
     except ConfigError as exc:
         err.print(f"Configuration error: {exc}", style="red")
         return 2

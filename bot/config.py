@@ -13,7 +13,9 @@ key involved. Values keep their units: seconds stay floats all the way to the cl
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -468,6 +470,38 @@ class Settings(_Section):
         """Resolve a path from config.toml against the config file's folder."""
         p = Path(relative).expanduser()
         return p if p.is_absolute() else (Path(self.base_dir) / p).resolve()
+
+    def data_key(self, section: str, key: str) -> str:
+        """The config key that set the data path ``[section] key`` (:data:`DATA_FILES`):
+        ``"[service] data_dir"`` when the key was left empty (so the path is derived),
+        else ``"[section] key"``. Used to name the real cause in error messages."""
+        name = next(n for s, k, n in DATA_FILES if (s, k) == (section, key))
+        if getattr(getattr(self, section), key) == str(Path(self.service.data_dir) / name):
+            return "[service] data_dir"
+        return f"[{section}] {key}"
+
+    def check_data_paths(self) -> None:
+        """Create the folders of the data files (:data:`DATA_FILES`) and check they can be
+        written, before any start-up work.
+
+        Raises:
+            ConfigError: one line naming the key that set the failing path
+                (``[service] data_dir`` for derived paths) and the path, e.g. when
+                data_dir is a file, under /proc, or read-only.
+        """
+        for section, key, _ in DATA_FILES:
+            if self.storage.backend == "postgres" and section == "service":
+                continue  # the checkpoints and the bookkeeping live in PostgreSQL
+            path = self.path(getattr(getattr(self, section), key))
+            folder = path if key == "index_dir" else path.parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryFile(dir=folder):  # a real write: os.access says yes to root
+                    pass
+            except OSError as exc:
+                why = "a file is in the way" if exc.errno in (errno.EEXIST, errno.ENOTDIR) else exc.strerror or exc
+                raise ConfigError(f"{self.data_key(section, key)}: the storage folder {folder} cannot be created "
+                                  f"or written: {why}") from exc
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ def advice(kind: str) -> str:
     """What the user can do about a failure of ``kind`` (one sentence)."""
     return {
         "storage": "The data folder cannot be written (full, read-only or missing): free space or fix its "
-                   "permissions, or point [service] checkpoint_db/bookkeeping_db in config.toml elsewhere.",
+                   "permissions, or point [service] data_dir in config.toml elsewhere.",
         "auth": "The API refused the key: check MISTRAL_API_KEY (or TAVILY_API_KEY), or unset it to run offline.",
         "network": "The model or search API could not be reached: check the network (or unset MISTRAL_API_KEY "
                    "to run offline).",
