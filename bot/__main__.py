@@ -213,6 +213,21 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         err.print(f"Configuration error: {exc}", style="red", markup=False)
         return 2
 
+    from bot.monitoring import MonitoringPortError, bind_monitoring
+
+    m = settings.monitoring
+    sockets: dict = {}
+    if m.health_port or m.metrics_port:
+        if _platforms_enabled(settings, secrets):  # bound before the start-up work: a port in use stops at once
+            try:
+                sockets = bind_monitoring(m.host, m.health_port, m.metrics_port)
+            except MonitoringPortError as exc:
+                err.print(f"Configuration error: {exc}", style="red", markup=False)
+                return 2
+        else:
+            log.warning("monitoring is off in console mode: [monitoring] health_port/metrics_port serve only "
+                        "with Slack or Discord")
+
     async def body(rt: Runtime) -> int:
         import signal
 
@@ -265,7 +280,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         for t in tasks:
             rt.health.expect(t.get_name())
-        monitoring = _start_monitoring(settings, rt, metrics, stop)
+        monitoring = _start_monitoring(settings, rt, metrics, stop, sockets)
         await rt.service.recover()
         done, _ = await asyncio.wait(tasks + monitoring, return_when=asyncio.FIRST_EXCEPTION)
         await rt.service.drain(10)  # a recovered run (bot.service.recovery) is finished too
@@ -275,10 +290,27 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                 return 1
         return 0
 
-    return await _with_runtime(settings, None, body)
+    try:
+        return await _with_runtime(settings, None, body)
+    finally:
+        for sock in sockets.values():
+            sock.close()
 
 
-def _start_monitoring(settings: Settings, rt, metrics, stop: asyncio.Event) -> list[asyncio.Task]:
+def _platforms_enabled(settings: Settings, secrets: Secrets) -> bool:
+    """Slack or Discord will be served (their tokens are set and their support installed)."""
+    for module, check in (("bot.platforms.slack", "slack_enabled"), ("bot.platforms.discord_", "discord_enabled")):
+        try:
+            import importlib
+
+            if getattr(importlib.import_module(module), check)(settings, secrets):
+                return True
+        except ImportError:
+            pass
+    return False
+
+
+def _start_monitoring(settings: Settings, rt, metrics, stop: asyncio.Event, sockets=None) -> list[asyncio.Task]:
     """Start ``[monitoring]``'s health and metrics endpoints until ``stop`` (none when both
     ports are 0); ``metrics`` (a :class:`bot.metrics.PrometheusMetrics` or None) becomes
     the service's observer. Returns the serving task in a list."""
@@ -290,7 +322,8 @@ def _start_monitoring(settings: Settings, rt, metrics, stop: asyncio.Event) -> l
     if metrics is not None:
         rt.service.observer = metrics
     return [asyncio.create_task(serve_monitoring(m.host, m.health_port, m.metrics_port, health=rt.health,
-                                                 metrics=metrics, stop=stop), name="monitoring")]
+                                                 metrics=metrics, stop=stop, sockets=sockets),
+                                name="monitoring")]
 
 
 async def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:

@@ -20,6 +20,7 @@ import asyncio
 import inspect
 import json
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -64,15 +65,47 @@ class PlatformHealth:
         return out
 
 
+class MonitoringPortError(RuntimeError):
+    """A ``[monitoring]`` port cannot be listened on; the message names the key and the port."""
+
+
+def bind_monitoring(host: str, health_port: int, metrics_port: int) -> dict[int, socket.socket]:
+    """Listen on the ``[monitoring]`` ports now, before the start-up work (index build,
+    platform connections), so a port in use stops the program at once.
+
+    Returns:
+        ``{port: listening socket}`` for :func:`serve_monitoring` (empty when both are 0).
+
+    Raises:
+        MonitoringPortError: a port is in use or not allowed; the message names the key
+            (``[monitoring] health_port`` / ``metrics_port``), the host and the port.
+    """
+    out: dict[int, socket.socket] = {}
+    for key, port in (("health_port", health_port), ("metrics_port", metrics_port)):
+        if not port or port in out:
+            continue
+        try:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            out[port] = socket.create_server((host, port), family=family, backlog=128)
+        except OSError as exc:
+            for sock in out.values():
+                sock.close()
+            raise MonitoringPortError(f"[monitoring] {key} = {port}: cannot listen on {host}:{port}: "
+                                      f"{exc.strerror or exc}") from exc
+    return out
+
+
 async def serve_monitoring(host: str, health_port: int, metrics_port: int, *, health: PlatformHealth,
                            metrics: Any | None, stop: asyncio.Event,
-                           started: asyncio.Event | None = None) -> None:
+                           started: asyncio.Event | None = None,
+                           sockets: dict[int, socket.socket] | None = None) -> None:
     """Serve ``/healthz`` on ``health_port`` and ``/metrics`` on ``metrics_port`` (0: that
     endpoint off; the same port: one server) on ``host`` until ``stop`` is set.
 
     Args:
         metrics: a :class:`bot.metrics.PrometheusMetrics` (needed when ``metrics_port`` is set).
         started: set once the ports listen (tests and callers that must not race them).
+        sockets: ports already bound by :func:`bind_monitoring` (the others are bound here).
 
     Raises:
         OSError: a port cannot be bound (in use, no permission).
@@ -106,7 +139,9 @@ async def serve_monitoring(host: str, health_port: int, metrics_port: int, *, he
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             runners.append(runner)
-            await web.TCPSite(runner, host, port).start()
+            site = (web.SockSite(runner, sockets[port]) if sockets and port in sockets
+                    else web.TCPSite(runner, host, port))
+            await site.start()
             log.info("monitoring: %s on http://%s:%d", ", ".join(p for p, _ in pages), host, port)
         if started is not None:
             started.set()

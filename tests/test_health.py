@@ -125,3 +125,33 @@ async def test_slack_socket_mode_health_follows_the_websocket(tmp_path, session)
     finally:
         if not stopped:
             await fake.stop()
+
+
+@pytest.mark.parametrize("key", ["health_port", "metrics_port"])
+async def test_run_with_a_monitoring_port_in_use_stops_at_once_naming_it(tmp_path, fake, key):
+    import socket
+
+    from tests.test_storage import run_cli
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cfg = write_slack_config(tmp_path, fake, slack=f'http_port = {free_port()}\nhttp_host = "127.0.0.1"')
+        cfg.write_text(cfg.read_text() + f'\n[monitoring]\nhost = "127.0.0.1"\n{key} = {port}\n')
+        code, output, _ = await run_cli(["run", "--config", str(cfg)],
+                                        {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": "s"})
+    assert code == 2, output
+    assert output.strip().splitlines() == [output.strip()], output  # one line, before the index build
+    assert f"[monitoring] {key} = {port}" in output and "in use" in output, output
+    assert not fake.calls_to("auth.test")  # nothing started
+
+
+async def test_run_in_console_mode_says_monitoring_is_off(tmp_path):
+    from tests.conftest import write_config
+    from tests.test_storage import run_cli
+
+    cfg = write_config(tmp_path, extra=f"[monitoring]\nhealth_port = {free_port()}\n")
+    code, output, _ = await run_cli(["run", "--config", str(cfg)], {})  # stdin: end of input, the console ends
+    assert code == 0, output
+    assert len([line for line in output.splitlines() if "monitoring is off in console mode" in line]) == 1, output
