@@ -625,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # Arguments that are not valid UTF-8 reach Python as lone surrogates: clean them once, here.
     args = build_parser().parse_args([clean_text(a) for a in (sys.argv[1:] if argv is None else argv)])
+    global err  # JSON log mode: every stderr line a JSON object, a configuration error's too
+    err = make_console(stderr=True, json_lines=args.log_format == "json")
     if args.command == "config":  # needs no (valid) config.toml: it is how one is written
         from bot.config_template import render_defaults
 
@@ -632,6 +634,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         settings = load_settings(args.config)
+        if args.log_format:
+            settings.logging.format = args.log_format
+        if settings.logging.format == "json":
+            err = make_console(stderr=True, json_lines=True)
         if args.command in ("run", "ask", "console", "reindex", "eval"):  # they write: checked before any work
             settings.check_data_paths()
         if getattr(args, "json", None) and args.command in ("eval", "feedback"):
@@ -647,8 +653,6 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - StorageError: one line
             err.print(f"Configuration error: {exc}", style="red", markup=False)
             return 2
-    if args.log_format:
-        settings.logging.format = args.log_format
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level, settings.logging.format)
     handlers: dict[str, Callable[[argparse.Namespace, Settings], int | Coroutine[Any, Any, int]]] = {

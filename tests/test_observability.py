@@ -207,3 +207,48 @@ def test_a_nested_context_for_another_thread_does_not_keep_the_outer_message_id(
         with log_context(thread_key="slack:T1:C2:2.0", platform="slack"):
             assert current() == {"thread_key": "slack:T1:C2:2.0", "platform": "slack"}
     assert current() == {}
+
+
+def _json_mode_stderr(tmp_path: Path, args: list[str], extra: str = "", env: dict[str, str] | None = None
+                      ) -> tuple[int, str]:
+    from tests.conftest import write_config
+
+    cfg = write_config(tmp_path, extra=extra)
+    proc = subprocess.run([sys.executable, "-m", "bot", *args, "--config", str(cfg), "--log-format", "json"],
+                          cwd=tmp_path, env={**_env(), **(env or {})}, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    return proc.returncode, proc.stderr
+
+
+def _all_json(stderr: str) -> list[dict]:
+    records = []
+    for line in stderr.splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise AssertionError(f"not a JSON line: {line!r}\n{stderr}") from None
+        assert records[-1].get("level") and records[-1].get("message"), line
+    return records
+
+
+def test_json_mode_every_stderr_line_of_ask_is_json(tmp_path):
+    code, stderr = _json_mode_stderr(tmp_path, ["ask", "hello"])
+    assert code == 0, stderr
+    assert any(r["message"].strip().startswith("…") for r in _all_json(stderr)), stderr  # the status lines
+
+
+def test_json_mode_the_final_error_lines_are_json(tmp_path):
+    # a failing ask: the model server cannot be reached
+    code, stderr = _json_mode_stderr(tmp_path, ["ask", "how do I deploy the container?"],
+                                     extra=f'provider = "mistral"\nmistral_base_url = '
+                                           f'"http://127.0.0.1:{free_port()}/v1"\n', env={"MISTRAL_API_KEY": "k"})
+    assert code == 1, stderr
+    records = _all_json(stderr)
+    assert any(r["level"] == "ERROR" and "threadwise ask failed: network" in r["message"] for r in records), stderr
+    # a configuration error
+    cfg_dir = tmp_path / "bad"
+    cfg_dir.mkdir()
+    code, stderr = _json_mode_stderr(cfg_dir, ["ask", "hello"], extra="max_retries = -5\n")
+    assert code == 2, stderr
+    records = _all_json(stderr)
+    assert [r["level"] for r in records] == ["ERROR"] and "Configuration error" in records[0]["message"], stderr
