@@ -3,6 +3,7 @@ runtime on a scripted chat model, and a local Tavily-shaped HTTP server."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -11,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -122,6 +124,22 @@ class FakeTavily:
             return web.json_response({"detail": {"error": "boom"}}, status=self.status)
         return web.json_response({"query": self.requests[-1].get("query"), "results": self.results,
                                   "response_time": 0.01})
+
+
+async def wait_healthy(session: aiohttp.ClientSession, port: int, timeout: float = 5.0) -> None:
+    """Wait until the bot's HTTP server on 127.0.0.1:``port`` answers ``GET /healthz`` with 200
+    (Slack HTTP mode's readiness). Raises TimeoutError after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        try:
+            async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                if resp.status == 200:
+                    return
+        except aiohttp.ClientConnectionError:
+            pass
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"nothing healthy on 127.0.0.1:{port}/healthz within {timeout} s")
 
 
 @asynccontextmanager

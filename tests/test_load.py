@@ -21,7 +21,7 @@ from bot.platforms.console import ConsoleResponder
 from bot.platforms.slack import run_slack
 from bot.protocol import IncomingMessage, Status
 from bot.runtime import AUTO_CONCURRENCY, open_runtime, resolve_concurrency
-from tests.conftest import scripted_runtime
+from tests.conftest import scripted_runtime, wait_healthy
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.mistral_api import mistral_runtime
 from tests.fakes.slack_api import (
@@ -117,13 +117,7 @@ async def test_slack_calls_share_connections_and_names_are_looked_up_once(tmp_pa
         task = asyncio.create_task(run_slack(runtime, stop=stop))
         try:
             async with aiohttp.ClientSession() as session:
-                for _ in range(100):
-                    try:
-                        async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
-                            if resp.status == 200:
-                                break
-                    except aiohttp.ClientConnectionError:
-                        await asyncio.sleep(0.05)
+                await wait_healthy(session, port)
                 for i in range(6):  # a channel mention arrives twice: app_mention and message
                     ts = fake.next_ts()
                     roots.append(ts)

@@ -15,7 +15,7 @@ import pytest
 from bot.config import Secrets, load_settings
 from bot.platforms.slack import run_slack, slack_enabled
 from bot.runtime import open_runtime
-from tests.conftest import requires_offline_model
+from tests.conftest import requires_offline_model, wait_healthy
 from tests.fakes.bot_process import BotProcess
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import (
@@ -78,13 +78,7 @@ async def test_run_slack_http_mode_over_real_http(tmp_path, fake):
         task = asyncio.create_task(run_slack(runtime, stop=stop))
         try:
             async with aiohttp.ClientSession() as session:
-                for _ in range(100):
-                    try:
-                        async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
-                            if resp.status == 200:
-                                break
-                    except aiohttp.ClientConnectionError:
-                        await asyncio.sleep(0.05)
+                await wait_healthy(session, port)
                 status, body = await post(session, url, events.sign(
                     json.dumps({"type": "url_verification", "challenge": "c-123", "token": "t"}), "application/json"))
                 assert status == 200 and "c-123" in body
@@ -219,13 +213,7 @@ async def test_unsigned_malformed_requests_get_401_without_a_traceback(tmp_path,
         task = asyncio.create_task(run_slack(runtime, stop=stop))
         try:
             async with aiohttp.ClientSession() as session:
-                for _ in range(100):
-                    try:
-                        async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
-                            if resp.status == 200:
-                                break
-                    except aiohttp.ClientConnectionError:
-                        await asyncio.sleep(0.05)
+                await wait_healthy(session, port)
                 caplog.clear()
                 async with session.post(url, data=body, headers={"Content-Type": content_type, **headers}) as resp:
                     status = resp.status
