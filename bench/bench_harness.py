@@ -287,6 +287,8 @@ def write_bench_config(folder: Path, *, slack_api: str, llm_base_url: str, port:
 
     Only what the bench must set is written; every other setting (concurrency caps,
     budgets, log level) keeps the product's default, so a change of default shows up.
+    ``BENCH_SET`` in the environment overrides settings for an A/B run: ``;``-separated
+    ``section.key=TOML value`` items, e.g. ``service.event_loop="asyncio";slack.reactions.change_interval_seconds=0``.
     """
     data = folder / "data"
     path = folder / "config.toml"
@@ -317,7 +319,25 @@ api_base_url = "{slack_api}"
 experts = ["UEXPERT", "SEXPERTS"]
 admins = ["UADMIN"]
 """, encoding="utf-8")
+    overrides = [item.strip() for item in os.environ.get("BENCH_SET", "").split(";") if item.strip()]
+    if overrides:
+        path.write_text(with_overrides(path.read_text(encoding="utf-8"), overrides), encoding="utf-8")
     return path
+
+
+def with_overrides(text: str, overrides: list[str]) -> str:
+    """``text`` (TOML) with each ``section.key=value`` set: the line goes under ``[section]``
+    (a new table at the end when the text has none)."""
+    lines = text.splitlines()
+    for item in overrides:
+        dotted, _, value = item.partition("=")
+        section, _, key = dotted.strip().rpartition(".")
+        header = f"[{section}]"
+        if header in lines:
+            lines.insert(lines.index(header) + 1, f"{key} = {value.strip()}")
+        else:
+            lines += ["", header, f"{key} = {value.strip()}"]
+    return "\n".join(lines) + "\n"
 
 
 def bot_env(extra: dict[str, str] | None = None) -> dict[str, str]:

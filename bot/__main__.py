@@ -44,6 +44,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table  # noqa: E402
 
 from bot.config import ConfigError, Secrets, Settings, load_settings  # noqa: E402
+from bot.event_loop import loop_factory, run_async  # noqa: E402
 from bot.terminal import make_console  # noqa: E402
 
 if TYPE_CHECKING:
@@ -233,6 +234,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        log.info("event loop: %s", type(loop).__module__.split(".")[0])  # uvloop or asyncio ([service] event_loop)
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(sig, stop.set)  # graceful: answers in flight are finished
@@ -642,6 +644,7 @@ def main(argv: list[str] | None = None) -> int:
             settings.check_data_paths()
         if getattr(args, "json", None) and args.command in ("eval", "feedback"):
             _check_output(args.json)
+        loop = loop_factory(settings.service.event_loop)
     except ConfigError as exc:
         err.print(f"Configuration error: {exc}", style="red")
         return 2
@@ -669,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, _interrupted)
     try:
         result = handler(args, settings)
-        return asyncio.run(result) if asyncio.iscoroutine(result) else result
+        return run_async(result, loop) if asyncio.iscoroutine(result) else result
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - one clear line, no traceback for users

@@ -178,6 +178,10 @@ class ServiceSettings(_Section):
                                                                               "model's context).")
     dedup_retention_days: float = Field(7.0, gt=0, description="Days a handled message id is remembered "
                                                                "(redeliveries come within minutes; pruned at start).")
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        "auto", description="The asyncio event loop every adapter runs on: \"uvloop\" (libuv, C: less CPU per question "
+                            "under load, bench/README.md), \"asyncio\" (the standard library's), "
+                            "or \"auto\" = uvloop when it is installed (Linux, macOS), else asyncio.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level of `threadwise run`: DEBUG, INFO, WARNING or ERROR.")
     apology: str = Field(
@@ -210,6 +214,11 @@ class Reactions(_Section):
     waiting_human: str = Field("raising_hand", description="Waiting for an expert's answer.")
     done: str = Field("white_check_mark", description="Answered.")
     apology: str = Field("disappointed", description="Ended in the apology.")
+    change_interval_seconds: float = Field(
+        1.0, ge=0, le=60, description="Least seconds between two step reactions (searching, web, writing) on one "
+                                      "question: a step that a newer status replaces sooner is not shown, which "
+                                      "saves two rate-limited API calls (add + remove) per skipped step. The first "
+                                      "reaction and the result are shown at once; 0 shows every step.")
 
 
 class SlackSettings(_Section):

@@ -93,6 +93,11 @@ class Status(str, enum.Enum):
 UNFINISHED_STATUSES = (Status.RECEIVED, Status.QUEUED, Status.SEARCHING, Status.WEB, Status.WRITING,
                        Status.WAITING_HUMAN)
 
+#: The steps of a run: shown paced, in the background, and skipped when a newer status comes
+#: first (:class:`bot.chat.reactions.ReactionState`, ``[slack.reactions] change_interval_seconds``).
+#: Every other status (the first reaction, the resting ones) is shown at once.
+STEP_STATUSES = frozenset({Status.SEARCHING, Status.WEB, Status.WRITING})
+
 
 class HumanAction(str, enum.Enum):
     """How a human resumes a paused run (the ``action`` of :class:`graphs.state.ResumeValue`)."""

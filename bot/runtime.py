@@ -34,6 +34,7 @@ from graphs.models import (
     UnavailableChatModel,
     build_chat_model,
     build_embeddings,
+    close_chat_model,
     resolve_provider,
 )
 from graphs.nodes import GraphDeps
@@ -258,3 +259,4 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             yield Runtime(settings, secrets, service, knowledge, graph, model, web)
         finally:
             await service.close()
+            await close_chat_model(model)

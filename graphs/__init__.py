@@ -15,6 +15,7 @@ schemas            the structured outputs asked of the chat model
 messages           the thread's messages, query variants for a search
 citations          documents numbered in prompts, citations renumbered in answers
 models             chat models and the model caller (retries, budgets, structured output)
+http_pool          the hosted model's HTTP client (httpx interface on aiohttp's pool)
 knowledge/         the knowledge base: sources, splitting, index, hybrid search, reindex
 learned            experts' answers saved as knowledge
 web                web search (Tavily)

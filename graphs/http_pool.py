@@ -1,80 +1,46 @@
-"""The hosted chat model's HTTP connection pool: cheap checks of idle keep-alive connections.
+"""The hosted chat model's HTTP client: httpx's interface (what langchain-mistralai calls) on
+aiohttp's connection pool (httpx-aiohttp, the transport the OpenAI and Anthropic SDKs ship as
+their ``DefaultAioHttpClient``).
 
-httpcore checks every idle connection of a pool for a server-side close whenever a
-request is assigned or a response closed (``AsyncHTTP11Connection.has_expired`` ->
-``get_extra_info("is_readable")``). With the anyio backend each check rebuilds the
-socket's attribute table, which calls ``getpeername()`` (anyio's
-``_SocketProvider.extra_attributes``), so every request cost O(idle connections)
-system calls: with ~30 keep-alive connections to the model API (one per call in flight,
-issue 11) that was ~6% of the bot's CPU under load (py-spy, ``bench/README.md``), and
-0.8-1.4 ms of CPU per request in a micro-benchmark with 30 idle connections.
-
-:func:`cheap_idle_checks` gives an ``httpx.AsyncClient``'s default transport a network
-backend whose streams keep their raw socket and answer ``is_readable`` with httpcore's
-own ``is_socket_readable`` on it (the same poll, without the attribute table). Everything
-else goes to httpcore's anyio backend unchanged. Checked in tests/test_model_caller.py.
+Why not httpx's own pool (httpcore on anyio): under load (issue 11) it was the largest single
+cost of the bot's event loop after LangGraph. httpcore checks *every* idle keep-alive
+connection for a server-side close whenever a request is assigned or a response closed
+(``AsyncHTTP11Connection.has_expired`` -> a ``poll()`` per idle connection), so each request
+cost O(idle connections) system calls (with ~30-60 connections to the model API: 3-6% of the
+event loop's samples in py-spy profiles, bench/README.md), and its pure-Python HTTP/1.1 state
+machine (h11) parses every response. aiohttp's pool learns of a server's close from the
+socket itself (``connection_lost``), parses HTTP in C, and is the client the Slack adapter
+already uses. Checked in tests/test_model_caller.py (connections the server closed while idle
+are not reused; many calls at once).
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any
-
-import httpcore
+import aiohttp
 import httpx
-from httpcore._utils import is_socket_readable
-
-log = logging.getLogger(__name__)
+from httpx_aiohttp import AiohttpTransport
 
 
-class _Stream(httpcore.AsyncNetworkStream):
-    """An anyio stream of httpcore that answers ``is_readable`` from its kept raw socket."""
+def model_http_client(*, base_url: httpx.URL | str, headers: httpx.Headers | dict[str, str], timeout: float,
+                      connections: int) -> httpx.AsyncClient:
+    """An ``httpx.AsyncClient`` for a hosted model API whose requests go through aiohttp.
 
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
-        self._inner = inner
-        self._socket = inner.get_extra_info("socket")
+    Args:
+        base_url: the API's base URL (e.g. ``https://api.mistral.ai/v1``).
+        headers: sent with every request (the API key: never logged).
+        timeout: seconds per request (connect, read, pool), a float.
+        connections: keep-alive connections kept open to the API (no cap on connections
+            in use: the caller's :class:`graphs.models.AdaptiveLimit` caps calls in flight).
 
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._inner.read(max_bytes, timeout)
+    The aiohttp session is made on the first request (inside the running event loop), honours
+    the ``HTTPS_PROXY``/``NO_PROXY`` environment like httpx does (``trust_env``), verifies TLS
+    with httpx's default context, and is closed by ``await client.aclose()``.
+    """
+    ssl_context = httpx.create_ssl_context()
 
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._inner.write(buffer, timeout)
+    def session() -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ssl_context, keepalive_timeout=60.0)
+        return aiohttp.ClientSession(connector=connector, trust_env=True)
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
-        return _Stream(await self._inner.start_tls(*args, **kwargs))
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable" and self._socket is not None:
-            return is_socket_readable(self._socket)
-        return self._inner.get_extra_info(info)
-
-
-class _Backend(httpcore.AsyncNetworkBackend):
-    """httpcore's anyio backend, its streams wrapped in :class:`_Stream`."""
-
-    def __init__(self) -> None:
-        self._inner = httpcore.AnyIOBackend()
-
-    async def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
-        return _Stream(await self._inner.connect_tcp(*args, **kwargs))
-
-    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
-        return _Stream(await self._inner.connect_unix_socket(*args, **kwargs))
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-def cheap_idle_checks(client: httpx.AsyncClient) -> bool:
-    """Give ``client``'s default transport the backend of this module (proxy transports
-    are left alone). Returns False, changing nothing, when httpx/httpcore are not laid out
-    as expected (another version): the client then works as before, only slower."""
-    pool = getattr(getattr(client, "_transport", None), "_pool", None)
-    if type(pool) is not httpcore.AsyncConnectionPool or not hasattr(pool, "_network_backend"):
-        log.debug("httpx pool not recognised: idle connection checks unchanged")
-        return False
-    pool._network_backend = _Backend()
-    return True
+    transport = AiohttpTransport(limits=httpx.Limits(max_keepalive_connections=connections), client=session)
+    return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=httpx.Timeout(timeout), transport=transport)

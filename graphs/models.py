@@ -150,16 +150,14 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
         # before it is sent). Its httpx clients take seconds as a float: give them the value.
         chat.client.timeout = httpx.Timeout(seconds)
         # Its async client keeps httpx's default 20 idle connections: with more calls in
-        # flight (up to [models] max_concurrent_calls, 64 by default) every call beyond 20
-        # opened a new connection (issue 11). Same base URL and headers (the key); httpx's
-        # default verification (certifi's CA bundle, as langchain-mistralai's own client).
-        old = chat.async_client
-        chat.async_client = httpx.AsyncClient(
-            base_url=old.base_url, headers=old.headers, timeout=httpx.Timeout(seconds),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=MAX_MODEL_CONNECTIONS))
-        from graphs.http_pool import cheap_idle_checks
+        # flight (up to [models] max_concurrent_calls) every call beyond 20 opened a new
+        # connection, and httpcore's pool polls every idle connection on every request
+        # (issue 11): the same base URL and headers (the key), on aiohttp's pool instead.
+        from graphs.http_pool import model_http_client
 
-        cheap_idle_checks(chat.async_client)  # O(idle connections) getpeername calls per request (issue 11)
+        old = chat.async_client
+        chat.async_client = model_http_client(base_url=old.base_url, headers=old.headers, timeout=seconds,
+                                              connections=MAX_MODEL_CONNECTIONS)
         return chat
     if importlib.util.find_spec("llama_cpp") is None:
         raise ModelUnavailableError("the offline model needs llama-cpp-python: pip install 'threadwise[offline]'")
@@ -188,6 +186,18 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
     except ImportError as exc:  # pragma: no cover
         raise ModelUnavailableError(
             "the offline model needs llama-cpp-python: pip install 'threadwise[offline]'") from exc
+
+
+async def close_chat_model(model: BaseChatModel) -> None:
+    """Close the HTTP connections of a hosted chat model built by :func:`build_chat_model`
+    (its aiohttp session, :mod:`graphs.http_pool`); other models have none. Best effort."""
+    client = getattr(model, "async_client", None)
+    aclose = getattr(client, "aclose", None)
+    if aclose is not None:
+        try:
+            await aclose()
+        except Exception as exc:  # noqa: BLE001 - closing at shutdown must not fail the shutdown
+            log.debug("closing the model's HTTP client failed: %s", exc)
 
 
 def local_embedding_path(configured: str = "") -> str:

@@ -118,6 +118,9 @@ async def test_mistral_backend_end_to_end(tmp_path, mistral):
 
         out = ConsoleResponder("m", show_status=False)
         result = await rt.service.ask("console:m", "what does the container need to boot?", out)
+        client = rt.chat_model.async_client
+        assert not client.is_closed
+    assert client.is_closed  # the model's connections are closed with the runtime (no unclosed session)
     assert out.answers[0].text == "It needs REDIS_URI and DATABASE_URI [1]."
     assert out.answers[0].sources[0].location == "deploy/container.md"
     assert result.values["llm_calls"] == 4

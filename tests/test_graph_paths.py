@@ -376,6 +376,30 @@ async def test_checkpoints_stay_bounded_in_long_threads(tmp_path):
     assert len(values["messages"]) == 12  # the history itself is intact
 
 
+async def test_each_thread_keeps_one_checkpoint_holding_what_was_posted(settings):
+    """The default policy (one checkpoint kept, saved when the run ends): a new thread's
+    first turn leaves exactly one, follow-ups prune the older one, and what was posted is
+    what the saved state holds (the answer is read from the run's own stream, not the file)."""
+    import sqlite3
+
+    def count(thread: str) -> int:
+        with sqlite3.connect(settings.path(settings.service.checkpoint_db)) as db:
+            return db.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?",
+                              (f"console:{thread}",)).fetchone()[0]
+
+    async with scripted_runtime(settings) as (rt, _):
+        for turn in range(3):
+            out = await ask(rt, f"question {turn} about the container?")
+            values = await rt.service.thread_values("console:t")
+            [answer] = out.answers
+            assert values["messages"][-1].content == answer.text and values["outcome"] == answer.kind == "answer"
+            assert [s.location for s in answer.sources] == [s["location"] for s in values["sources"]]
+            assert count("t") == 1, turn
+        await ask(rt, "another thread's question about the container?", thread="u")
+        assert count("u") == 1 and count("t") == 1
+        assert len((await rt.service.thread_values("console:t"))["messages"]) == 6
+
+
 async def test_expert_chatter_in_a_paused_thread_does_not_become_the_answer(settings):
     async with scripted_runtime(settings, {"grade_documents": NONE_RELEVANT}) as (rt, _):
         original = await paused(rt)

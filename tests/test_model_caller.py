@@ -38,19 +38,21 @@ async def test_local_model_calls_never_overlap_even_after_timeouts():
 
 
 async def test_hosted_model_connections_closed_by_the_server_while_idle_are_not_reused():
-    """The hosted model's keep-alive pool checks idle connections cheaply (graphs/http_pool.py):
-    a connection the server closed while idle is dropped, not used for the next call, and
-    many calls at once keep working."""
+    """The hosted model's keep-alive pool (aiohttp's, graphs/http_pool.py): a connection the
+    server closed while idle is dropped, not used for the next call, and many calls at once
+    keep working on reused connections."""
     from types import SimpleNamespace
 
     from aiohttp import web
     from langchain_core.messages import HumanMessage
 
-    from graphs.http_pool import cheap_idle_checks
     from graphs.models import build_chat_model
+
+    peers: list[object] = []
 
     async def chat(request: web.Request) -> web.Response:
         await request.read()
+        peers.append(request.transport)
         await asyncio.sleep(0.02)
         return web.json_response({"id": "x", "object": "chat.completion", "model": "m", "choices": [
             {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
@@ -67,10 +69,14 @@ async def test_hosted_model_connections_closed_by_the_server_while_idle_are_not_
         cfg = SimpleNamespace(provider="mistral", mistral_chat_model="m", mistral_base_url=f"http://127.0.0.1:{port}/v1",
                               temperature=0.0, max_tokens=64, request_timeout_seconds=10)
         model = build_chat_model(cfg, "key")
-        assert cheap_idle_checks(model.async_client)  # the installed httpx is laid out as expected
         for _ in range(3):
             replies = await asyncio.gather(*[model.ainvoke([HumanMessage("hi")]) for _ in range(12)])
             assert [r.content for r in replies] == ["ok"] * 12
             await asyncio.sleep(0.3)  # every idle connection is closed by the server meanwhile
+        for _ in range(3):  # back to back: keep-alive connections are reused, not one per call
+            replies = await asyncio.gather(*[model.ainvoke([HumanMessage("hi")]) for _ in range(12)])
+            assert [r.content for r in replies] == ["ok"] * 12
+        assert len({id(t) for t in peers[-36:]}) <= 24, "back-to-back calls opened a connection each"
     finally:
+        await model.async_client.aclose()
         await runner.cleanup()

@@ -37,7 +37,7 @@ from bot.platforms.discord_format import (
     split_message,
 )
 from bot.platforms.discord_views import help_view, vote_view
-from bot.protocol import UNFINISHED_STATUSES, Answer, HelpRequest, PostError, Status
+from bot.protocol import STEP_STATUSES, UNFINISHED_STATUSES, Answer, HelpRequest, PostError, Status
 
 if TYPE_CHECKING:
     from bot.platforms.discord_ import ThreadwiseBot
@@ -109,7 +109,8 @@ class DiscordResponder:
         self.status_message_id = status_message_id
         self.author_id = author_id
         self.reply_always = reply_always  # every part replies to the question (answers in a channel)
-        self._reactions = ReactionState(list(dict.fromkeys(e for e in stale_reactions if e)))
+        self._reactions = ReactionState(list(dict.fromkeys(e for e in stale_reactions if e)),
+                                        min_interval=bot.discord_settings.reactions.change_interval_seconds)
         self._typing: asyncio.Task[None] | None = None
         self._progress: discord.Message | None = None
         self.last_error = ""
@@ -191,7 +192,8 @@ class DiscordResponder:
         """Show ``status`` as the only Threadwise reaction on the user's message.
 
         Adds the new emoji (config ``discord.reactions``) and then removes the others, even
-        when the add failed (shared :class:`~bot.chat.reactions.ReactionState`); WRITING also
+        when the add failed (shared :class:`~bot.chat.reactions.ReactionState`; the steps of a
+        run are paced by ``[discord.reactions] change_interval_seconds``); WRITING also
         starts the typing indicator, any other status stops it. After a 403 / archived
         thread / unknown message, stops trying reactions for this message.
         """
@@ -224,7 +226,7 @@ class DiscordResponder:
                 self._reaction_failed("remove", e, exc)
                 return False
 
-        await self._reactions.move_to(emoji, add=add, remove=remove)
+        await self._reactions.move_to(emoji, add=add, remove=remove, settle=status not in STEP_STATUSES)
 
     def _reaction_failed(self, what: str, emoji: str, exc: BaseException) -> None:
         log.warning(

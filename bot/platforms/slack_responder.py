@@ -36,7 +36,7 @@ from bot.platforms.slack_blocks import (
 )
 from bot.platforms.slack_client import slack_error
 from bot.platforms.slack_format import escape, split_mrkdwn, to_mrkdwn
-from bot.protocol import Answer, HelpRequest, PostError, Status
+from bot.protocol import STEP_STATUSES, Answer, HelpRequest, PostError, Status
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class SlackResponder:
         self._progress_via_url = False
         self._progress_lock = asyncio.Lock()
         self._url_uses = 0
-        self._reactions = ReactionState(place.shown)
+        self._reactions = ReactionState(place.shown, min_interval=settings.reactions.change_interval_seconds)
 
     # ---- reactions -----------------------------------------------------------------
     def reaction_for(self, status: Status) -> str:
@@ -116,7 +116,9 @@ class SlackResponder:
 
         The shared state machine (:class:`bot.chat.reactions.ReactionState`) adds the new
         reaction, then removes the others even if the add failed, so a refused "done"
-        never leaves "writing" behind. ``already_reacted`` / ``no_reaction`` count as
+        never leaves "writing" behind. The steps of a run (searching, web, writing) return at
+        once and are shown paced (``[slack.reactions] change_interval_seconds``): a step a
+        newer status replaces sooner is never sent. ``already_reacted`` / ``no_reaction`` count as
         success; intermediate statuses use the best-effort client (skipped when rate
         limited), resting ones (done, apology, waiting for a human) wait out rate limits.
         """
@@ -125,7 +127,8 @@ class SlackResponder:
         name = self.reaction_for(status)
         client = self.client if status in _RESTING else self.quiet_client
         shown = await self._reactions.move_to(name, add=lambda n: self._reaction(client, "add", n),
-                                              remove=lambda n: self._reaction(client, "remove", n))
+                                              remove=lambda n: self._reaction(client, "remove", n),
+                                              settle=status not in STEP_STATUSES)
         # resting statuses and failures at INFO; the steps of a run at DEBUG (issue 11: log cost per question)
         log.log(logging.INFO if status in _RESTING or not shown else logging.DEBUG, "slack status %s (%s)%s on %s",
                 status.value, name, "" if shown else " NOT shown", self.place.message_ts,

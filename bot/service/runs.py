@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 from bot import checkpoints
@@ -92,21 +93,37 @@ async def _run_graph(svc: ChatService, thread_key: str, graph_input: Any, out: R
         if not is_resume and graph_input is not None and not announced:
             await show(svc, run_id, out, Status.RECEIVED)
         last: Status | None = None
-        async for chunk in svc.graph.astream(graph_input, cfg, stream_mode="custom", durability=svc.durability):
+        final: dict[str, Any] | None = None
+        async for mode, chunk in svc.graph.astream(graph_input, cfg, stream_mode=["custom", "values"],
+                                                   durability=svc.durability):
+            if mode == "values":
+                final = cast(dict[str, Any], chunk)
+                continue
             event = cast(ProgressEvent, chunk)  # the graph's only custom events (graphs/state.py)
             status = PHASE_STATUS.get(event.get("phase", ""))
             if status and status != last:
                 last = status
                 await show(svc, run_id, out, status)
-        state = await svc.graph.aget_state(cfg)
+        state = finished_state(final) or await svc.graph.aget_state(cfg)
     except Exception as exc:  # noqa: BLE001 - the user gets an apology, never a traceback
         log.error("graph run failed: %s", describe_failure(exc), extra=for_thread(thread_key))
         log.debug("traceback", exc_info=True)
         answer = Answer(text=apology_for(svc, exc), kind="apology")
         await post_final(svc, thread_key, run_id, answer, out)
         return TurnResult(thread_key, answer, None, {}, time.perf_counter() - t0, error=describe_failure(exc))
+    # a new thread saved one checkpoint ("exit" durability): nothing older to prune
     return await report(svc, thread_key, state, out, platform=platform, run_id=run_id, t0=t0,
-                        channel=str(record.get("channel") or ""))
+                        channel=str(record.get("channel") or ""), prune_older=bool(before) or svc.durability != "exit")
+
+
+def finished_state(values: dict[str, Any] | None) -> SimpleNamespace | None:
+    """The state a run ended with, from its last ``values`` stream chunk (LangGraph emits the
+    whole state after every step), shaped like the ``StateSnapshot`` :func:`report` reads;
+    None when the run paused (the chunk carries ``__interrupt__``: the interrupt's id is read
+    from the checkpointer) or sent no values. Saves a checkpoint read per question (issue 11)."""
+    if not values or "__interrupt__" in values:
+        return None
+    return SimpleNamespace(values=values, interrupts=())
 
 
 def answer_of(values: dict[str, Any], note: str = "") -> Answer:
@@ -124,9 +141,10 @@ def answer_of(values: dict[str, Any], note: str = "") -> Answer:
 
 
 async def report(svc: ChatService, thread_key: str, state: Any, out: Responder, *, platform: str, run_id: str,
-                 t0: float, channel: str = "") -> TurnResult:
+                 t0: float, channel: str = "", prune_older: bool = True) -> TurnResult:
     """Post what a finished (or paused) run ended with: the answer, the apology or the
-    help request; the final status is done, apology or waiting."""
+    help request; the final status is done, apology or waiting. ``prune_older``: the
+    thread may hold older checkpoints (False: the run saved the thread's only one)."""
     values = dict(state.values or {})
     if state.interrupts:
         request = await help_requests.open_request(svc, thread_key, state.interrupts[0], out, platform=platform,
@@ -134,7 +152,8 @@ async def report(svc: ChatService, thread_key: str, state: Any, out: Responder, 
         if request is None:  # replicas: another one took this run over
             return TurnResult(thread_key, None, None, values, time.perf_counter() - t0)
         log.info("paused for a human after %s", "->".join(values.get("path", [])), extra=for_thread(thread_key))
-        await prune(svc, thread_key)
+        if prune_older:
+            await prune(svc, thread_key)
         return TurnResult(thread_key, None, request, values, time.perf_counter() - t0)
     answer = answer_of(values, svc.answer_note)
     if answer.kind != "apology":
@@ -147,7 +166,8 @@ async def report(svc: ChatService, thread_key: str, state: Any, out: Responder, 
     seconds = time.perf_counter() - t0
     log.info("%s%s in %.1fs, %d LLM calls, path %s", answer.kind, "" if posted else " NOT posted", seconds,
              values.get("llm_calls", 0), "->".join(answer.path), extra=for_thread(thread_key))
-    await prune(svc, thread_key)
+    if prune_older:
+        await prune(svc, thread_key)
     return TurnResult(thread_key, answer, None, values, seconds)
 
 

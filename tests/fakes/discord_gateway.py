@@ -859,10 +859,13 @@ def vote_ids(message: dict[str, Any]) -> dict[str, str]:
             if str(c.get("custom_id", "")).startswith("tw:v:")}
 
 
-def write_config(tmp_path: Any, fake: FakeDiscord, *, discord: str = "", extra: str = "") -> Any:
+def write_config(tmp_path: Any, fake: FakeDiscord, *, discord: str = "", extra: str = "",
+                 change_interval_seconds: float = 0.0) -> Any:
     """A config.toml for tests: data and a two-file knowledge base under ``tmp_path``, Discord
     pointed at ``fake`` (experts: the fake's expert role; admins: its admin role; slash
-    commands published to the fake's server at start, unless ``discord`` sets ``command_guild_ids``)."""
+    commands published to the fake's server at start, unless ``discord`` sets ``command_guild_ids``).
+    ``change_interval_seconds``: ``[discord.reactions]``'s; 0 (every step of a run shown) unless
+    a test is about pacing (tests/test_reaction_pacing.py)."""
     guilds = "" if "command_guild_ids" in discord else f"command_guild_ids = [{fake.guild_id}]"
     return write_platform_config(tmp_path, KB_FILES, f"""
 [web]
@@ -875,6 +878,9 @@ expert_role_ids = [{fake.expert_role_id}]
 admin_role_ids = [{fake.admin_role_id}]
 {guilds}
 {discord}
+
+[discord.reactions]
+change_interval_seconds = {change_interval_seconds}
 {extra}
 """)
 
@@ -887,9 +893,11 @@ class DiscordHarness:
     (a new process, as far as the bot can tell).
     """
 
-    def __init__(self, tmp_path: Any, fake: FakeDiscord, model: Any, *, discord: str = "") -> None:
+    def __init__(self, tmp_path: Any, fake: FakeDiscord, model: Any, *, discord: str = "",
+                 change_interval_seconds: float = 0.0) -> None:
         self.tmp_path, self.fake, self.model = tmp_path, fake, model
-        self.config_path = write_config(tmp_path, fake, discord=discord)
+        self.config_path = write_config(tmp_path, fake, discord=discord,
+                                        change_interval_seconds=change_interval_seconds)
         self.runtime: Any = None
         self.bot: Any = None
         self._stack: Any = None

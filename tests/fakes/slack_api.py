@@ -617,11 +617,13 @@ USERS = {"UASKER": "Asha", "UEXPERT": "Erik", "UGROUPEXPERT": "Gita", "UADMIN": 
 
 
 def write_config(tmp_path: Any, fake: FakeSlackAPI, *, slack: str = "", extra: str = "",
-                 web: str = "enabled = false") -> Any:
+                 web: str = "enabled = false", change_interval_seconds: float = 0.0) -> Any:
     """Write a config.toml (data and knowledge under ``tmp_path``, Slack pointed at ``fake``).
 
     ``slack`` adds lines to ``[slack]``, ``web`` replaces the body of ``[web]``, ``extra``
-    appends whole sections.
+    appends whole sections. ``change_interval_seconds``: ``[slack.reactions]``'s; 0 (every
+    step of a run shown, so tests can follow the stages) unless a test is about pacing
+    (tests/test_reaction_pacing.py).
     """
     return write_platform_config(tmp_path, KB_FILES, f"""
 [web]
@@ -634,6 +636,9 @@ experts = ["UEXPERT", "SEXPERTS"]
 admins = ["UADMIN"]
 rate_limit_retries = 2
 {slack}
+
+[slack.reactions]
+change_interval_seconds = {change_interval_seconds}
 {extra}
 """)
 
