@@ -265,9 +265,12 @@ class SlackTracker:
 
 
 # ---- the bot process ------------------------------------------------------------------
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads), from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def proc_cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc/PID/stat;
+    with ``thread``, of that thread only (/proc/PID/task/TID/stat: ``thread=pid`` is the main
+    thread, which runs the event loop)."""
+    path = Path(f"/proc/{pid}/stat") if thread is None else Path(f"/proc/{pid}/task/{thread}/stat")
+    fields = path.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15 of proc(5))
 
 
@@ -387,6 +390,11 @@ class BotProcess:
 
     def cpu_seconds(self) -> float:
         return proc_cpu_seconds(self.pid)
+
+    def loop_cpu_seconds(self) -> float:
+        """CPU seconds of the bot's main thread: its event loop (the executor threads that run
+        keyword search and SQLite calls are the rest of :meth:`cpu_seconds`)."""
+        return proc_cpu_seconds(self.pid, self.pid)
 
     def memory_mb(self) -> dict[str, float]:
         return proc_memory_mb(self.pid)

@@ -132,7 +132,7 @@ class Runner:
             self.tracker.add(q)
             qs.append(q)
         calls0 = len(self.fake.calls)
-        cpu0, own0 = self.bot.cpu_seconds(), _own_cpu()
+        cpu0, own0, loop0 = self.bot.cpu_seconds(), _own_cpu(), self.bot.loop_cpu_seconds()
         start = time.monotonic()
         await asyncio.gather(*(self._send(q) for q in qs))
         timeout = min(self.args.phase_timeout, 120 + 2 * n)
@@ -152,7 +152,7 @@ class Runner:
             elif time.monotonic() - quiet_since >= 0.5:
                 break
         self.tracker.update()
-        cpu1, own1 = self.bot.cpu_seconds(), _own_cpu()
+        cpu1, own1, loop1 = self.bot.cpu_seconds(), _own_cpu(), self.bot.loop_cpu_seconds()
         answered = [q for q in qs if q.done]  # posted in its thread and resting reaction set
         ends = [max(q.answer or 0, q.resting or 0) for q in answered]
         by_method: dict[str, int] = {}
@@ -174,6 +174,7 @@ class Runner:
             "slack_calls": by_method,
             "llm": self.llm.window(start, end),
             "cpu_s": round(cpu1 - cpu0, 3),
+            "loop_cpu_s": round(loop1 - loop0, 3),
             "harness_cpu_s": round(own1 - own0, 3),
             "timed_out": len(ends) < n,
         }
@@ -250,6 +251,7 @@ def level_stats(phases: list[dict[str, Any]]) -> dict[str, Any]:
         "llm": phases[0]["llm"] if len(phases) == 1 else None,
         "llm_calls_per_question": round(sum(p["llm"]["calls"] for p in phases) / n, 2),
         "cpu_s_per_question": round(sum(p["cpu_s"] for p in phases) / n, 4),
+        "loop_cpu_s_per_question": round(sum(p.get("loop_cpu_s", 0.0) for p in phases) / n, 4),
         "harness_cpu_s": round(sum(p["harness_cpu_s"] for p in phases), 2),
     }
 
@@ -308,7 +310,8 @@ def summarise(runs: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
     for n in map(str, sizes):
         keys = ["ack_p50_ms", "ack_p95_ms", "ack_max_ms", "acks_over_3s", "first_reaction_p50_ms",
                 "first_reaction_p95_ms", "answer_p50_s", "answer_p95_s", "first_post_p50_s", "total_s",
-                "slack_calls_per_question_total", "llm_calls_per_question", "cpu_s_per_question"]
+                "slack_calls_per_question_total", "llm_calls_per_question", "cpu_s_per_question",
+                "loop_cpu_s_per_question"]
         lv = {k: med(lambda r, k=k, n=n: r["levels"][n][k]) for k in keys}
         lv["unanswered"] = sum(r["levels"][n]["questions"] - r["levels"][n]["answered"]
                                for r in runs if n in r.get("levels", {}))

@@ -85,6 +85,8 @@ def rows_for(sizes: list[str]) -> list[tuple[str, Callable[[dict[str, Any]], str
                      f"{m} {fmt(v)}" for m, v in (lv(big, "slack_calls_per_question")(r) or {}).items())))
     rows.append(("product CPU s per question, " + " / ".join("1" if n == "1" else n for n in sizes),
                  lambda r: " / ".join(fmt(lv(n, "cpu_s_per_question")(r), 3) for n in sizes)))
+    rows.append(("of which the event loop (main thread), " + " / ".join(sizes),
+                 lambda r: " / ".join(fmt(lv(n, "loop_cpu_s_per_question")(r), 3) for n in sizes)))
     rows.append(("unanswered (all runs)", lambda r: " / ".join(fmt(lv(n, "unanswered")(r)) for n in sizes)))
     rows.append(("RSS idle / after 1 question / peak (MB)",
                  lambda r: " / ".join(fmt(get(r, "load", "summary", k)) for k in
