@@ -617,3 +617,21 @@ async def test_token_never_reaches_the_logs(fake, open_bot, caplog):
     alice = fake.add_user("alice")
     await ask_in_channel(fake, bot, alice, "how do I deploy?")
     assert fake.TOKEN not in caplog.text
+
+
+async def test_a_follow_up_sent_as_the_thread_opens_waits_for_the_question_that_opened_it(fake, open_bot):
+    """The thread appears (REST create_thread) before the bot has handed the question on; a
+    follow-up posted in it at once must not overtake the question: both are answered, the
+    question first, and neither is left showing 👀."""
+    bot = await open_bot(ScriptedChatModel(script={"generate": lambda msgs: f"Answer about: {msgs[-1].content}"}))
+    alice = fake.add_user("alice")
+    fake.create_thread_delay = 0.5  # Discord sends THREAD_CREATE before the REST reply reaches the bot
+    for i in range(3):
+        q1 = await fake.send_message(alice, f"<@{fake.bot.id}> how do I deploy, take {i}?")
+        await fake.wait_until(lambda q1=q1: q1["id"] in fake.threads)
+        q2 = await fake.send_message(alice, f"and to staging, take {i}?", channel_id=q1["id"])
+        await fake.wait_until(lambda q1=q1: len(answers(fake, q1["id"])) == 2, timeout=30)
+        await bot.idle()
+        first, second = answers(fake, q1["id"])
+        assert f"how do I deploy, take {i}?" in first and f"and to staging, take {i}?" in second, (first, second)
+        assert present_reactions(fake, q1["id"]) == [CHECK] and present_reactions(fake, q2["id"]) == [CHECK]

@@ -54,6 +54,7 @@ class Messages:
     def __init__(self, bot: ThreadwiseBot) -> None:
         self.bot = bot
         self._chains: dict[int, asyncio.Future[None]] = {}  # channel id -> the last message being translated
+        self._translating: dict[int, asyncio.Future[None]] = {}  # message id -> its translation (see on_message)
 
     def _own_role_id(self, message: discord.Message) -> int | None:
         """The bot's managed role in the message's server (clients often autocomplete
@@ -133,17 +134,26 @@ class Messages:
         """Turn a user message into ``ChatService.handle`` (in a background task).
 
         Messages of one channel are translated in arrival order (thread creation and the
-        "does the bot take part here" check are awaited), so ``handle`` sees them in order.
+        "does the bot take part here" check are awaited), so ``handle`` sees them in order; a
+        message in a thread waits for the translation of the question that opened the thread.
         """
         if not self._wanted(message):
             return
         key = message.channel.id
         previous = self._chains.get(key)
+        # a thread started from a message has that message's id: a message posted in it while
+        # the question that opened it is still being translated (Discord sends THREAD_CREATE
+        # before the bot's create_thread call returns) waits for that question, so it is handed
+        # on after it and cannot overtake it
+        opener = self._translating.get(key)
         mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._chains[key] = mine
+        self._translating[message.id] = mine
         try:
             if previous is not None:
                 await asyncio.wait([previous])
+            if opener is not None:
+                await asyncio.wait([opener])
             if self.bot.outsider_guild(message.guild.id if message.guild else None):
                 if self._mentions_me(message) or self._replied_bot_message(message) is not None:
                     self.bot.spawn(self._refuse_outsider(message), name=f"discord refuse {message.id}")
@@ -156,6 +166,7 @@ class Messages:
             log.exception("discord: could not handle message %s", message.id)
         finally:
             mine.set_result(None)
+            self._translating.pop(message.id, None)
             if self._chains.get(key) is mine:
                 del self._chains[key]
 

@@ -139,6 +139,7 @@ class FakeDiscord:
         self.followups: list[dict[str, Any]] = []  # interaction follow-up messages
         self.dms_closed: set[str] = set()  # user ids who do not accept DMs from the bot (403 50007)
         self.threads_forbidden = False  # starting a thread answers 403 50013 Missing Permissions
+        self.create_thread_delay = 0.0  # seconds between THREAD_CREATE and the REST reply of create_thread
         # channel id or "*" -> (status, code): POST messages there fail (e.g. (403, 50001))
         self.message_failures: dict[str, tuple[int, int]] = {}
         self._original: dict[str, dict[str, Any]] = {}  # interaction token -> original response
@@ -706,6 +707,8 @@ class FakeDiscord:
                                       int(body.get("auto_archive_duration") or 1440))
         self.threads[message_id] = thread
         await self.dispatch("THREAD_CREATE", dict(thread, newly_created=True))
+        if self.create_thread_delay:  # the thread exists (and users see it) before the bot's call returns
+            await asyncio.sleep(self.create_thread_delay)
         return self._json(thread)
 
     def _thread_payload(self, thread_id: Any, parent_id: Any, owner_id: Any, name: str,
