@@ -29,7 +29,8 @@ def loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEventLoop
         installed; None (asyncio's default loop) for ``"asyncio"`` or ``"auto"`` without it.
 
     Raises:
-        ConfigError: ``"uvloop"`` was asked for and is not installed (the message names the key).
+        ConfigError: ``"uvloop"`` was asked for and is not installed or cannot be imported
+            (the message names the key); ``"auto"`` falls back to asyncio's loop then.
     """
     if choice == "asyncio":
         return None
@@ -37,8 +38,13 @@ def loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEventLoop
         if choice == "uvloop":
             raise ConfigError("[service] event_loop is \"uvloop\" but uvloop is not installed: pip install uvloop")
         return None
-    import uvloop
-
+    try:
+        import uvloop
+    except ImportError as exc:  # installed but broken (e.g. a wheel built for another platform)
+        if choice == "uvloop":
+            raise ConfigError(f"[service] event_loop is \"uvloop\" but uvloop cannot be imported: {exc}") from exc
+        log.warning("uvloop cannot be imported (%s): running on asyncio's event loop", exc)
+        return None
     return uvloop.new_event_loop
 
 

@@ -16,6 +16,8 @@ are not reused; many calls at once).
 
 from __future__ import annotations
 
+import urllib.request
+
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
@@ -32,10 +34,16 @@ def model_http_client(*, base_url: httpx.URL | str, headers: httpx.Headers | dic
         connections: keep-alive connections kept open to the API (no cap on connections
             in use: the caller's :class:`graphs.models.AdaptiveLimit` caps calls in flight).
 
-    The aiohttp session is made on the first request (inside the running event loop), honours
-    the ``HTTPS_PROXY``/``NO_PROXY`` environment like httpx does (``trust_env``), verifies TLS
-    with httpx's default context, and is closed by ``await client.aclose()``.
+    The aiohttp session is made on the first request (inside the running event loop), verifies
+    TLS with httpx's default context, and is closed by ``await client.aclose()``. With any proxy
+    variable in the environment (``urllib.request.getproxies()``: ``HTTP(S)_PROXY``,
+    ``ALL_PROXY``...) the client is httpx's own, so proxies work exactly as httpx applies them.
     """
+    if urllib.request.getproxies():
+        # a proxy in the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY...): httpx's own
+        # transport applies them exactly as before; aiohttp's trust_env ignores ALL_PROXY
+        return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=httpx.Timeout(timeout),
+                                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=connections))
     ssl_context = httpx.create_ssl_context()
 
     def session() -> aiohttp.ClientSession:

@@ -57,3 +57,16 @@ async def test_a_real_process_answers_on_the_configured_loop(tmp_path, fake: Fak
         output = await proc.stop()
     expected = "asyncio" if choice == "asyncio" else "uvloop"
     assert f"event loop: {expected}" in output, output[-2000:]
+
+
+def test_a_broken_uvloop_falls_back_on_auto_and_names_the_key_when_asked_for(monkeypatch, tmp_path):
+    """uvloop installed but failing to import (a wheel for another platform)."""
+    broken = tmp_path / "uvloop"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('wrong platform')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "uvloop", raising=False)
+    assert loop_factory("auto") is None
+    assert run_async(_loop_module(), loop_factory("auto")) == "asyncio"
+    with pytest.raises(ConfigError, match=r"\[service\] event_loop.*cannot be imported"):
+        loop_factory("uvloop")

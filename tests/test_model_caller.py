@@ -80,3 +80,35 @@ async def test_hosted_model_connections_closed_by_the_server_while_idle_are_not_
     finally:
         await model.async_client.aclose()
         await runner.cleanup()
+
+
+async def test_a_proxy_in_the_environment_is_used_by_the_hosted_model_client(monkeypatch):
+    """ALL_PROXY (which aiohttp ignores) still sends model calls through the proxy: with a dead
+    proxy the call to a live local API fails instead of going straight to it."""
+    import httpx
+    import pytest
+    from aiohttp import web
+
+    from graphs.http_pool import model_http_client
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", lambda request: web.json_response({"ok": True}))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NO_PROXY",
+                 "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        client = model_http_client(base_url=base, headers={}, timeout=5, connections=4)
+        assert (await client.post("/chat/completions", json={})).json() == {"ok": True}  # no proxy: direct
+        await client.aclose()
+        monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
+        client = model_http_client(base_url=base, headers={}, timeout=5, connections=4)
+        with pytest.raises(httpx.HTTPError):
+            await client.post("/chat/completions", json={})
+        await client.aclose()
+    finally:
+        await runner.cleanup()
