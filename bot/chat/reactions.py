@@ -39,22 +39,18 @@ class ReactionState:
             rebuilt after a restart). The list object is kept and updated in place.
         min_interval: least seconds between two changes made by steps (``move_to(...,
             settle=False)``); 0 shows every step at once, in order.
-        clock: monotonic seconds (tests may pass their own).
     """
 
-    def __init__(self, shown: list[str] | None = None, *, min_interval: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, shown: list[str] | None = None, *, min_interval: float = 0.0) -> None:
         self.shown: list[str] = shown if shown is not None else []
         self.current: str | None = None
         self.disabled = False
         self.min_interval = max(0.0, float(min_interval))
-        self._clock = clock
         self._lock = asyncio.Lock()
         self._changed_at = -float("inf")  # when the last change was sent
         self._pending: tuple[str, ReactionCall, ReactionCall] | None = None  # the newest step not yet shown
         self._flusher: asyncio.Task[None] | None = None
         self._applying = False  # the flusher is making platform calls (never cancelled then)
-        self.skipped = 0  # steps replaced before they were shown (for logs and tests)
 
     async def move_to(self, name: str, *, add: ReactionCall, remove: ReactionCall, settle: bool = True) -> bool:
         """Show ``name`` as the only bot reaction.
@@ -74,8 +70,6 @@ class ReactionState:
         """
         self.current = name
         if not settle:
-            if self._pending is not None:
-                self.skipped += 1
             self._pending = (name, add, remove)
             if self._flusher is None or self._flusher.done():
                 self._flusher = asyncio.get_running_loop().create_task(self._flush(), name="reaction-step")
@@ -86,16 +80,14 @@ class ReactionState:
 
     def _drop_pending(self) -> None:
         """Forget the step waiting for its turn; stop the flusher unless it is making calls."""
-        if self._pending is not None:
-            self.skipped += 1
-            self._pending = None
+        self._pending = None
         if self._flusher is not None and not self._flusher.done() and not self._applying:
             self._flusher.cancel()  # asleep or waiting for the lock: nothing half done
 
     async def _flush(self) -> None:
         """Show the newest waiting step once its turn comes (see :meth:`move_to`)."""
         while self._pending is not None:
-            delay = self._changed_at + self.min_interval - self._clock()
+            delay = self._changed_at + self.min_interval - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
             async with self._lock:
@@ -113,7 +105,7 @@ class ReactionState:
     async def _apply(self, name: str, add: ReactionCall, remove: ReactionCall) -> bool:
         if self.disabled or self.shown == [name]:
             return not self.disabled
-        self._changed_at = self._clock()
+        self._changed_at = time.monotonic()
         added = await add(name)
         if added and name not in self.shown:
             self.shown.append(name)
