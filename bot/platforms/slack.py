@@ -102,6 +102,7 @@ from bot.protocol import UNFINISHED_STATUSES, HumanAction, IncomingMessage
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
+    from bot.service.threads import Ticket
 
 log = logging.getLogger(__name__)
 
@@ -254,23 +255,28 @@ class SlackBot:
                           policy: str, *, outsider: bool, via: str) -> None:
         """Answer a message the shared rule accepts (:func:`bot.chat.policy.decline_reason`: the
         reply policy, and follow-ups only in threads the bot takes part in); an outsider's gets
-        one refusal instead."""
+        one refusal instead. The message's place in its thread is taken first (before the
+        lookups below, which could let a later message overtake it)."""
         key = place.thread_key
+        ticket = self.service.ticket(key)
 
         async def bot_in_thread() -> bool:
             return key in self._threads or await self.service.knows_thread(key)
 
-        in_conversation = place.thread_ts != place.message_ts
-        reason = await decline_reason(policy, addressing, in_conversation=in_conversation,
-                                      bot_in_thread=bot_in_thread)
-        if reason:
-            quiet = reason in (NOT_TAKING_PART, CHANNEL_CHATTER)
-            (log.debug if quiet else log.info)("slack message %s:%s ignored: %s", place.channel, place.message_ts,
-                                               reason, extra=for_thread(key))
-        elif outsider:
-            await self._refuse_outsider(place, event)
-        else:
-            await self._turn(place, event, bot_user_id, via=via)
+        try:
+            in_conversation = place.thread_ts != place.message_ts
+            reason = await decline_reason(policy, addressing, in_conversation=in_conversation,
+                                          bot_in_thread=bot_in_thread)
+            if reason:
+                quiet = reason in (NOT_TAKING_PART, CHANNEL_CHATTER)
+                (log.debug if quiet else log.info)("slack message %s:%s ignored: %s", place.channel,
+                                                   place.message_ts, reason, extra=for_thread(key))
+            elif outsider:
+                await self._refuse_outsider(place, event)
+            else:
+                await self._turn(place, event, bot_user_id, via=via, ticket=ticket)
+        finally:
+            self.service.threads.release(ticket)
 
     @staticmethod
     def _addressing(event: dict, bot_user_id: str, via: str) -> Addressing:
@@ -332,9 +338,9 @@ class SlackBot:
                              allowed_bots=self.settings.allowed_bots,
                              mentions_bot=bool(bot_user_id) and f"<@{bot_user_id}>" in text)
 
-    async def _turn(self, place: SlackPlace, event: dict, bot_user_id: str, *, via: str) -> None:
+    async def _turn(self, place: SlackPlace, event: dict, bot_user_id: str, *, via: str, ticket: Ticket) -> None:
         """One user message -> ChatService.handle (which never raises: a failing run ends in
-        its own apology)."""
+        its own apology); ``ticket``: its place in the thread's queue."""
         key = place.thread_key
         user = place.user
         msg = IncomingMessage(
@@ -347,7 +353,7 @@ class SlackBot:
                           is_admin=self.directory.is_admin(user),
                           is_expert=await self.may_answer_help(user, place.channel))
             log.info("slack message %s from %s (via %s)", msg.message_id, user, via, extra=for_thread(key))
-            await self.service.handle(msg, out)
+            await self.service.handle(msg, out, ticket)
         finally:
             self.service.release_acknowledgement(msg.message_id, out)
 

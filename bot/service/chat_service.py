@@ -6,7 +6,8 @@ or help request out through the adapter's :class:`~bot.protocol.Responder`.
 
 Guarantees (failure-modes.md):
 - a message id is handled once, persisted across restarts (:class:`bot.store.Bookkeeping`);
-- messages of one thread run in order (one asyncio lock per thread key), different
+- messages of one thread run in arrival order (a ticket per message, taken on receipt:
+  :mod:`bot.service.threads`), different
   threads run concurrently (capped by ``service.max_concurrent_runs``);
 - a thread with a pending interrupt is resumed (``Command(resume=...)``), never restarted;
   a help request resumes exactly once: each reply (text or button) claims the interrupt
@@ -40,7 +41,7 @@ from bot.service.dedup import forget_old
 from bot.service.responders import Responders
 from bot.service.run_slots import RunSlots, SlotPromise
 from bot.service.runs import TurnResult
-from bot.service.threads import ThreadLocks
+from bot.service.threads import ThreadLocks, Ticket
 from bot.storage import BookkeepingStore
 from graphs.adaptive_rag import seed_history
 from graphs.learned import LearnedStore
@@ -200,9 +201,17 @@ class ChatService:
         ``out`` when its :meth:`handle` will not run (idempotent)."""
         acknowledge.release(self, message_id, out)
 
-    async def handle(self, msg: IncomingMessage, out: Responder) -> TurnResult | None:
+    def ticket(self, thread_key: str) -> Ticket:
+        """A message's place in its thread's queue, taken the moment it is received: call it
+        in the first step of the task that handles a delivery, before any lookup (a user's
+        name, "does the bot take part here"), pass it to :meth:`handle`, and
+        ``self.threads.release`` it if :meth:`handle` is not called. Without one,
+        :meth:`handle` takes its own on entry."""
+        return self.threads.ticket(thread_key)
+
+    async def handle(self, msg: IncomingMessage, out: Responder, ticket: Ticket | None = None) -> TurnResult | None:
         """Handle one user message (see the module docstring and :mod:`bot.service.dispatch`).
-        Never raises.
+        Never raises. ``ticket`` (:meth:`ticket`) is released when it returns.
 
         A plain question is acknowledged first (:meth:`acknowledge`), before any storage
         work. The message is recorded as a run in flight *with* its dedup mark, so a crash
@@ -211,7 +220,7 @@ class ChatService:
 
         Returns the run's :class:`TurnResult`, or None when no run happened (duplicate,
         empty or too long message, admin command, refused or non-command reply)."""
-        return await dispatch.handle(self, msg, out)
+        return await dispatch.handle(self, msg, out, ticket)
 
     async def ask(self, thread_key: str, text: str, out: Responder, platform: str = "console") -> TurnResult | None:
         """One message from the local user (CLI ``ask``, eval): no dedup; the local user is

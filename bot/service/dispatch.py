@@ -22,6 +22,7 @@ from bot.service.dedup import first_delivery
 from bot.service.errors import best_effort, fail
 from bot.service.replies import REPLY_HINT, parse_remember
 from bot.service.run_slots import SlotPromise
+from bot.service.threads import Ticket
 
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
@@ -31,18 +32,27 @@ log = logging.getLogger("bot.service")  # one logger for the chat runtime: log f
 
 
 @with_log_context(thread_key="msg.thread_key", platform="msg.platform", message_id="msg.message_id")
-async def handle(svc: ChatService, msg: IncomingMessage, out: Responder) -> TurnResult | None:
+async def handle(svc: ChatService, msg: IncomingMessage, out: Responder,
+                 ticket: Ticket | None = None) -> TurnResult | None:
     """Handle one user message from a platform (see :meth:`ChatService.handle`): a plain
-    question is acknowledged first (:mod:`bot.service.acknowledge`). Never raises."""
-    await acknowledge.acknowledge(svc, msg, out)
-    acked = acknowledge.take(svc, msg.message_id, out)
+    question is acknowledged first (:mod:`bot.service.acknowledge`); it is recorded, and
+    takes its thread, after the messages whose ``ticket`` came before its own. Never raises."""
+    if ticket is None:  # before any await: the arrival order is the order of these calls
+        ticket = svc.threads.ticket(msg.thread_key)
     try:
-        if not await first_delivery(svc, msg, out, acked):
-            return None
-        return await dispatch_guarded(svc, msg, out, run_id=msg.message_id, acked=acked)
+        await acknowledge.acknowledge(svc, msg, out)
+        acked = acknowledge.take(svc, msg.message_id, out)
+        try:
+            await svc.threads.recorded_turn(ticket)
+            if not await first_delivery(svc, msg, out, acked):
+                return None
+            svc.threads.mark_recorded(ticket)
+            return await dispatch_guarded(svc, msg, out, run_id=msg.message_id, acked=acked, ticket=ticket)
+        finally:
+            if acked is not None:
+                acked.cancel()  # it did not run (nothing once its slot was held)
     finally:
-        if acked is not None:
-            acked.cancel()  # it did not run (nothing once its slot was held)
+        svc.threads.release(ticket)
 
 
 @with_log_context(thread_key="thread_key", platform="platform")
@@ -55,11 +65,11 @@ async def ask(svc: ChatService, thread_key: str, text: str, out: Responder,
 
 
 async def dispatch_guarded(svc: ChatService, msg: IncomingMessage, out: Responder, *, run_id: str,
-                           acked: SlotPromise | None = None) -> TurnResult | None:
+                           acked: SlotPromise | None = None, ticket: Ticket | None = None) -> TurnResult | None:
     """:func:`dispatch`, with any failure ending in the apology; the run record is
     finished whatever happens (once: usually its answer finished it). Never raises."""
     try:
-        return await dispatch(svc, msg, out, run_id=run_id, acked=acked)
+        return await dispatch(svc, msg, out, run_id=run_id, acked=acked, ticket=ticket)
     except Exception as exc:  # noqa: BLE001 - nothing may crash the process
         await fail(svc, msg.thread_key, exc, out, what=f"handling {msg.message_id or 'a message'}", run_id=run_id)
         return None
@@ -71,8 +81,9 @@ async def dispatch_guarded(svc: ChatService, msg: IncomingMessage, out: Responde
 
 
 async def dispatch(svc: ChatService, msg: IncomingMessage, out: Responder, *, run_id: str,
-                   acked: SlotPromise | None = None) -> TurnResult | None:
-    """Route one message (see the module docstring)."""
+                   acked: SlotPromise | None = None, ticket: Ticket | None = None) -> TurnResult | None:
+    """Route one message (see the module docstring); ``ticket``: its place in the thread's
+    queue (:class:`bot.service.threads.Ticket`), None for a new one at the end."""
     text = msg.text.strip()
     key = msg.thread_key
     if not text:
@@ -101,7 +112,7 @@ async def dispatch(svc: ChatService, msg: IncomingMessage, out: Responder, *, ru
     if seen is not None and not await help_requests.claim(svc, seen.id, key, by, parsed, out):
         return None
     await svc.store.wait_turn(run_id, key)  # replicas: the thread's earlier messages first
-    async with svc.threads.hold(key):
+    async with svc.threads.hold(key, ticket):
         pending = await svc.pending_interrupt(key)
         if pending is not None:
             if acked is not None:  # paused by another replica meanwhile: not a new question after all

@@ -186,6 +186,8 @@ class FakeSlackAPI:
         self.valid_triggers: set[str] | None = None  # None: any trigger id is valid
         self._faults: dict[str, list[_Fault]] = {}
         self.delays: dict[str, float] = {}  # method -> seconds before it is answered
+        # (method, an argument's value) -> more seconds, e.g. ("reactions.add", ts): one message's calls only
+        self.arg_delays: dict[tuple[str, str], float] = {}
         self._ts = itertools.count(1)
         self._base_ts = int(time.time())
         self._runner: web.AppRunner | None = None
@@ -297,8 +299,10 @@ class FakeSlackAPI:
         call = Call(method, args, at=time.monotonic())
         self.calls.append(call)
         self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
-        if self.delays.get(method):
-            await asyncio.sleep(self.delays[method])
+        delay = self.delays.get(method, 0.0) + sum(
+            seconds for (m, value), seconds in self.arg_delays.items() if m == method and value in args.values())
+        if delay:
+            await asyncio.sleep(delay)
         headers: dict[str, str] = {}
         try:
             self._authorise(method, request.headers.get("Authorization", ""), args)
