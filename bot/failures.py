@@ -47,6 +47,12 @@ def _status_code(exc: BaseException) -> int | None:
         return None
 
 
+#: Base classes of the HTTP clients' transport failures (httpx, httpcore, aiohttp): a cut
+#: response body or a server that hung up is the network's fault like a refused connection.
+_TRANSPORT_BASES = frozenset({"TransportError", "NetworkError", "ProtocolError", "ProxyError",
+                              "ClientConnectionError", "ClientPayloadError"})
+
+
 def failure_kind(exc: BaseException) -> str:
     """``"storage"``, ``"auth"``, ``"network"`` or ``"other"`` for an exception (its causes
     included: the first one that says more than "other" wins, storage first)."""
@@ -68,8 +74,9 @@ def _kind_of(e: BaseException) -> str:
         return "auth"
     if "unauthorized" in text or "invalid api key" in text:
         return "auth"
-    if module.startswith(("httpx", "httpcore", "aiohttp")) and ("connect" in name.lower() or "timeout" in name.lower()
-                                                              or "network" in name.lower()):
+    if module.startswith(("httpx", "httpcore", "aiohttp")) and (
+            "connect" in name.lower() or "timeout" in name.lower() or "network" in name.lower()
+            or any(c.__name__ in _TRANSPORT_BASES for c in type(e).__mro__)):
         return "network"
     if isinstance(e, (ConnectionError, TimeoutError)):
         return "network"

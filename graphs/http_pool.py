@@ -16,11 +16,52 @@ are not reused; many calls at once).
 
 from __future__ import annotations
 
+import contextlib
 import urllib.request
+from collections.abc import Iterator
 
 import aiohttp
 import httpx
+import httpx_aiohttp.transport
 from httpx_aiohttp import AiohttpTransport
+
+#: aiohttp's exception -> the httpx exception raised instead: the first class of the
+#: exception's MRO found here wins (the most specific). httpx-aiohttp 0.2's own map
+#: (``AIOHTTP_EXC_MAP``) turns every ``ClientConnectionError`` (a refused connection, a
+#: server that hung up, a reset) into ``httpx.ConnectTimeout``, so the logs named a timeout
+#: that never happened.
+HTTPX_ERROR_OF: dict[type[BaseException], type[httpx.TransportError]] = {
+    aiohttp.ClientProxyConnectionError: httpx.ProxyError,
+    aiohttp.ClientHttpProxyError: httpx.ProxyError,
+    aiohttp.ConnectionTimeoutError: httpx.ConnectTimeout,
+    aiohttp.SocketTimeoutError: httpx.ReadTimeout,
+    aiohttp.ServerTimeoutError: httpx.TimeoutException,
+    aiohttp.ServerDisconnectedError: httpx.RemoteProtocolError,
+    aiohttp.ClientConnectorError: httpx.ConnectError,
+    aiohttp.ClientOSError: httpx.ReadError,
+    aiohttp.ClientConnectionError: httpx.NetworkError,
+    aiohttp.ClientPayloadError: httpx.ReadError,
+    aiohttp.NonHttpUrlClientError: httpx.UnsupportedProtocol,
+    aiohttp.InvalidUrlClientError: httpx.UnsupportedProtocol,
+}
+
+
+@contextlib.contextmanager
+def map_aiohttp_exceptions() -> Iterator[None]:
+    """Raise an aiohttp error as its httpx counterpart (:data:`HTTPX_ERROR_OF`), the aiohttp
+    error as its ``__cause__``; anything else passes unchanged. Replaces httpx-aiohttp's own
+    (module global, looked up on every request and response read)."""
+    try:
+        yield
+    except aiohttp.ClientError as exc:
+        for cls in type(exc).__mro__:
+            target = HTTPX_ERROR_OF.get(cls)
+            if target is not None:
+                raise target(str(exc) or type(exc).__name__) from exc
+        raise
+
+
+httpx_aiohttp.transport.map_aiohttp_exceptions = map_aiohttp_exceptions
 
 
 def model_http_client(*, base_url: httpx.URL | str, headers: httpx.Headers | dict[str, str], timeout: float,

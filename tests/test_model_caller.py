@@ -112,3 +112,50 @@ async def test_a_proxy_in_the_environment_is_used_by_the_hosted_model_client(mon
         await client.aclose()
     finally:
         await runner.cleanup()
+
+
+async def test_hosted_model_client_failures_are_named_for_what_happened():
+    """Each way a model API connection fails reaches the caller (retries, logs) as the httpx
+    error that says what happened, not httpx-aiohttp's ``ConnectTimeout`` for all of them."""
+    import socket
+
+    import httpx
+    import pytest
+
+    from bot.failures import describe_failure
+    from graphs.http_pool import model_http_client
+
+    async def serve(conn: asyncio.StreamReader, w: asyncio.StreamWriter, how: str) -> None:
+        await conn.readuntil(b"\r\n\r\n")
+        if how == "hang up":
+            w.close()
+        elif how == "cut body":
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ok\":")
+            await w.drain()
+            w.close()
+        else:  # silent
+            await asyncio.sleep(5)
+            w.close()
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    cases = {"refused": (None, httpx.ConnectError), "hang up": ("hang up", httpx.RemoteProtocolError),
+             "cut body": ("cut body", httpx.ReadError), "silent": ("silent", httpx.ReadTimeout)}
+    for name, (how, expected) in cases.items():
+        server = None
+        port = closed_port
+        if how is not None:
+            server = await asyncio.start_server(lambda r, w, how=how: serve(r, w, how), "127.0.0.1", 0)
+            port = server.sockets[0].getsockname()[1]
+        client = model_http_client(base_url=f"http://127.0.0.1:{port}/v1", headers={}, timeout=0.5, connections=4)
+        try:
+            with pytest.raises(httpx.TransportError) as caught:
+                await client.post("/chat/completions", json={})
+            assert type(caught.value) is expected, (name, type(caught.value), caught.value)
+            line = describe_failure(caught.value)  # what the logs and the CLI say
+            assert line.startswith("network: ") and ("Timeout" in line) == (name == "silent"), (name, line)
+        finally:
+            await client.aclose()
+            if server is not None:
+                server.close()
