@@ -89,7 +89,11 @@ def model_http_client(*, base_url: httpx.URL | str, headers: httpx.Headers | dic
 
     def session() -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ssl_context, keepalive_timeout=60.0)
-        return aiohttp.ClientSession(connector=connector, trust_env=True)
+        # trust_env=False: proxies are handled above; aiohttp's trust_env would read ~/.netrc and
+        # the proxy variables in a worker thread on every request (two executor round trips a
+        # model call: 2% of the bot's CPU samples, bench/README.md), and a netrc entry for the
+        # API's host would clash with the Authorization header (aiohttp raises ValueError)
+        return aiohttp.ClientSession(connector=connector, trust_env=False)
 
     transport = AiohttpTransport(limits=httpx.Limits(max_keepalive_connections=connections), client=session)
     return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=httpx.Timeout(timeout), transport=transport)

@@ -99,13 +99,17 @@ class LearnedStore:
         self.path = Path(path)
         self.candidates = candidates
         self._write_lock = threading.Lock()
+        self._local = threading.local()  # one connection per thread, kept: a search is called per question
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as conn:
+            conn.execute("PRAGMA journal_mode=WAL")  # kept by the file
             conn.executescript(_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(str(self.path), timeout=10)
-        conn.execute("PRAGMA journal_mode=WAL")
+        """This thread's connection (opened on its first use; ``with`` it for a transaction)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = sqlite3.connect(str(self.path), timeout=10)
         return conn
 
     def add(self, question: str, answer: str, answered_by: str, *, thread_key: str = "", permalink: str = "",

@@ -159,3 +159,39 @@ async def test_hosted_model_client_failures_are_named_for_what_happened():
             await client.aclose()
             if server is not None:
                 server.close()
+
+
+async def test_a_netrc_entry_for_the_model_host_does_not_replace_or_break_the_api_key(tmp_path, monkeypatch):
+    """~/.netrc (or $NETRC) naming the model API's host: the call still goes out with the API
+    key's Authorization header (aiohttp's trust_env would add the netrc login and refuse the
+    request with ValueError)."""
+    from aiohttp import web
+
+    from graphs.http_pool import model_http_client
+
+    seen: list[str] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login someone password not-the-key\n")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    client = model_http_client(base_url=f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1",
+                               headers={"Authorization": "Bearer the-key"}, timeout=5, connections=4)
+    try:
+        assert (await client.post("/chat/completions", json={})).json() == {"ok": True}
+        assert seen == ["Bearer the-key"]
+    finally:
+        await client.aclose()
+        await runner.cleanup()
