@@ -125,18 +125,21 @@ def test_a_missing_local_embedding_model_names_its_setting(tmp_path):
 
 
 def _first_own_import_seen(stderr, package: str, seen: threading.Event, lines: list[str]) -> None:
-    """Reads a ``python -X importtime`` child's stderr: sets ``seen`` at the first import line
-    after ``package``'s own (that import is made by ``package/__main__.py``, after its first
-    statement, which installs the SIGINT handler); keeps every other line in ``lines``."""
-    after_package = False
+    """Reads a ``python -X importtime`` child's stderr: sets ``seen`` at the second import line
+    after ``package``'s own (``package/__main__.py`` imports ``signal``, installs the SIGINT
+    handler, then imports the rest); keeps every other line in ``lines``."""
+    after_package = -1
     for line in stderr:
         if not line.startswith("import time:"):
             lines.append(line)
             continue
         name = line.rsplit("|", 1)[-1].strip()
-        if after_package:
-            seen.set()
-        after_package = after_package or name == package
+        if after_package >= 0:
+            after_package += 1
+            if after_package == 2:
+                seen.set()
+        elif name == package:
+            after_package = 0
 
 
 @pytest.mark.parametrize("module, command", [("threadwise", "ask"), ("bot", "console"), ("threadwise", "console")])
