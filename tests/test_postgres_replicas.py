@@ -70,6 +70,8 @@ async def test_three_replicas_answer_every_question_once_in_order(tmp_path, fake
                 assert set(await asyncio.gather(*sends)) == {200}
                 await fake.wait_for(lambda: all(len(replies_in(fake, ts)) >= 2 for ts in threads.values())
                                     and help_posts(fake, help_ts), timeout=90)
+                # the help request reaches Slack just before its replica logs the pause
+                await fake.wait_for(lambda: any("paused for a human" in r.text() for r in replicas), timeout=10)
                 paused = [r for r in replicas if "paused for a human" in r.text()]
                 assert len(paused) == 1
                 other = [r for r in replicas if r is not paused[0]]
