@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from graphs.knowledge.splitting import fence_indented_code
 from graphs.state import Doc
 
 
@@ -41,9 +42,13 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
     in the text is the k-th listed source even when two cited chunks come from one file.
     Code (fenced or inline) is left untouched.
 
+    Indented code blocks are written as fenced ones first (chat platforms render only
+    fences as code; :func:`graphs.knowledge.splitting.fence_indented_code`).
+
     Returns ``(text, sources)``; with no valid citation, every document is listed and
-    the text is unchanged. Citations of documents that do not exist are dropped.
+    the text is otherwise unchanged. Citations of documents that do not exist are dropped.
     """
+    generation = fence_indented_code(generation)
     order: list[str] = []
     sources: dict[str, dict[str, str]] = {}
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from graphs import signals
 from graphs.knowledge.common import KnowledgeBaseError
+from graphs.knowledge.splitting import fence_indented_code
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
 from graphs.state import Doc
 
@@ -87,10 +88,11 @@ def clean_prose(text: str) -> str:
 
 def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]:
     """Cut ``text`` (Markdown) into prose units (sentences, list items; hard-wrapped lines
-    joined), whole fenced code blocks (dedented, fences kept) and whole tables (rows kept). Prose pieces shorter
+    joined), whole code blocks (fenced ones dedented, fences kept; indented ones fenced) and whole
+    tables (rows kept). Prose pieces shorter
     than ``min_characters`` are dropped; code blocks are never cut."""
     units: list[Unit] = []
-    lines = text.splitlines()
+    lines = fence_indented_code(text).splitlines()  # indented code is code too, not prose to join
     block: list[str] = []
 
     def flush() -> None:

@@ -183,3 +183,27 @@ def test_ctrl_c_at_an_idle_console_prompt_is_one_line(tmp_path):
     assert proc.returncode == 130, errtext
     assert errtext.strip().splitlines()[-1] == "interrupted (Ctrl-C)", errtext  # after the index build's bars
     assert "Traceback" not in errtext and "never retrieved" not in errtext and "ERROR" not in errtext, errtext
+
+
+def test_code_in_the_knowledge_base_reaches_the_answer_as_written(tmp_path):
+    """Indented code blocks (CommonMark's other code block) come out of an answer as one
+    fenced block, line for line with their inner indentation, and ``[123]`` in them is code,
+    not a citation; a list item's indented continuation stays prose. (A fresh-user trial got
+    the docs' Discord config back as one flattened line with the role ids dropped.)"""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "roles.md").write_text(
+        "# Roles\n\nConfigure the expert roles of the bot in config.toml like this:\n\n"
+        "    [roles]\n    expert_role_ids = [112233445566]   # who answers help requests\n"
+        "    [roles.limits]\n        nested = [7, 8]\n\n"
+        "1. Restart the bot after you configure the expert roles.\n\n"
+        "    The expert roles are read at start, so a restart applies them.\n")
+    cfg = write_config(tmp_path, sources=[kb])
+    cfg.write_text(cfg.read_text() + '\n[graph]\ncomposer = "extractive"\ngraders = "lexical"\n')
+    result = _cli("ask", "--json", "how do I configure the expert roles in config.toml?", "--config", str(cfg),
+                  cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    text = json.loads(result.stdout)["answer"]
+    assert ("```\n[roles]\nexpert_role_ids = [112233445566]   # who answers help requests\n"
+            "[roles.limits]\n    nested = [7, 8]\n```") in text, text
+    assert "```\nThe expert roles" not in text, text  # the list item's continuation is not code

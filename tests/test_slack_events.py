@@ -213,6 +213,18 @@ async def test_answer_markdown_becomes_mrkdwn(slack):
     assert "```\nmake deploy &amp;&amp; echo &lt;done&gt;\n```" in text
 
 
+async def test_an_indented_code_block_in_an_answer_is_posted_as_code(slack):
+    """A model that writes CommonMark's indented code (which Slack does not render) gets
+    its block posted as a fence, lines and inner indentation kept, nothing in it formatted
+    or taken for a citation."""
+    slack.model.script["generate"] = (
+        "Set the ids [1]:\n\n    [discord]\n    expert_role_ids = [112233]  # *not bold*\n        nested = 1\n\nDone.")
+    req, _ = slack.mention("UASKER", "how do I deploy?")
+    await slack.send(req)
+    text = "\n".join(section_texts(slack.answers()[0]))
+    assert "```\n[discord]\nexpert_role_ids = [112233]  # *not bold*\n    nested = 1\n```" in text, text
+
+
 def web_only_grader(messages):
     """grade_documents: knowledge base hits are irrelevant, web results are relevant."""
     last = str(messages[-1].content)

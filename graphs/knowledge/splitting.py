@@ -190,3 +190,30 @@ def index_text(chunk: Chunk) -> str:
     """Text that is embedded: file path words, heading path, then the chunk."""
     path_words = re.sub(r"[/_.\-]+", " ", chunk.file.rsplit(".", 1)[0])
     return f"{path_words}\n{chunk.title}\n{chunk.text}"
+
+
+def fence_indented_code(text: str) -> str:
+    """``text`` (Markdown) with each indented code block (CommonMark: four spaces or a tab,
+    after a blank line, not a list item's continuation: markdown-it decides) written as a
+    fenced block, dedented, blank lines inside kept. Code then reads as code wherever only
+    fences are recognised (extractive answers, citation renumbering, chat rendering): its
+    lines stay lines and ``[123]`` in it is not taken for a citation."""
+    blocks = [tok.map for tok in _MD.parse(text) if tok.type == "code_block" and tok.map]
+    if not blocks:
+        return text
+    lines = text.split("\n")
+    out: list[str] = []
+    done = 0
+    for start, end in blocks:
+        body = lines[start:end]
+        while body and not body[-1].strip():
+            body.pop()
+        if start < done or not body:
+            continue
+        indent = min(len(line) - len(line.lstrip()) for line in body if line.strip())
+        out += lines[done:start]
+        out += ["```", *(line[indent:] if line.strip() else "" for line in body), "```"]
+        out += lines[start + len(body):end]  # the blank lines after it
+        done = end
+    out += lines[done:]
+    return "\n".join(out)
