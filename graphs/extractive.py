@@ -26,8 +26,8 @@ import numpy as np
 
 from graphs import signals
 from graphs.knowledge.common import KnowledgeBaseError
-from graphs.knowledge.splitting import fence_indented_code
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
+from graphs.knowledge.splitting import fence_indented_code
 from graphs.state import Doc
 
 if TYPE_CHECKING:
