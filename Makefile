@@ -35,6 +35,7 @@ run: $(STAMP)
 	$(BIN)/threadwise run
 
 ask: $(STAMP)
+	@test -n "$$Q" || { echo 'usage: make ask Q="your question"' >&2; exit 2; }
 	$(BIN)/threadwise ask -- "$$Q"
 
 console: $(STAMP)

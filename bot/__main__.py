@@ -171,7 +171,7 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
                               "seconds": round(result.seconds, 2) if result else 0.0,
                               **({"error": failed} if failed else {})}, indent=1))
         elif answer and result:
-            console.print(format_answer(answer), markup=False)
+            console.print(format_answer(answer, rate_hint=False), markup=False)
             console.print(f"{v.get('llm_calls', 0)} LLM calls, {result.seconds:.1f} s", style="dim")
         elif result and result.help_request:
             from bot.chat.text import REPLY_SYNTAX
@@ -275,7 +275,13 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                     loop.remove_signal_handler(sig)
                 except (NotImplementedError, RuntimeError):
                     pass
-            err.print("No SLACK_* or DISCORD_TOKEN set: starting the console chat (offline default).")
+            # Ctrl-C at the prompt: one line and 130, as in `console` (removing the loop's handler
+            # left SIGINT at SIG_DFL: a silent kill)
+            signal.signal(signal.SIGINT, _interrupted)
+            err.print("No SLACK_* or DISCORD_TOKEN set: starting the console chat (offline default; only warnings "
+                      "are logged here, -v logs every event).")
+            if not args.verbose:  # the chat and the event log would share one terminal
+                logging.getLogger().setLevel(max(logging.WARNING, logging.getLogger().level))
             stop_console = asyncio.Event()
             with _graceful_stop(on_stop=stop_console.set):
                 await run_console(rt, stop=stop_console)
@@ -350,7 +356,7 @@ async def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
         with _ProgressBar() as bar:
             stats = await asyncio.to_thread(kb.reindex, bar)
     console.print(f"Indexed {stats.files} files into {stats.chunks} chunks ({stats.embedded_chunks} embedded, "
-                  f"{stats.reused_chunks} reused) in {stats.seconds:.1f} s -> {kb.index_dir / stats.generation}")
+                  f"{stats.reused_chunks} reused) in {stats.seconds:.2g} s -> {kb.index_dir / stats.generation}")
     return 0
 
 
@@ -374,8 +380,11 @@ async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         rows = load_eval(args.file)
+    except FileNotFoundError:
+        err.print(f"threadwise eval: no such file: {args.file}", style="red", markup=False)
+        return 2
     except (OSError, ValueError) as exc:
-        err.print(str(exc), style="red")
+        err.print(f"threadwise eval: {args.file}: {exc}", style="red", markup=False)
         return 2
     if args.limit:
         rows = rows[: args.limit]

@@ -253,8 +253,11 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             human_review=g.human_review, durability=s.checkpoint_durability,
         )
         await service.remember_recent_messages()  # a redelivery after a restart is not acknowledged again
-        log.info("runtime ready: model=%s web=%s index=%s storage=%s", provider, bool(web), knowledge.stats(),
-                 storage.backend)
+        stats = knowledge.stats()
+        log.info("runtime ready: model=%s web=%s index=%d files, %d chunks (%s, embeddings %s)%s storage=%s",
+                 provider, bool(web), stats["files"], stats["chunks"], stats.get("generation") or "no generation",
+                 stats.get("embedder") or "none", f" last build failed: {stats['last_error']}"
+                 if stats.get("last_error") else "", storage.backend)
         try:
             yield Runtime(settings, secrets, service, knowledge, graph, model, web)
         finally:

@@ -169,9 +169,13 @@ def test_ctrl_c_at_any_moment_of_start_is_one_line_and_130(tmp_path, module, com
         assert errtext.splitlines() == [errtext] and "interrupted" in errtext, (delay, errtext)
 
 
-def test_ctrl_c_at_an_idle_console_prompt_is_one_line(tmp_path):
+@pytest.mark.parametrize("command", ["console", "run"])
+def test_ctrl_c_at_an_idle_console_prompt_is_one_line(tmp_path, command):
+    """``console``, and ``run`` without platform tokens (the README's first command), which
+    starts the same chat: Ctrl-C at the prompt is one line and 130 (``run`` was killed
+    silently), and no INFO event lines are mixed into the chat."""
     cfg = write_config(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "bot", "console", "--config", str(cfg)], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "bot", command, "--config", str(cfg)], cwd=tmp_path,
                             env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     assert proc.stdout is not None
@@ -183,6 +187,8 @@ def test_ctrl_c_at_an_idle_console_prompt_is_one_line(tmp_path):
     assert proc.returncode == 130, errtext
     assert errtext.strip().splitlines()[-1] == "interrupted (Ctrl-C)", errtext  # after the index build's bars
     assert "Traceback" not in errtext and "never retrieved" not in errtext and "ERROR" not in errtext, errtext
+    chat_part = errtext.split("starting the console chat", 1)[-1]
+    assert " INFO " not in chat_part, errtext
 
 
 def test_code_in_the_knowledge_base_reaches_the_answer_as_written(tmp_path):
@@ -207,3 +213,23 @@ def test_code_in_the_knowledge_base_reaches_the_answer_as_written(tmp_path):
     assert ("```\n[roles]\nexpert_role_ids = [112233445566]   # who answers help requests\n"
             "[roles.limits]\n    nested = [7, 8]\n```") in text, text
     assert "```\nThe expert roles" not in text, text  # the list item's continuation is not code
+
+
+def test_console_commands_it_does_not_know_are_named_not_asked(tmp_path):
+    """``/bogus`` is an unknown command (not a question costing a run); a question that
+    starts with a path is still a question."""
+    cfg = _scripted_config(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "bot", "console", "--config", str(cfg)], cwd=tmp_path,
+                            env=_env(), input="/bogus\n/etc/hosts: what is that file for?\n/quit\n",
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Unknown command /bogus." in result.stdout, result.stdout
+    assert "'/bogus'" not in result.stdout and "/bogus\n" not in result.stdout.split("Unknown command")[0]
+    assert "you (main)> /etc/hosts: what is that file for?" in result.stdout, result.stdout
+
+
+def test_eval_of_a_missing_file_says_so_in_one_line(tmp_path):
+    cfg = write_config(tmp_path)
+    result = _cli("eval", str(tmp_path / "no-such.jsonl"), "--config", str(cfg), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"threadwise eval: no such file: {tmp_path / 'no-such.jsonl'}", result.stderr

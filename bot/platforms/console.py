@@ -10,6 +10,7 @@ Works with piped input too.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import threading
 import uuid
@@ -46,13 +47,14 @@ _STATUS_TEXT = {
 }
 
 
-def format_answer(answer: Answer) -> str:
-    """Markdown text of an answer with its sources and route note (for terminals)."""
+def format_answer(answer: Answer, rate_hint: bool = True) -> str:
+    """Markdown text of an answer with its sources and route note (for terminals);
+    ``rate_hint``: end with how to rate it (the console chat's ``/good`` and ``/bad``)."""
     lines = [answer.text.strip() or "(empty answer)"]
     lines += sources.render(answer, lambda s: f"  [{s.number}] {s.location}" + (f" — {s.title}" if s.title else ""),
                             lambda heading: f"\n{heading}:")
     lines.append(f"\n({sources.footer(answer).note}; path: {' -> '.join(answer.path) or 'n/a'})")
-    if answer.answer_id:
+    if answer.answer_id and rate_hint:
         lines.append("Rate it: /good or /bad [what was wrong]")
     return "\n".join(lines)
 
@@ -114,6 +116,9 @@ class ConsoleResponder:
 
 _COMMANDS_HELP = ("Commands: /thread NAME (switch thread), /threads (list them), /good or /bad [reason] (rate the "
                   "last answer), /help, /quit. Anything else is a question.")
+_COMMANDS = ("/thread", "/threads", "/good", "/bad", "/help", "/quit", "/exit")
+#: what reads as a console command: ``/word`` (a path such as ``/etc/hosts`` is a question's text)
+_COMMAND = re.compile(r"/[A-Za-z][\w-]*")
 
 
 async def _read_lines(stdin: TextIO) -> AsyncIterator[str]:
@@ -191,12 +196,16 @@ async def run_console(runtime: Runtime, thread: str = "main", stdin: TextIO | No
 
     if interactive:
         console.print(prompt(), end="")
+    quit_typed = False
     async for raw in _until(_read_lines(stdin), stop):
         line = clean_text(raw).strip()
         if line in ("/quit", "/exit"):
+            quit_typed = True
             break
         name, _, arg = line.partition(" ")
-        if name in ("/good", "/bad"):
+        if _COMMAND.fullmatch(name) and name not in _COMMANDS:
+            console.print(f"Unknown command {name}. {_COMMANDS_HELP}", markup=False)
+        elif name in ("/good", "/bad"):
             last = [a for a in (responders[thread].answers if thread in responders else []) if a.answer_id]
             if not last:
                 console.print("No answer to rate in this thread yet.", markup=False)
@@ -227,3 +236,5 @@ async def run_console(runtime: Runtime, thread: str = "main", stdin: TextIO | No
                 break
         if interactive:
             console.print(prompt(), end="")
+    if interactive and not quit_typed:
+        console.print()  # end of input (Ctrl-D) or a stop: the shell's prompt on a line of its own

@@ -48,8 +48,8 @@ def discover_files(sources: Sequence[str | Path], patterns: Sequence[str]) -> li
         else:
             matches = [Path(m) for m in glob.glob(str(p), recursive=True)]
             if not matches:
-                raise KnowledgeBaseError(f"knowledge source not found: {src} "
-                                         "(paths in config.toml are relative to the config file's folder)")
+                raise KnowledgeBaseError(f"knowledge source not found: {src} (a path in config.toml is relative to "
+                                         "the config file's folder, one given with --source to the current folder)")
             for f in matches:
                 if f.is_file():
                     found.setdefault(f.resolve(), f.name)
