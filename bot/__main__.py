@@ -203,6 +203,11 @@ async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
     return await _with_runtime(settings, args.source, body)
 
 
+def slack_partial_tokens(secrets: Secrets) -> bool:
+    """Some SLACK_* secret is set (whether or not they are enough for the configured mode)."""
+    return bool(secrets.slack_bot_token or secrets.slack_app_token or secrets.slack_signing_secret)
+
+
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from bot.metrics import MetricsUnavailable, PrometheusMetrics
     from bot.platforms.console import run_console
@@ -240,35 +245,36 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                 loop.add_signal_handler(sig, stop.set)  # graceful: answers in flight are finished
             except (NotImplementedError, RuntimeError):
                 pass
-        tasks = []
+        starts = []
         try:
             from bot.platforms import slack as slack_mod
 
             if slack_mod.slack_enabled(settings, secrets):
-                tasks.append(asyncio.create_task(slack_mod.run_slack(rt, stop=stop), name="slack"))
+                starts.append(("slack", lambda: slack_mod.run_slack(rt, stop=stop)))
         except ImportError:
             log.warning("Slack support is not installed")
         try:
             from bot.platforms import discord_ as discord_mod
 
             if discord_mod.discord_enabled(settings, secrets):
-                tasks.append(asyncio.create_task(discord_mod.run_discord(rt, stop=stop), name="discord"))
+                starts.append(("discord", lambda: discord_mod.run_discord(rt, stop=stop)))
         except ImportError:
             log.warning("Discord support is not installed")
-        from bot.runtime import freeze_startup_objects
-
-        freeze_startup_objects()  # long-lived process: start-up objects out of the collector's walks
-        slack_partial = ((secrets.slack_bot_token or secrets.slack_app_token or secrets.slack_signing_secret)
-                         and not any(t.get_name() == "slack" for t in tasks))
-        if slack_partial:
-            for t in tasks:
-                t.cancel()
+        if slack_partial_tokens(secrets) and not any(name == "slack" for name, _ in starts):
             needed = ("SLACK_BOT_TOKEN and SLACK_APP_TOKEN" if settings.slack.mode == "socket"
                       else "SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
             err.print(f"Slack tokens are set but incomplete: [slack] mode = \"{settings.slack.mode}\" needs {needed}. "
                       "Set them (or change the mode in config.toml), or unset SLACK_* to use the console.",
                       markup=False)
             return 2
+        if starts:
+            # the runs the last process left unanswered take their threads' places before
+            # the platforms deliver anything new (redeliveries come at once after a restart)
+            await rt.service.recover()
+        tasks = [asyncio.create_task(start(), name=name) for name, start in starts]
+        from bot.runtime import freeze_startup_objects
+
+        freeze_startup_objects()  # long-lived process: start-up objects out of the collector's walks
         if not tasks:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 try:
@@ -289,7 +295,6 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         for t in tasks:
             rt.health.expect(t.get_name())
         monitoring = _start_monitoring(settings, rt, metrics, stop, sockets)
-        await rt.service.recover()
         done, _ = await asyncio.wait(tasks + monitoring, return_when=asyncio.FIRST_EXCEPTION)
         await rt.service.drain(10)  # a recovered run (bot.service.recovery) is finished too
         for t in done:

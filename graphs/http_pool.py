@@ -41,6 +41,9 @@ HTTPX_ERROR_OF: dict[type[BaseException], type[httpx.TransportError]] = {
     aiohttp.ClientOSError: httpx.ReadError,
     aiohttp.ClientConnectionError: httpx.NetworkError,
     aiohttp.ClientPayloadError: httpx.ReadError,
+    # raised by aiohttp's HTTP parser for a response that is not HTTP ("Bad status line":
+    # status 400 is aiohttp's, not the server's); the transport never calls raise_for_status
+    aiohttp.ClientResponseError: httpx.RemoteProtocolError,
     aiohttp.NonHttpUrlClientError: httpx.UnsupportedProtocol,
     aiohttp.InvalidUrlClientError: httpx.UnsupportedProtocol,
 }

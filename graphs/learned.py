@@ -16,6 +16,7 @@ are single statements in a transaction.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -106,10 +107,20 @@ class LearnedStore:
             conn.executescript(_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
-        """This thread's connection (opened on its first use; ``with`` it for a transaction)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = sqlite3.connect(str(self.path), timeout=10)
+        """This thread's connection (``with`` it for a transaction), opened again when the
+        file was replaced or deleted since (a kept connection would write to the deleted
+        file and report success: now the missing table is the clear error it was)."""
+        try:
+            ino = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            ino = None
+        kept: tuple[sqlite3.Connection, int | None] | None = getattr(self._local, "conn", None)
+        if kept is not None and kept[1] == ino and ino is not None:
+            return kept[0]
+        if kept is not None:
+            kept[0].close()
+        conn = sqlite3.connect(str(self.path), timeout=10)
+        self._local.conn = (conn, os.stat(self.path).st_ino)
         return conn
 
     def add(self, question: str, answer: str, answered_by: str, *, thread_key: str = "", permalink: str = "",

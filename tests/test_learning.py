@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 
 import pytest
 
@@ -125,3 +126,40 @@ async def test_cli_lists_and_forgets_learned_entries(slack, tmp_path, capsys):
     assert await asyncio.to_thread(main, ["learned", "forget", "7", "--config", config]) == 1
     assert await asyncio.to_thread(main, ["learned", "forget", "1", "--config", config]) == 0
     assert slack.runtime.service.learned.entries() == []
+
+
+async def test_remember_sent_while_the_question_before_it_runs_answers_that_question(slack):
+    """``remember:`` waits for its turn like any message of the thread: sent a moment after
+    a follow-up that is still being answered, it is saved as the answer to that follow-up,
+    not to the question before it."""
+    def relevant(messages, delay: float = 0.0) -> str:  # runs in the model's worker thread
+        time.sleep(delay)
+        ids = [int(i) for i in re.findall(r"^\[(\d+)\]", str(messages[-1].content), re.M)]
+        return json.dumps({"documents": [{"id": i, "relevant": True, "facts": ""} for i in ids], "feedback": ""})
+
+    slack.model.script["grade_documents"] = relevant
+    ts, answers, _ = await ask(slack, "how do I deploy?")
+    assert answers
+    slack.model.script["grade_documents"] = lambda messages: relevant(messages, 0.6)  # the follow-up takes a while
+    follow, _ = slack.mention("UEXPERT", "and how do I roll back?", thread_ts=ts)
+    remember, _ = slack.mention("UEXPERT", "remember: Run make rollback.", thread_ts=ts)
+    await slack.deliver(follow)
+    await asyncio.sleep(0.1)
+    await slack.send(remember)
+    assert "Saved as the answer to “and how do I roll back?”" in ephemerals(slack, "UEXPERT")[-1], \
+        ephemerals(slack, "UEXPERT")
+
+
+def test_a_deleted_learned_entries_file_is_an_error_not_a_silent_loss(tmp_path):
+    """The file deleted under a running bot (its kept connection would write to the deleted
+    inode and report success): saving fails with the missing table, as without kept connections."""
+    import sqlite3
+
+    from graphs.learned import LearnedStore
+
+    store = LearnedStore(tmp_path / "learned.sqlite")
+    store.add("who approves a hotfix?", "The on-call lead.", "Erik")
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"learned.sqlite{suffix}").unlink(missing_ok=True)
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        store.add("who approves a rollback?", "The release manager.", "Erik")

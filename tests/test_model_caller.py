@@ -133,6 +133,10 @@ async def test_hosted_model_client_failures_are_named_for_what_happened():
             w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ok\":")
             await w.drain()
             w.close()
+        elif how == "not http":
+            w.write(b"SSH-2.0-OpenSSH_9.2\r\n")
+            await w.drain()
+            w.close()
         else:  # silent
             await asyncio.sleep(5)
             w.close()
@@ -141,7 +145,8 @@ async def test_hosted_model_client_failures_are_named_for_what_happened():
         s.bind(("127.0.0.1", 0))
         closed_port = s.getsockname()[1]
     cases = {"refused": (None, httpx.ConnectError), "hang up": ("hang up", httpx.RemoteProtocolError),
-             "cut body": ("cut body", httpx.ReadError), "silent": ("silent", httpx.ReadTimeout)}
+             "cut body": ("cut body", httpx.ReadError), "not http": ("not http", httpx.RemoteProtocolError),
+             "silent": ("silent", httpx.ReadTimeout)}
     for name, (how, expected) in cases.items():
         server = None
         port = closed_port

@@ -136,3 +136,106 @@ async def test_a_follow_up_killed_mid_run_is_answered_once_with_the_thread_histo
     assert "recovery" in log2
     history = json.dumps(model.bodies("route")[routes_before:][-1]["messages"])
     assert "roll back a deploy" in history and "which version" in history, history
+
+
+@pytest.mark.parametrize("how", ["kill -9", "SIGTERM"])
+async def test_a_thread_queue_cut_off_by_a_restart_is_answered_in_order_once_each(tmp_path, fake, how):
+    """Two messages of one thread (the first one's first reaction slow, so the second is
+    recorded first), the first stalled in the graph, the second waiting for its turn; the
+    process is killed (or stopped: SIGTERM gives up on the stalled run after its drain), then
+    started again, and a third message arrives at once: each is answered once, in the
+    order sent, and the thread's history holds them in that order. (Seen: the second was
+    recovered first and the first got its answer too, never its own; a stop deleted the
+    waiting message's record, so it was never answered; the new message overtook them.)"""
+    events = SlackEvents()
+    async with mistral_server(stall_on={"generate"}) as model:
+        first = BotProcess(tmp_path, fake, model)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await first.wait_ready(session)
+                root = fake.next_ts()
+                fake.arg_delays[("reactions.add", root)] = 0.4
+
+                def mention(ts: str, text: str, thread_ts: str | None = None) -> dict:
+                    return SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, thread_ts=thread_ts,
+                                               kind="app_mention", text=f"<@{BOT_USER_ID}> {text}")
+
+                second_ts = fake.next_ts()
+                q1, q2 = mention(root, "how do I roll back a deploy?"), \
+                    mention(second_ts, "and which version does it go back to?", root)
+                for i, ev in enumerate((q1, q2)):
+                    assert (await post(session, first.url + "/slack/events", events.event(ev, event_id=f"Ev{i}")))[0] \
+                        == 200
+                await asyncio.wait_for(model.stalled.wait(), 60)
+                await fake.wait_for(lambda: fake.reactions.get((CHANNEL, second_ts)), timeout=10)
+                await asyncio.sleep(0.3)
+                if how == "kill -9":
+                    await first.kill()
+                else:
+                    await first.stop()  # drains for ~10 s (the stalled call does not end), then exits
+                assert answers_in(fake, root) == []
+                model.release()
+
+                second = BotProcess(tmp_path, fake, model)
+                try:
+                    await second.wait_ready(session)
+                    third_ts = fake.next_ts()
+                    q3 = mention(third_ts, "and how long does it take?", root)
+                    assert (await post(session, second.url + "/slack/events", events.event(q3, event_id="Ev3")))[0] \
+                        == 200
+                    await fake.wait_for(lambda: all(fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"]
+                                                    for ts in (root, second_ts, third_ts)), timeout=90)
+                    await asyncio.sleep(1.0)  # nothing more may come
+                finally:
+                    log2 = await second.stop()
+        finally:
+            await first.stop()
+    assert len(answers_in(fake, root)) == 3, log2[-3000:]
+    done_at = {c.args["timestamp"]: c.at for c in fake.calls_to("reactions.add", ok_only=True)
+               if c.args["name"] == "white_check_mark"}
+    assert done_at[root] < done_at[second_ts] < done_at[third_ts], log2[-3000:]
+    history = json.dumps(model.bodies("route")[-1]["messages"])
+    spots = [history.find(t) for t in ("roll back a deploy", "which version", "how long does it take")]
+    assert -1 not in spots and spots == sorted(spots), history
+
+
+async def test_a_crash_while_one_message_waits_for_slack_loses_no_message_behind_it(tmp_path, fake):
+    """The first message's first reaction takes seconds (Slack is slow); two follow-ups of
+    its thread arrive meanwhile and the process is killed: the follow-ups were recorded at
+    once (not after the slow one), so after the restart both are answered, once each, in the
+    order sent. (Seen: every message behind the slow one waited to be recorded, and the kill
+    lost them all, each left showing 👀.)"""
+    events = SlackEvents()
+    async with mistral_server() as model:
+        first = BotProcess(tmp_path, fake, model)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await first.wait_ready(session)
+                root = fake.next_ts()
+                fake.arg_delays[("reactions.add", root)] = 6.0
+                follow_ups = [fake.next_ts(), fake.next_ts()]
+                texts = ["how do I roll back a deploy?", "and which version does it go back to?",
+                         "and how long does it take?"]
+                for i, (ts, text) in enumerate(zip([root, *follow_ups], texts, strict=True)):
+                    ev = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, thread_ts=None if i == 0 else root,
+                                             kind="app_mention", text=f"<@{BOT_USER_ID}> {text}")
+                    assert (await post(session, first.url + "/slack/events", events.event(ev, event_id=f"Ev{i}")))[0] \
+                        == 200
+                await fake.wait_for(lambda: all(fake.reactions.get((CHANNEL, ts)) for ts in follow_ups), timeout=10)
+                await asyncio.sleep(1.0)
+                await first.kill()
+                del fake.arg_delays[("reactions.add", root)]
+                second = BotProcess(tmp_path, fake, model)
+                try:
+                    await second.wait_ready(session)
+                    await fake.wait_for(lambda: all(fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"]
+                                                    for ts in follow_ups), timeout=90)
+                    await asyncio.sleep(1.0)  # nothing more may come
+                finally:
+                    log2 = await second.stop()
+        finally:
+            await first.stop()
+    assert len(answers_in(fake, root)) == 2, log2[-3000:]
+    done_at = {c.args["timestamp"]: c.at for c in fake.calls_to("reactions.add", ok_only=True)
+               if c.args["name"] == "white_check_mark"}
+    assert done_at[follow_ups[0]] < done_at[follow_ups[1]]

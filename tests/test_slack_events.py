@@ -324,6 +324,20 @@ async def test_a_follow_up_cannot_overtake_the_one_sent_before_it(slack, slow):
     assert humans == ["how do I deploy?", "how long does it take?", "and how do I roll back?"]
 
 
+async def test_a_follow_up_without_a_mention_sent_before_the_question_is_recorded_is_answered(slack):
+    """The question's first reaction is slow, so its follow-up (no mention: the bot takes part
+    in the thread because of that question) arrives before the question is recorded: it is
+    still answered, after the question. (It was dropped as "a thread without the bot".)"""
+    req, root = slack.mention("UASKER", "how do I deploy?")
+    slack.fake.arg_delays[("reactions.add", root)] = 0.5
+    follow, ts2 = slack.message("UASKER", "and how do I roll back?", thread_ts=root)
+    await slack.deliver(req)
+    await slack.deliver(follow)
+    await slack.bot.drain(20)
+    assert len(answered_in(slack, root)) == 2
+    assert slack.reactions_now(ts2) == ["white_check_mark"]
+
+
 async def test_questions_in_different_channels_are_answered_in_their_own_threads(slack):
     reqs = [slack.mention("UASKER", "how do I deploy?", channel=c) for c in ("C1", "C2", "C3")]
     for req, _ in reqs:

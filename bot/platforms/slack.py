@@ -148,7 +148,7 @@ class SlackBot:
         self.app = AsyncApp(client=self.client, signing_secret=secrets.slack_signing_secret,
                             process_before_response=True, logger=bolt_log, name="threadwise")
         self._tasks = BackgroundTasks("slack", log)
-        self._threads: set[str] = set()  # threads this process posted in (besides the service's record)
+        self._threads: set[str] = set()  # threads this process posted in or was mentioned in (besides the store)
         self._team_id: str | None = None  # our own team (auth.test), asked once
         self._register()
         self.service.register_platform("slack", self.responder_from_reference)
@@ -259,6 +259,10 @@ class SlackBot:
         lookups below, which could let a later message overtake it)."""
         key = place.thread_key
         ticket = self.service.ticket(key)
+        if addressing.mentions_bot and not outsider:
+            # the bot takes part from now on: a follow-up sent before this one is recorded is
+            # not "a thread without the bot"
+            self._threads.add(key)
 
         async def bot_in_thread() -> bool:
             return key in self._threads or await self.service.knows_thread(key)

@@ -285,7 +285,8 @@ class ChatService:
         runs = await self.store.unfinished_runs()
         if runs:
             log.info("%d runs were left unfinished by the last process: recovering them", len(runs))
-            self.recovery_task = asyncio.create_task(recovery.recover_runs(self, runs), name="recover-runs")
+            places = recovery.queue_places(self, runs)  # before any new message of those threads
+            self.recovery_task = asyncio.create_task(recovery.recover_runs(self, places), name="recover-runs")
         if self.store.shared and self.watch_task is None:
             self.watch_task = asyncio.create_task(recovery.watch(self), name="replica-watch")
         return len(rows)

@@ -7,6 +7,7 @@ to the same request loses the claim at once, even while the first one runs."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import uuid
@@ -35,18 +36,16 @@ log = logging.getLogger("bot.service")  # one logger for the chat runtime: log f
 async def handle(svc: ChatService, msg: IncomingMessage, out: Responder,
                  ticket: Ticket | None = None) -> TurnResult | None:
     """Handle one user message from a platform (see :meth:`ChatService.handle`): a plain
-    question is acknowledged first (:mod:`bot.service.acknowledge`); it is recorded, and
-    takes its thread, after the messages whose ``ticket`` came before its own. Never raises."""
+    question is acknowledged first (:mod:`bot.service.acknowledge`) and recorded at once; it
+    takes its thread after the messages whose ``ticket`` came before its own. Never raises."""
     if ticket is None:  # before any await: the arrival order is the order of these calls
         ticket = svc.threads.ticket(msg.thread_key)
     try:
         await acknowledge.acknowledge(svc, msg, out)
         acked = acknowledge.take(svc, msg.message_id, out)
         try:
-            await svc.threads.recorded_turn(ticket)
-            if not await first_delivery(svc, msg, out, acked):
+            if not await first_delivery(svc, msg, out, acked, received_at=ticket.received_at):
                 return None
-            svc.threads.mark_recorded(ticket)
             return await dispatch_guarded(svc, msg, out, run_id=msg.message_id, acked=acked, ticket=ticket)
         finally:
             if acked is not None:
@@ -67,16 +66,22 @@ async def ask(svc: ChatService, thread_key: str, text: str, out: Responder,
 async def dispatch_guarded(svc: ChatService, msg: IncomingMessage, out: Responder, *, run_id: str,
                            acked: SlotPromise | None = None, ticket: Ticket | None = None) -> TurnResult | None:
     """:func:`dispatch`, with any failure ending in the apology; the run record is
-    finished whatever happens (once: usually its answer finished it). Never raises."""
+    finished whatever happens (once: usually its answer finished it), except when the
+    process stops it (cancelled at shutdown: the record stays, and the next start answers
+    the message, :mod:`bot.service.recovery`). Never raises."""
+    stopped = False
     try:
         return await dispatch(svc, msg, out, run_id=run_id, acked=acked, ticket=ticket)
+    except asyncio.CancelledError:
+        stopped = True
+        raise
     except Exception as exc:  # noqa: BLE001 - nothing may crash the process
         await fail(svc, msg.thread_key, exc, out, what=f"handling {msg.message_id or 'a message'}", run_id=run_id)
         return None
     finally:
         if run_id in svc.finished:  # the usual case: finished when its answer went out
             svc.finished.discard(run_id)
-        else:
+        elif not stopped:
             await best_effort(svc.store.finish_run(run_id), msg.thread_key)
 
 
@@ -97,8 +102,9 @@ async def dispatch(svc: ChatService, msg: IncomingMessage, out: Responder, *, ru
             f"{svc.max_question_characters:,}). Please shorten it or ask about one part at a time.")
         return None
     remembered = parse_remember(text)
-    if remembered is not None:
-        await learning.remember(svc, msg, remembered, out)
+    if remembered is not None:  # it answers the thread's question before it: after that one's turn
+        async with svc.threads.hold(key, ticket):
+            await learning.remember(svc, msg, remembered, out)
         return None
     command = svc.admin_commands.parse(text)
     if command:

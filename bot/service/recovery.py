@@ -64,25 +64,41 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.recovery")  # the name it has always logged under: log filters name it
 
 
-async def recover_runs(service: ChatService, runs: list[dict[str, Any]]) -> None:
-    """Finish ``runs`` (rows of :meth:`bot.store.Bookkeeping.unfinished_runs`): threads in
-    parallel, each thread's runs in the order they arrived. Never raises."""
+def arrival(row: dict[str, Any]) -> float:
+    """When a run's message arrived (Unix seconds): the ``received_at`` its record holds
+    (:class:`bot.service.threads.Ticket`), else when it was recorded or started."""
+    received = (row.get("message") or {}).get("received_at")
+    return float(received if received is not None else row.get("started_at") or 0.0)
+
+
+def queue_places(service: ChatService, runs: list[dict[str, Any]]) -> dict[str, tuple[list[dict[str, Any]], Any]]:
+    """Group ``runs`` by thread, each thread's in arrival order, and take each thread's place
+    in its queue now (synchronously, before any new message of it can), so messages that
+    arrive after a restart wait for the ones the last process left unanswered."""
     by_thread: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in runs:
+    for row in sorted(runs, key=arrival):
         by_thread[row["thread_key"]].append(row)
+    return {key: (rows, service.threads.ticket(key)) for key, rows in by_thread.items()}
 
-    async def one_thread(rows: list[dict[str, Any]]) -> None:
-        for row in rows:
-            try:
-                await recover_run(service, row)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one broken record must not stop the others
-                log.error("recovery of %s failed: %s", row["run_id"], describe_failure(exc),
-                          extra=for_thread(row["thread_key"]))
-                await best_effort(service.store.finish_run(row["run_id"]), row["thread_key"])
 
-    await asyncio.gather(*(one_thread(rows) for rows in by_thread.values()))
+async def recover_runs(service: ChatService, places: dict[str, tuple[list[dict[str, Any]], Any]]) -> None:
+    """Finish the runs of :func:`queue_places` (rows of :meth:`bot.store.Bookkeeping.unfinished_runs`):
+    threads in parallel, each thread's runs in the order they arrived, holding the thread
+    from its place in the queue until they are done. Never raises."""
+
+    async def one_thread(key: str, rows: list[dict[str, Any]], ticket: Any) -> None:
+        async with service.threads.hold(key, ticket):
+            for row in rows:
+                try:
+                    await recover_run(service, row)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - one broken record must not stop the others
+                    log.error("recovery of %s failed: %s", row["run_id"], describe_failure(exc),
+                              extra=for_thread(row["thread_key"]))
+                    await best_effort(service.store.finish_run(row["run_id"]), row["thread_key"])
+
+    await asyncio.gather(*(one_thread(key, rows, ticket) for key, (rows, ticket) in places.items()))
 
 
 @with_log_context(thread_key="row.thread_key", platform="row.platform")
@@ -107,7 +123,8 @@ async def recover_run(service: ChatService, row: dict[str, Any]) -> None:
                 await service.store.finish_run(run_id)
             return
         log.info("recovery: handling %s (queued %.0fs ago, never started)", run_id, age, extra=for_thread(key))
-        await dispatch.dispatch_guarded(service, IncomingMessage(**message), out, run_id=run_id)
+        fields = {k: v for k, v in message.items() if k != "received_at"}
+        await dispatch.dispatch_guarded(service, IncomingMessage(**fields), out, run_id=run_id)
         return
     async with service.threads.hold(key):
         cfg = service.run_config(key)
@@ -195,7 +212,7 @@ async def watch(service: ChatService) -> None:
                     log.info("%d runs of other replicas (lease expired) taken over: recovering them", len(runs))
                     previous = service.recovery_task
                     service.recovery_task = asyncio.create_task(
-                        _after(previous, recover_runs(service, runs)), name="recover-runs")
+                        _after(previous, _recover_taken_over(service, runs)), name="recover-runs")
                 index_seen = await _pick_up_index(service, index_seen)
                 help_requests.rearm(service, await store.open_help_requests(), missing_only=True)
         except asyncio.CancelledError:
@@ -204,6 +221,11 @@ async def watch(service: ChatService) -> None:
             if not down:
                 log.error("replica watch: %s (retrying)", describe_failure(exc))
             down = True
+
+
+async def _recover_taken_over(service: ChatService, runs: list[dict[str, Any]]) -> None:
+    """:func:`recover_runs` of a dead replica's runs, their places taken when it starts."""
+    await recover_runs(service, queue_places(service, runs))
 
 
 async def _pick_up_index(service: ChatService, seen: str) -> str:

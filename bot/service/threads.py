@@ -1,12 +1,18 @@
 """One thread at a time, in arrival order: each message takes a ticket, its place in its
 thread's queue, the moment it is received (before any lookup or storage call that could
-let a later message overtake it); it records its run and takes the thread only after the
-tickets before it have (plus the store's lock, which spans replicas on PostgreSQL).
-Different threads run concurrently."""
+let a later message overtake it), and takes the thread only after the tickets before it
+are released (plus the store's lock, which spans replicas on PostgreSQL). Different
+threads run concurrently.
+
+A message is recorded (dedup mark and run record) as soon as it can be, not in queue
+order: a slow platform call of one message must not keep the ones behind it unrecorded,
+where a crash would lose them. The record carries the ticket's arrival time instead, and
+crash recovery replays a thread's runs in that order (:mod:`bot.service.recovery`)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,21 +23,26 @@ from bot.storage import BookkeepingStore
 class Ticket:
     """A message's place in its thread's queue (:meth:`ThreadLocks.ticket`).
 
-    Two stages, each reached in queue order: *recorded* (the message's dedup mark and run
-    record are written, so the records' order is the arrival order, which replicas and crash
-    recovery follow) and *released* (its turn is over: answered, or it needed none).
-    Releasing implies recorded; both are idempotent."""
+    Attributes:
+        key: the thread key.
+        received_at: when it was taken (Unix seconds, strictly increasing within a process):
+            the message's arrival, stored with its run record.
+        released: set when its turn is over (answered, or it needed none); idempotent.
+    """
 
-    __slots__ = ("key", "recorded", "released")
+    __slots__ = ("key", "received_at", "released")
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, received_at: float) -> None:
         self.key = key
-        self.recorded = asyncio.Event()
+        self.received_at = received_at
         self.released = asyncio.Event()
 
 
 class ThreadLocks:
     """Per-thread queues of tickets, created on first use and dropped when empty.
+
+    Re-entrant per task: a task that holds a thread may hold it again (crash recovery
+    replays a thread's runs inside one hold).
 
     Args:
         store: the bookkeeping, whose ``thread_lock(key)`` serialises a thread across
@@ -41,36 +52,19 @@ class ThreadLocks:
     def __init__(self, store: BookkeepingStore) -> None:
         self.store = store
         self._queues: dict[str, deque[Ticket]] = {}
+        self._holders: dict[str, asyncio.Task] = {}
+        self._last_time = 0.0
 
     def ticket(self, key: str) -> Ticket:
         """A place at the end of thread ``key``'s queue (synchronous: take it in the first
         step of the task that handles a delivery). The caller must :meth:`release` it."""
-        ticket = Ticket(key)
+        self._last_time = max(time.time(), self._last_time + 1e-6)
+        ticket = Ticket(key, self._last_time)
         self._queues.setdefault(key, deque()).append(ticket)
         return ticket
 
-    async def _after_earlier(self, ticket: Ticket, stage: str) -> None:
-        """Wait until every ticket ahead of ``ticket`` has reached ``stage`` ("recorded" or
-        "released")."""
-        if ticket.released.is_set():
-            return
-        for earlier in list(self._queues.get(ticket.key, ())):
-            if earlier is ticket:
-                return
-            await getattr(earlier, stage).wait()
-
-    async def recorded_turn(self, ticket: Ticket) -> None:
-        """Wait until the messages received before ``ticket`` in its thread are recorded."""
-        await self._after_earlier(ticket, "recorded")
-
-    @staticmethod
-    def mark_recorded(ticket: Ticket) -> None:
-        """``ticket``'s message is recorded: the next one may record its own."""
-        ticket.recorded.set()
-
     def release(self, ticket: Ticket) -> None:
         """End ``ticket``'s turn (idempotent): the next message of the thread may go on."""
-        ticket.recorded.set()
         ticket.released.set()
         queue = self._queues.get(ticket.key)
         while queue and queue[0].released.is_set():
@@ -81,12 +75,31 @@ class ThreadLocks:
     @asynccontextmanager
     async def hold(self, key: str, ticket: Ticket | None = None) -> AsyncIterator[None]:
         """Hold thread ``key`` once the messages received before ``ticket`` are done (a new
-        ticket at the end of the queue when None); ``ticket`` is released on exit."""
+        ticket at the end of the queue when None); ``ticket`` is released on exit. Inside a
+        hold of the same thread by the same task, enters at once."""
+        me = asyncio.current_task()
+        if me is not None and self._holders.get(key) is me:
+            try:
+                yield
+            finally:
+                if ticket is not None:
+                    self.release(ticket)
+            return
         ticket = ticket or self.ticket(key)
         try:
-            await self._after_earlier(ticket, "released")
+            if not ticket.released.is_set():
+                for earlier in list(self._queues.get(key, ())):
+                    if earlier is ticket:
+                        break
+                    await earlier.released.wait()
             async with self.store.thread_lock(key):  # the store's lock spans replicas (PostgreSQL)
-                yield
+                if me is not None:
+                    self._holders[key] = me
+                try:
+                    yield
+                finally:
+                    if self._holders.get(key) is me:
+                        del self._holders[key]
         finally:
             self.release(ticket)
 

@@ -384,15 +384,19 @@ class PgBookkeeping:
 
     async def wait_turn(self, run_id: str, thread_key: str) -> None:
         """Wait until the runs of ``thread_key`` that reached the database before ``run_id``
-        are finished (on any replica), at most :attr:`turn_wait_seconds` (then go ahead:
-        an earlier run that nobody can finish must not block the thread for ever)."""
+        and belong to *other* replicas are finished, at most :attr:`turn_wait_seconds` (then
+        go ahead: an earlier run that nobody can finish must not block the thread for ever).
+        This replica's own runs of the thread are ordered by its thread queue
+        (:mod:`bot.service.threads`), in arrival order, which may differ from the order their
+        records were written: waiting for them here could wait for a message queued behind
+        this one."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.turn_wait_seconds
         delay = 0.02
         while True:
             row = await self._one(
                 "SELECT count(*) AS n FROM runs r, runs me WHERE me.run_id = %s AND r.thread_key = %s"
-                " AND r.seq < me.seq", (run_id, thread_key))
+                " AND r.seq < me.seq AND r.owner <> me.owner", (run_id, thread_key))
             if not row or not row["n"]:
                 return
             if loop.time() > deadline:
