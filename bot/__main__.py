@@ -296,7 +296,9 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             rt.health.expect(t.get_name())
         monitoring = _start_monitoring(settings, rt, metrics, stop, sockets)
         done, _ = await asyncio.wait(tasks + monitoring, return_when=asyncio.FIRST_EXCEPTION)
-        await rt.service.drain(10)  # a recovered run (bot.service.recovery) is finished too
+        # a recovered run (bot.service.recovery) is finished too; after a stop it already had the
+        # adapters' grace (10 s, in parallel), so the whole stop stays within ~12 s
+        await rt.service.drain(2 if stop.is_set() else 10)
         for t in done:
             if t.exception():
                 log.error("%s stopped: %s", t.get_name(), t.exception())
