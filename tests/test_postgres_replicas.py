@@ -340,3 +340,82 @@ async def test_a_redelivery_to_another_replica_leaves_the_running_replica_s_stat
     assert len(removed) == 1, calls
     assert any(c[0] == "add" and c[1] != first[1] for c in calls[:removed[0]]), calls
     assert tokens(replies_in(fake, ts)) == ["qtok-1-1"]
+
+
+async def test_one_thread_across_two_replicas_keeps_arrival_order_without_a_stall(tmp_path, fake, pg_database):
+    """Three messages of one thread a moment apart, alternating between two replicas, the
+    first ones' first reactions slow (so their records are written last): each answered once
+    within seconds, the first before the third (same replica: its queue). (Seen: each
+    replica's queue order and the database's record order disagreed, so the replicas waited
+    for each other until the 40 s turn limit.) Across replicas the order is that of the
+    messages the database holds: the second, recorded while the first one's reaction was
+    still pending on the other replica, may go first."""
+    name, url = pg_database
+    add_users(fake)
+    events = SlackEvents()
+    async with model_server(delay=0.05) as base:
+        replicas = await start(tmp_path, fake, base, url, 2)
+        logs: list[str] = []
+        try:
+            async with aiohttp.ClientSession() as session:
+                root, ts2, ts3 = fake.next_ts(), fake.next_ts(), fake.next_ts()
+                fake.arg_delays[("reactions.add", root)] = 2.0
+                fake.arg_delays[("reactions.add", ts2)] = 1.0
+                sends = [(replicas[0], mention(events, root, "qtok-1-1 how do I deploy?")),
+                         (replicas[1], mention(events, ts2, "qtok-1-2 and how do I roll back?", thread_ts=root)),
+                         (replicas[0], mention(events, ts3, "qtok-1-3 and how long does it take?", thread_ts=root))]
+                t0 = asyncio.get_running_loop().time()
+                for replica, ev in sends:
+                    assert await replica.deliver(session, events.event(ev)) == 200
+                    await asyncio.sleep(0.1)
+                await fake.wait_for(lambda: len(replies_in(fake, root)) >= 3, timeout=60)
+                took = asyncio.get_running_loop().time() - t0
+                await asyncio.sleep(1.0)  # nothing more may come
+        finally:
+            logs = [await r.stop() for r in replicas]
+    everything = "\n".join(logs)
+    answered = tokens(replies_in(fake, root))
+    assert sorted(answered) == ["qtok-1-1", "qtok-1-2", "qtok-1-3"], everything[-3000:]
+    assert answered.index("qtok-1-1") < answered.index("qtok-1-3"), answered
+    assert took < 20, (took, everything[-3000:])
+    assert "still unfinished; going ahead" not in everything
+
+
+async def test_a_restart_within_the_lease_answers_the_cut_off_queue_before_new_messages(tmp_path, fake, pg_database):
+    """One replica killed with a thread's queue (the first message in the model, two waiting)
+    and started again at once, while the dead process's leases still run: a message sent right
+    after the restart waits for the three (taken over when their leases end); each is
+    answered once, in the order sent. (Seen: the new message went first, the first message
+    got its answer posted as its own and was never answered.)"""
+    name, url = pg_database
+    add_users(fake)
+    events = SlackEvents()
+    storage = storage_section(lease_seconds=8.0, interval=0.5)
+    async with model_server(delay=0.4) as base:
+        first = Replica(tmp_path, fake, base, url, name="r0", storage=storage)
+        logs: list[str] = []
+        try:
+            async with aiohttp.ClientSession() as session:
+                await first.wait_ready(session)
+                root = fake.next_ts()
+                msgs = [mention(events, root, "qtok-1-1 how do I roll back?")]
+                msgs += [mention(events, fake.next_ts(), f"qtok-1-{i} how do I roll back, part {i}?", thread_ts=root)
+                         for i in (2, 3)]
+                for ev in msgs:
+                    assert await first.deliver(session, events.event(ev)) == 200
+                await asyncio.sleep(0.6)  # the first one is in the model, the others wait for it
+                await first.kill()
+                logs.append(first.text())
+                second = Replica(tmp_path, fake, base, url, name="r1", storage=storage)
+                try:
+                    await second.wait_ready(session)
+                    new = mention(events, fake.next_ts(), "qtok-1-4 how do I roll back, part 4?", thread_ts=root)
+                    assert await second.deliver(session, events.event(new)) == 200
+                    await fake.wait_for(lambda: len(replies_in(fake, root)) >= 4, timeout=90)
+                    await asyncio.sleep(1.5)  # nothing more may come
+                finally:
+                    logs.append(await second.stop())
+        finally:
+            await first.stop()
+    everything = "\n".join(logs)
+    assert tokens(replies_in(fake, root)) == ["qtok-1-1", "qtok-1-2", "qtok-1-3", "qtok-1-4"], everything[-4000:]

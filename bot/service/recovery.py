@@ -73,12 +73,13 @@ def arrival(row: dict[str, Any]) -> float:
 
 def queue_places(service: ChatService, runs: list[dict[str, Any]]) -> dict[str, tuple[list[dict[str, Any]], Any]]:
     """Group ``runs`` by thread, each thread's in arrival order, and take each thread's place
-    in its queue now (synchronously, before any new message of it can), so messages that
-    arrive after a restart wait for the ones the last process left unanswered."""
+    in its queue now, by the first run's arrival (ahead of every message received after it,
+    also of one already waiting: runs taken over from a dead replica come later), so
+    messages that arrive after a restart wait for the ones left unanswered."""
     by_thread: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in sorted(runs, key=arrival):
         by_thread[row["thread_key"]].append(row)
-    return {key: (rows, service.threads.ticket(key)) for key, rows in by_thread.items()}
+    return {key: (rows, service.threads.ticket(key, received_at=arrival(rows[0]))) for key, rows in by_thread.items()}
 
 
 async def recover_runs(service: ChatService, places: dict[str, tuple[list[dict[str, Any]], Any]]) -> None:

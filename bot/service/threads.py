@@ -55,12 +55,20 @@ class ThreadLocks:
         self._holders: dict[str, asyncio.Task] = {}
         self._last_time = 0.0
 
-    def ticket(self, key: str) -> Ticket:
-        """A place at the end of thread ``key``'s queue (synchronous: take it in the first
-        step of the task that handles a delivery). The caller must :meth:`release` it."""
-        self._last_time = max(time.time(), self._last_time + 1e-6)
-        ticket = Ticket(key, self._last_time)
-        self._queues.setdefault(key, deque()).append(ticket)
+    def ticket(self, key: str, received_at: float | None = None) -> Ticket:
+        """A place in thread ``key``'s queue: at the end for a message received now
+        (synchronous: take it in the first step of the task that handles a delivery), or,
+        with ``received_at`` (Unix seconds: runs recovered or taken over from a dead
+        replica), before every ticket received later. The caller must :meth:`release` it."""
+        if received_at is None:
+            self._last_time = max(time.time(), self._last_time + 1e-6)
+            received_at = self._last_time
+        ticket = Ticket(key, received_at)
+        queue = self._queues.setdefault(key, deque())
+        at = len(queue)
+        while at and queue[at - 1].received_at > received_at:
+            at -= 1
+        queue.insert(at, ticket)
         return ticket
 
     def release(self, ticket: Ticket) -> None:
@@ -87,11 +95,12 @@ class ThreadLocks:
             return
         ticket = ticket or self.ticket(key)
         try:
-            if not ticket.released.is_set():
-                for earlier in list(self._queues.get(key, ())):
-                    if earlier is ticket:
-                        break
-                    await earlier.released.wait()
+            while not ticket.released.is_set():  # looked at again: an earlier ticket may be put in meanwhile
+                waiting = next((t for t in self._queues.get(key, ()) if t is ticket or not t.released.is_set()),
+                               ticket)
+                if waiting is ticket:
+                    break
+                await waiting.released.wait()
             async with self.store.thread_lock(key):  # the store's lock spans replicas (PostgreSQL)
                 if me is not None:
                     self._holders[key] = me

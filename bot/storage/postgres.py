@@ -53,6 +53,9 @@ from typing import Any
 
 from bot.logs import for_thread
 
+#: A run's arrival (Unix seconds) in SQL: its message's ``received_at``, else ``started_at``.
+_ARRIVAL = "COALESCE((NULLIF({t}.message, '')::jsonb->>'received_at')::float8, {t}.started_at)"
+
 log = logging.getLogger(__name__)
 
 _RUN_COLUMNS = ("run_id, thread_key, platform, reference, message, input, checkpoint_before, started_at, stage, seq,"
@@ -383,20 +386,20 @@ class PgBookkeeping:
         return len(renewed)
 
     async def wait_turn(self, run_id: str, thread_key: str) -> None:
-        """Wait until the runs of ``thread_key`` that reached the database before ``run_id``
-        and belong to *other* replicas are finished, at most :attr:`turn_wait_seconds` (then
-        go ahead: an earlier run that nobody can finish must not block the thread for ever).
-        This replica's own runs of the thread are ordered by its thread queue
-        (:mod:`bot.service.threads`), in arrival order, which may differ from the order their
-        records were written: waiting for them here could wait for a message queued behind
-        this one."""
+        """Wait until the runs of ``thread_key`` that arrived before ``run_id`` (on any replica)
+        are finished, at most :attr:`turn_wait_seconds` (then go ahead: an earlier run that
+        nobody can finish must not block the thread for ever). Arrival is the message's
+        ``received_at`` in its record (its replica's thread queue order,
+        :mod:`bot.service.threads`), else ``started_at``; ties by ``seq``. Records are written
+        as soon as each message can be, so their ``seq`` order is not the arrival order: one
+        replica's queue order and this wait must agree, or they wait for each other."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.turn_wait_seconds
         delay = 0.02
         while True:
             row = await self._one(
                 "SELECT count(*) AS n FROM runs r, runs me WHERE me.run_id = %s AND r.thread_key = %s"
-                " AND r.seq < me.seq AND r.owner <> me.owner", (run_id, thread_key))
+                f" AND ({_ARRIVAL.format(t='r')}, r.seq) < ({_ARRIVAL.format(t='me')}, me.seq)", (run_id, thread_key))
             if not row or not row["n"]:
                 return
             if loop.time() > deadline:
