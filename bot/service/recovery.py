@@ -88,6 +88,9 @@ async def recover_runs(service: ChatService, places: dict[str, tuple[list[dict[s
     from its place in the queue until they are done. Never raises."""
 
     async def one_thread(key: str, rows: list[dict[str, Any]], ticket: Any) -> None:
+        # replicas: the thread's runs that arrived earlier elsewhere (or taken over in another
+        # batch, which needs the thread) go first; waited for before holding the thread
+        await service.store.wait_turn(rows[0]["run_id"], key)
         async with service.threads.hold(key, ticket):
             for row in rows:
                 try:
