@@ -34,6 +34,24 @@ class BotProcess(SlackRunProcess):
         super().__init__(config, port, tmp_path / f"threadwise-{port}.log", {"MISTRAL_API_KEY": "test-key"})
 
 
+def mention(ts: str, text: str, thread_ts: str | None = None) -> dict:
+    """An app_mention of the bot by UASKER in CHANNEL (in thread ``thread_ts`` if given)."""
+    return SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, thread_ts=thread_ts, kind="app_mention",
+                               text=f"<@{BOT_USER_ID}> {text}")
+
+
+async def deliver(session: aiohttp.ClientSession, bot: BotProcess, events: SlackEvents, event: dict,
+                  event_id: str) -> None:
+    """Post ``event`` signed to ``bot``'s events endpoint; Slack must get its 200."""
+    status, _ = await post(session, bot.url + "/slack/events", events.event(event, event_id=event_id))
+    assert status == 200
+
+
+def all_done(fake: FakeSlackAPI, *timestamps: str) -> bool:
+    """Every message of ``timestamps`` shows exactly the done reaction."""
+    return all(fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"] for ts in timestamps)
+
+
 def answers_in(fake: FakeSlackAPI, ts: str) -> list[dict]:
     return [p for p in thread_posts(fake, ts) if not is_help_request(p)]
 
@@ -153,19 +171,11 @@ async def test_a_thread_queue_cut_off_by_a_restart_is_answered_in_order_once_eac
         try:
             async with aiohttp.ClientSession() as session:
                 await first.wait_ready(session)
-                root = fake.next_ts()
+                root, second_ts = fake.next_ts(), fake.next_ts()
                 fake.arg_delays[("reactions.add", root)] = 0.4
-
-                def mention(ts: str, text: str, thread_ts: str | None = None) -> dict:
-                    return SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, thread_ts=thread_ts,
-                                               kind="app_mention", text=f"<@{BOT_USER_ID}> {text}")
-
-                second_ts = fake.next_ts()
-                q1, q2 = mention(root, "how do I roll back a deploy?"), \
-                    mention(second_ts, "and which version does it go back to?", root)
-                for i, ev in enumerate((q1, q2)):
-                    assert (await post(session, first.url + "/slack/events", events.event(ev, event_id=f"Ev{i}")))[0] \
-                        == 200
+                await deliver(session, first, events, mention(root, "how do I roll back a deploy?"), "Ev0")
+                await deliver(session, first, events, mention(second_ts, "and which version does it go back to?",
+                                                              root), "Ev1")
                 await asyncio.wait_for(model.stalled.wait(), 60)
                 await fake.wait_for(lambda: fake.reactions.get((CHANNEL, second_ts)), timeout=10)
                 await asyncio.sleep(0.3)
@@ -180,19 +190,15 @@ async def test_a_thread_queue_cut_off_by_a_restart_is_answered_in_order_once_eac
                 try:
                     await second.wait_ready(session)
                     third_ts = fake.next_ts()
-                    q3 = mention(third_ts, "and how long does it take?", root)
-                    assert (await post(session, second.url + "/slack/events", events.event(q3, event_id="Ev3")))[0] \
-                        == 200
-                    await fake.wait_for(lambda: all(fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"]
-                                                    for ts in (root, second_ts, third_ts)), timeout=90)
+                    await deliver(session, second, events, mention(third_ts, "and how long does it take?", root), "Ev3")
+                    await fake.wait_for(lambda: all_done(fake, root, second_ts, third_ts), timeout=90)
                     await asyncio.sleep(1.0)  # nothing more may come
                 finally:
                     log2 = await second.stop()
         finally:
             await first.stop()
     assert len(answers_in(fake, root)) == 3, log2[-3000:]
-    done_at = {c.args["timestamp"]: c.at for c in fake.calls_to("reactions.add", ok_only=True)
-               if c.args["name"] == "white_check_mark"}
+    done_at = fake.added_at()
     assert done_at[root] < done_at[second_ts] < done_at[third_ts], log2[-3000:]
     history = json.dumps(model.bodies("route")[-1]["messages"])
     spots = [history.find(t) for t in ("roll back a deploy", "which version", "how long does it take")]
@@ -217,10 +223,7 @@ async def test_a_crash_while_one_message_waits_for_slack_loses_no_message_behind
                 texts = ["how do I roll back a deploy?", "and which version does it go back to?",
                          "and how long does it take?"]
                 for i, (ts, text) in enumerate(zip([root, *follow_ups], texts, strict=True)):
-                    ev = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, thread_ts=None if i == 0 else root,
-                                             kind="app_mention", text=f"<@{BOT_USER_ID}> {text}")
-                    assert (await post(session, first.url + "/slack/events", events.event(ev, event_id=f"Ev{i}")))[0] \
-                        == 200
+                    await deliver(session, first, events, mention(ts, text, None if i == 0 else root), f"Ev{i}")
                 await fake.wait_for(lambda: all(fake.reactions.get((CHANNEL, ts)) for ts in follow_ups), timeout=10)
                 await asyncio.sleep(1.0)
                 await first.kill()
@@ -228,14 +231,12 @@ async def test_a_crash_while_one_message_waits_for_slack_loses_no_message_behind
                 second = BotProcess(tmp_path, fake, model)
                 try:
                     await second.wait_ready(session)
-                    await fake.wait_for(lambda: all(fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"]
-                                                    for ts in follow_ups), timeout=90)
+                    await fake.wait_for(lambda: all_done(fake, *follow_ups), timeout=90)
                     await asyncio.sleep(1.0)  # nothing more may come
                 finally:
                     log2 = await second.stop()
         finally:
             await first.stop()
     assert len(answers_in(fake, root)) == 2, log2[-3000:]
-    done_at = {c.args["timestamp"]: c.at for c in fake.calls_to("reactions.add", ok_only=True)
-               if c.args["name"] == "white_check_mark"}
+    done_at = fake.added_at()
     assert done_at[follow_ups[0]] < done_at[follow_ups[1]]

@@ -249,6 +249,11 @@ class FakeSlackAPI:
         return [c.args for c in self.calls_to("chat.postMessage", ok_only=True)
                 if channel is None or c.args.get("channel") == channel]
 
+    def added_at(self, name: str = "white_check_mark") -> dict[str, float]:
+        """Message ts -> when reaction ``name`` was (last) added to it successfully (monotonic)."""
+        return {c.args["timestamp"]: c.at for c in self.calls_to("reactions.add", ok_only=True)
+                if c.args.get("name") == name}
+
     def reaction_calls(self, channel: str, ts: str) -> list[tuple[str, str, bool]]:
         """``(method suffix 'add'|'remove', name, ok)`` of reaction calls on one message, in order."""
         return [(c.method.split(".")[1], c.args.get("name", ""), c.ok)
