@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import re
 import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol, runtime_checkable
 
 # C0 and C1 control characters except tab and newline, and the Unicode noncharacters
@@ -146,10 +146,16 @@ class IncomingMessage:
             object.__setattr__(self, name, clean_text(getattr(self, name)))
 
 
-def message_record(msg: IncomingMessage) -> dict[str, Any]:
-    """A JSON-able copy of ``msg`` (stored with a run in flight; ``IncomingMessage(**record)``
-    rebuilds it)."""
-    return asdict(msg)
+def message_record(msg: IncomingMessage, **extra: Any) -> dict[str, Any]:
+    """A JSON-able copy of ``msg`` plus ``extra`` keys (stored with a run in flight, e.g. its
+    ``received_at``); :func:`message_from_record` rebuilds the message."""
+    return {**asdict(msg), **extra}
+
+
+def message_from_record(record: dict[str, Any]) -> IncomingMessage:
+    """The :class:`IncomingMessage` a :func:`message_record` holds (its extra keys ignored)."""
+    names = {f.name for f in fields(IncomingMessage)}
+    return IncomingMessage(**{k: v for k, v in record.items() if k in names})
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ async def first_delivery(svc: ChatService, msg: IncomingMessage, out: Responder,
     try:
         if not await svc.store.mark_seen(msg.message_id, msg.thread_key,
                                          run=(msg.platform, out.reference(),
-                                              {**message_record(msg), "received_at": received_at})):
+                                              message_record(msg, received_at=received_at))):
             log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
             # Acknowledged on receipt, but handled before (e.g. redelivered after a restart):
             # take our status back. While another replica still runs it, the reaction is

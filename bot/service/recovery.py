@@ -53,13 +53,14 @@ from langgraph.types import Command
 
 from bot.failures import describe_failure
 from bot.logs import for_thread, with_log_context
-from bot.protocol import Answer, IncomingMessage, Responder, Status
+from bot.protocol import Answer, Responder, Status, message_from_record
 from bot.service import dispatch, help_requests, runs
 from bot.service.errors import best_effort
 from bot.storage import SharedBookkeepingStore
 
 if TYPE_CHECKING:
     from bot.service.chat_service import ChatService
+    from bot.service.threads import Ticket
 
 log = logging.getLogger("bot.recovery")  # the name it has always logged under: log filters name it
 
@@ -71,7 +72,11 @@ def arrival(row: dict[str, Any]) -> float:
     return float(received if received is not None else row.get("started_at") or 0.0)
 
 
-def queue_places(service: ChatService, runs: list[dict[str, Any]]) -> dict[str, tuple[list[dict[str, Any]], Any]]:
+#: A thread's runs to recover, in arrival order, and the thread's place in its queue.
+Places = dict[str, tuple[list[dict[str, Any]], "Ticket"]]
+
+
+def queue_places(service: ChatService, runs: list[dict[str, Any]]) -> Places:
     """Group ``runs`` by thread, each thread's in arrival order, and take each thread's place
     in its queue now, by the first run's arrival (ahead of every message received after it,
     also of one already waiting: runs taken over from a dead replica come later), so
@@ -82,12 +87,12 @@ def queue_places(service: ChatService, runs: list[dict[str, Any]]) -> dict[str, 
     return {key: (rows, service.threads.ticket(key, received_at=arrival(rows[0]))) for key, rows in by_thread.items()}
 
 
-async def recover_runs(service: ChatService, places: dict[str, tuple[list[dict[str, Any]], Any]]) -> None:
+async def recover_runs(service: ChatService, places: Places) -> None:
     """Finish the runs of :func:`queue_places` (rows of :meth:`bot.store.Bookkeeping.unfinished_runs`):
     threads in parallel, each thread's runs in the order they arrived, holding the thread
     from its place in the queue until they are done. Never raises."""
 
-    async def one_thread(key: str, rows: list[dict[str, Any]], ticket: Any) -> None:
+    async def one_thread(key: str, rows: list[dict[str, Any]], ticket: Ticket) -> None:
         # replicas: the thread's runs that arrived earlier elsewhere (or taken over in another
         # batch, which needs the thread) go first; waited for before holding the thread
         await service.store.wait_turn(rows[0]["run_id"], key)
@@ -127,8 +132,7 @@ async def recover_run(service: ChatService, row: dict[str, Any]) -> None:
                 await service.store.finish_run(run_id)
             return
         log.info("recovery: handling %s (queued %.0fs ago, never started)", run_id, age, extra=for_thread(key))
-        fields = {k: v for k, v in message.items() if k != "received_at"}
-        await dispatch.dispatch_guarded(service, IncomingMessage(**fields), out, run_id=run_id)
+        await dispatch.dispatch_guarded(service, message_from_record(message), out, run_id=run_id)
         return
     async with service.threads.hold(key):
         cfg = service.run_config(key)
