@@ -388,8 +388,25 @@ class BotProcess:
             await asyncio.sleep(0.2)
         raise TimeoutError(f"threadwise run not ready in {timeout}s:\n{self.tail()}")
 
+    def children(self) -> list[int]:
+        """Process ids of the bot's child processes (its graph workers, ``[service] graph_workers``)."""
+        out: list[int] = []
+        for task in Path(f"/proc/{self.pid}/task").glob("*/children"):
+            try:
+                out += [int(p) for p in task.read_text().split()]
+            except OSError:
+                pass
+        return out
+
     def cpu_seconds(self) -> float:
-        return proc_cpu_seconds(self.pid)
+        """CPU seconds of the bot: its process and its graph worker processes."""
+        total = proc_cpu_seconds(self.pid)
+        for child in self.children():
+            try:
+                total += proc_cpu_seconds(child)
+            except OSError:  # exited meanwhile
+                pass
+        return total
 
     def loop_cpu_seconds(self) -> float:
         """CPU seconds of the bot's main thread: its event loop (the executor threads that run
@@ -397,7 +414,17 @@ class BotProcess:
         return proc_cpu_seconds(self.pid, self.pid)
 
     def memory_mb(self) -> dict[str, float]:
-        return proc_memory_mb(self.pid)
+        """The bot process's ``VmRSS``/``VmHWM`` (MB), and ``rss_all``/``peak_all`` with its graph workers."""
+        own = proc_memory_mb(self.pid)
+        out = {**own, "rss_all": own.get("VmRSS", 0.0), "peak_all": own.get("VmHWM", 0.0)}
+        for child in self.children():
+            try:
+                mem = proc_memory_mb(child)
+            except OSError:
+                continue
+            out["rss_all"] = round(out["rss_all"] + mem.get("VmRSS", 0.0), 1)
+            out["peak_all"] = round(out["peak_all"] + mem.get("VmHWM", 0.0), 1)
+        return out
 
     def tail(self, chars: int = 3000) -> str:
         try:

@@ -89,7 +89,8 @@ class Runner:
         self.bot = BotProcess(self.folder, self.fake, self.llm, Path(self.args.corpus))
         ready = await self.bot.wait_ready(self.session, timeout=self.args.start_timeout)
         await asyncio.sleep(1.0)
-        return {"ready_s": round(ready, 2), "rss_idle_mb": self.bot.memory_mb().get("VmRSS"),
+        mem = self.bot.memory_mb()
+        return {"ready_s": round(ready, 2), "rss_idle_mb": mem.get("VmRSS"), "rss_idle_all_mb": mem.get("rss_all"),
                 "cpu_start_s": round(self.bot.cpu_seconds(), 2)}
 
     def _add_user(self, uid: str) -> None:
@@ -185,6 +186,7 @@ class Runner:
             try:
                 mem = self.bot.memory_mb()
                 out["rss_end_mb"], out["rss_peak_mb"] = mem.get("VmRSS"), mem.get("VmHWM")
+                out["rss_peak_all_mb"] = mem.get("peak_all")
                 out["cpu_total_s"] = round(self.bot.cpu_seconds(), 2)
             except OSError:
                 pass
@@ -332,6 +334,8 @@ def summarise(runs: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
         "rss_idle_mb": med(lambda r: r["rss_idle_mb"]),
         "rss_after_warmup_mb": med(lambda r: r["rss_after_warmup_mb"]),
         "rss_peak_mb": med(lambda r: r["rss_peak_mb"]),
+        "rss_idle_all_mb": med(lambda r: r.get("rss_idle_all_mb")),
+        "rss_peak_all_mb": med(lambda r: r.get("rss_peak_all_mb")),
         "checkpoint_bytes_per_thread": med(lambda r: r["checkpoint_bytes_per_thread"]),
         "checkpoint_rows_per_thread": med(lambda r: r["checkpoint_rows"] / r["checkpoint_threads"]),
     }

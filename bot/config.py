@@ -159,6 +159,15 @@ class ServiceSettings(_Section):
         "auto", description="Graph runs in flight across all threads: a number, or \"auto\" = 8 with the offline "
                             "model, 32 with Mistral (more runs at once only contend for the one event loop and "
                             "checkpoint file). Questions beyond it wait, showing the \"queued\" reaction.")
+    # "auto" is resolved in bot/runtime.py (resolve_graph_workers)
+    graph_workers: int | Literal["auto"] = Field(
+        "auto", description="Processes that run the graph beside the chat process (bot/service/graph_pool.py), "
+                            "so a hosted model's questions use every CPU core: the chat process keeps Slack, "
+                            "Discord, reactions and bookkeeping; each worker costs ~115 MB of memory. A number "
+                            "(0 = the graph runs in the chat process), or \"auto\" = one per CPU core (when "
+                            "there are two or more) with a hosted model and the SQLite backend, else 0 (the "
+                            "offline model runs one call at a time; replicas on PostgreSQL scale by processes "
+                            "already).")
     keep_checkpoints_per_thread: int = Field(
         1, ge=1, le=10000, description="Checkpoints kept per thread when a run ends (older ones are pruned and "
                                        "their space reclaimed, so the file stays bounded; the newest holds the "
@@ -193,6 +202,13 @@ class ServiceSettings(_Section):
         "Sorry, I can't save anything right now (the bot's storage is full or read-only), so I can't answer this. "
         "Please try again later.", description="The apology when the bot cannot save (its disk is full or "
                                                "read-only).")
+
+    @field_validator("graph_workers")
+    @classmethod
+    def _workers_range(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and not 0 <= v <= 64:
+            raise ValueError("must be \"auto\" or between 0 and 64")
+        return v
 
     @field_validator("max_concurrent_runs")
     @classmethod

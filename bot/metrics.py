@@ -60,6 +60,10 @@ class TurnObserver:
     def finished(self, platform: str, outcome: str, seconds: float) -> None:
         """A run ended with ``outcome`` (one of :data:`OUTCOMES`) after ``seconds``."""
 
+    def llm_requests(self, count: int) -> None:
+        """A run on a graph worker (:mod:`bot.service.graph_pool`) made ``count`` chat-model
+        requests (in this process, :attr:`callbacks` count them as they start)."""
+
 
 class MetricsUnavailable(RuntimeError):
     """prometheus-client is not installed (the ``metrics`` extra)."""
@@ -122,6 +126,9 @@ class PrometheusMetrics(TurnObserver):
     def finished(self, platform: str, outcome: str, seconds: float) -> None:
         self.outcomes.labels(platform, outcome).inc()
         self.latency.labels(outcome).observe(seconds)
+
+    def llm_requests(self, count: int) -> None:
+        self.llm_calls.inc(count)
 
     def exposition(self) -> tuple[bytes, str]:
         """The registry in the Prometheus text format: ``(body, content type)``."""

@@ -23,6 +23,7 @@ from bot.chat.channels import run_scope
 from bot.config import Secrets, Settings
 from bot.monitoring import PlatformHealth
 from bot.service import ChatService
+from bot.service.graph_pool import GraphPool, GraphWorkerGone, default_workers
 from bot.storage import open_storage
 from bot.storage import opened as _opened  # a SQLite file opening: its failure names the file
 from graphs.adaptive_rag import RAGGraph, build_graph
@@ -113,6 +114,39 @@ def resolve_concurrency(calls: int | str, runs: int | str, model: BaseChatModel)
     return (auto[0] if calls == "auto" else int(calls)), (auto[1] if runs == "auto" else int(runs))
 
 
+def resolve_graph_workers(workers: int | str, model: BaseChatModel, backend: str, *, given_model: bool = False) -> int:
+    """``[service] graph_workers`` as a number: ``"auto"`` = one per CPU core when there are
+    two or more (:func:`bot.service.graph_pool.default_workers`) with a hosted model on the
+    SQLite backend, else 0. 0 when the chat model was handed in (a test's scripted model): a worker
+    builds its model from the settings."""
+    if given_model:
+        if workers not in (0, "auto"):
+            log.warning("[service] graph_workers = %s ignored: the chat model was given in-process", workers)
+        return 0
+    if workers == "auto":
+        hosted = json_mode_for(model) not in ("llamacpp", "none")
+        return default_workers() if hosted and backend == "sqlite" else 0
+    return int(workers)
+
+
+async def start_graph_pool(settings: Settings, service: ChatService, workers: int, max_calls: int,
+                           sources: Sequence[str] | None) -> GraphPool | None:
+    """Start ``workers`` graph worker processes; their LLM-call cap is ``max_calls`` shared out
+    (rounded up). None when they cannot start: one error line, and the graph runs in this process."""
+    init = {"settings": settings, "sources": list(sources) if sources else None,
+            "max_calls": max(1, -(-max_calls // workers)),
+            "log_level": logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+            "log_format": settings.logging.format}
+    pool = GraphPool(workers, init, settings.service.event_loop,
+                     on_llm_requests=lambda n: service.observer.llm_requests(n))
+    try:
+        await pool.start()
+    except GraphWorkerGone as exc:
+        log.error("%s; the graph runs in the chat process", exc)
+        return None
+    return pool
+
+
 def resolve_composer(composer: str, model: BaseChatModel) -> str:
     """``auto`` -> ``extractive`` for the offline llama.cpp model (too small to write answers), else ``llm``."""
     if composer == "auto":
@@ -160,6 +194,26 @@ def _chat_model(settings: Settings, secrets: Secrets, given: BaseChatModel | Non
             raise
         log.error("%s; answering with the documents' own sentences until it is fixed", exc)
         return UnavailableChatModel(reason=str(exc)), str(exc)
+
+
+async def graph_deps(settings: Settings, secrets: Secrets, model: BaseChatModel, knowledge: KnowledgeBase,
+                     max_calls: int, *, degraded: str = "", sources: Sequence[str] | None = None) -> GraphDeps:
+    """What the graph's nodes use: the model caller (at most ``max_calls`` LLM calls in flight),
+    ``knowledge``, web search, the learned entries and the graph's settings. Built the same way
+    by the chat process and by every graph worker (:mod:`bot.graph_worker`).
+
+    Raises:
+        StorageError: the learned entries' file cannot be opened.
+    """
+    m = settings.models
+    learned_path = settings.path(settings.learning.index_db)
+    learned = await _opened(learned_path, asyncio.to_thread(LearnedStore, learned_path))
+    return GraphDeps(
+        caller=ModelCaller(model, json_mode_for(model), max_calls, m.max_retries, m.request_timeout_seconds,
+                           max_retry_wait=m.max_retry_wait_seconds, max_tokens=m.max_tokens),
+        knowledge=knowledge, web=build_web_search(settings, secrets), learned=learned,
+        config=graph_config(settings, model, degraded=bool(degraded), sources=sources),
+    )
 
 
 #: The collector's thresholds for the long-lived process (:func:`gc.set_threshold`; Python's
@@ -216,17 +270,10 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
         # a failed build (embeddings API, another reindex running) is logged and shown by
         # `status`; the bot starts with the last good generation, or keyword-only
         await asyncio.to_thread(knowledge.ensure_index, progress)  # embedding calls must not block the loop
-    web = build_web_search(settings, secrets)
-    g = settings.graph
-    learned_path = settings.path(settings.learning.index_db)
-    learned = await _opened(learned_path, asyncio.to_thread(LearnedStore, learned_path))
     max_calls, max_runs = resolve_concurrency(m.max_concurrent_calls, settings.service.max_concurrent_runs, model)
-    deps = GraphDeps(
-        caller=ModelCaller(model, json_mode_for(model), max_calls, m.max_retries, m.request_timeout_seconds,
-                           max_retry_wait=m.max_retry_wait_seconds, max_tokens=m.max_tokens),
-        knowledge=knowledge, web=web, learned=learned,
-        config=graph_config(settings, model, degraded=bool(degraded), sources=sources),
-    )
+    deps = await graph_deps(settings, secrets, model, knowledge, max_calls, degraded=degraded, sources=sources)
+    web, learned = deps.web, deps.learned
+    g = settings.graph
     s = settings.service
     async with open_storage(settings, secrets.database_url or None) as storage:
         saver, store = storage.checkpointer, storage.bookkeeping
@@ -253,6 +300,9 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             human_review=g.human_review, durability=s.checkpoint_durability,
         )
         await service.remember_recent_messages()  # a redelivery after a restart is not acknowledged again
+        workers = resolve_graph_workers(s.graph_workers, model, storage.backend, given_model=chat_model is not None)
+        if workers:
+            service.graph_pool = await start_graph_pool(settings, service, workers, max_calls, sources)
         stats = knowledge.stats()
         log.info("runtime ready: model=%s web=%s index=%d files, %d chunks (%s, embeddings %s)%s storage=%s",
                  provider, bool(web), stats["files"], stats["chunks"], stats.get("generation") or "no generation",
@@ -262,4 +312,6 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             yield Runtime(settings, secrets, service, knowledge, graph, model, web)
         finally:
             await service.close()
+            if service.graph_pool is not None:
+                await service.graph_pool.close()
             await close_chat_model(model)

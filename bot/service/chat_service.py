@@ -38,6 +38,7 @@ from bot.metrics import TurnObserver
 from bot.protocol import HumanAction, IncomingMessage, Responder
 from bot.service import acknowledge, dispatch, feedback, help_requests, learning, recovery
 from bot.service.dedup import forget_old
+from bot.service.graph_pool import GraphPool
 from bot.service.responders import Responders
 from bot.service.run_slots import RunSlots, SlotPromise
 from bot.service.runs import TurnResult
@@ -95,6 +96,7 @@ class ChatService:
                  scope_for: Callable[[str, str, str], dict[str, Any]] | None = None,
                  learned: LearnedStore | None = None):
         self.graph = graph
+        self.graph_pool: GraphPool | None = None  # graph worker processes that run the graph (runtime.py)
         self.durability = durability
         self.human_review = human_review
         self.scope_for = scope_for

@@ -20,6 +20,7 @@ from bot.logs import for_thread, with_log_context
 from bot.protocol import Answer, HelpRequest, Responder, Source, Status
 from bot.service import feedback, help_requests, learning
 from bot.service.errors import apology_for, best_effort, finish_run
+from bot.service.graph_pool import GraphWorkerGone
 from bot.tracing import run_config
 from graphs.state import Phase, ProgressEvent
 
@@ -92,18 +93,20 @@ async def _run_graph(svc: ChatService, thread_key: str, graph_input: Any, out: R
             return TurnResult(thread_key, None, None, {}, time.perf_counter() - t0)  # another replica's now
         if not is_resume and graph_input is not None and not announced:
             await show(svc, run_id, out, Status.RECEIVED)
-        last: Status | None = None
-        final: dict[str, Any] | None = None
-        async for mode, chunk in svc.graph.astream(graph_input, cfg, stream_mode=["custom", "values"],
-                                                   durability=svc.durability):
-            if mode == "values":
-                final = cast(dict[str, Any], chunk)
-                continue
-            event = cast(ProgressEvent, chunk)  # the graph's only custom events (graphs/state.py)
-            status = PHASE_STATUS.get(event.get("phase", ""))
-            if status and status != last:
-                last = status
-                await show(svc, run_id, out, status)
+        shown: list[Status] = []
+        tries = 1 + (len(svc.graph_pool.workers) if svc.graph_pool is not None else 0)
+        for attempt in range(1, tries + 1):
+            try:
+                final = await _stream(svc, graph_input, cfg, run_id, out, shown)
+                break
+            except GraphWorkerGone as exc:
+                # the worker process died mid-run: nothing of the run was saved ("exit"
+                # durability) unless its last checkpoint was, so it runs again on another
+                # worker (each may have died at once: as many tries as workers, plus one)
+                if (attempt == tries or svc.durability != "exit"
+                        or await checkpoints.latest_checkpoint_id(svc.saver, thread_key) != before):
+                    raise
+                log.warning("%s: running the question again", exc, extra=for_thread(thread_key))
         state = finished_state(final) or await svc.graph.aget_state(cfg)
     except Exception as exc:  # noqa: BLE001 - the user gets an apology, never a traceback
         log.error("graph run failed: %s", describe_failure(exc), extra=for_thread(thread_key))
@@ -114,6 +117,26 @@ async def _run_graph(svc: ChatService, thread_key: str, graph_input: Any, out: R
     # a new thread saved one checkpoint ("exit" durability): nothing older to prune
     return await report(svc, thread_key, state, out, platform=platform, run_id=run_id, t0=t0,
                         channel=str(record.get("channel") or ""), prune_older=bool(before) or svc.durability != "exit")
+
+
+async def _stream(svc: ChatService, graph_input: Any, cfg: Any, run_id: str, out: Responder,
+                  shown: list[Status]) -> dict[str, Any] | None:
+    """Stream one graph run (in this process, or on a graph worker: :mod:`bot.service.graph_pool`),
+    showing each new progress status (``shown``: the statuses shown so far, appended to);
+    returns the last ``values`` chunk."""
+    final: dict[str, Any] | None = None
+    stream = (svc.graph_pool.astream(graph_input, cfg, durability=svc.durability) if svc.graph_pool is not None
+              else svc.graph.astream(graph_input, cfg, stream_mode=["custom", "values"], durability=svc.durability))
+    async for mode, chunk in stream:
+        if mode == "values":
+            final = cast(dict[str, Any], chunk)
+            continue
+        event = cast(ProgressEvent, chunk)  # the graph's only custom events (graphs/state.py)
+        status = PHASE_STATUS.get(event.get("phase", ""))
+        if status and (not shown or status != shown[-1]):
+            shown.append(status)
+            await show(svc, run_id, out, status)
+    return final
 
 
 def finished_state(values: dict[str, Any] | None) -> SimpleNamespace | None:

@@ -1,0 +1,163 @@
+"""Graph worker processes (``[service] graph_workers``, issue 11): the chat process keeps Slack,
+the graph runs in worker processes. Through the real boundary: ``python -m bot run`` in Slack
+HTTP mode (a real subprocess with its real workers), signed events, the Slack and Mistral
+fakes; what is checked is what a user sees (posts in the thread, reactions) and what the
+saved thread holds (the next question's prompt carries the history)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+
+import aiohttp
+
+from tests.fakes.mistral_stall import mistral_server
+from tests.fakes.slack_api import FakeSlackAPI, SlackEvents, all_text, is_help_request
+from tests.test_recovery import CHANNEL, BotProcess, answers_in, deliver, mention
+from tests.test_slack_run import thread_posts
+
+WORKERS = "graph_workers = 2"
+
+
+def workers_of(pid: int) -> list[int]:
+    """The child processes of ``pid`` (its graph workers)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            out += [int(p) for p in task.read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+async def wait_until(check, timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        assert loop.time() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+def done(fake: FakeSlackAPI, ts: str) -> bool:
+    return bool(answers_in(fake, ts)) and fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"]
+
+
+async def test_questions_and_follow_ups_are_answered_by_the_workers_with_the_thread_history(tmp_path, fake):
+    """Three threads at once and then a follow-up in one of them: each is answered once in
+    its own thread with the done reaction; the follow-up's prompt holds the first turn
+    (written to the checkpoint file by a worker, read by whichever worker runs next)."""
+    events = SlackEvents()
+    async with mistral_server() as model:
+        bot = BotProcess(tmp_path, fake, model, service=WORKERS)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await bot.wait_ready(session)
+                workers = workers_of(bot.proc.pid)
+                assert len(workers) == 2, bot.text()[-3000:]
+                questions = {fake.next_ts(): text for text in (
+                    "how do I roll back a deploy?", "how long do deploy rollouts take?",
+                    "how do I go back to an earlier release after a deploy?")}
+                await asyncio.gather(*(deliver(session, bot, events, mention(ts, text), f"Ev{i}")
+                                       for i, (ts, text) in enumerate(questions.items())))
+                await fake.wait_for(lambda: all(done(fake, ts) for ts in questions), timeout=60)
+                first = next(iter(questions))
+                routes_before = len(model.bodies("route"))
+                reply_ts = fake.next_ts()
+                await deliver(session, bot, events, mention(reply_ts, "and which version does it go back to?",
+                                                            thread_ts=first), "EvF")
+                await fake.wait_for(lambda: len(answers_in(fake, first)) == 2
+                                    and fake.reactions.get((CHANNEL, reply_ts)) == ["white_check_mark"], timeout=60)
+                await asyncio.sleep(0.5)  # nothing more may come
+                assert workers_of(bot.proc.pid) == workers  # no worker died
+        finally:
+            log = await bot.stop()
+    assert "graph workers ready: 2 processes" in log
+    for ts in questions:
+        posts = answers_in(fake, ts)
+        assert len(posts) == (2 if ts == first else 1), log[-3000:]
+        assert all(p["thread_ts"] == ts for p in posts)
+        assert "make rollback" in all_text(posts[0])
+    history = json.dumps(model.bodies("route")[routes_before:][-1]["messages"])
+    assert "roll back a deploy" in history and "which version" in history, history
+    assert not any(alive(pid) for pid in workers)  # stopped with the bot
+
+
+async def test_a_worker_killed_mid_run_the_question_is_still_answered_once(tmp_path, fake):
+    """SIGKILL the worker running a question while its answer is being written: the chat
+    process starts another worker and runs the question again; one answer, done."""
+    events = SlackEvents()
+    async with mistral_server(stall_on={"generate"}) as model:
+        bot = BotProcess(tmp_path, fake, model, service=WORKERS)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await bot.wait_ready(session)
+                workers = workers_of(bot.proc.pid)
+                ts = fake.next_ts()
+                await deliver(session, bot, events, mention(ts, "how do I roll back a deploy?"), "Ev1")
+                await asyncio.wait_for(model.stalled.wait(), 60)
+                for pid in workers:  # whichever runs it
+                    os.kill(pid, signal.SIGKILL)
+                await wait_until(lambda: len([p for p in workers_of(bot.proc.pid) if p not in workers]) == 2
+                                 and "started again" in bot.text(), timeout=60)
+                model.release()
+                await fake.wait_for(lambda: done(fake, ts), timeout=60)
+                await asyncio.sleep(1.0)  # nothing more may come
+        finally:
+            log = await bot.stop()
+    posts = answers_in(fake, ts)
+    assert len(posts) == 1, log[-3000:]
+    assert "make rollback" in all_text(posts[0])
+    assert "running the question again" in log
+    assert fake.reactions[(CHANNEL, ts)] == ["white_check_mark"]
+
+
+async def test_a_help_request_from_a_worker_is_answered_by_the_expert_reply(tmp_path, fake):
+    """No document is relevant: the run pauses (interrupt) in a worker and the help request
+    is posted in the thread; the expert's reply resumes it (Command(resume=...) through the
+    pool) and is posted as the answer."""
+    events = SlackEvents()
+    async with mistral_server() as model:
+        model.script["grade_documents"] = [json.dumps({"documents": [], "feedback": "nothing about holidays"})]
+        bot = BotProcess(tmp_path, fake, model, service=WORKERS)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await bot.wait_ready(session)
+                ts = fake.next_ts()
+                await deliver(session, bot, events, mention(ts, "when is the office closed for the holidays?"), "Ev1")
+                await fake.wait_for(lambda: any(is_help_request(p) for p in thread_posts(fake, ts)), timeout=60)
+                reply = SlackEvents.message(user="UEXPERT", channel=CHANNEL, ts=fake.next_ts(), thread_ts=ts,
+                                            text="answer: from Dec 20 to Jan 3")
+                await deliver(session, bot, events, reply, "Ev2")
+                await fake.wait_for(lambda: any("Dec 20 to Jan 3" in all_text(p) for p in answers_in(fake, ts)),
+                                    timeout=60)
+                await fake.wait_for(lambda: fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"], timeout=30)
+        finally:
+            log = await bot.stop()
+    answers = [p for p in answers_in(fake, ts) if "Dec 20 to Jan 3" in all_text(p)]
+    assert len(answers) == 1, log[-3000:]
+
+
+async def test_workers_end_with_a_killed_chat_process(tmp_path, fake):
+    """kill -9 of the chat process: its workers see their socket close and exit (none is left running)."""
+    async with mistral_server() as model:
+        bot = BotProcess(tmp_path, fake, model, service=WORKERS)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await bot.wait_ready(session)
+            workers = workers_of(bot.proc.pid)
+            assert len(workers) == 2
+            await bot.kill()
+            await wait_until(lambda: not any(alive(pid) for pid in workers), timeout=20)
+        finally:
+            await bot.stop()
