@@ -98,12 +98,13 @@ class _ProgressBar:
 
 
 async def _with_runtime(settings: Settings, sources: list[str] | None, body: Callable[[Runtime], Awaitable[int]],
-                        *, build_index: bool = True) -> int:
+                        *, build_index: bool = True, graph_workers: bool = False) -> int:
     from bot.runtime import open_runtime
 
     # JSON logs: stderr holds only JSON lines, so no progress bar (the index build is logged)
     with (_ProgressBar() if settings.logging.format == "text" else contextlib.nullcontext()) as bar:
-        cm = open_runtime(settings, Secrets.from_env(), sources=sources, build_index=build_index, progress=bar)
+        cm = open_runtime(settings, Secrets.from_env(), sources=sources, build_index=build_index, progress=bar,
+                          graph_workers=graph_workers)
         runtime = await cm.__aenter__()
     try:
         return await body(runtime)
@@ -306,7 +307,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     try:
-        return await _with_runtime(settings, None, body)
+        return await _with_runtime(settings, None, body, graph_workers=True)
     finally:
         for sock in sockets.values():
             sock.close()

@@ -23,6 +23,30 @@ class StorageError(RuntimeError):
     """A data file could not be opened or written; the message names the file and the cause."""
 
 
+class RemoteFailure(RuntimeError):
+    """A failure in another process of the bot (a graph worker, :mod:`bot.graph_worker`), as
+    :func:`failure_kind` and :func:`describe_failure` saw it there: an exception's causes
+    do not survive pickling, and the kind is read from them.
+
+    Args:
+        kind: ``"storage"``, ``"auth"``, ``"network"`` or ``"other"``.
+        description: the one line of :func:`describe_failure`.
+    """
+
+    def __init__(self, kind: str, description: str) -> None:
+        super().__init__(description)
+        self.kind = kind
+        self.description = description
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return RemoteFailure, (self.kind, self.description)
+
+    @classmethod
+    def of(cls, exc: BaseException) -> RemoteFailure:
+        """``exc`` described here, to be raised in another process."""
+        return exc if isinstance(exc, RemoteFailure) else cls(failure_kind(exc), describe_failure(exc))
+
+
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     seen: set[int] = set()
     todo = [exc]
@@ -57,6 +81,8 @@ def failure_kind(exc: BaseException) -> str:
     """``"storage"``, ``"auth"``, ``"network"`` or ``"other"`` for an exception (its causes
     included: the first one that says more than "other" wins, storage first)."""
     for e in _chain(exc):  # outermost first: the library's own classification wins
+        if isinstance(e, RemoteFailure):
+            return e.kind
         kind = _kind_of(e)
         if kind != "other":
             return kind
@@ -102,6 +128,8 @@ def describe_failure(exc: BaseException) -> str:
     """One line naming the real cause, e.g. ``storage: [Errno 28] No space left on device:
     'data/x.sqlite'`` or ``network: ConnectError: [Errno 111] Connection refused``.
     Never contains a traceback; messages are cut at 300 characters."""
+    if isinstance(exc, RemoteFailure):
+        return exc.description
     kind = failure_kind(exc)
     e = _root(exc, kind)
     msg = str(e) or repr(e)

@@ -46,7 +46,8 @@ class _LLMRequests:
 async def serve(fd: int) -> int:
     """Serve graph runs on socket ``fd`` until it closes. Returns the exit code (2: the graph
     could not be built; the reason is sent to the chat process and logged)."""
-    from bot.service.graph_pool import encode, portable_error, read_frame
+    from bot.failures import RemoteFailure
+    from bot.service.graph_pool import encode, read_frame
 
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     kind, init = await read_frame(reader)
@@ -84,7 +85,7 @@ async def serve(fd: int) -> int:
                         writer.write(encode(("event", rid, chunk)))
                 writer.write(encode(("done", rid, final, counter.n)))
             except Exception as exc:  # noqa: BLE001 - the chat process turns it into the apology
-                writer.write(encode(("error", rid, portable_error(exc))))
+                writer.write(encode(("error", rid, RemoteFailure.of(exc))))
             finally:
                 runs.pop(rid, None)
 

@@ -243,7 +243,8 @@ def freeze_startup_objects() -> None:
 async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: BaseChatModel | None = None,
                        embeddings: Embeddings | None | Literal["config"] = "config",
                        sources: Sequence[str] | None = None,
-                       build_index: bool = True, progress: ProgressFn | None = None) -> AsyncIterator[Runtime]:
+                       build_index: bool = True, progress: ProgressFn | None = None,
+                       graph_workers: bool = False) -> AsyncIterator[Runtime]:
     """Open everything for the process lifetime; close it on exit.
 
     Args:
@@ -253,6 +254,9 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
         sources: knowledge sources overriding config.toml's (``--source``).
         build_index: build the index on start if missing or built from other sources.
         progress: progress callback for that first build (``(phase, done, total)``).
+        graph_workers: run the graph in worker processes as ``[service] graph_workers`` says
+            (``threadwise run``, a long-lived server); False: in this process (``ask``,
+            ``console``, ``eval``: one question at a time gains nothing from them).
 
     Raises:
         ModelUnavailableError: the configured model cannot be built.
@@ -300,7 +304,8 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             human_review=g.human_review, durability=s.checkpoint_durability,
         )
         await service.remember_recent_messages()  # a redelivery after a restart is not acknowledged again
-        workers = resolve_graph_workers(s.graph_workers, model, storage.backend, given_model=chat_model is not None)
+        workers = (resolve_graph_workers(s.graph_workers, model, storage.backend, given_model=chat_model is not None)
+                   if graph_workers else 0)
         if workers:
             service.graph_pool = await start_graph_pool(settings, service, workers, max_calls, sources)
         stats = knowledge.stats()

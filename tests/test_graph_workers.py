@@ -11,13 +11,15 @@ import json
 import os
 import signal
 from pathlib import Path
+from types import SimpleNamespace
 
 import aiohttp
+import pytest
 
 from tests.fakes.mistral_stall import mistral_server
 from tests.fakes.slack_api import FakeSlackAPI, SlackEvents, all_text, is_help_request
 from tests.test_recovery import CHANNEL, BotProcess, answers_in, deliver, mention
-from tests.test_slack_run import thread_posts
+from tests.test_slack_run import free_port, thread_posts
 
 WORKERS = "graph_workers = 2"
 
@@ -161,3 +163,28 @@ async def test_workers_end_with_a_killed_chat_process(tmp_path, fake):
             await wait_until(lambda: not any(alive(pid) for pid in workers), timeout=20)
         finally:
             await bot.stop()
+
+
+@pytest.mark.parametrize("fault, kind", [("401", "auth: HTTPStatusError"), ("no server", "network: ConnectError")])
+async def test_a_failure_in_a_worker_is_told_as_it_is_in_process(tmp_path, fake, fault, kind):
+    """The model refuses the key (401), or no model server listens (a cause chained inside
+    the retry wrapper), while a worker runs the question: the user gets the apology, and
+    the log names the failure's kind and cause as an in-process run does, read from the
+    whole cause chain in the worker (pickling would drop the chain)."""
+    events = SlackEvents()
+    async with mistral_server() as model:
+        target = model if fault == "401" else SimpleNamespace(base_url=f"http://127.0.0.1:{free_port()}/v1")
+        bot = BotProcess(tmp_path, fake, target, service=WORKERS)  # type: ignore[arg-type]
+        try:
+            async with aiohttp.ClientSession() as session:
+                await bot.wait_ready(session)
+                model.status = 401
+                ts = fake.next_ts()
+                await deliver(session, bot, events, mention(ts, "how do I roll back a deploy?"), "Ev1")
+                await fake.wait_for(lambda: answers_in(fake, ts)
+                                    and fake.reactions.get((CHANNEL, ts)) == ["disappointed"], timeout=60)
+        finally:
+            log = await bot.stop()
+    assert "Sorry" in all_text(answers_in(fake, ts)[0])
+    failed = [line for line in log.splitlines() if "graph run failed" in line]
+    assert len(failed) == 1 and f"graph run failed: {kind}" in failed[0], log[-3000:]

@@ -62,18 +62,6 @@ async def read_frame(reader: asyncio.StreamReader) -> Any:
     return pickle.loads(await reader.readexactly(size))
 
 
-def portable_error(exc: BaseException) -> BaseException:
-    """``exc`` if it survives pickling as itself, else a RuntimeError naming it (e.g.
-    httpx's errors, whose constructors take keyword-only arguments)."""
-    try:
-        copy = pickle.loads(pickle.dumps(exc))
-        if type(copy) is type(exc):
-            return exc
-    except Exception:  # noqa: BLE001 - any pickling failure
-        pass
-    return RuntimeError(f"{type(exc).__name__}: {exc}")
-
-
 def worker_config(config: dict[str, Any]) -> dict[str, Any]:
     """The part of a run's ``RunnableConfig`` a worker can receive: everything but
     ``callbacks`` (handlers of this process; the worker counts LLM calls itself)."""
@@ -222,8 +210,8 @@ class GraphPool:
 
         Raises:
             GraphWorkerGone: the worker died before the run ended.
-            Exception: what the graph run raised in the worker (pickled back; see
-                :func:`portable_error`).
+            RemoteFailure: the graph run failed in the worker (its kind and one-line
+                description, :mod:`bot.failures`).
         """
         worker = await self._pick()
         rid = next(self._ids)
