@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
@@ -64,6 +65,7 @@ async def serve(fd: int) -> int:
         return 2
     writer.write(encode(("ready", 0)))
     runs: dict[int, asyncio.Task] = {}
+    cancelled: set[int] = set()  # runs the chat process ended (a stop): they end as in it, saving their checkpoint
     count_requests = bool(init["settings"].monitoring.metrics_port)
 
     async def run(rid: int, graph_input: Any, config: dict[str, Any], durability: str) -> None:
@@ -88,23 +90,37 @@ async def serve(fd: int) -> int:
                 writer.write(encode(("error", rid, RemoteFailure.of(exc))))
             finally:
                 runs.pop(rid, None)
+                cancelled.discard(rid)
 
     try:
         while True:
             try:
                 message = await read_frame(reader)
             except (asyncio.IncompleteReadError, ConnectionError, OSError):
-                return 0  # the chat process is gone: so is this worker
+                if set(runs) - cancelled:
+                    _cut_off(len(set(runs) - cancelled))
+                return 0  # the chat process stopped (its runs were ended first): so does this worker
             if message[0] == "run":
                 _, rid, graph_input, config, durability = message
                 runs[rid] = asyncio.create_task(run(rid, graph_input, config, durability))
             elif message[0] == "cancel" and message[1] in runs:
+                cancelled.add(message[1])
                 runs[message[1]].cancel()
     finally:
         for task in runs.values():
             task.cancel()
         await asyncio.gather(*runs.values(), return_exceptions=True)
         await close()
+
+
+def _cut_off(n_runs: int) -> None:
+    """The chat process died with runs in flight: end at once, as those runs would have ended in
+    it. Cancelling them instead would let LangGraph save each run's checkpoint on the way out
+    (durability "exit" saves when a run ends, also by cancellation), and crash recovery would then
+    continue a turn from a half-run state instead of asking the question again (tests/test_recovery.py)."""
+    log.warning("graph worker: the chat process is gone with %d runs in flight; they end here", n_runs)
+    logging.shutdown()
+    os._exit(0)
 
 
 async def _build(init: dict[str, Any]) -> tuple[Any, Any]:

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -150,17 +151,37 @@ async def test_a_help_request_from_a_worker_is_answered_by_the_expert_reply(tmp_
     assert len(answers) == 1, log[-3000:]
 
 
-async def test_workers_end_with_a_killed_chat_process(tmp_path, fake):
-    """kill -9 of the chat process: its workers see their socket close and exit (none is left running)."""
-    async with mistral_server() as model:
+def saved_rows(db: Path) -> tuple[int, int]:
+    """(checkpoints, pending writes) saved in the checkpoint file ``db``."""
+    with sqlite3.connect(db) as conn:
+        return (conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0],
+                conn.execute("SELECT count(*) FROM writes").fetchone()[0])
+
+
+async def test_workers_end_with_a_killed_chat_process_and_the_cut_off_run_saves_nothing(tmp_path, fake):
+    """kill -9 of the chat process while a worker runs a question (stalled in the model): its
+    workers see their socket close and exit (none is left running), and the cut-off run saves
+    nothing more to the thread, as when the graph ran in the killed process. (Seen: the worker
+    cancelled the run, LangGraph saved its checkpoint on the way out, and after the restart
+    recovery continued the half-run turn instead of asking the question again.)"""
+    events = SlackEvents()
+    async with mistral_server(stall_on={"generate"}) as model:
         bot = BotProcess(tmp_path, fake, model, service=WORKERS)
         try:
             async with aiohttp.ClientSession() as session:
                 await bot.wait_ready(session)
-            workers = workers_of(bot.proc.pid)
-            assert len(workers) == 2
+                workers = workers_of(bot.proc.pid)
+                assert len(workers) == 2
+                ts = fake.next_ts()
+                await deliver(session, bot, events, mention(ts, "how do I roll back a deploy?"), "Ev1")
+                await asyncio.wait_for(model.stalled.wait(), 60)
+            db = next(tmp_path.rglob("checkpoints.sqlite"))
+            saved = saved_rows(db)
             await bot.kill()
             await wait_until(lambda: not any(alive(pid) for pid in workers), timeout=20)
+            model.release()
+            await asyncio.sleep(0.5)
+            assert saved_rows(db) == saved
         finally:
             await bot.stop()
 
