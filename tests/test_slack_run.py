@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import select
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -169,6 +171,45 @@ async def test_threadwise_run_http_mode_subprocess(tmp_path, fake):
         output = proc.stop_now()
     assert "question" in thread_posts(fake, ts)[0]["text"].lower()
     assert BOT_TOKEN not in output and SIGNING_SECRET not in output  # no secrets in logs
+
+
+async def test_a_burst_of_connections_while_the_bot_is_busy_waits_in_the_backlog(tmp_path, fake):
+    """Slack delivers a burst on many connections at once (an app_mention and a message event
+    per question): those that arrive while the event loop is busy must wait in the kernel's
+    listen backlog, not be dropped. The process is frozen (SIGSTOP, so it accepts none) while
+    400 connections are opened: every handshake completes (with aiohttp's default backlog of
+    128 the kernel dropped the other SYNs, and those deliveries waited 1 s for TCP's
+    retransmission); thawed, the bot answers each."""
+    proc = ThreadwiseProcess(tmp_path, fake)
+    socks: list[socket.socket] = []
+    try:
+        async with aiohttp.ClientSession() as session:
+            await proc.wait_ready(session)
+        proc.proc.send_signal(signal.SIGSTOP)
+        try:
+            poller = select.poll()
+            for _ in range(400):
+                s = socket.socket()
+                s.setblocking(False)
+                s.connect_ex(("127.0.0.1", proc.port))
+                socks.append(s)
+                poller.register(s, select.POLLOUT)
+            await asyncio.sleep(0.5)  # loopback handshakes take microseconds; a dropped SYN waits 1 s
+            ready = {fd for fd, _ in poller.poll(0)}
+            connected = [s for s in socks if s.fileno() in ready
+                         and s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0]
+        finally:
+            proc.proc.send_signal(signal.SIGCONT)
+        assert len(connected) == len(socks)
+        for s in socks:
+            s.setblocking(True)
+            s.settimeout(30)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: bot\r\nConnection: close\r\n\r\n")
+        assert all(s.recv(64).startswith(b"HTTP/1.1 200") for s in socks)
+    finally:
+        for s in socks:
+            s.close()
+        proc.stop_now()
 
 
 @pytest.mark.slow

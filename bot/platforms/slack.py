@@ -107,6 +107,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMMAND = "/threadwise"
+#: Listen backlog of the Events API server (connections the kernel holds before the event
+#: loop accepts them; listen(2), capped by net.core.somaxconn). aiohttp's default is 128:
+#: a burst of 200 questions (400 deliveries, as Slack sends an app_mention and a message
+#: event each) overflowed it, the kernel dropped SYNs and those acks took 1 s longer (TCP's
+#: initial retransmission timeout, RFC 6298), bench/README.md "Sixth round".
+HTTP_BACKLOG = 2048
 # <@U1>, <@U1|name>, <!subteam^S1>, <!here>, <!channel>, <!everyone> in incoming text
 _ADDRESS = re.compile(r"<(@[UW][A-Z0-9]+|!subteam\^[A-Z0-9]+|!here|!channel|!everyone)(?:\|[^>]*)?>")
 # Message subtypes that are still a person writing a message; every other subtype
@@ -622,7 +628,7 @@ async def serve_http(bot: SlackBot, stop: asyncio.Event) -> None:
     runner = web.AppRunner(web_app, access_log=None)
     await runner.setup()
     try:
-        await web.TCPSite(runner, cfg.http_host, cfg.http_port).start()
+        await web.TCPSite(runner, cfg.http_host, cfg.http_port, backlog=HTTP_BACKLOG).start()
         log.info("slack HTTP mode listening on %s:%d%s", cfg.http_host, cfg.http_port, cfg.http_path)
         bot.runtime.health.watch("slack", lambda: not stop.is_set())  # serving = reachable by Slack
         await stop.wait()
