@@ -170,7 +170,7 @@ async def profile(args: argparse.Namespace, raw: Path) -> dict[str, Any]:
         spy_log = folder / "py-spy.log"
         spy = subprocess.Popen([py_spy(), "record", "--pid", str(runner.bot.pid), "--rate", str(args.rate),
                                 *(["--native"] if os.environ.get("BENCH_NATIVE") else ["--nonblocking"]),
-                                "--threads", "--full-filenames", "--format", "raw",
+                                "--threads", "--subprocesses", "--full-filenames", "--format", "raw",
                                 "--duration", str(int(args.phase_timeout)), "-o", str(raw)],
                                stdout=spy_log.open("w"), stderr=subprocess.STDOUT)
         await asyncio.sleep(1.0)  # py-spy attaches

@@ -157,8 +157,9 @@ class ServiceSettings(_Section):
     # "auto" is resolved in bot/runtime.py (AUTO_CONCURRENCY)
     max_concurrent_runs: int | Literal["auto"] = Field(
         "auto", description="Graph runs in flight across all threads: a number, or \"auto\" = 8 with the offline "
-                            "model, 32 with Mistral (more runs at once only contend for the one event loop and "
-                            "checkpoint file). Questions beyond it wait, showing the \"queued\" reaction.")
+                            "model, 32 with Mistral per process that runs the graph (64 with two graph workers; "
+                            "more runs in one process only contend for its event loop). Questions beyond it "
+                            "wait, showing the \"queued\" reaction.")
     # "auto" is resolved in bot/runtime.py (resolve_graph_workers)
     graph_workers: int | Literal["auto"] = Field(
         "auto", description="Processes that run the graph beside the chat process (bot/service/graph_pool.py), "

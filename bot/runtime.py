@@ -102,16 +102,21 @@ def resolve_graders(graders: str, model: BaseChatModel) -> str:
 #: ``"auto"`` concurrency per kind of model: (LLM calls, graph runs). One llama.cpp context
 #: runs one call at a time; a hosted API takes many (its 429s shrink the call limit, see
 #: :class:`graphs.models.AdaptiveLimit`), so a fixed small cap would be the bottleneck (issue 11).
-#: Runs: 32, not 64: with a 100 ms model, 200 questions at once took 12 s at 16-32 runs and
-#: 15 s at 64 (bench/README.md: more runs only contend for the event loop and the checkpoints).
+#: Runs: 32 per process that runs the graph (the chat process, or each graph worker). In one
+#: process, with a 100 ms model, 200 questions at once took 12 s at 16-32 runs and 15 s at 64
+#: (more runs only contend for its event loop); with 2 workers, 64 runs took 3.95-4.0 s
+#: against 4.66-5.2 s at 32, and 16.9 s against 29.3 s with a 1 s model (bench/README.md,
+#: "Sixth round").
 AUTO_CONCURRENCY = {"llamacpp": (1, 8), "hosted": (64, 32)}
 
 
-def resolve_concurrency(calls: int | str, runs: int | str, model: BaseChatModel) -> tuple[int, int]:
+def resolve_concurrency(calls: int | str, runs: int | str, model: BaseChatModel, workers: int = 0) -> tuple[int, int]:
     """``[models] max_concurrent_calls`` and ``[service] max_concurrent_runs`` with ``"auto"``
-    replaced by :data:`AUTO_CONCURRENCY` for ``model``."""
+    replaced by :data:`AUTO_CONCURRENCY` for ``model``; ``workers`` graph worker processes
+    (0: the graph runs in this process) each take the auto number of runs."""
     auto = AUTO_CONCURRENCY["llamacpp" if json_mode_for(model) == "llamacpp" else "hosted"]
-    return (auto[0] if calls == "auto" else int(calls)), (auto[1] if runs == "auto" else int(runs))
+    return ((auto[0] if calls == "auto" else int(calls)),
+            (auto[1] * max(1, workers) if runs == "auto" else int(runs)))
 
 
 def resolve_graph_workers(workers: int | str, model: BaseChatModel, backend: str, *, given_model: bool = False) -> int:
@@ -274,7 +279,7 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
         # a failed build (embeddings API, another reindex running) is logged and shown by
         # `status`; the bot starts with the last good generation, or keyword-only
         await asyncio.to_thread(knowledge.ensure_index, progress)  # embedding calls must not block the loop
-    max_calls, max_runs = resolve_concurrency(m.max_concurrent_calls, settings.service.max_concurrent_runs, model)
+    max_calls, _ = resolve_concurrency(m.max_concurrent_calls, settings.service.max_concurrent_runs, model)
     deps = await graph_deps(settings, secrets, model, knowledge, max_calls, degraded=degraded, sources=sources)
     web, learned = deps.web, deps.learned
     g = settings.graph
@@ -282,6 +287,9 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
     async with open_storage(settings, secrets.database_url or None) as storage:
         saver, store = storage.checkpointer, storage.bookkeeping
         graph = build_graph(deps, checkpointer=saver)
+        workers = (resolve_graph_workers(s.graph_workers, model, storage.backend, given_model=chat_model is not None)
+                   if graph_workers else 0)
+        _, max_runs = resolve_concurrency(m.max_concurrent_calls, s.max_concurrent_runs, model, workers)
         provider = "scripted/test" if chat_model else resolve_provider(m.provider, secrets.mistral_api_key)
         if degraded:
             provider = f"unavailable, answers quote the documents ({degraded})"
@@ -304,8 +312,6 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
             human_review=g.human_review, durability=s.checkpoint_durability,
         )
         await service.remember_recent_messages()  # a redelivery after a restart is not acknowledged again
-        workers = (resolve_graph_workers(s.graph_workers, model, storage.backend, given_model=chat_model is not None)
-                   if graph_workers else 0)
         if workers:
             service.graph_pool = await start_graph_pool(settings, service, workers, max_calls, sources)
         stats = knowledge.stats()

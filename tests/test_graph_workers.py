@@ -151,6 +151,28 @@ async def test_a_help_request_from_a_worker_is_answered_by_the_expert_reply(tmp_
     assert len(answers) == 1, log[-3000:]
 
 
+async def test_with_two_workers_twice_the_questions_run_at_once(tmp_path, fake):
+    """``max_concurrent_runs = "auto"`` is 32 per process that runs the graph: with two workers,
+    40 questions at once are all in the model together (in one process 8 of them would wait,
+    showing the queued reaction), and each is answered once."""
+    events = SlackEvents()
+    async with mistral_server(stall_on={"route"}) as model:
+        bot = BotProcess(tmp_path, fake, model, service=WORKERS)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await bot.wait_ready(session)
+                stamps = [fake.next_ts() for _ in range(40)]
+                await asyncio.gather(*(deliver(session, bot, events, mention(ts, f"how do I roll back deploy {i}?"),
+                                               f"Ev{i}") for i, ts in enumerate(stamps)))
+                await wait_until(lambda: model.stalling == len(stamps), timeout=60)
+                assert not any("hourglass_flowing_sand" in fake.reactions.get((CHANNEL, ts), []) for ts in stamps)
+                model.release()
+                await wait_until(lambda: all(done(fake, ts) for ts in stamps), timeout=90)
+        finally:
+            log = await bot.stop()
+    assert all(len(answers_in(fake, ts)) == 1 for ts in stamps), log[-3000:]
+
+
 def saved_rows(db: Path) -> tuple[int, int]:
     """(checkpoints, pending writes) saved in the checkpoint file ``db``."""
     with sqlite3.connect(db) as conn:

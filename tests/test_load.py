@@ -102,6 +102,10 @@ def test_auto_caps_per_model():
     assert resolve_concurrency("auto", "auto", hosted) == AUTO_CONCURRENCY["hosted"]
     assert resolve_concurrency(3, "auto", hosted) == (3, AUTO_CONCURRENCY["hosted"][1])
     assert resolve_concurrency("auto", 5, hosted) == (AUTO_CONCURRENCY["hosted"][0], 5)
+    # each graph worker process runs its own share; calls stay one cap, shared out
+    assert resolve_concurrency("auto", "auto", hosted, workers=2) == (AUTO_CONCURRENCY["hosted"][0],
+                                                                     2 * AUTO_CONCURRENCY["hosted"][1])
+    assert resolve_concurrency("auto", 5, hosted, workers=2)[1] == 5
     assert AUTO_CONCURRENCY["llamacpp"][0] == 1
 
 

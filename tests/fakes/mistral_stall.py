@@ -25,12 +25,13 @@ ANSWER = "Use `make rollback VERSION=x` to go back to an earlier release [1]."
 
 class StallingMistral(FakeMistral):
     """:class:`FakeMistral` plus ``stall_on`` / :meth:`release`, ``stalled`` (an Event set
-    when a request stalls), ``bad_requests`` and ``status``."""
+    when a request stalls), ``stalling`` (requests held now), ``bad_requests`` and ``status``."""
 
     def __init__(self, *, stall_on: set[str] | None = None, answer: str = ANSWER) -> None:
         super().__init__(script={"generate": [answer]})
         self.stall_on = set(stall_on or ())
         self.stalled = asyncio.Event()
+        self.stalling = 0
         self._release = asyncio.Event()
         self.bad_requests: list[bytes] = []
         self.status = 200
@@ -52,7 +53,11 @@ class StallingMistral(FakeMistral):
             return web.json_response({"message": "Unauthorized" if self.status == 401 else "error"}, status=self.status)
         if task_of(body) in self.stall_on:
             self.stalled.set()
-            await self._release.wait()
+            self.stalling += 1
+            try:
+                await self._release.wait()
+            finally:
+                self.stalling -= 1
         return await super().chat(request)
 
 
