@@ -54,10 +54,12 @@ eval: $(STAMP)
 
 # Benchmarks (bench/README.md): the real `threadwise run` in Slack HTTP mode under 1/50/200
 # questions at once against local fakes, keyword reindex and search, and a py-spy profile of a
-# burst of 100; each writes bench/results/load-<product commit>.json, bench_report.py the tables.
+# burst of 100; each writes bench/results/load-<product commit>.json, bench_report.py the tables;
+# bench_floor.py first: the CPU the libraries alone need per question on this machine.
 # BENCH_ARGS go to bench/bench_load.py, e.g. BENCH_ARGS="--repeats 1 --sizes 1,50".
 BENCH_ARGS ?=
 bench: $(STAMP)
+	$(BIN)/python bench/bench_floor.py
 	$(BIN)/python bench/bench_load.py $(BENCH_ARGS)
 	$(BIN)/python bench/bench_kb.py
 	$(MAKE) --no-print-directory bench-profile
