@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.fakes.bot_process import child_pids  # noqa: E402
 from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET, FakeSlackAPI  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus" / "langgraph-docs"
@@ -390,13 +391,7 @@ class BotProcess:
 
     def children(self) -> list[int]:
         """Process ids of the bot's child processes (its graph workers, ``[service] graph_workers``)."""
-        out: list[int] = []
-        for task in Path(f"/proc/{self.pid}/task").glob("*/children"):
-            try:
-                out += [int(p) for p in task.read_text().split()]
-            except OSError:
-                pass
-        return out
+        return child_pids(self.pid)
 
     def cpu_seconds(self) -> float:
         """CPU seconds of the bot: its process and its graph worker processes."""

@@ -11,29 +11,22 @@ import json
 import os
 import signal
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 import aiohttp
 import pytest
 
-from tests.fakes.mistral_stall import mistral_server
+from tests.fakes.bot_process import child_pids
+from tests.fakes.mistral_stall import StallingMistral, mistral_server
 from tests.fakes.slack_api import FakeSlackAPI, SlackEvents, all_text, is_help_request
 from tests.test_recovery import CHANNEL, BotProcess, answers_in, deliver, mention
 from tests.test_slack_run import free_port, thread_posts
 
 WORKERS = "graph_workers = 2"
-
-
-def workers_of(pid: int) -> list[int]:
-    """The child processes of ``pid`` (its graph workers)."""
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        try:
-            out += [int(p) for p in task.read_text().split()]
-        except OSError:
-            pass
-    return out
 
 
 def alive(pid: int) -> bool:
@@ -56,6 +49,36 @@ def done(fake: FakeSlackAPI, ts: str) -> bool:
     return bool(answers_in(fake, ts)) and fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"]
 
 
+@dataclass
+class Stalled:
+    """A bot with two graph workers and one question stalled in the model (see :func:`stalled_question`)."""
+
+    bot: BotProcess
+    model: StallingMistral
+    workers: list[int]
+    ts: str
+
+
+@asynccontextmanager
+async def stalled_question(tmp_path: Path, fake: FakeSlackAPI) -> AsyncIterator[Stalled]:
+    """Start the bot with two workers, ask one question and wait until a worker's run of it
+    stalls at "generate" (its answer being written); the bot is stopped afterwards."""
+    events = SlackEvents()
+    async with mistral_server(stall_on={"generate"}) as model:
+        bot = BotProcess(tmp_path, fake, model, service=WORKERS)
+        try:
+            async with aiohttp.ClientSession() as session:
+                await bot.wait_ready(session)
+                workers = child_pids(bot.proc.pid)
+                assert len(workers) == 2
+                ts = fake.next_ts()
+                await deliver(session, bot, events, mention(ts, "how do I roll back a deploy?"), "Ev1")
+                await asyncio.wait_for(model.stalled.wait(), 60)
+            yield Stalled(bot, model, workers, ts)
+        finally:
+            await bot.stop()
+
+
 async def test_questions_and_follow_ups_are_answered_by_the_workers_with_the_thread_history(tmp_path, fake):
     """Three threads at once and then a follow-up in one of them: each is answered once in
     its own thread with the done reaction; the follow-up's prompt holds the first turn
@@ -66,7 +89,7 @@ async def test_questions_and_follow_ups_are_answered_by_the_workers_with_the_thr
         try:
             async with aiohttp.ClientSession() as session:
                 await bot.wait_ready(session)
-                workers = workers_of(bot.proc.pid)
+                workers = child_pids(bot.proc.pid)
                 assert len(workers) == 2, bot.text()[-3000:]
                 questions = {fake.next_ts(): text for text in (
                     "how do I roll back a deploy?", "how long do deploy rollouts take?",
@@ -82,7 +105,7 @@ async def test_questions_and_follow_ups_are_answered_by_the_workers_with_the_thr
                 await fake.wait_for(lambda: len(answers_in(fake, first)) == 2
                                     and fake.reactions.get((CHANNEL, reply_ts)) == ["white_check_mark"], timeout=60)
                 await asyncio.sleep(0.5)  # nothing more may come
-                assert workers_of(bot.proc.pid) == workers  # no worker died
+                assert child_pids(bot.proc.pid) == workers  # no worker died
         finally:
             log = await bot.stop()
     assert "graph workers ready: 2 processes" in log
@@ -99,30 +122,20 @@ async def test_questions_and_follow_ups_are_answered_by_the_workers_with_the_thr
 async def test_a_worker_killed_mid_run_the_question_is_still_answered_once(tmp_path, fake):
     """SIGKILL the worker running a question while its answer is being written: the chat
     process starts another worker and runs the question again; one answer, done."""
-    events = SlackEvents()
-    async with mistral_server(stall_on={"generate"}) as model:
-        bot = BotProcess(tmp_path, fake, model, service=WORKERS)
-        try:
-            async with aiohttp.ClientSession() as session:
-                await bot.wait_ready(session)
-                workers = workers_of(bot.proc.pid)
-                ts = fake.next_ts()
-                await deliver(session, bot, events, mention(ts, "how do I roll back a deploy?"), "Ev1")
-                await asyncio.wait_for(model.stalled.wait(), 60)
-                for pid in workers:  # whichever runs it
-                    os.kill(pid, signal.SIGKILL)
-                await wait_until(lambda: len([p for p in workers_of(bot.proc.pid) if p not in workers]) == 2
-                                 and "started again" in bot.text(), timeout=60)
-                model.release()
-                await fake.wait_for(lambda: done(fake, ts), timeout=60)
-                await asyncio.sleep(1.0)  # nothing more may come
-        finally:
-            log = await bot.stop()
-    posts = answers_in(fake, ts)
+    async with stalled_question(tmp_path, fake) as q:
+        for pid in q.workers:  # whichever runs it
+            os.kill(pid, signal.SIGKILL)
+        await wait_until(lambda: len([p for p in child_pids(q.bot.proc.pid) if p not in q.workers]) == 2
+                         and "started again" in q.bot.text(), timeout=60)
+        q.model.release()
+        await fake.wait_for(lambda: done(fake, q.ts), timeout=60)
+        await asyncio.sleep(1.0)  # nothing more may come
+    log = q.bot.text()
+    posts = answers_in(fake, q.ts)
     assert len(posts) == 1, log[-3000:]
     assert "make rollback" in all_text(posts[0])
     assert "running the question again" in log
-    assert fake.reactions[(CHANNEL, ts)] == ["white_check_mark"]
+    assert fake.reactions[(CHANNEL, q.ts)] == ["white_check_mark"]
 
 
 async def test_a_help_request_from_a_worker_is_answered_by_the_expert_reply(tmp_path, fake):
@@ -186,26 +199,14 @@ async def test_workers_end_with_a_killed_chat_process_and_the_cut_off_run_saves_
     nothing more to the thread, as when the graph ran in the killed process. (Seen: the worker
     cancelled the run, LangGraph saved its checkpoint on the way out, and after the restart
     recovery continued the half-run turn instead of asking the question again.)"""
-    events = SlackEvents()
-    async with mistral_server(stall_on={"generate"}) as model:
-        bot = BotProcess(tmp_path, fake, model, service=WORKERS)
-        try:
-            async with aiohttp.ClientSession() as session:
-                await bot.wait_ready(session)
-                workers = workers_of(bot.proc.pid)
-                assert len(workers) == 2
-                ts = fake.next_ts()
-                await deliver(session, bot, events, mention(ts, "how do I roll back a deploy?"), "Ev1")
-                await asyncio.wait_for(model.stalled.wait(), 60)
-            db = next(tmp_path.rglob("checkpoints.sqlite"))
-            saved = saved_rows(db)
-            await bot.kill()
-            await wait_until(lambda: not any(alive(pid) for pid in workers), timeout=20)
-            model.release()
-            await asyncio.sleep(0.5)
-            assert saved_rows(db) == saved
-        finally:
-            await bot.stop()
+    async with stalled_question(tmp_path, fake) as q:
+        db = next(tmp_path.rglob("checkpoints.sqlite"))
+        saved = saved_rows(db)
+        await q.bot.kill()
+        await wait_until(lambda: not any(alive(pid) for pid in q.workers), timeout=20)
+        q.model.release()
+        await asyncio.sleep(0.5)
+        assert saved_rows(db) == saved
 
 
 @pytest.mark.parametrize("fault, kind", [("401", "auth: HTTPStatusError"), ("no server", "network: ConnectError")])

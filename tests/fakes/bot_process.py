@@ -20,6 +20,18 @@ from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def child_pids(pid: int) -> list[int]:
+    """The child processes of ``pid`` (a bot's graph workers, ``[service] graph_workers``), from
+    ``/proc/PID/task/*/children`` (Linux); [] once the process is gone."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            out += [int(p) for p in task.read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
 class BotProcess:
     """Start ``python -m bot run --config config`` with the Slack HTTP endpoint on ``port``.
 
