@@ -7,7 +7,8 @@ file; :func:`bot.runtime.graph_deps`), says ``ready`` and then runs graph runs a
 come: ``("run", id, input, config, durability)`` streams ``("event", id, progress)`` for
 each custom progress event and ends with ``("done", id, values, llm_requests)`` or
 ``("error", id, exception)``; ``("cancel", id)`` cancels a run. It exits when the socket
-closes (the chat process stopped or died), so no worker outlives the bot.
+closes (the chat process stopped or died), so no worker outlives the bot; runs the chat
+process did not cancel first are cut off at once, saving nothing (:func:`_cut_off`).
 """
 
 from __future__ import annotations
