@@ -363,8 +363,7 @@ async def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
     else:
         with _ProgressBar() as bar:
             stats = await asyncio.to_thread(kb.reindex, bar)
-    console.print(f"Indexed {stats.files} files into {stats.chunks} chunks ({stats.embedded_chunks} embedded, "
-                  f"{stats.reused_chunks} reused) in {stats.seconds:.2g} s -> {kb.index_dir / stats.generation}")
+    console.print(f"Indexed {stats.summary()} -> {kb.index_dir / stats.generation}")
     return 0
 
 

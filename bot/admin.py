@@ -162,8 +162,7 @@ class AdminCommands:
                 await out.update_progress(f"Reindex failed: {exc}. The previous index is still in use.", final=True)
                 return
             await out.update_progress(
-                f"Reindex done: {stats.files} files, {stats.chunks} chunks "
-                f"({stats.embedded_chunks} embedded, {stats.reused_chunks} reused) in {stats.seconds:.1f} s.",
+                f"Reindex done: {stats.summary()}.",
                 final=True,
             )
 

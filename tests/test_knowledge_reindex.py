@@ -11,7 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-from graphs.knowledge import KnowledgeBase, ReindexBusyError
+import pytest
+
+from graphs.knowledge import IndexStats, KnowledgeBase, ReindexBusyError
 from tests.conftest import serve, write_config
 from tests.fakes.mistral_api import HeldEmbeddings
 
@@ -135,3 +137,12 @@ async def test_a_killed_reindex_leaves_the_live_index_and_no_lock(tmp_path):
     assert rc == 0, text
     assert assert_complete(index) != live
     assert reader.stats()["embedder"] == "mistral:mistral-embed"
+
+
+@pytest.mark.parametrize("seconds, shown", [(0.04, "in 0.0 s"), (3.26, "in 3.3 s"), (140.25, "in 140.2 s"),
+                                            (1234.0, "in 1234.0 s")])
+def test_the_reindex_summary_gives_seconds_plainly(seconds, shown):
+    """What `threadwise reindex` and the admin command report: seconds with one decimal at
+    any size (a 140 s reindex was shown as "1.4e+02 s")."""
+    text = IndexStats(files=161, chunks=2885, embedded_chunks=2885, seconds=seconds).summary()
+    assert text == f"161 files into 2885 chunks (2885 embedded, 0 reused) {shown}"

@@ -59,3 +59,9 @@ class IndexStats:
     seconds: float = 0.0
     generation: str = ""
     changed_files: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """``"161 files into 2885 chunks (2885 embedded, 0 reused) in 140.2 s"``: what the CLI
+        and the admin command report (seconds with one decimal, never in exponent form)."""
+        return (f"{self.files} files into {self.chunks} chunks ({self.embedded_chunks} embedded, "
+                f"{self.reused_chunks} reused) in {self.seconds:.1f} s")
