@@ -98,8 +98,8 @@ async def serve(fd: int) -> int:
             try:
                 message = await read_frame(reader)
             except (asyncio.IncompleteReadError, ConnectionError, OSError):
-                if set(runs) - cancelled:
-                    _cut_off(len(set(runs) - cancelled))
+                if cut_off := set(runs) - cancelled:
+                    _cut_off(len(cut_off))
                 return 0  # the chat process stopped (its runs were ended first): so does this worker
             if message[0] == "run":
                 _, rid, graph_input, config, durability = message

@@ -60,23 +60,31 @@ class Stalled:
 
 
 @asynccontextmanager
-async def stalled_question(tmp_path: Path, fake: FakeSlackAPI) -> AsyncIterator[Stalled]:
-    """Start the bot with two workers, ask one question and wait until a worker's run of it
-    stalls at "generate" (its answer being written); the bot is stopped afterwards."""
-    events = SlackEvents()
-    async with mistral_server(stall_on={"generate"}) as model:
+async def workers_bot(tmp_path: Path, fake: FakeSlackAPI, stall_on: set[str]) -> AsyncIterator[
+        tuple[BotProcess, StallingMistral, aiohttp.ClientSession]]:
+    """The bot with two graph workers, ready, its model stalling at ``stall_on`` tasks, and a
+    session to send events with; the bot is stopped afterwards (its log: ``bot.text()``)."""
+    async with mistral_server(stall_on=stall_on) as model:
         bot = BotProcess(tmp_path, fake, model, service=WORKERS)
         try:
             async with aiohttp.ClientSession() as session:
                 await bot.wait_ready(session)
-                workers = child_pids(bot.proc.pid)
-                assert len(workers) == 2
-                ts = fake.next_ts()
-                await deliver(session, bot, events, mention(ts, "how do I roll back a deploy?"), "Ev1")
-                await asyncio.wait_for(model.stalled.wait(), 60)
-            yield Stalled(bot, model, workers, ts)
+                yield bot, model, session
         finally:
             await bot.stop()
+
+
+@asynccontextmanager
+async def stalled_question(tmp_path: Path, fake: FakeSlackAPI) -> AsyncIterator[Stalled]:
+    """Start the bot with two workers, ask one question and wait until a worker's run of it
+    stalls at "generate" (its answer being written); the bot is stopped afterwards."""
+    async with workers_bot(tmp_path, fake, {"generate"}) as (bot, model, session):
+        workers = child_pids(bot.proc.pid)
+        assert len(workers) == 2
+        ts = fake.next_ts()
+        await deliver(session, bot, SlackEvents(), mention(ts, "how do I roll back a deploy?"), "Ev1")
+        await asyncio.wait_for(model.stalled.wait(), 60)
+        yield Stalled(bot, model, workers, ts)
 
 
 async def test_questions_and_follow_ups_are_answered_by_the_workers_with_the_thread_history(tmp_path, fake):
@@ -169,21 +177,15 @@ async def test_with_two_workers_twice_the_questions_run_at_once(tmp_path, fake):
     40 questions at once are all in the model together (in one process 8 of them would wait,
     showing the queued reaction), and each is answered once."""
     events = SlackEvents()
-    async with mistral_server(stall_on={"route"}) as model:
-        bot = BotProcess(tmp_path, fake, model, service=WORKERS)
-        try:
-            async with aiohttp.ClientSession() as session:
-                await bot.wait_ready(session)
-                stamps = [fake.next_ts() for _ in range(40)]
-                await asyncio.gather(*(deliver(session, bot, events, mention(ts, f"how do I roll back deploy {i}?"),
-                                               f"Ev{i}") for i, ts in enumerate(stamps)))
-                await wait_until(lambda: model.stalling == len(stamps), timeout=60)
-                assert not any("hourglass_flowing_sand" in fake.reactions.get((CHANNEL, ts), []) for ts in stamps)
-                model.release()
-                await wait_until(lambda: all(done(fake, ts) for ts in stamps), timeout=90)
-        finally:
-            log = await bot.stop()
-    assert all(len(answers_in(fake, ts)) == 1 for ts in stamps), log[-3000:]
+    async with workers_bot(tmp_path, fake, {"route"}) as (bot, model, session):
+        stamps = [fake.next_ts() for _ in range(40)]
+        await asyncio.gather(*(deliver(session, bot, events, mention(ts, f"how do I roll back deploy {i}?"),
+                                       f"Ev{i}") for i, ts in enumerate(stamps)))
+        await wait_until(lambda: model.stalling == len(stamps), timeout=60)
+        assert not any("hourglass_flowing_sand" in fake.reactions.get((CHANNEL, ts), []) for ts in stamps)
+        model.release()
+        await wait_until(lambda: all(done(fake, ts) for ts in stamps), timeout=90)
+    assert all(len(answers_in(fake, ts)) == 1 for ts in stamps), bot.text()[-3000:]
 
 
 def saved_rows(db: Path) -> tuple[int, int]:
