@@ -108,8 +108,11 @@ async def serve(fd: int) -> int:
                 cancelled.add(message[1])
                 runs[message[1]].cancel()
     finally:
-        for task in runs.values():
-            task.cancel()
+        # a run cancelled already is saving its checkpoint on the way out: cancelling it again
+        # would cut that save short (half the stopped runs were then started again after a restart)
+        for rid, task in runs.items():
+            if rid not in cancelled:
+                task.cancel()
         await asyncio.gather(*runs.values(), return_exceptions=True)
         await close()
 

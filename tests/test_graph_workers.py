@@ -195,6 +195,24 @@ def saved_rows(db: Path) -> tuple[int, int]:
                 conn.execute("SELECT count(*) FROM writes").fetchone()[0])
 
 
+async def test_a_stop_saves_every_run_in_flight_as_in_process(tmp_path, fake):
+    """SIGTERM with six questions stalled in the workers (their answers being written): each
+    run ends as a stop ends it in process, its checkpoint saved, so after a restart each
+    continues from it instead of starting again, as in process. (Seen: the worker cancelled
+    each stopped run a second time as it exited, cutting its checkpoint save short: 3 of 6 saved.)"""
+    events = SlackEvents()
+    async with workers_bot(tmp_path, fake, {"generate"}) as (bot, model, session):
+        stamps = [fake.next_ts() for _ in range(6)]
+        await asyncio.gather(*(deliver(session, bot, events, mention(ts, f"how do I roll back deploy {i}?"),
+                                       f"Ev{i}") for i, ts in enumerate(stamps)))
+        await wait_until(lambda: model.stalling == len(stamps), timeout=60)
+        await bot.stop()
+        assert bot.proc.returncode == 0, bot.text()[-3000:]
+    with sqlite3.connect(next(tmp_path.rglob("checkpoints.sqlite"))) as conn:
+        saved = conn.execute("SELECT count(DISTINCT thread_id) FROM checkpoints").fetchone()[0]
+    assert saved == len(stamps), bot.text()[-3000:]
+
+
 async def test_workers_end_with_a_killed_chat_process_and_the_cut_off_run_saves_nothing(tmp_path, fake):
     """kill -9 of the chat process while a worker runs a question (stalled in the model): its
     workers see their socket close and exit (none is left running), and the cut-off run saves

@@ -243,12 +243,17 @@ class GraphPool:
                 worker.send(("cancel", rid))
 
     async def close(self) -> None:
-        """Stop every worker (the socket closes: each exits) and wait for them, 5 s at most each."""
+        """Stop every worker and wait for them, 5 s at most each. Runs still in flight are
+        cancelled first, so each worker ends them as a stop ends them in process (LangGraph
+        saves their checkpoints) before it sees its socket close and exits; a worker that sees
+        the socket close with runs nobody cancelled takes it for a crash and saves nothing."""
         self._closing = True
         self._changed.set()
         for task in list(self._tasks):
             task.cancel()
         for w in self.workers:
+            for rid in list(w.runs):
+                w.send(("cancel", rid))
             w.gone()
             if w.writer is not None:
                 w.writer.close()
