@@ -83,24 +83,25 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
 
     g.add_edge(START, "start")
     g.add_edge("start", "route")
-    g.add_conditional_edges(
-        "route",
-        lambda s: {"direct": "direct", "websearch": "web_search"}.get(s["route"], "retrieve"),
-        ["direct", "web_search", "retrieve"],
-    )
+    # Every path function is a coroutine: LangGraph runs a plain function on a thread of the
+    # default executor in an async run (three thread hops per question, issue 11's profile).
+    async def after_route(s: RAGState) -> str:
+        return {"direct": "direct", "websearch": "web_search"}.get(s["route"], "retrieve")
+
+    g.add_conditional_edges("route", after_route, ["direct", "web_search", "retrieve"])
     g.add_edge("direct", "finish")
     g.add_edge("rewrite_kb", "retrieve")
     g.add_edge("rewrite_web", "web_search")
     g.add_edge("retrieve", "grade_documents")
     g.add_edge("web_search", "grade_documents")
-    g.add_conditional_edges(
-        "grade_documents",
-        lambda s: "generate" if s.get("documents") else _next_search(nodes, s),
-        ["generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"],
-    )
+    async def after_grading(s: RAGState) -> str:
+        return "generate" if s.get("documents") else _next_search(nodes, s)
+
+    g.add_conditional_edges("grade_documents", after_grading,
+                            ["generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"])
     g.add_edge("generate", "grade_answer")
 
-    def after_answer(s: RAGState) -> str:
+    async def after_answer(s: RAGState) -> str:
         verdict = s.get("verdict")
         if verdict == "useful":
             return "finish"
@@ -110,11 +111,10 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
 
     g.add_conditional_edges("grade_answer", after_answer,
                             ["finish", "generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"])
-    g.add_conditional_edges(
-        "human_review",
-        lambda s: {"answer": "finish", "retry": "rewrite_kb"}.get(s.get("human_action", ""), "apology"),
-        ["finish", "rewrite_kb", "apology"],
-    )
+    async def after_review(s: RAGState) -> str:
+        return {"answer": "finish", "retry": "rewrite_kb"}.get(s.get("human_action", ""), "apology")
+
+    g.add_conditional_edges("human_review", after_review, ["finish", "rewrite_kb", "apology"])
     g.add_edge("apology", "finish")
     g.add_edge("finish", END)
     return g.compile(checkpointer=checkpointer)

@@ -5,6 +5,9 @@ would notice: what was posted, the statuses, the node sequence and the saved sta
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
+import inspect
 import json
 import threading
 import uuid
@@ -458,3 +461,44 @@ async def test_help_request_says_why_the_budget_ran_out(settings):
     [request] = out.help_requests
     assert request.reason.startswith("drafts were not supported by the sources")
     assert "knowledge base (2 searches)" in request.reason and "web search is not configured" in request.reason
+
+
+def _functions_in(obj: object, depth: int = 0) -> list:
+    """The plain functions inside an executor work item (through partials and closures)."""
+    if depth > 6:
+        return []
+    found = []
+    if isinstance(obj, functools.partial):
+        found += _functions_in(obj.func, depth + 1)
+        for arg in obj.args:
+            found += _functions_in(arg, depth + 1)
+    elif inspect.isfunction(obj):
+        found.append(obj)
+        for cell in obj.__closure__ or ():
+            found += _functions_in(cell.cell_contents, depth + 1)
+    elif inspect.ismethod(obj):
+        found += _functions_in(obj.__func__, depth + 1)
+    return found
+
+
+async def test_no_step_of_the_graph_waits_for_a_thread(settings):
+    """LangGraph runs a plain (non-async) node or path function on the default executor's
+    threads in an async run: a thread hop per edge, which under load is CPU and latency for
+    nothing (issue 11). Every step and path function of the graph is a coroutine; only the
+    knowledge search goes to a thread (by design: SQLite and numpy off the event loop)."""
+    submitted: list[object] = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):
+            submitted.append(functools.partial(fn, *args))
+            return super().submit(fn, *args, **kwargs)
+
+    asyncio.get_running_loop().set_default_executor(Recording(max_workers=4))
+    async with scripted_runtime(settings, {"grade_answer": [NOT_USEFUL, GROUNDED]}) as (rt, _model):
+        await ask(rt, "what does the standalone container need to boot?")
+        values = await rt.service.thread_values("console:t")
+    # the path crosses every kind of conditional edge: after route, grading, the answer check
+    assert values["path"].count("grade_answer") == 2 and values["path"].count("grade_documents") == 2
+    modules = {f.__module__ for item in submitted for f in _functions_in(item)}
+    assert "graphs.adaptive_rag" not in modules and "graphs.nodes" not in modules
+    assert any(f.__qualname__ == "KnowledgeBase.search" for item in submitted for f in _functions_in(item))
