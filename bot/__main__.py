@@ -61,12 +61,7 @@ def _setup_logging(level: str, fmt: str = "text") -> None:
     setup_logging(level, "json" if fmt == "json" else "text")
     if fmt == "json":  # every stderr line is a JSON object: Python's warnings become log records too
         logging.captureWarnings(True)
-    for noisy in ("httpx", "httpcore", "sentence_transformers", "urllib3", "aiosqlite", "discord.gateway"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    # a warning per reconnect attempt while the database is away: bot.service.recovery.watch says it once
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-    if level != "DEBUG":  # it logs a full traceback for every failed request; our error line says it once
-        logging.getLogger("langchain_mistralai").setLevel(logging.CRITICAL)
+    if level != "DEBUG":
         warnings.filterwarnings("ignore", message="Could not download mistral tokenizer")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -162,4 +162,21 @@ def setup_logging(level: str, fmt: LogFormat = "text", stream=None) -> logging.H
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    quiet_libraries(level)
     return handler
+
+
+#: Libraries whose INFO lines are chatter, not events (httpx: a line per model request).
+NOISY_LIBRARIES = ("httpx", "httpcore", "sentence_transformers", "urllib3", "aiosqlite", "discord.gateway")
+
+
+def quiet_libraries(level: str) -> None:
+    """Keep the libraries' own chatter out of the log, in every process of the bot (the chat
+    process and its graph workers alike): :data:`NOISY_LIBRARIES` at WARNING; psycopg's pool
+    at ERROR (a warning per reconnect attempt while the database is away: recovery says it
+    once); langchain-mistralai silent below DEBUG (a full traceback per failed request: the
+    model caller's error line says it once)."""
+    for noisy in NOISY_LIBRARIES:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    logging.getLogger("langchain_mistralai").setLevel(logging.NOTSET if level == "DEBUG" else logging.CRITICAL)

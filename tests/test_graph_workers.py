@@ -117,6 +117,8 @@ async def test_questions_and_follow_ups_are_answered_by_the_workers_with_the_thr
         finally:
             log = await bot.stop()
     assert "graph workers ready: 2 processes" in log
+    # the workers log as the chat process does: events, not the HTTP client's line per model request
+    assert "HTTP Request:" not in log and "answer in" in log, log[-3000:]
     for ts in questions:
         posts = answers_in(fake, ts)
         assert len(posts) == (2 if ts == first else 1), log[-3000:]
