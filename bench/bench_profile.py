@@ -170,6 +170,8 @@ async def profile(args: argparse.Namespace, raw: Path) -> dict[str, Any]:
         spy_log = folder / "py-spy.log"
         spy = subprocess.Popen([py_spy(), "record", "--pid", str(runner.bot.pid), "--rate", str(args.rate),
                                 *(["--native"] if os.environ.get("BENCH_NATIVE") else ["--nonblocking"]),
+                                # BENCH_GIL=1: only threads holding the GIL (the Python CPU, no waits)
+                                *(["--gil"] if os.environ.get("BENCH_GIL") else []),
                                 "--threads", "--subprocesses", "--full-filenames", "--format", "raw",
                                 "--duration", str(int(args.phase_timeout)), "-o", str(raw)],
                                stdout=spy_log.open("w"), stderr=subprocess.STDOUT)

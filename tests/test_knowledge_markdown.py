@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from graphs.knowledge import KnowledgeBase
+from graphs.knowledge.splitting import fence_indented_code
 
 PYTHON = "def main():\n    if ready():\n        run()\n    else:\n        for i in range(3):\n            wait(i)\n"
 YAML = "services:\n  api:\n    image: app:1\n    env:\n      - REDIS_URI=redis://r\n  db:\n    image: postgres\n"
@@ -166,3 +167,23 @@ title: kept
     [(title, text)] = chunks_of(kb, "faq.md")
     assert title == "FAQ: tokens"
     assert '```markdown\n---\ntitle: kept\n---\n!!! note "kept"\n<!-- kept -->\n[kept](kept.md)\n```' in text
+
+
+@pytest.mark.parametrize("text, code", [
+    ("Run this:\n\n    make rollback\n    make status\n\nthen wait.", "make rollback\nmake status"),
+    ("Run this:\n\n\tmake rollback\n\nthen wait.", "make rollback"),  # a tab is four columns
+    ("Run this:\n\n  \tmake rollback\n\nthen wait.", "make rollback"),  # spaces then a tab
+])
+def test_indented_code_of_every_kind_becomes_a_fence(text, code):
+    fenced = fence_indented_code(text)
+    assert f"```\n{code}\n```" in fenced, fenced
+
+
+@pytest.mark.parametrize("text", [
+    "Plain answer [1] with `inline code` and a list:\n\n- one\n- two\n",
+    "- item\n\n  continued with two spaces\n",
+    "1. step\n\n    continuation of the list item, not code\n",
+    "> Quoted:\n>\n>     make rollback\n",  # code in a block quote: fencing it would break the quote
+])
+def test_text_without_indented_code_is_left_as_it_is(text):
+    assert fence_indented_code(text) == text

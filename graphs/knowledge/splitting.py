@@ -195,9 +195,12 @@ def index_text(chunk: Chunk) -> str:
 def fence_indented_code(text: str) -> str:
     """``text`` (Markdown) with each indented code block (CommonMark: four spaces or a tab,
     after a blank line, not a list item's continuation: markdown-it decides) written as a
-    fenced block, dedented, blank lines inside kept. Code then reads as code wherever only
+    fenced block, dedented, blank lines inside kept; code inside a block quote is left as
+    written. Code then reads as code wherever only
     fences are recognised (extractive answers, citation renumbering, chat rendering): its
     lines stay lines and ``[123]`` in it is not taken for a citation."""
+    if "    " not in text and "\t" not in text:
+        return text  # no indentation of four columns anywhere: no indented code (and no parse per answer)
     blocks = [tok.map for tok in _MD.parse(text) if tok.type == "code_block" and tok.map]
     if not blocks:
         return text
@@ -208,8 +211,8 @@ def fence_indented_code(text: str) -> str:
         body = lines[start:end]
         while body and not body[-1].strip():
             body.pop()
-        if start < done or not body:
-            continue
+        if start < done or not body or any(line.lstrip().startswith(">") for line in body):
+            continue  # overlapping, empty, or inside a block quote (its lines carry the quote's ">")
         indent = min(len(line) - len(line.lstrip()) for line in body if line.strip())
         out += lines[done:start]
         out += ["```", *(line[indent:] if line.strip() else "" for line in body), "```"]
