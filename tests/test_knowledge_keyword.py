@@ -68,10 +68,17 @@ def test_keyword_search_ranks_as_fts5_does(snapshot, limit):
     assert snapshot.keyword("the and of to is", 5) == [] and snapshot.keyword("zzqxv", 5) == []
 
 
-def test_a_generation_without_postings_ranks_the_same(snapshot, tmp_path):
+@pytest.mark.parametrize("damage", ["missing", "truncated", "not numpy"])
+def test_a_generation_without_readable_postings_ranks_the_same(snapshot, tmp_path, damage):
     old = tmp_path / snapshot.directory.name
     shutil.copytree(snapshot.directory, old)
-    (old / POSTINGS_FILE).unlink()  # as written before the postings existed
+    postings = old / POSTINGS_FILE
+    if damage == "missing":  # as written before the postings existed
+        postings.unlink()
+    elif damage == "truncated":
+        postings.write_bytes(postings.read_bytes()[:1000])
+    else:
+        postings.write_text("not a numpy file")
     reopened = IndexSnapshot(old)
     try:
         for question in _questions():

@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -40,6 +41,8 @@ FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 :func:`graphs.terms.index_text` (case-folded, spaceless scripts as character bigrams)."""
 
 _MAX_QUERY_TERMS = 64
+
+log = logging.getLogger(__name__)
 
 
 def keyword_phrases(text: str) -> list[str]:
@@ -102,7 +105,11 @@ class IndexSnapshot:
         index (generations written before the file existed)."""
         path = self.directory / bm25.POSTINGS_FILE
         if path.exists():
-            return bm25.KeywordPostings.load(path)
+            try:
+                return bm25.KeywordPostings.load(path)
+            except Exception as exc:  # noqa: BLE001 - a damaged file: the FTS5 index holds the same
+                log.warning("index generation %s: %s is unreadable (%s): reading the keyword index instead",
+                            self.directory.name, bm25.POSTINGS_FILE, type(exc).__name__)
         return bm25.KeywordPostings.from_fts(self._conn)
 
     def close(self) -> None:
