@@ -82,9 +82,9 @@ class ModelSettings(_Section):
     # a hosted model's 429s shrink the limit adaptively (graphs/models.py, AdaptiveLimit);
     # "auto" is resolved in bot/runtime.py (AUTO_CONCURRENCY)
     max_concurrent_calls: int | Literal["auto"] = Field(
-        "auto", description="LLM calls in flight at once in this process: a number, or \"auto\" = 1 for the offline "
-                            "model (one llama.cpp context), 64 for Mistral (lowered by itself while the API answers "
-                            "429, raised again after).")
+        "auto", description="LLM calls in flight at once (shared out between graph workers): a number, or \"auto\" "
+                            "= 1 for the offline model (one llama.cpp context), 256 for Mistral (lowered by itself "
+                            "while the API answers 429, raised again after).")
     threads: int = Field(2, ge=1, le=64, description="CPU threads for the offline model.")
 
     @field_validator("max_concurrent_calls")
@@ -157,9 +157,9 @@ class ServiceSettings(_Section):
     # "auto" is resolved in bot/runtime.py (AUTO_CONCURRENCY)
     max_concurrent_runs: int | Literal["auto"] = Field(
         "auto", description="Graph runs in flight across all threads: a number, or \"auto\" = 8 with the offline "
-                            "model, 32 with Mistral per process that runs the graph (64 with two graph workers; "
-                            "more runs in one process only contend for its event loop). Questions beyond it "
-                            "wait, showing the \"queued\" reaction.")
+                            "model, 128 with Mistral per process that runs the graph (256 with two graph workers: "
+                            "a slow model then still answers many questions at once). Questions beyond it wait, "
+                            "showing the \"queued\" reaction.")
     # "auto" is resolved in bot/runtime.py (resolve_graph_workers)
     graph_workers: int | Literal["auto"] = Field(
         "auto", description="Processes that run the graph beside the chat process (bot/service/graph_pool.py), "
