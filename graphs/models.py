@@ -591,6 +591,7 @@ class ModelCaller:
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.max_tokens = int(max_tokens or getattr(model, "max_tokens", None) or 512)
+        self._bindings: dict[type[BaseModel], Any] = {}
         # one local llama.cpp call at a time: queued calls wait here, outside their timeout
         self._sem = asyncio.Semaphore(1) if json_mode == "llamacpp" else None
         # a hosted model: a slot per attempt (a retry's wait holds none), outside the timeout
@@ -666,11 +667,18 @@ class ModelCaller:
         return (await self.complete(system, user, history))[0]
 
     def _bound(self, schema: type[BaseModel]) -> Any:
-        if self.json_mode == "llamacpp":
-            return self.model.bind(response_format={"type": "json_object", "schema": schema.model_json_schema()})
-        if self.json_mode == "mistral":
-            return self.model.bind(response_format={"type": "json_object"})
-        return self.model
+        """The model bound for JSON output of ``schema``, made once per schema (bindings are
+        immutable; building one per call cost a JSON schema and a binding each time)."""
+        bound = self._bindings.get(schema)
+        if bound is None:
+            if self.json_mode == "llamacpp":
+                bound = self.model.bind(response_format={"type": "json_object", "schema": schema.model_json_schema()})
+            elif self.json_mode == "mistral":
+                bound = self.model.bind(response_format={"type": "json_object"})
+            else:
+                bound = self.model
+            self._bindings[schema] = bound
+        return bound
 
     async def structured(self, system: str, user: str, schema: type[T], default: T) -> tuple[T, int]:
         """A completion parsed into ``schema``.
