@@ -105,3 +105,78 @@ def test_a_small_index_ranks_by_weighted_columns_and_length(tmp_path):
     for query in ["checkpointer", "設定ファイルはどこ", "create_react_agent の設定"]:
         assert snap.keyword(query, 3) == snap.keyword_fts(query, 3), query
     assert [d["location"].rsplit("/", 1)[-1] for d in kb.search(["設定ファイルはどこ"], 1)] == ["ja.md"]
+
+
+def _index(tmp_path: Path, files: dict[str, str]) -> KnowledgeBase:
+    src = tmp_path / "kb"
+    src.mkdir()
+    for name, text in files.items():
+        (src / name).write_text(text, encoding="utf-8")
+    kb = KnowledgeBase(tmp_path / "index", [src])
+    kb.ensure_index()
+    return kb
+
+
+@pytest.mark.parametrize("copies", [2, 6])
+def test_equal_scores_keep_fts5s_order(tmp_path, copies):
+    """Chunks with the same text score the same to the last bit only if the arithmetic is
+    FTS5's own, in its order; then ties come out in FTS5's row order (found by an outside
+    try: two identical files, a query naming both, came back the other way round)."""
+    names = ["delta", "foxtrot", "gateway", "search", "alpha_beta", "zulu"][:copies]
+    files = {f"{n}.md": "store thread graph node node node\n" for n in names}
+    if copies > 2:
+        text = "To rotate dashboard errors key rotate dashboard deployment health.\n"
+        files |= {f"copy{i}.md": text for i in range(30)}
+    kb = _index(tmp_path, files)
+    snap = kb.snapshot
+    assert snap is not None
+    queries = ["delta node graph memory foxtrot thread", "how do I search service health dashboard errors gateway?",
+               "zulu alpha_beta store", "copy1 copy2 copy17 rotate dashboard", "node"]
+    for query in queries:
+        for limit in (1, 2, 5, 40):
+            assert snap.keyword(query, limit) == snap.keyword_fts(query, limit), (query, limit)
+
+
+def test_a_word_longer_than_fts5_keeps_is_searched_as_fts5_does(tmp_path):
+    """FTS5 cuts a token at 32,768 bytes, possibly inside a character, which SQLite cannot
+    return as text; indexing and searching such a word must work as FTS5 does."""
+    long_word = "क" * 11000  # 33,000 bytes of UTF-8
+    kb = _index(tmp_path, {"long.md": f"# Long\n\nconfigure {long_word} here\n", "plain.md": "configure the bot\n"})
+    snap = kb.snapshot
+    assert snap is not None
+    for query in [f"how do I configure {long_word}", "ab" + "\U00010348" * 9000, long_word, "configure"]:
+        assert snap.keyword(query, 5) == snap.keyword_fts(query, 5)
+    assert kb.search(["configure"], 5)
+
+
+@pytest.mark.parametrize("damage", ["another generation", "rows out of range", "no rows", "not a number",
+                                    "terms of another shape"])
+def test_postings_that_do_not_match_their_index_are_read_again_from_it(snapshot, tmp_path, caplog, damage):
+    """A postings file that loads but does not belong to its index (copied from another one,
+    edited) is not trusted: the generation reads its postings from FTS5 and says so once."""
+    import numpy as np
+
+    old = tmp_path / snapshot.directory.name
+    shutil.copytree(snapshot.directory, old)
+    path = old / POSTINGS_FILE
+    with np.load(path) as z:
+        arrays = dict(z)
+    if damage == "another generation":
+        arrays["generation"] = np.frombuffer(b"gen-elsewhere", dtype=np.uint8)
+    elif damage == "rows out of range":
+        arrays["rows"] = arrays["rows"] + 10**6
+    elif damage == "no rows":
+        arrays["count"] = np.array(0)
+    elif damage == "not a number":
+        arrays["freqs"] = arrays["freqs"] * np.nan
+    else:
+        arrays["terms"] = np.zeros((2, 2), dtype=np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+    reopened = IndexSnapshot(old)
+    try:
+        for question in _questions()[:20]:
+            assert reopened.keyword(question, 40) == snapshot.keyword_fts(question, 40), question
+    finally:
+        reopened.close()
+    assert len([r for r in caplog.records if POSTINGS_FILE in r.getMessage()]) == 1

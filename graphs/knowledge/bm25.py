@@ -49,31 +49,40 @@ POSTINGS_FILE = "keyword.npz"
 """The postings' file in a generation folder."""
 
 
+def _term(raw: bytes) -> str:
+    """An FTS5 token as text. FTS5 cuts a token at 32,768 bytes, possibly inside a UTF-8
+    character, which SQLite then cannot return as text: the bytes are read as they are and
+    undecodable ones kept as surrogate escapes, the same way on the index and the query side."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
 class KeywordPostings:
     """Term -> (rows, weighted frequency) of one FTS5 table, with each row's length.
 
     Args:
-        terms: FTS5 tokens (Porter stems); a term's position is its id.
+        terms: FTS5 tokens (Porter stems, see :func:`_term`); a term's position is its id.
         indptr: ``len(terms) + 1`` offsets into ``rows`` / ``freqs`` (CSR by term).
         rows: rowids holding each term, ascending per term (int32).
         freqs: the column-weighted occurrence count f of the term in each of those rows.
         lengths: tokens per rowid (index 0 unused), float64.
         count: rows in the table (N).
+        generation: the index generation (folder name) the postings were read from.
     """
 
-    def __init__(self, terms: np.ndarray, indptr: np.ndarray, rows: np.ndarray, freqs: np.ndarray,
-                 lengths: np.ndarray, count: int) -> None:
+    def __init__(self, terms: list[str], indptr: np.ndarray, rows: np.ndarray, freqs: np.ndarray,
+                 lengths: np.ndarray, count: int, generation: str = "") -> None:
         self.terms = terms
-        self.index = {str(t): i for i, t in enumerate(terms.tolist())}
+        self.index = {t: i for i, t in enumerate(terms)}
         self.indptr, self.rows, self.freqs = indptr, rows, freqs
         self.lengths = lengths
         self.count = int(count)
+        self.generation = generation
         avgdl = float(lengths.sum()) / self.count if self.count else 1.0
-        # the row-dependent part of the denominator, once per row
-        self.norm = K1 * (1.0 - B + B * lengths / (avgdl or 1.0))
+        # the row-dependent part of the denominator, once per row, in fts5Bm25Function's order
+        self.norm = K1 * (1 - B + B * lengths / (avgdl or 1.0))
 
     @classmethod
-    def from_fts(cls, conn: sqlite3.Connection, table: str = "fts") -> KeywordPostings:
+    def from_fts(cls, conn: sqlite3.Connection, table: str = "fts", generation: str = "") -> KeywordPostings:
         """Read the postings of FTS5 table ``table`` on ``conn`` (its ``fts5vocab`` instance
         view, made in the connection's temp schema; works on a read-only connection).
 
@@ -86,8 +95,8 @@ class KeywordPostings:
         ids: dict[str, int] = {}
         term_ids, docs, weights = array("i"), array("q"), array("d")
         try:
-            for term, doc, col in conn.execute(f"SELECT term, doc, col FROM {view}"):
-                term_ids.append(ids.setdefault(term, len(ids)))
+            for term, doc, col in conn.execute(f"SELECT CAST(term AS BLOB), doc, col FROM {view}"):
+                term_ids.append(ids.setdefault(_term(term), len(ids)))
                 docs.append(doc)
                 weights.append(weight_of[col])
         finally:
@@ -95,8 +104,8 @@ class KeywordPostings:
         count = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         terms = list(ids)
         if not terms:
-            return cls(np.array([], dtype=str), np.zeros(1, np.int64), np.zeros(0, np.int32),
-                       np.zeros(0, np.float64), np.zeros(1, np.float64), count)
+            return cls([], np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float64),
+                       np.zeros(1, np.float64), count, generation)
         doc_arr = np.frombuffer(docs, dtype=np.int64)
         term_arr = np.frombuffer(term_ids, dtype=np.int32).astype(np.int64)
         max_doc = int(doc_arr.max())
@@ -108,23 +117,50 @@ class KeywordPostings:
         term_of, rows = np.divmod(uniq, max_doc + 1)
         indptr = np.zeros(len(terms) + 1, dtype=np.int64)
         np.cumsum(np.bincount(term_of, minlength=len(terms)), out=indptr[1:])
-        return cls(np.array(terms, dtype=str), indptr, rows.astype(np.int32), freqs, lengths, count)
+        return cls(terms, indptr, rows.astype(np.int32), freqs, lengths, count, generation)
 
     def save(self, path: Path) -> None:
-        """Write the postings to ``path`` (an ``.npz`` file)."""
+        """Write the postings to ``path`` (an ``.npz`` file; the terms as one UTF-8 text, one
+        per line: FTS5 tokens hold no line breaks)."""
+        blob = "\n".join(self.terms).encode("utf-8", "surrogateescape")
         with open(path, "wb") as f:
-            np.savez(f, terms=self.terms, indptr=self.indptr, rows=self.rows, freqs=self.freqs,
-                     lengths=self.lengths, count=np.array(self.count))
+            np.savez(f, terms=np.frombuffer(blob, dtype=np.uint8), indptr=self.indptr, rows=self.rows,
+                     freqs=self.freqs, lengths=self.lengths, count=np.array(self.count),
+                     generation=np.frombuffer(self.generation.encode(), dtype=np.uint8))
 
     @classmethod
-    def load(cls, path: Path) -> KeywordPostings:
-        """Read postings written by :meth:`save`.
+    def load(cls, path: Path, generation: str, count: int) -> KeywordPostings:
+        """Read postings written by :meth:`save` for ``generation`` of ``count`` rows.
 
         Raises:
-            OSError, ValueError, KeyError: the file is missing or not such postings.
+            OSError, ValueError, KeyError, zipfile.BadZipFile: the file is missing, not such
+                postings, or not consistent with itself, its generation or its row count.
         """
         with np.load(path, allow_pickle=False) as z:
-            return cls(z["terms"], z["indptr"], z["rows"], z["freqs"], z["lengths"], int(z["count"]))
+            text = z["terms"].tobytes().decode("utf-8", "surrogateescape")
+            postings = cls(text.split("\n") if text else [], z["indptr"], z["rows"], z["freqs"], z["lengths"],
+                           int(z["count"]), z["generation"].tobytes().decode())
+        postings.check(generation, count)
+        return postings
+
+    def check(self, generation: str, count: int) -> None:
+        """Raise ValueError unless these postings belong to ``generation`` of ``count`` rows
+        and their arrays agree (shapes, offsets, row numbers, finite positive frequencies)."""
+        ind, rows, freqs, lengths = self.indptr, self.rows, self.freqs, self.lengths
+        problems = [
+            (self.generation != generation, f"written for {self.generation!r}"),
+            (self.count != count, f"{self.count} rows, the index has {count}"),
+            (any(a.ndim != 1 for a in (ind, rows, freqs, lengths)), "arrays are not flat"),
+            (len(ind) != len(self.terms) + 1 or len(self.index) != len(self.terms), "offsets do not match the terms"),
+            (len(rows) != len(freqs) or int(ind[0]) != 0 or int(ind[-1]) != len(rows)
+             or bool(np.any(np.diff(ind) < 0)), "offsets do not match the postings"),
+            (len(rows) > 0 and (int(rows.min()) < 1 or int(rows.max()) >= len(lengths)), "row numbers out of range"),
+            (len(lengths) < 1 or len(lengths) - 1 > count, "row lengths do not match the index"),
+            (not bool(np.all(np.isfinite(freqs)) and np.all(freqs > 0)), "frequencies are not positive numbers"),
+        ]
+        failed = [what for bad, what in problems if bad]
+        if failed:
+            raise ValueError("keyword postings do not match the index: " + "; ".join(failed))
 
     def add_term(self, scores: np.ndarray, hit: np.ndarray, token: str) -> None:
         """Add one single-token phrase's bm25 term to ``scores`` (indexed by rowid) and mark
@@ -138,7 +174,9 @@ class KeywordPostings:
         idf = math.log((self.count - n + 0.5) / (n + 0.5))
         if idf <= 0.0:
             idf = 1e-6
-        scores[rows] += idf * (f * (K1 + 1.0)) / (f + self.norm[rows])
+        # the same operations in the same order as fts5Bm25Function (fts5_aux.c), so equal
+        # scores stay equal and ties keep FTS5's row order: idf * (num / denom)
+        scores[rows] += idf * ((f * (K1 + 1.0)) / (f + self.norm[rows]))
         hit[rows] = True
 
 
@@ -162,10 +200,10 @@ class QueryTokenizer:
         with self._lock:
             self._conn.execute("INSERT INTO q (rowid, x) VALUES (1, ?)", (phrase,))
             try:
-                got = self._conn.execute("SELECT term FROM qv ORDER BY offset").fetchall()
+                got = self._conn.execute("SELECT CAST(term AS BLOB) FROM qv ORDER BY offset").fetchall()
             finally:
                 self._conn.execute("DELETE FROM q")
-        return tuple(t for (t,) in got)
+        return tuple(_term(t) for (t,) in got)
 
 
 PhraseScores = Callable[[str], Iterable[tuple[int, float]]]

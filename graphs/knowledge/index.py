@@ -94,23 +94,24 @@ class IndexSnapshot:
                                          check_same_thread=False)
             vec_path = directory / "vectors.npy"
             self.vectors = np.load(vec_path) if vec_path.exists() else None
+            self.count = int(self.manifest.get("chunks", 0))
             self.postings = self._postings()
         except (OSError, ValueError, KeyError, sqlite3.Error) as exc:
             raise KnowledgeBaseError(f"index generation {directory.name} is unreadable: {exc}") from exc
         self._lock = threading.Lock()
-        self.count = int(self.manifest.get("chunks", 0))
 
     def _postings(self) -> bm25.KeywordPostings:
         """The generation's keyword postings: its ``keyword.npz``, or read from its FTS5
         index (generations written before the file existed)."""
         path = self.directory / bm25.POSTINGS_FILE
+        name = self.directory.name
         if path.exists():
             try:
-                return bm25.KeywordPostings.load(path)
+                return bm25.KeywordPostings.load(path, name, self.count)
             except Exception as exc:  # noqa: BLE001 - a damaged file: the FTS5 index holds the same
-                log.warning("index generation %s: %s is unreadable (%s): reading the keyword index instead",
-                            self.directory.name, bm25.POSTINGS_FILE, type(exc).__name__)
-        return bm25.KeywordPostings.from_fts(self._conn)
+                log.warning("index generation %s: %s is unreadable (%s: %s): reading the keyword index instead",
+                            name, bm25.POSTINGS_FILE, type(exc).__name__, str(exc)[:200])
+        return bm25.KeywordPostings.from_fts(self._conn, generation=name)
 
     def close(self) -> None:
         self._conn.close()
@@ -194,7 +195,8 @@ def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | 
              for i, c in enumerate(chunks, start=1)],
         )
         conn.commit()
-        bm25.KeywordPostings.from_fts(conn).save(directory / bm25.POSTINGS_FILE)
+        bm25.KeywordPostings.from_fts(conn, generation=directory.name.removesuffix(".tmp")).save(
+            directory / bm25.POSTINGS_FILE)
     finally:
         conn.close()
     if matrix is not None:
