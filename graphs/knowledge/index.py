@@ -44,6 +44,9 @@ _MAX_QUERY_TERMS = 64
 
 log = logging.getLogger(__name__)
 
+_BM25 = f"bm25(fts, {', '.join(str(w) for w in bm25.COLUMN_WEIGHTS)})"
+"""FTS5's ranking function with the column weights of :data:`bm25.COLUMN_WEIGHTS`."""
+
 
 def keyword_phrases(text: str) -> list[str]:
     """The phrases of free chat text in any script as a keyword query: the distinct content
@@ -133,7 +136,7 @@ class IndexSnapshot:
             return []
         with self._lock:
             rows = self._conn.execute(
-                "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY bm25(fts, 1.0, 2.0, 2.0) LIMIT ?",
+                f"SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY {_BM25} LIMIT ?",
                 (q, limit),
             ).fetchall()
         return [r[0] for r in rows]
@@ -143,7 +146,7 @@ class IndexSnapshot:
         of a one-phrase query is that phrase's term of the sum)."""
         with self._lock:
             return self._conn.execute(
-                "SELECT rowid, bm25(fts, 1.0, 2.0, 2.0) FROM fts WHERE fts MATCH ?", (f'"{phrase}"',)
+                f"SELECT rowid, {_BM25} FROM fts WHERE fts MATCH ?", (f'"{phrase}"',)
             ).fetchall()
 
     def dense(self, query_vector: np.ndarray, limit: int) -> list[int]:
