@@ -83,7 +83,7 @@ class ModelSettings(_Section):
     # "auto" is resolved in bot/runtime.py (AUTO_CONCURRENCY)
     max_concurrent_calls: int | Literal["auto"] = Field(
         "auto", description="LLM calls in flight at once (shared out between graph workers): a number, or \"auto\" "
-                            "= 1 for the offline model (one llama.cpp context), 256 for Mistral (lowered by itself "
+                            "= 1 for the offline model (one llama.cpp context), 64 for Mistral (lowered by itself "
                             "while the API answers 429, raised again after).")
     threads: int = Field(2, ge=1, le=64, description="CPU threads for the offline model.")
 

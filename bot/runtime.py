@@ -102,13 +102,13 @@ def resolve_graders(graders: str, model: BaseChatModel) -> str:
 #: ``"auto"`` concurrency per kind of model: (LLM calls, graph runs). One llama.cpp context
 #: runs one call at a time; a hosted API takes many (its 429s shrink the call limit, see
 #: :class:`graphs.models.AdaptiveLimit`), so a fixed small cap would be the bottleneck (issue 11).
-#: Runs: 128 per process that runs the graph (the chat process, or each graph worker); calls:
-#: 256, the validation's most, shared out between graph workers. Measured with 200 questions
-#: at once (bench/README.md, "Seventh round"): with a 1 s model, 7.6 s against 16.5 s at the
-#: old 64 runs / 64 calls with two workers, and 9.2 s against 28.8 s at 32 runs in one process;
-#: with a 100 ms model 5.0-5.4x one question against 5.6-6.0x with workers, the same in one
-#: process (10.5x: its event loop binds, and more runs there only slow the acks, p95 262 ms).
-AUTO_CONCURRENCY = {"llamacpp": (1, 8), "hosted": (256, 128)}
+#: Runs: 128 per process that runs the graph (the chat process, or each graph worker): with a
+#: 1 s model, 200 questions at once were answered together instead of in waves of 32-64 runs
+#: (bench/README.md, "Seventh round"). Calls: 64, shared out between graph workers: a first
+#: burst of 256 against an API taking 4 calls at once left 5 of 300 calls failed after their
+#: retries before the window had halved down to 4; from 64 every call got through
+#: (tests/test_model_retry.py).
+AUTO_CONCURRENCY = {"llamacpp": (1, 8), "hosted": (64, 128)}
 
 
 def resolve_concurrency(calls: int | str, runs: int | str, model: BaseChatModel, workers: int = 0) -> tuple[int, int]:

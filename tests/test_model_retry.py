@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from bot.runtime import AUTO_CONCURRENCY
 from graphs.models import ModelCaller, RetryableError, build_chat_model
 from tests.fakes.mistral_api import mistral_server
 
@@ -75,17 +76,20 @@ async def test_a_reply_slower_than_a_fractional_timeout_times_out():
     assert time.monotonic() - started < 3.0 and len(fake.requests) == 3
 
 
-@pytest.mark.parametrize("capacity,calls", [(4, 40), (1, 12), (10, 60)])
-async def test_rate_limits_shrink_the_calls_in_flight_instead_of_failing(capacity, calls):
+@pytest.mark.parametrize("capacity,calls,start", [(4, 40, 16), (1, 12, 16), (10, 60, 16),
+                                                  (4, 300, AUTO_CONCURRENCY["hosted"][0])])
+async def test_rate_limits_shrink_the_calls_in_flight_instead_of_failing(capacity, calls, start):
     """A hosted model that takes only ``capacity`` calls at once (429 beyond): the caller's
-    limit of 16 halves on refusals, so every call gets through with few refusals; a fixed
-    cap of 16 would keep sending 16 and run out of retries."""
+    limit (16, or the "auto" cap for a hosted model with its default retries) halves on
+    refusals, so every call gets through with few refusals; a fixed cap of 16 would keep
+    sending 16 and run out of retries, and a first burst of 256 left 5 of 300 calls failed."""
     script = {"direct": [{"content": "Hello.", "delay": 0.05}]}
     async with mistral_server(script, capacity=capacity) as (fake, base):
-        c = caller(base, max_concurrent=16)
-        c._with_retries = c._with_retries.retry_with(stop=__import__("tenacity").stop_after_attempt(6))
+        c = caller(base, max_concurrent=start)
+        if start == 16:
+            c._with_retries = c._with_retries.retry_with(stop=__import__("tenacity").stop_after_attempt(6))
         results = await asyncio.gather(*[c.text("TASK: direct\nHi.", f"q{i}") for i in range(calls)],
                                        return_exceptions=True)
     assert results == ["Hello."] * calls
-    assert fake.rate_limited <= 16 + calls, fake.rate_limited  # a fixed cap: ~15 per round, then failures
-    assert c.limit.window < 16  # it learned the server's capacity
+    assert fake.rate_limited <= start + calls, fake.rate_limited  # a fixed cap: ~15 per round, then failures
+    assert c.limit.window < start  # it learned the server's capacity
