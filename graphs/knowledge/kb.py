@@ -18,6 +18,7 @@ from graphs.knowledge.common import Chunk, EmbeddingRefusedError, IndexStats, Kn
 from graphs.knowledge.embedding import TextEmbedder, embed_texts
 from graphs.knowledge.sources import discover_files
 from graphs.knowledge.splitting import SPLITTER_ID, index_text, split_markdown
+from graphs.knowledge.templates import TEMPLATES_ID, kind_of_file, strip_templates
 from graphs.state import Doc
 
 log = logging.getLogger(__name__)
@@ -325,7 +326,7 @@ class KnowledgeBase:
         return [str(Path(s).expanduser().resolve()) for s in self.sources]
 
     def _chunking_id(self) -> list:
-        return [self.chunk_size, self.chunk_overlap, SPLITTER_ID]
+        return [self.chunk_size, self.chunk_overlap, SPLITTER_ID, TEMPLATES_ID]
 
     def _settings_changed(self, snap: idx.IndexSnapshot) -> bool:
         """The chunking or the embedding model differ from the snapshot's: nothing is reusable."""
@@ -371,8 +372,8 @@ class KnowledgeBase:
                 vectors += [v for _, v in kept]
             else:
                 changed.append(display)
-                new = split_markdown(data.decode("utf-8", errors="replace"), display, digest,
-                                     self.chunk_size, self.chunk_overlap)
+                text = strip_templates(data.decode("utf-8", errors="replace"), kind_of_file(display))
+                new = split_markdown(text, display, digest, self.chunk_size, self.chunk_overlap)
                 chunks += new
                 vectors += [None] * len(new)
             progress("split", i, len(files))
