@@ -11,7 +11,7 @@
 Both are served by one small aiohttp server per port (the same port may carry both).
 Each platform adapter says how to tell whether it is connected
 (:meth:`PlatformHealth.watch`); Slack HTTP mode also keeps its own ``/healthz`` on the
-Events API port (:func:`bot.platforms.slack.serve_http`).
+Events API port (:func:`bot.platforms.slack.http_server.serve_http`).
 """
 
 from __future__ import annotations

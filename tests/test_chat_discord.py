@@ -110,7 +110,7 @@ async def test_start_with_command_guilds_publishes_to_those_servers_only(fake, o
 
 
 async def test_threadwise_discord_sync_publishes_globally_or_to_a_server(fake, tmp_path, monkeypatch):  # noqa: F811
-    from bot.__main__ import main
+    from bot.cli import main
     from tests.fakes.discord_gateway import write_config
 
     config = write_config(tmp_path, fake, discord="command_guild_ids = []")

@@ -14,7 +14,7 @@ import pytest
 from bot.chat import feedback
 from bot.chat.policy import OUTSIDER_REFUSAL
 from bot.chat.threads import parse_thread_key, thread_key
-from bot.platforms.slack_blocks import ACTION_VOTE_ESCALATE
+from bot.platforms.slack.blocks import ACTION_VOTE_ESCALATE
 from tests.fakes.slack_api import SlackEvents, vote_buttons
 
 OTHER_ORG = "T0OTHERORG"

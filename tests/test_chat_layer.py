@@ -13,9 +13,9 @@ from bot.chat.policy import ignore_reason, may_answer_help
 from bot.chat.split import split_text
 from bot.chat.tasks import BackgroundTasks
 from bot.platforms.console import format_answer as console_answer
-from bot.platforms.discord_format import format_sources, split_message
-from bot.platforms.slack_blocks import sources_mrkdwn
-from bot.platforms.slack_format import split_mrkdwn
+from bot.platforms.discord.format import format_sources, split_message
+from bot.platforms.slack.blocks import sources_mrkdwn
+from bot.platforms.slack.format import split_mrkdwn
 from bot.protocol import Answer, Source
 
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bot.platforms.discord_format import (
+from bot.platforms.discord.format import (
     format_answer,
     format_help_request,
     size,

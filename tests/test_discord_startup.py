@@ -10,7 +10,7 @@ import discord
 import pytest
 
 from bot.config import Secrets, load_settings
-from bot.platforms.discord_ import discord_enabled, run_discord
+from bot.platforms.discord.app import discord_enabled, run_discord
 from bot.runtime import open_runtime
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.discord_gateway import (

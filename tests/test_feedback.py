@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bot.__main__ import main
+from bot.cli import main
 from bot.config import load_settings
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, vote_buttons, write_config

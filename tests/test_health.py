@@ -14,8 +14,8 @@ import pytest
 
 from bot.config import Secrets, load_settings
 from bot.monitoring import serve_monitoring
-from bot.platforms.discord_ import build_discord_bot, run_discord
-from bot.platforms.slack import run_slack
+from bot.platforms.discord.app import build_discord_bot, run_discord
+from bot.platforms.slack.run import run_slack
 from bot.runtime import open_runtime
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.discord_gateway import FakeDiscord

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from bot.__main__ import main
+from bot.cli import main
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, write_config
 

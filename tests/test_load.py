@@ -18,7 +18,7 @@ import aiohttp
 
 from bot.config import Secrets, load_settings
 from bot.platforms.console import ConsoleResponder
-from bot.platforms.slack import run_slack
+from bot.platforms.slack.run import run_slack
 from bot.protocol import IncomingMessage, Status
 from bot.runtime import AUTO_CONCURRENCY, open_runtime, resolve_concurrency
 from tests.conftest import scripted_runtime, wait_healthy

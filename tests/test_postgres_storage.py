@@ -212,7 +212,7 @@ def test_storage_and_shard_settings_are_validated(tmp_path, toml, problem):
 
 
 async def test_discord_client_gets_the_shard_settings(tmp_path):
-    from bot.platforms.discord_ import build_discord_bot
+    from bot.platforms.discord.app import build_discord_bot
 
     for shards, expected in (("shard_id = 1\nshard_count = 3\n", (1, 3)), ("", (None, None))):
         root = tmp_path / (shards[:10].strip() or "plain").replace(" ", "")

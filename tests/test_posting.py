@@ -12,7 +12,7 @@ import logging
 
 import pytest
 
-from bot.platforms import slack_responder
+from bot.platforms.slack import responder as slack_responder
 from tests.test_slack_help import grader
 
 needs_post_error = pytest.mark.skipif("PostError" not in inspect.getsource(slack_responder),

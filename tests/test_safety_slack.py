@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from bot.platforms.slack_blocks import HelpRef, answer_messages, help_request_message
+from bot.platforms.slack.blocks import HelpRef, answer_messages, help_request_message
 from bot.protocol import Answer, HelpRequest, Source
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, SlackHarness, all_text, write_config

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from bot.platforms.slack_blocks import (
+from bot.platforms.slack.blocks import (
     HelpRef,
     answer_messages,
     help_modal,
@@ -16,7 +16,7 @@ from bot.platforms.slack_blocks import (
     mentions,
     question_block_of,
 )
-from bot.platforms.slack_format import incoming_text, markdown_to_mrkdwn, split_mrkdwn
+from bot.platforms.slack.format import incoming_text, markdown_to_mrkdwn, split_mrkdwn
 from bot.protocol import Answer, HelpRequest, HumanAction, Source
 from tests.fakes.slack_api import _check_view, check_blocks
 

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from bot.config import Secrets, load_settings
-from bot.platforms.slack import run_slack, slack_enabled
+from bot.platforms.slack.run import run_slack, slack_enabled
 from bot.runtime import open_runtime
 from tests.conftest import requires_offline_model, wait_healthy
 from tests.fakes.bot_process import BotProcess

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 # CommonMark fences: three or more backticks or tildes, up to three spaces of indent.
 MARKDOWN_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
-# Slack mrkdwn knows only ``` blocks (no language tags; bot.platforms.slack_format drops them).
+# Slack mrkdwn knows only ``` blocks (no language tags; bot.platforms.slack.format drops them).
 MRKDWN_FENCE = re.compile(r"^\s*(```)(.*)$")
 
 Size = Callable[[str], int]

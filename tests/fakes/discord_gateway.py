@@ -911,7 +911,7 @@ class DiscordHarness:
         from contextlib import AsyncExitStack
 
         from bot.config import Secrets, load_settings
-        from bot.platforms.discord_ import build_discord_bot, run_discord
+        from bot.platforms.discord.app import build_discord_bot, run_discord
         from bot.runtime import open_runtime
 
         settings = load_settings(self.config_path)

@@ -674,7 +674,7 @@ class SlackHarness:
         from contextlib import AsyncExitStack
 
         from bot.config import Secrets, load_settings
-        from bot.platforms.slack import build_slack_app
+        from bot.platforms.slack.app import build_slack_app
         from bot.runtime import open_runtime
 
         settings = load_settings(self.config_path)

@@ -30,17 +30,17 @@ from bot.chat.help import duration
 from bot.chat.reactions import ReactionState
 from bot.chat.text import Mention, Part, compose
 from bot.logs import for_thread
-from bot.platforms.discord_auth import expert_mentions
-from bot.platforms.discord_format import (
+from bot.platforms.discord.auth import expert_mentions
+from bot.platforms.discord.format import (
     format_answer,
     format_help_request,
     split_message,
 )
-from bot.platforms.discord_views import help_view, vote_view
+from bot.platforms.discord.views import help_view, vote_view
 from bot.protocol import STEP_STATUSES, UNFINISHED_STATUSES, Answer, HelpRequest, PostError, Status
 
 if TYPE_CHECKING:
-    from bot.platforms.discord_ import ThreadwiseBot
+    from bot.platforms.discord.app import ThreadwiseBot
 
 log = logging.getLogger("threadwise.discord")
 

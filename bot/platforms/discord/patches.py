@@ -2,7 +2,7 @@
 
 discord.py has no per-client setting for its endpoints or its JSON parser, so both are
 module state; everything that changes them is here, applied by :func:`apply` when a client
-is built (:func:`bot.platforms.discord_.build_discord_bot`), with a test each
+is built (:func:`bot.platforms.discord.app.build_discord_bot`), with a test each
 (tests/test_discord_startup.py, tests/test_unicode.py):
 
 * **Endpoints** - ``[discord] api_base_url`` / ``gateway_url`` (a local fake gateway in tests,

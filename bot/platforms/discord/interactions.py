@@ -1,8 +1,8 @@
 """Discord interactions: the help request's buttons and modals, and the 👍 / 👎 feedback.
 
-:class:`Interactions` is held by :class:`bot.platforms.discord_.ThreadwiseBot`; the
+:class:`Interactions` is held by :class:`bot.platforms.discord.app.ThreadwiseBot`; the
 components call it, and the client's ``on_interaction`` hands it modal submits. The components are persistent
-(:mod:`bot.platforms.discord_views`: their custom ids carry the thread key, so they work
+(:mod:`bot.platforms.discord.views`: their custom ids carry the thread key, so they work
 after a restart); every click is acknowledged at once and its work runs in the background.
 Whether a click on a help request is refused, opens a modal or resumes is the shared decision
 (:func:`bot.chat.help.on_help_click`); the resume and the edit of the help request after it are the shared step
@@ -20,9 +20,9 @@ import discord
 from bot.chat import feedback, help
 from bot.chat.text import Mention, Part
 from bot.logs import for_thread
-from bot.platforms.discord_auth import is_admin, is_expert, permissions_of
-from bot.platforms.discord_responder import InteractionResponder, discord_text
-from bot.platforms.discord_views import (
+from bot.platforms.discord.auth import is_admin, is_expert, permissions_of
+from bot.platforms.discord.responder import InteractionResponder, discord_text
+from bot.platforms.discord.views import (
     escalate_view,
     help_modal,
     modal_text,
@@ -33,7 +33,7 @@ from bot.platforms.discord_views import (
 from bot.protocol import HumanAction
 
 if TYPE_CHECKING:
-    from bot.platforms.discord_ import ThreadwiseBot
+    from bot.platforms.discord.app import ThreadwiseBot
 
 log = logging.getLogger("threadwise.discord")
 
@@ -45,7 +45,7 @@ def channel_of(thread_key: str) -> int:
 
 
 class Interactions:
-    """Component and modal handlers of :class:`~bot.platforms.discord_.ThreadwiseBot`.
+    """Component and modal handlers of :class:`~bot.platforms.discord.app.ThreadwiseBot`.
 
     Args:
         bot: the client (its ``service``, settings, task registry and the conversations' channels).

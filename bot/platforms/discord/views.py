@@ -26,7 +26,7 @@ from bot.chat import feedback
 from bot.protocol import HumanAction
 
 if TYPE_CHECKING:
-    from bot.platforms.discord_ import ThreadwiseBot
+    from bot.platforms.discord.app import ThreadwiseBot
 
 THREAD_KEY = r"discord:(?:dm|\d+):\d+"
 _CODES = {HumanAction.ANSWER: "a", HumanAction.RETRY: "r", HumanAction.DISMISS: "d"}

@@ -1,6 +1,6 @@
 """Discord messages in: which gateway messages are questions, and where they are answered.
 
-:class:`Messages` is the client's ``on_message`` (:class:`bot.platforms.discord_.ThreadwiseBot`
+:class:`Messages` is the client's ``on_message`` (:class:`bot.platforms.discord.app.ThreadwiseBot`
 holds one and hands it every message). What it decides (see docs/discord.md):
 
 * whether a message is for the bot: system messages, the bot itself and other bots are
@@ -25,13 +25,13 @@ from bot.admin import AdminCommands
 from bot.chat import policy
 from bot.chat.threads import thread_key
 from bot.logs import for_thread
-from bot.platforms.discord_auth import is_admin, may_answer_help
-from bot.platforms.discord_format import strip_mentions, thread_name
-from bot.platforms.discord_responder import DiscordResponder
+from bot.platforms.discord.auth import is_admin, may_answer_help
+from bot.platforms.discord.format import strip_mentions, thread_name
+from bot.platforms.discord.responder import DiscordResponder
 from bot.protocol import IncomingMessage, clean_text
 
 if TYPE_CHECKING:
-    from bot.platforms.discord_ import ThreadwiseBot
+    from bot.platforms.discord.app import ThreadwiseBot
 
 log = logging.getLogger("threadwise.discord")
 
@@ -44,7 +44,7 @@ def thread_key_for(channel: Any, guild_id: int | None) -> str:
 
 
 class Messages:
-    """``on_message`` of :class:`~bot.platforms.discord_.ThreadwiseBot` and what it needs.
+    """``on_message`` of :class:`~bot.platforms.discord.app.ThreadwiseBot` and what it needs.
 
     Args:
         bot: the client (its ``user``, ``service``, settings, task registry and the

@@ -28,14 +28,14 @@ from bot.chat.reactions import ReactionState
 from bot.chat.text import Part
 from bot.config import SlackSettings
 from bot.logs import for_thread
-from bot.platforms.slack_blocks import (
+from bot.platforms.slack.blocks import (
     HelpRef,
     answer_messages,
     block_plain_text,
     help_request_message,
 )
-from bot.platforms.slack_client import slack_error
-from bot.platforms.slack_format import escape, split_mrkdwn, to_mrkdwn
+from bot.platforms.slack.client import slack_error
+from bot.platforms.slack.format import escape, split_mrkdwn, to_mrkdwn
 from bot.protocol import STEP_STATUSES, Answer, HelpRequest, PostError, Status
 
 log = logging.getLogger(__name__)

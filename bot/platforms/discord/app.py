@@ -3,13 +3,13 @@
 This module is the client and its lifecycle (connect, intents fallback, shutdown); the
 rest of the adapter is split by concern:
 
-* :mod:`bot.platforms.discord_messages` - gateway messages in: which are questions, where answered;
-* :mod:`bot.platforms.discord_interactions` - help-request buttons and modals, feedback votes;
-* :mod:`bot.platforms.discord_commands` - ``/threadwise`` (an app_commands Group) and its publishing;
-* :mod:`bot.platforms.discord_responder` - posting (answers, help requests, reactions);
-* :mod:`bot.platforms.discord_format`, :mod:`~bot.platforms.discord_views`,
-  :mod:`~bot.platforms.discord_auth` - text, components, who is admin/expert;
-* :mod:`bot.platforms.discord_patches` - the process-wide discord.py settings (endpoints, JSON).
+* :mod:`bot.platforms.discord.messages` - gateway messages in: which are questions, where answered;
+* :mod:`bot.platforms.discord.interactions` - help-request buttons and modals, feedback votes;
+* :mod:`bot.platforms.discord.commands` - ``/threadwise`` (an app_commands Group) and its publishing;
+* :mod:`bot.platforms.discord.responder` - posting (answers, help requests, reactions);
+* :mod:`bot.platforms.discord.format`, :mod:`~bot.platforms.discord.views`,
+  :mod:`~bot.platforms.discord.auth` - text, components, who is admin/expert;
+* :mod:`bot.platforms.discord.patches` - the process-wide discord.py settings (endpoints, JSON).
 
 Triggers (see docs/discord.md):
 
@@ -61,12 +61,12 @@ from bot.chat.channels import entry_for
 from bot.chat.policy import is_outsider
 from bot.chat.tasks import BackgroundTasks
 from bot.config import DiscordSettings, Secrets, Settings
-from bot.platforms import discord_patches
-from bot.platforms.discord_commands import ThreadwiseCommands, on_command_error, publish
-from bot.platforms.discord_interactions import Interactions, channel_of
-from bot.platforms.discord_messages import Messages, thread_key_for
-from bot.platforms.discord_responder import DiscordResponder
-from bot.platforms.discord_views import EscalateButton, HelpButton, VoteButton
+from bot.platforms.discord import patches
+from bot.platforms.discord.commands import ThreadwiseCommands, on_command_error, publish
+from bot.platforms.discord.interactions import Interactions, channel_of
+from bot.platforms.discord.messages import Messages, thread_key_for
+from bot.platforms.discord.responder import DiscordResponder
+from bot.platforms.discord.views import EscalateButton, HelpButton, VoteButton
 
 __all__ = ["ThreadwiseBot", "build_discord_bot", "channel_of", "discord_enabled", "run_discord", "thread_key_for"]
 
@@ -186,11 +186,11 @@ class ThreadwiseBot(discord.Client):
 
     # ------------------------------------------------------------------ events
     async def on_message(self, message: discord.Message) -> None:
-        """A gateway message: :meth:`bot.platforms.discord_messages.Messages.on_message`."""
+        """A gateway message: :meth:`bot.platforms.discord.messages.Messages.on_message`."""
         await self.messages.on_message(message)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
-        """Modal submits: :meth:`bot.platforms.discord_interactions.Interactions.on_interaction`
+        """Modal submits: :meth:`bot.platforms.discord.interactions.Interactions.on_interaction`
         (slash commands and buttons have their own handlers)."""
         await self.interactions.on_interaction(interaction)
 
@@ -198,7 +198,7 @@ class ThreadwiseBot(discord.Client):
     async def setup_hook(self) -> None:
         """Register the persistent components; publish ``/threadwise`` to the servers of
         ``[discord] command_guild_ids`` when set (never globally on start: that is
-        ``threadwise discord sync``, :mod:`bot.platforms.discord_commands`)."""
+        ``threadwise discord sync``, :mod:`bot.platforms.discord.commands`)."""
         self.add_dynamic_items(HelpButton, VoteButton, EscalateButton)
         guild_ids = list(self.discord_settings.command_guild_ids)
         if not guild_ids:
@@ -290,10 +290,10 @@ def build_discord_bot(
     """Build the client for ``runtime`` (not connected yet).
 
     ``[discord] api_base_url`` / ``gateway_url`` (e.g. a local fake in tests) replace
-    discord.py's endpoints for the whole process (:mod:`bot.platforms.discord_patches`).
+    discord.py's endpoints for the whole process (:mod:`bot.platforms.discord.patches`).
     """
     s = runtime.settings.discord
-    discord_patches.apply(s.api_base_url, s.gateway_url)
+    patches.apply(s.api_base_url, s.gateway_url)
     return ThreadwiseBot(runtime, intents=intents, guild_ready_timeout=guild_ready_timeout)
 
 

@@ -28,14 +28,14 @@ from discord import app_commands
 
 from bot.chat.commands import SlashCommand, on_command
 from bot.logs import for_thread
-from bot.platforms import discord_patches
-from bot.platforms.discord_auth import is_admin, may_answer_help, permissions_of
-from bot.platforms.discord_messages import thread_key_for
-from bot.platforms.discord_responder import InteractionResponder
+from bot.platforms.discord import patches
+from bot.platforms.discord.auth import is_admin, may_answer_help, permissions_of
+from bot.platforms.discord.messages import thread_key_for
+from bot.platforms.discord.responder import InteractionResponder
 from bot.protocol import IncomingMessage
 
 if TYPE_CHECKING:
-    from bot.platforms.discord_ import ThreadwiseBot
+    from bot.platforms.discord.app import ThreadwiseBot
 
 log = logging.getLogger("threadwise.discord")
 
@@ -162,7 +162,7 @@ async def sync_commands(token: str, *, api_base_url: str = "", guild_ids: list[i
         discord.LoginFailure: the token was rejected.
         discord.HTTPException: Discord refused the publication.
     """
-    discord_patches.apply(api_base_url)
+    patches.apply(api_base_url)
     client = discord.Client(intents=discord.Intents.none())
     tree: app_commands.CommandTree[Any] = app_commands.CommandTree(client)
     tree.add_command(ThreadwiseCommands())

@@ -21,7 +21,7 @@ from bot.chat import feedback, sources
 from bot.chat.help import HELP_LEAD, how_to_answer
 from bot.chat.sources import SourceLine
 from bot.chat.text import Mention, Part
-from bot.platforms.slack_format import (
+from bot.platforms.slack.format import (
     escape,
     markdown_to_mrkdwn,
     slack_link,
