@@ -34,9 +34,11 @@ DOCS = {
     + (f"The setting number {i} is configured with KEY_{i}=on. " * 12)
     for i in range(20)
 }
-ANSWER = ("The setting is configured with KEY_{n}=on in the service file [1]. Restart the worker after the "
-          "change so it picks it up, and check the logs for the line that confirms the new value. If several "
-          "workers run, change all of them; the setting is read once at start [1].")
+ANSWER = (
+    "The setting is configured with KEY_{n}=on in the service file [1]. Restart the worker after the "
+    "change so it picks it up, and check the logs for the line that confirms the new value. If several "
+    "workers run, change all of them; the setting is read once at start [1]."
+)
 
 
 def write_config(root: Path, keep: int) -> Path:
@@ -87,8 +89,11 @@ async def run(turns: int, keep: int, vacuum: bool, every: int, root: Path) -> li
         t0 = time.perf_counter()
         for i in range(1, turns + 1):
             n["i"] = i % 20
-            await rt.service.ask(key, f"Turn {i}: how is setting {i % 20} configured, and what must I restart "
-                                      f"after changing KEY_{i % 20}?", out)
+            await rt.service.ask(
+                key,
+                f"Turn {i}: how is setting {i % 20} configured, and what must I restart after changing KEY_{i % 20}?",
+                out,
+            )
             if i % every == 0 or i == turns:
                 values = await rt.service.thread_values(key)
                 conversation = sum(len(str(m.content).encode()) for m in values.get("messages", []))
@@ -96,17 +101,26 @@ async def run(turns: int, keep: int, vacuum: bool, every: int, root: Path) -> li
                     await saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 stored = await checkpoints.thread_bytes(saver, key)
                 path = settings.path(settings.service.checkpoint_db)
-                rows.append({"turns": i, "conversation": conversation, "stored": stored,
-                             "ratio": stored / max(conversation, 1), "file": file_bytes(path),
-                             "checkpoints": len(await checkpoints_of(saver, key)),
-                             "limit": 5 * conversation + 200_000, "seconds": time.perf_counter() - t0})
+                rows.append(
+                    {
+                        "turns": i,
+                        "conversation": conversation,
+                        "stored": stored,
+                        "ratio": stored / max(conversation, 1),
+                        "file": file_bytes(path),
+                        "checkpoints": len(await checkpoints_of(saver, key)),
+                        "limit": 5 * conversation + 200_000,
+                        "seconds": time.perf_counter() - t0,
+                    }
+                )
     return rows
 
 
 async def checkpoints_of(saver, key: str) -> list[str]:
     async with saver.lock:
-        rows = await (await saver.conn.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?",
-                                               (key,))).fetchall()
+        rows = await (
+            await saver.conn.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?", (key,))
+        ).fetchall()
     return [r[0] for r in rows]
 
 
@@ -121,11 +135,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = asyncio.run(run(args.turns, args.keep, not args.no_vacuum, args.every or args.turns, Path(tmp)))
     print(f"keep={args.keep} vacuum={'off' if args.no_vacuum else 'incremental'}")
-    print(f"{'turns':>6} {'conversation':>13} {'stored/thread':>14} {'ratio':>6} {'limit':>10} {'file':>10} "
-          f"{'ckpts':>5} {'s':>6}")
+    print(
+        f"{'turns':>6} {'conversation':>13} {'stored/thread':>14} {'ratio':>6} {'limit':>10} {'file':>10} "
+        f"{'ckpts':>5} {'s':>6}"
+    )
     for r in rows:
-        print(f"{r['turns']:>6} {r['conversation']:>13,} {r['stored']:>14,} {r['ratio']:>6.1f} {r['limit']:>10,} "
-              f"{r['file']:>10,} {r['checkpoints']:>5} {r['seconds']:>6.0f}")
+        print(
+            f"{r['turns']:>6} {r['conversation']:>13,} {r['stored']:>14,} {r['ratio']:>6.1f} {r['limit']:>10,} "
+            f"{r['file']:>10,} {r['checkpoints']:>5} {r['seconds']:>6.0f}"
+        )
     bad = [r for r in rows if r["stored"] > r["limit"]]
     print("within target" if not bad else f"OVER TARGET at {[r['turns'] for r in bad]}")
 

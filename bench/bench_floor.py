@@ -71,8 +71,9 @@ UNIQUE = itertools.count(1)
 PROMPT_CHARS = {"route": 2000, "grade": 6000, "generate": 6000, "grade_answer": 3000}
 
 
-async def cpu_per_question(make: Callable[[int], Awaitable[Any]], questions: int,
-                           concurrency: int) -> tuple[float, float]:
+async def cpu_per_question(
+    make: Callable[[int], Awaitable[Any]], questions: int, concurrency: int
+) -> tuple[float, float]:
     """CPU milliseconds per question for ``make(i)`` run ``questions`` times, ``concurrency``
     at once (after 10 warm-up calls): ``(whole process, event loop thread)``."""
     for i in range(10):
@@ -109,8 +110,7 @@ async def measure(urls: dict[str, str], args: argparse.Namespace) -> dict[str, t
     slack = AsyncWebClient(token=BOT_TOKEN, base_url=urls["slack"], session=session)
 
     # ---- slack-bolt: two deliveries per question --------------------------------------
-    app = AsyncApp(token=BOT_TOKEN, signing_secret=SIGNING_SECRET, client=slack,
-                   request_verification_enabled=True)
+    app = AsyncApp(token=BOT_TOKEN, signing_secret=SIGNING_SECRET, client=slack, request_verification_enabled=True)
 
     @app.event("app_mention")
     async def _mention(ack: Any) -> None:
@@ -125,8 +125,9 @@ async def measure(urls: dict[str, str], args: argparse.Namespace) -> dict[str, t
     async def bolt(i: int) -> None:
         ts = f"1700000000.{i:06d}"
         for kind in ("app_mention", "message"):
-            body, headers = events.event(events.message(user="U1", channel="C1", text=f"<@{BOT_USER_ID}> q {i}",
-                                                        ts=ts, kind=kind))
+            body, headers = events.event(
+                events.message(user="U1", channel="C1", text=f"<@{BOT_USER_ID}> q {i}", ts=ts, kind=kind)
+            )
             response = await app.async_dispatch(AsyncBoltRequest(body=body, headers=headers))
             assert response.status == 200, response.body
 
@@ -150,16 +151,21 @@ async def measure(urls: dict[str, str], args: argparse.Namespace) -> dict[str, t
     system = "You are a grader. " * 20
 
     def model(client: str) -> ChatMistralAI:
-        chat = ChatMistralAI(model="mistral-small-latest", api_key="bench-key", endpoint=urls["llm"],
-                             max_retries=0, timeout=30)
+        chat = ChatMistralAI(
+            model="mistral-small-latest", api_key="bench-key", endpoint=urls["llm"], max_retries=0, timeout=30
+        )
         if client == "aiohttp":
             old = chat.async_client
-            chat.async_client = model_http_client(base_url=old.base_url, headers=old.headers, timeout=30,
-                                                  connections=256)
+            chat.async_client = model_http_client(
+                base_url=old.base_url, headers=old.headers, timeout=30, connections=256
+            )
         else:
-            chat.async_client = httpx.AsyncClient(base_url=str(chat.async_client.base_url),
-                                                  headers=chat.async_client.headers, timeout=30,
-                                                  limits=httpx.Limits(max_keepalive_connections=256))
+            chat.async_client = httpx.AsyncClient(
+                base_url=str(chat.async_client.base_url),
+                headers=chat.async_client.headers,
+                timeout=30,
+                limits=httpx.Limits(max_keepalive_connections=256),
+            )
         return chat
 
     for client in ("default", "aiohttp"):
@@ -170,7 +176,8 @@ async def measure(urls: dict[str, str], args: argparse.Namespace) -> dict[str, t
                 await chat.ainvoke([SystemMessage(system + task), HumanMessage(("word " * (chars // 5)) + str(i))])
 
         out[f"langchain-mistralai: 4 calls (client={client})"] = await cpu_per_question(
-            llm, args.questions, args.concurrency)
+            llm, args.questions, args.concurrency
+        )
         close = getattr(chat.async_client, "aclose", None)
         if close:
             await close()
@@ -186,6 +193,7 @@ async def measure(urls: dict[str, str], args: argparse.Namespace) -> dict[str, t
         async def run(state: State) -> dict[str, Any]:
             get_stream_writer()({"phase": name})
             return {"path": [*state.get("path", []), name], name if name in State.__annotations__ else "route": name}
+
         return run
 
     names = ["start", "route", "retrieve", "grade_documents", "generate", "grade_answer", "finish"]
@@ -202,15 +210,21 @@ async def measure(urls: dict[str, str], args: argparse.Namespace) -> dict[str, t
 
             async def run_graph(i: int) -> None:
                 cfg = {"configurable": {"thread_id": f"t{i}-{time.monotonic_ns()}"}}
-                async for _ in graph.astream({"messages": [HumanMessage(f"question {i}")]}, cfg,
-                                             stream_mode=["custom", "values"], durability="exit"):
+                async for _ in graph.astream(
+                    {"messages": [HumanMessage(f"question {i}")]},
+                    cfg,
+                    stream_mode=["custom", "values"],
+                    durability="exit",
+                ):
                     pass
 
             out["langgraph: 7-node run, SQLite checkpoint"] = await cpu_per_question(
-                run_graph, args.questions, args.concurrency)
+                run_graph, args.questions, args.concurrency
+            )
             graph = g.compile()
             out["langgraph: 7-node run, no checkpointer"] = await cpu_per_question(
-                run_graph, args.questions, args.concurrency)
+                run_graph, args.questions, args.concurrency
+            )
     await session.close()
     return out
 
@@ -231,20 +245,33 @@ def main() -> None:
         runs = []
         for r in range(args.repeats):
             runs.append(asyncio.run(measure(urls, args)))
-            print(f"[run {r + 1}] " + ", ".join(f"{k}: {v[0]:.2f}/{v[1]:.2f} ms" for k, v in runs[-1].items()),
-                  flush=True)
+            print(
+                f"[run {r + 1}] " + ", ".join(f"{k}: {v[0]:.2f}/{v[1]:.2f} ms" for k, v in runs[-1].items()), flush=True
+            )
     finally:
         fakes.terminate()
         fakes.wait(10)
-    summary = {k: {"process_ms": round(statistics.median(run[k][0] for run in runs), 3),
-                   "loop_ms": round(statistics.median(run[k][1] for run in runs), 3)} for k in runs[0]}
+    summary = {
+        k: {
+            "process_ms": round(statistics.median(run[k][0] for run in runs), 3),
+            "loop_ms": round(statistics.median(run[k][1] for run in runs), 3),
+        }
+        for k in runs[0]
+    }
     parts = [k for k in summary if "client=default" not in k and "no checkpointer" not in k]
     summary["floor: sum (model on the aiohttp client, SQLite checkpoint)"] = {
-        m: round(sum(summary[k][m] for k in parts), 3) for m in ("process_ms", "loop_ms")}
+        m: round(sum(summary[k][m] for k in parts), 3) for m in ("process_ms", "loop_ms")
+    }
     label = args.label or git_label()["commit"]
-    result = {"label": label, **git_label(), "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
-              "settings": vars(args), "cpu_ms_per_question": summary, "runs": runs,
-              "load_average": os.getloadavg()}
+    result = {
+        "label": label,
+        **git_label(),
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "settings": vars(args),
+        "cpu_ms_per_question": summary,
+        "runs": runs,
+        "load_average": os.getloadavg(),
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"floor-{label}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")

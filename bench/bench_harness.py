@@ -71,15 +71,21 @@ def free_port() -> int:
 
 def git_label() -> dict[str, str]:
     """Commit, branch and a dirty flag of the checkout the bench runs from."""
+
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
+            return subprocess.run(
+                ["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
+
     dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "bot", "graphs"))
-    return {"commit": git("rev-parse", "--short", "HEAD"), "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
-            "dirty": str(dirty).lower()}
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+        "dirty": str(dirty).lower(),
+    }
 
 
 def load_questions(path: Path, kinds: tuple[str, ...] = ("kb",)) -> list[str]:
@@ -99,7 +105,7 @@ _GENERATE_REPLY = (
 def _task(messages: list[dict[str, Any]]) -> str:
     system = next((str(m.get("content") or "") for m in messages if m.get("role") == "system"), "")
     first = system.lstrip().split("\n", 1)[0]
-    return first[len("TASK:"):].strip() if first.startswith("TASK:") else ""
+    return first[len("TASK:") :].strip() if first.startswith("TASK:") else ""
 
 
 def _content_text(message: dict[str, Any]) -> str:
@@ -120,8 +126,12 @@ def reply_for(task: str, messages: list[dict[str, Any]]) -> str:
     if task == "grade_documents":
         everything = "\n".join(_content_text(m) for m in messages)
         ids = sorted({int(i) for i in re.findall(r"^\[(\d+)\]", everything, re.M)}) or [1]
-        return json.dumps({"documents": [{"id": i, "relevant": True, "facts": "set it in langgraph.json"}
-                                         for i in ids], "feedback": ""})
+        return json.dumps(
+            {
+                "documents": [{"id": i, "relevant": True, "facts": "set it in langgraph.json"} for i in ids],
+                "feedback": "",
+            }
+        )
     if task == "generate":
         return _GENERATE_REPLY
     if task == "grade_answer":
@@ -174,13 +184,22 @@ class FakeLLM:
             self.tasks.append((now, task))
             await asyncio.sleep(self.delay)
             content = reply_for(task, messages)
-            return web.json_response({
-                "id": f"cmpl-{len(self.tasks)}", "object": "chat.completion", "model": body.get("model", "m"),
-                "created": int(time.time()),
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": content, "tool_calls": None}}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150},
-            })
+            return web.json_response(
+                {
+                    "id": f"cmpl-{len(self.tasks)}",
+                    "object": "chat.completion",
+                    "model": body.get("model", "m"),
+                    "created": int(time.time()),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": content, "tool_calls": None},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150},
+                }
+            )
         finally:
             self.in_flight -= 1
             self.events.append((time.monotonic(), -1))
@@ -208,8 +227,13 @@ class FakeLLM:
         for t, task in self.tasks:
             if start <= t <= end:
                 by_task[task or "?"] = by_task.get(task or "?", 0) + 1
-        return {"max": peak, "mean": round(area / span, 2), "mean_while_busy": round(area / busy, 2) if busy else 0.0,
-                "calls": sum(by_task.values()), "calls_by_task": by_task}
+        return {
+            "max": peak,
+            "mean": round(area / span, 2),
+            "mean_while_busy": round(area / busy, 2) if busy else 0.0,
+            "calls": sum(by_task.values()),
+            "calls_by_task": by_task,
+        }
 
 
 # ---- what the fake Slack saw, per question ------------------------------------------------
@@ -285,8 +309,16 @@ def proc_memory_mb(pid: int) -> dict[str, float]:
     return out
 
 
-def write_bench_config(folder: Path, *, slack_api: str, llm_base_url: str, port: int, corpus: Path,
-                       embeddings: str = "none", index_dir: Path | None = None) -> Path:
+def write_bench_config(
+    folder: Path,
+    *,
+    slack_api: str,
+    llm_base_url: str,
+    port: int,
+    corpus: Path,
+    embeddings: str = "none",
+    index_dir: Path | None = None,
+) -> Path:
     """A config.toml for the bench under ``folder`` (data files in ``folder/data``).
 
     Only what the bench must set is written; every other setting (concurrency caps,
@@ -296,14 +328,15 @@ def write_bench_config(folder: Path, *, slack_api: str, llm_base_url: str, port:
     """
     data = folder / "data"
     path = folder / "config.toml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [models]
 provider = "mistral"
 mistral_base_url = "{llm_base_url}"
 
 [knowledge]
 sources = ["{corpus}"]
-index_dir = "{index_dir or data / 'index'}"
+index_dir = "{index_dir or data / "index"}"
 embeddings = "{embeddings}"
 description = "the LangGraph documentation: building, running and deploying LangGraph agents"
 
@@ -322,7 +355,9 @@ http_port = {port}
 api_base_url = "{slack_api}"
 experts = ["UEXPERT", "SEXPERTS"]
 admins = ["UADMIN"]
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     overrides = [item.strip() for item in os.environ.get("BENCH_SET", "").split(";") if item.strip()]
     if overrides:
         path.write_text(with_overrides(path.read_text(encoding="utf-8"), overrides), encoding="utf-8")
@@ -347,8 +382,14 @@ def with_overrides(text: str, overrides: list[str]) -> str:
 def bot_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a bot process: this checkout first on PYTHONPATH, fake tokens only."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_"))}
-    env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, MISTRAL_API_KEY="bench-key",
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
+    env.update(
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        MISTRAL_API_KEY="bench-key",
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPATH=str(ROOT),
+    )
     env.update(extra or {})
     return env
 
@@ -359,14 +400,20 @@ class BotProcess:
     def __init__(self, folder: Path, fake: FakeSlackAPI, llm: FakeLLM, corpus: Path) -> None:
         self.port = free_port()
         self.folder = folder
-        self.config = write_bench_config(folder, slack_api=fake.base_url, llm_base_url=llm.base_url,
-                                         port=self.port, corpus=corpus)
+        self.config = write_bench_config(
+            folder, slack_api=fake.base_url, llm_base_url=llm.base_url, port=self.port, corpus=corpus
+        )
         self.log = folder / "threadwise.log"
         self.url = f"http://127.0.0.1:{self.port}"
         self.started = time.monotonic()
         self._log_file = self.log.open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "run", "--config", str(self.config)],
-                                     cwd=ROOT, env=bot_env(), stdout=self._log_file, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "run", "--config", str(self.config)],
+            cwd=ROOT,
+            env=bot_env(),
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+        )
         self.pid = self.proc.pid
 
     async def wait_ready(self, session: aiohttp.ClientSession, timeout: float = 300) -> float:

@@ -50,16 +50,28 @@ def reindex(config: Path, timeout: float) -> dict[str, Any]:
     env = bot_env({"COLUMNS": "300"})
     env.pop("MISTRAL_API_KEY", None)  # embeddings are chosen by the config, not by a key
     t = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "bot", "reindex", "--config", str(config)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "reindex", "--config", str(config)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     wall = time.monotonic() - t
     text = " ".join((proc.stdout + proc.stderr).split())
     m = _INDEXED.search(text)
     if proc.returncode != 0 or not m:
         raise RuntimeError(f"reindex failed ({proc.returncode}): {text[-2000:]}")
     files, chunks, embedded, reused, seconds = m.groups()
-    return {"wall_s": round(wall, 2), "cli_s": float(seconds), "files": int(files), "chunks": int(chunks),
-            "embedded": int(embedded), "reused": int(reused)}
+    return {
+        "wall_s": round(wall, 2),
+        "cli_s": float(seconds),
+        "files": int(files),
+        "chunks": int(chunks),
+        "embedded": int(embedded),
+        "reused": int(reused),
+    }
 
 
 def search_latency(config: Path, questions: list[str]) -> dict[str, Any]:
@@ -84,11 +96,17 @@ def search_latency(config: Path, questions: list[str]) -> dict[str, Any]:
         t = time.perf_counter()
         kb.search([q], k)
         lat.append((time.perf_counter() - t) * 1000)
-    return {"queries": len(lat), "p50_ms": round(percentile(lat, 0.5), 2), "p95_ms": round(percentile(lat, 0.95), 2),
-            "max_ms": round(max(lat), 2), "cold_p50_ms": round(percentile(cold, 0.5), 2),
-            "cold_p95_ms": round(percentile(cold, 0.95), 2), "embedder": kb.embedder_id,
-            "backend": getattr(emb, "backend", None),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+    return {
+        "queries": len(lat),
+        "p50_ms": round(percentile(lat, 0.5), 2),
+        "p95_ms": round(percentile(lat, 0.95), 2),
+        "max_ms": round(max(lat), 2),
+        "cold_p50_ms": round(percentile(cold, 0.5), 2),
+        "cold_p95_ms": round(percentile(cold, 0.95), 2),
+        "embedder": kb.embedder_id,
+        "backend": getattr(emb, "backend", None),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+    }
 
 
 def main() -> None:
@@ -97,10 +115,18 @@ def main() -> None:
     ap.add_argument("--embeddings", action="store_true", help="local MiniLM embeddings and hybrid search (slow)")
     ap.add_argument("--repeats", type=int, default=0, help="default 3 keyword-only, 1 with embeddings")
     ap.add_argument("--reindex-timeout", type=float, default=1800)
-    ap.add_argument("--backend", choices=["auto", "torch", "onnx", "onnx-int8"], default="auto",
-                    help="[models] local_embedding_backend (with --embeddings)")
-    ap.add_argument("--max-tokens", type=int, default=0,
-                    help="[models] local_embedding_max_tokens (with --embeddings; 0 = the model's own)")
+    ap.add_argument(
+        "--backend",
+        choices=["auto", "torch", "onnx", "onnx-int8"],
+        default="auto",
+        help="[models] local_embedding_backend (with --embeddings)",
+    )
+    ap.add_argument(
+        "--max-tokens",
+        type=int,
+        default=0,
+        help="[models] local_embedding_max_tokens (with --embeddings; 0 = the model's own)",
+    )
     args = ap.parse_args()
     kind = "local" if args.embeddings else "none"
     repeats = args.repeats or (1 if args.embeddings else 3)
@@ -115,18 +141,28 @@ def main() -> None:
         for i in range(repeats):
             sub = folder / f"r{i}"
             sub.mkdir()
-            cfg = write_bench_config(sub, slack_api="http://127.0.0.1:9/api/", llm_base_url="http://127.0.0.1:9/v1",
-                                     port=9, corpus=Path(args.corpus), embeddings=kind)
-            backend = (f'[models]\nlocal_embedding_backend = "{args.backend}"\n'
-                       f"local_embedding_max_tokens = {args.max_tokens}\n")
+            cfg = write_bench_config(
+                sub,
+                slack_api="http://127.0.0.1:9/api/",
+                llm_base_url="http://127.0.0.1:9/v1",
+                port=9,
+                corpus=Path(args.corpus),
+                embeddings=kind,
+            )
+            backend = (
+                f'[models]\nlocal_embedding_backend = "{args.backend}"\n'
+                f"local_embedding_max_tokens = {args.max_tokens}\n"
+            )
             cfg.write_text(cfg.read_text().replace("[models]\n", backend, 1))
             full = reindex(cfg, args.reindex_timeout)
             unchanged = reindex(cfg, args.reindex_timeout)
             run = {"full": full, "unchanged": unchanged}
             runs.append(run)
-            print(f"[{kind}] full {full['wall_s']} s (cli {full['cli_s']} s, {full['chunks']} chunks, "
-                  f"{full['embedded']} embedded), unchanged {unchanged['wall_s']} s (cli {unchanged['cli_s']} s)",
-                  flush=True)
+            print(
+                f"[{kind}] full {full['wall_s']} s (cli {full['cli_s']} s, {full['chunks']} chunks, "
+                f"{full['embedded']} embedded), unchanged {unchanged['wall_s']} s (cli {unchanged['cli_s']} s)",
+                flush=True,
+            )
             if i == repeats - 1:
                 try:
                     run["search"] = search_latency(cfg, questions)
@@ -144,11 +180,15 @@ def main() -> None:
         "reindex_full_cli_s": median_of([r["full"]["cli_s"] for r in runs]),
         "reindex_unchanged_s": median_of([r["unchanged"]["wall_s"] for r in runs]),
         "reindex_unchanged_cli_s": median_of([r["unchanged"]["cli_s"] for r in runs]),
-        "files": runs[-1]["full"]["files"], "chunks": runs[-1]["full"]["chunks"],
+        "files": runs[-1]["full"]["files"],
+        "chunks": runs[-1]["full"]["chunks"],
         "search": runs[-1]["search"],
     }
-    path = update_results(label, "kb_embeddings" if args.embeddings else "kb",
-                          {"summary": summary, "runs": runs, "repeats": repeats, "corpus": args.corpus})
+    path = update_results(
+        label,
+        "kb_embeddings" if args.embeddings else "kb",
+        {"summary": summary, "runs": runs, "repeats": repeats, "corpus": args.corpus},
+    )
     print(json.dumps(summary, indent=1))
     print(f"wrote {path}")
 

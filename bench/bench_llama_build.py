@@ -22,8 +22,10 @@ from llama_cpp import Llama  # noqa: E402
 
 from graphs.models import default_gguf_path  # noqa: E402
 
-PROMPT = ("Threadwise answers questions in Slack and Discord threads from the team's documents. " * 20
-          + "\nQuestion: how does it answer?\nAnswer:")
+PROMPT = (
+    "Threadwise answers questions in Slack and Discord threads from the team's documents. " * 20
+    + "\nQuestion: how does it answer?\nAnswer:"
+)
 
 
 def main() -> None:
@@ -48,9 +50,14 @@ def main() -> None:
         t2 = time.perf_counter()
         prompt_tps.append(len(tokens) / (t1 - t0))
         decode_tps.append(n / (t2 - t1))
-    out = {"label": ns.label, "library": os.path.dirname(__import__("llama_cpp").__file__),
-           "prompt_tokens": len(tokens), "prompt_tps_median": round(statistics.median(prompt_tps), 1),
-           "decode_tps_median": round(statistics.median(decode_tps), 1), "repeats": ns.repeats}
+    out = {
+        "label": ns.label,
+        "library": os.path.dirname(__import__("llama_cpp").__file__),
+        "prompt_tokens": len(tokens),
+        "prompt_tps_median": round(statistics.median(prompt_tps), 1),
+        "decode_tps_median": round(statistics.median(decode_tps), 1),
+        "repeats": ns.repeats,
+    }
     print(json.dumps(out))
     if ns.json:
         with open(ns.json, "a") as fh:

@@ -84,27 +84,39 @@ class Runner:
             self._add_user(uid)
         self.llm = await FakeLLM(self.args.llm_delay).start()
         self.tracker = SlackTracker(self.fake, CHANNEL)
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False),
-                                             timeout=aiohttp.ClientTimeout(total=60))
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, force_close=False), timeout=aiohttp.ClientTimeout(total=60)
+        )
         self.bot = BotProcess(self.folder, self.fake, self.llm, Path(self.args.corpus))
         ready = await self.bot.wait_ready(self.session, timeout=self.args.start_timeout)
         await asyncio.sleep(1.0)
         mem = self.bot.memory_mb()
-        return {"ready_s": round(ready, 2), "rss_idle_mb": mem.get("VmRSS"), "rss_idle_all_mb": mem.get("rss_all"),
-                "cpu_start_s": round(self.bot.cpu_seconds(), 2)}
+        return {
+            "ready_s": round(ready, 2),
+            "rss_idle_mb": mem.get("VmRSS"),
+            "rss_idle_all_mb": mem.get("rss_all"),
+            "cpu_start_s": round(self.bot.cpu_seconds(), 2),
+        }
 
     def _add_user(self, uid: str) -> None:
         assert self.fake is not None
         name = f"User {uid[-4:]}"
-        self.fake.users[uid] = {"id": uid, "name": uid.lower(), "real_name": name,
-                                "profile": {"display_name": name, "real_name": name}}
+        self.fake.users[uid] = {
+            "id": uid,
+            "name": uid.lower(),
+            "real_name": name,
+            "profile": {"display_name": name, "real_name": name},
+        }
 
     async def _send(self, q: Question) -> None:
         assert self.session and self.bot
         kinds = ["app_mention", "message"] if self.args.events == "both" else ["app_mention"]
-        requests = [self.events.event(SlackEvents.message(user=q.user, channel=CHANNEL, ts=q.ts,
-                                                          text=f"<@{BOT_USER_ID}> {q.text}", kind=kind))
-                    for kind in kinds]
+        requests = [
+            self.events.event(
+                SlackEvents.message(user=q.user, channel=CHANNEL, ts=q.ts, text=f"<@{BOT_USER_ID}> {q.text}", kind=kind)
+            )
+            for kind in kinds
+        ]
         url = self.bot.url + "/slack/events"
 
         async def deliver(request: tuple[str, dict[str, str]]) -> None:
@@ -221,8 +233,11 @@ def checkpoint_stats(path: Path) -> dict[str, Any]:
             threads, rows = conn.execute("SELECT COUNT(DISTINCT thread_id), COUNT(*) FROM checkpoints").fetchone()
         finally:
             conn.close()
-        out.update(checkpoint_threads=threads, checkpoint_rows=rows,
-                   checkpoint_bytes_per_thread=round(size / threads) if threads else None)
+        out.update(
+            checkpoint_threads=threads,
+            checkpoint_rows=rows,
+            checkpoint_bytes_per_thread=round(size / threads) if threads else None,
+        )
     except sqlite3.Error as exc:
         out["checkpoint_error"] = str(exc)
     return out
@@ -239,13 +254,18 @@ def level_stats(phases: list[dict[str, Any]]) -> dict[str, Any]:
         for m, c in p["slack_calls"].items():
             calls[m] = calls.get(m, 0) + c
     return {
-        "questions": n, "answered": sum(p["answered"] for p in phases),
+        "questions": n,
+        "answered": sum(p["answered"] for p in phases),
         "timed_out": sum(1 for p in phases if p["timed_out"]),
-        "ack_p50_ms": _ms(percentile(acks, 0.5)), "ack_p95_ms": _ms(percentile(acks, 0.95)),
-        "ack_max_ms": _ms(max(acks) if acks else None), "acks_over_3s": sum(a > 3 for a in acks),
+        "ack_p50_ms": _ms(percentile(acks, 0.5)),
+        "ack_p95_ms": _ms(percentile(acks, 0.95)),
+        "ack_max_ms": _ms(max(acks) if acks else None),
+        "acks_over_3s": sum(a > 3 for a in acks),
         "ack_errors": sum(p["ack_errors"] for p in phases),
-        "first_reaction_p50_ms": _ms(percentile(first, 0.5)), "first_reaction_p95_ms": _ms(percentile(first, 0.95)),
-        "answer_p50_s": _r(percentile(answer, 0.5)), "answer_p95_s": _r(percentile(answer, 0.95)),
+        "first_reaction_p50_ms": _ms(percentile(first, 0.5)),
+        "first_reaction_p95_ms": _ms(percentile(first, 0.95)),
+        "answer_p50_s": _r(percentile(answer, 0.5)),
+        "answer_p95_s": _r(percentile(answer, 0.95)),
         "first_post_p50_s": _r(percentile([x for p in phases for x in p["first_post_s"]], 0.5)),
         "total_s": _r(phases[0]["total_s"]) if len(phases) == 1 else None,
         "slack_calls_per_question": {m: round(c / n, 2) for m, c in sorted(calls.items())},
@@ -266,8 +286,7 @@ async def one_run(args: argparse.Namespace, index: int) -> dict[str, Any]:
         run.update(await runner.start())
         print(f"[run {index}] ready in {run['ready_s']} s, RSS {run['rss_idle_mb']} MB", flush=True)
         warm = await runner.phase(1)
-        run["warmup"] = {"answer_s": _r(warm["answer_s"][0] if warm["answer_s"] else None),
-                         "cpu_s": warm["cpu_s"]}
+        run["warmup"] = {"answer_s": _r(warm["answer_s"][0] if warm["answer_s"] else None), "cpu_s": warm["cpu_s"]}
         run["rss_after_warmup_mb"] = runner.bot.memory_mb().get("VmRSS") if runner.bot else None
         levels: dict[str, Any] = {}
         for n in args.sizes:
@@ -278,26 +297,36 @@ async def one_run(args: argparse.Namespace, index: int) -> dict[str, Any]:
                 phases = [await runner.phase(n)]
             levels[str(n)] = level_stats(phases)
             lv = levels[str(n)]
-            print(f"[run {index}] {n:>4} at once: ack p95 {lv['ack_p95_ms']} ms, first reaction p95 "
-                  f"{lv['first_reaction_p95_ms']} ms, answer p50 {lv['answer_p50_s']} s, total {lv['total_s']} s, "
-                  f"{lv['answered']}/{lv['questions']} answered, CPU {lv['cpu_s_per_question']} s/question", flush=True)
+            print(
+                f"[run {index}] {n:>4} at once: ack p95 {lv['ack_p95_ms']} ms, first reaction p95 "
+                f"{lv['first_reaction_p95_ms']} ms, answer p50 {lv['answer_p50_s']} s, total {lv['total_s']} s, "
+                f"{lv['answered']}/{lv['questions']} answered, CPU {lv['cpu_s_per_question']} s/question",
+                flush=True,
+            )
         run["levels"] = levels
         single = levels.get("1", {}).get("answer_p50_s")
-        run["ratio_to_one"] = {n: _r(lv["total_s"] / single, 2) if lv.get("total_s") and single else None
-                               for n, lv in levels.items() if n != "1"}
+        run["ratio_to_one"] = {
+            n: _r(lv["total_s"] / single, 2) if lv.get("total_s") and single else None
+            for n, lv in levels.items()
+            if n != "1"
+        }
     finally:
         run.update(await runner.stop())
         if run.get("exit_code") not in (0, None):
             run["log_tail"] = runner.bot.tail(2000) if runner.bot else ""
         if not args.keep_logs:
             shutil.rmtree(folder, ignore_errors=True)
-    print(f"[run {index}] checkpoint {run.get('checkpoint_bytes_per_thread')} bytes/thread, "
-          f"peak RSS {run.get('rss_peak_mb')} MB", flush=True)
+    print(
+        f"[run {index}] checkpoint {run.get('checkpoint_bytes_per_thread')} bytes/thread, "
+        f"peak RSS {run.get('rss_peak_mb')} MB",
+        flush=True,
+    )
     return run
 
 
 def summarise(runs: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
     """Medians over runs of each figure."""
+
     def med(get) -> Any:
         vals = []
         for r in runs:
@@ -310,16 +339,30 @@ def summarise(runs: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
 
     levels: dict[str, Any] = {}
     for n in map(str, sizes):
-        keys = ["ack_p50_ms", "ack_p95_ms", "ack_max_ms", "acks_over_3s", "first_reaction_p50_ms",
-                "first_reaction_p95_ms", "answer_p50_s", "answer_p95_s", "first_post_p50_s", "total_s",
-                "slack_calls_per_question_total", "llm_calls_per_question", "cpu_s_per_question",
-                "loop_cpu_s_per_question"]
+        keys = [
+            "ack_p50_ms",
+            "ack_p95_ms",
+            "ack_max_ms",
+            "acks_over_3s",
+            "first_reaction_p50_ms",
+            "first_reaction_p95_ms",
+            "answer_p50_s",
+            "answer_p95_s",
+            "first_post_p50_s",
+            "total_s",
+            "slack_calls_per_question_total",
+            "llm_calls_per_question",
+            "cpu_s_per_question",
+            "loop_cpu_s_per_question",
+        ]
         lv = {k: med(lambda r, k=k, n=n: r["levels"][n][k]) for k in keys}
-        lv["unanswered"] = sum(r["levels"][n]["questions"] - r["levels"][n]["answered"]
-                               for r in runs if n in r.get("levels", {}))
+        lv["unanswered"] = sum(
+            r["levels"][n]["questions"] - r["levels"][n]["answered"] for r in runs if n in r.get("levels", {})
+        )
         methods = sorted({m for r in runs for m in r.get("levels", {}).get(n, {}).get("slack_calls_per_question", {})})
         lv["slack_calls_per_question"] = {
-            m: med(lambda r, m=m, n=n: r["levels"][n]["slack_calls_per_question"].get(m, 0)) for m in methods}
+            m: med(lambda r, m=m, n=n: r["levels"][n]["slack_calls_per_question"].get(m, 0)) for m in methods
+        }
         if n != "1":
             lv["llm_in_flight_max"] = med(lambda r, n=n: r["levels"][n]["llm"]["max"])
             lv["llm_in_flight_mean"] = med(lambda r, n=n: r["levels"][n]["llm"]["mean"])
@@ -346,8 +389,7 @@ def update_results(label: str, key: str, value: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"load-{label}.json"
     data = json.loads(path.read_text()) if path.exists() else {}
-    data.update({"label": label, **git_label(), "updated": datetime.now(UTC).isoformat(timespec="seconds"),
-                 key: value})
+    data.update({"label": label, **git_label(), "updated": datetime.now(UTC).isoformat(timespec="seconds"), key: value})
     path.write_text(json.dumps(data, indent=1) + "\n")
     return path
 
@@ -358,20 +400,42 @@ def default_label() -> str:
     import subprocess
 
     root = Path(__file__).resolve().parent.parent
-    out = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h", "--", "bot", "graphs", "config.toml",
-                          "pyproject.toml"], capture_output=True, text=True).stdout.strip() or "unknown"
+    out = (
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                str(root),
+                "log",
+                "-1",
+                "--format=%h",
+                "--",
+                "bot",
+                "graphs",
+                "config.toml",
+                "pyproject.toml",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        or "unknown"
+    )
     return out + ("-dirty" if git_label()["dirty"] == "true" else "")
 
 
 def common_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--label", default=os.environ.get("BENCH_LABEL") or "",
-                    help="results name (default: product commit)")
+    ap.add_argument(
+        "--label", default=os.environ.get("BENCH_LABEL") or "", help="results name (default: product commit)"
+    )
     ap.add_argument("--corpus", default=str(DEFAULT_CORPUS))
     ap.add_argument("--eval", default=str(DEFAULT_EVAL), help="JSONL whose kb questions are asked")
     ap.add_argument("--llm-delay", type=float, default=0.1, help="seconds per chat completion")
-    ap.add_argument("--events", choices=["both", "mention"], default="both",
-                    help="per question: app_mention + message (as Slack sends for a channel mention), "
-                         "or app_mention only")
+    ap.add_argument(
+        "--events",
+        choices=["both", "mention"],
+        default="both",
+        help="per question: app_mention + message (as Slack sends for a channel mention), or app_mention only",
+    )
     ap.add_argument("--start-timeout", type=float, default=300)
     ap.add_argument("--phase-timeout", type=float, default=600, help="upper bound per burst, seconds")
     ap.add_argument("--keep-logs", action="store_true", help="keep the bot's data folder and log")
@@ -395,12 +459,21 @@ def main() -> None:
     runs = [asyncio.run(one_run(args, i + 1)) for i in range(args.repeats)]
     result = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        "settings": {"repeats": args.repeats, "sizes": args.sizes, "singles": args.singles,
-                     "llm_delay_s": args.llm_delay, "events": args.events, "corpus": args.corpus,
-                     "questions": f"{args.eval} (kind kb, cycled)",
-                     "overrides": os.environ.get("BENCH_SET", "")},
-        "machine": {"cpus": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before],
-                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
+        "settings": {
+            "repeats": args.repeats,
+            "sizes": args.sizes,
+            "singles": args.singles,
+            "llm_delay_s": args.llm_delay,
+            "events": args.events,
+            "corpus": args.corpus,
+            "questions": f"{args.eval} (kind kb, cycled)",
+            "overrides": os.environ.get("BENCH_SET", ""),
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        },
         "seconds": round(time.monotonic() - t0, 1),
         "summary": summarise(runs, args.sizes),
         "runs": runs,

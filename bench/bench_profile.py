@@ -60,7 +60,7 @@ def package_of(file: str) -> str:
         top = path.split("/site-packages/", 1)[1].split("/", 1)[0]
         return top.removesuffix(".py").split(".")[0]
     if path.startswith("<frozen "):
-        return "stdlib:" + path[len("<frozen "):].rstrip(">").split(".")[0]
+        return "stdlib:" + path[len("<frozen ") :].rstrip(">").split(".")[0]
     m = re.search(r"/lib/python3\.\d+/(.+)$", path)
     if m:
         return "stdlib:" + m.group(1).split("/", 1)[0].removesuffix(".py")
@@ -109,7 +109,7 @@ def summarise(raw: Path, top: int = 15) -> dict[str, Any]:
         thread = re.sub(r"^thread \(\d+\):\s*", "", frames[0]) if has_thread else "?"
         thread = re.sub(r"_\d+$", "_N", re.sub(r"-\d+ ", "-N ", thread))  # pool threads as one
         threads[thread] += n
-        parts = [frame_parts(f) for f in frames[int(has_thread):]] or [("?", "")]
+        parts = [frame_parts(f) for f in frames[int(has_thread) :]] or [("?", "")]
         func, file = parts[-1]
         self_pkg[package_of(file)] += n
         at = f":{leaf.group('line')}" if leaf and leaf.group("line") else ""
@@ -132,11 +132,16 @@ def summarise(raw: Path, top: int = 15) -> dict[str, Any]:
     def share(c: Counter[str], k: int = top) -> list[list[Any]]:
         return [[name, n, round(100 * n / total, 1)] for name, n in c.most_common(k)] if total else []
 
-    return {"samples": total, "waiting_samples": waiting, "threads": share(threads, 8),
-            "self_by_package": share(self_pkg),
-            "inclusive_by_package": share(incl_pkg, 20), "innermost_product_frame": share(ours_innermost, 20),
-            "event_loop_callback": share(task_root, 20),
-            "top_self_frames": share(self_frame, 20)}
+    return {
+        "samples": total,
+        "waiting_samples": waiting,
+        "threads": share(threads, 8),
+        "self_by_package": share(self_pkg),
+        "inclusive_by_package": share(incl_pkg, 20),
+        "innermost_product_frame": share(ours_innermost, 20),
+        "event_loop_callback": share(task_root, 20),
+        "top_self_frames": share(self_frame, 20),
+    }
 
 
 def _short(file: str) -> str:
@@ -144,7 +149,7 @@ def _short(file: str) -> str:
     if "/site-packages/" in path:
         return path.split("/site-packages/", 1)[1]
     if path.startswith(str(ROOT) + "/"):
-        return path[len(str(ROOT)) + 1:]
+        return path[len(str(ROOT)) + 1 :]
     m = re.search(r"/lib/python3\.\d+/(.+)$", path)
     return m.group(1) if m else path
 
@@ -168,13 +173,30 @@ async def profile(args: argparse.Namespace, raw: Path) -> dict[str, Any]:
         await runner.phase(1)  # warm-up
         assert runner.bot is not None
         spy_log = folder / "py-spy.log"
-        spy = subprocess.Popen([py_spy(), "record", "--pid", str(runner.bot.pid), "--rate", str(args.rate),
-                                *(["--native"] if os.environ.get("BENCH_NATIVE") else ["--nonblocking"]),
-                                # BENCH_GIL=1: only threads holding the GIL (the Python CPU, no waits)
-                                *(["--gil"] if os.environ.get("BENCH_GIL") else []),
-                                "--threads", "--subprocesses", "--full-filenames", "--format", "raw",
-                                "--duration", str(int(args.phase_timeout)), "-o", str(raw)],
-                               stdout=spy_log.open("w"), stderr=subprocess.STDOUT)
+        spy = subprocess.Popen(
+            [
+                py_spy(),
+                "record",
+                "--pid",
+                str(runner.bot.pid),
+                "--rate",
+                str(args.rate),
+                *(["--native"] if os.environ.get("BENCH_NATIVE") else ["--nonblocking"]),
+                # BENCH_GIL=1: only threads holding the GIL (the Python CPU, no waits)
+                *(["--gil"] if os.environ.get("BENCH_GIL") else []),
+                "--threads",
+                "--subprocesses",
+                "--full-filenames",
+                "--format",
+                "raw",
+                "--duration",
+                str(int(args.phase_timeout)),
+                "-o",
+                str(raw),
+            ],
+            stdout=spy_log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
         await asyncio.sleep(1.0)  # py-spy attaches
         if spy.poll() is not None:
             raise RuntimeError(f"py-spy exited: {spy_log.read_text()[-2000:]}")
@@ -196,8 +218,14 @@ async def profile(args: argparse.Namespace, raw: Path) -> dict[str, Any]:
 
 
 def print_summary(s: dict[str, Any]) -> None:
-    for key in ("threads", "self_by_package", "inclusive_by_package", "innermost_product_frame", "event_loop_callback",
-                "top_self_frames"):
+    for key in (
+        "threads",
+        "self_by_package",
+        "inclusive_by_package",
+        "innermost_product_frame",
+        "event_loop_callback",
+        "top_self_frames",
+    ):
         print(f"\n{key} (of {s['samples']} samples; {s['waiting_samples']} more were blocking waits):")
         for name, n, pct in s[key]:
             print(f"  {pct:5.1f}%  {n:6d}  {name}")
@@ -226,8 +254,10 @@ def main() -> None:
     raw.unlink()
     result["raw"] = str(packed.relative_to(ROOT))
     print_summary(result["summary"])
-    print(f"\nburst of {args.burst}: {result['burst_cpu_s']} CPU s in {result['burst_wall_s']} s wall; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nburst of {args.burst}: {result['burst_cpu_s']} CPU s in {result['burst_wall_s']} s wall; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"wrote {update_results(label, 'profile', result)} and {packed}")
 
 

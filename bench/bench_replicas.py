@@ -37,8 +37,9 @@ from tests.fakes.replicas import Replica, add_users, model_server, replies_in, s
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackAPI, SlackEvents  # noqa: E402
 
 
-async def scenario(label: str, *, replicas: int, backend: str, questions: int, delay: float,
-                   service: str, redeliver: bool = False) -> dict:
+async def scenario(
+    label: str, *, replicas: int, backend: str, questions: int, delay: float, service: str, redeliver: bool = False
+) -> dict:
     db = f"tw_bench_{uuid.uuid4().hex[:8]}"
     url = url_of(db) if backend == "postgres" else ""
     if url:
@@ -50,9 +51,18 @@ async def scenario(label: str, *, replicas: int, backend: str, questions: int, d
     try:
         with tempfile.TemporaryDirectory() as tmp:
             async with model_server(delay=delay) as model:
-                procs = [Replica(Path(tmp), fake, model, url, name=f"r{i}", service=service,
-                                 storage=storage_section(backend=backend, lease_seconds=15, interval=5))
-                         for i in range(replicas)]
+                procs = [
+                    Replica(
+                        Path(tmp),
+                        fake,
+                        model,
+                        url,
+                        name=f"r{i}",
+                        service=service,
+                        storage=storage_section(backend=backend, lease_seconds=15, interval=5),
+                    )
+                    for i in range(replicas)
+                ]
                 try:
                     async with aiohttp.ClientSession() as session:
                         await asyncio.gather(*(p.wait_ready(session) for p in procs))
@@ -61,13 +71,21 @@ async def scenario(label: str, *, replicas: int, backend: str, questions: int, d
                         deliveries = []
                         for i in range(questions):
                             ts = fake.next_ts()
-                            ev = events.message(user="UASKER", channel="C0GENERAL", ts=ts, kind="app_mention",
-                                                text=f"<@{BOT_USER_ID}> qtok-{i}-1 how do I roll back?")
+                            ev = events.message(
+                                user="UASKER",
+                                channel="C0GENERAL",
+                                ts=ts,
+                                kind="app_mention",
+                                text=f"<@{BOT_USER_ID}> qtok-{i}-1 how do I roll back?",
+                            )
                             sent[ts] = time.perf_counter()
                             deliveries.append(procs[i % replicas].deliver(session, events.event(ev, event_id=f"E{i}")))
                             if redeliver:  # Slack's retry, reaching another replica
-                                deliveries.append(procs[(i + 1) % replicas].deliver(
-                                    session, events.event(ev, event_id=f"E{i}", retry_num=1)))
+                                deliveries.append(
+                                    procs[(i + 1) % replicas].deliver(
+                                        session, events.event(ev, event_id=f"E{i}", retry_num=1)
+                                    )
+                                )
                         await asyncio.gather(*deliveries)
                         done: dict[str, float] = {}
                         while len(done) < questions:
@@ -92,13 +110,23 @@ async def scenario(label: str, *, replicas: int, backend: str, questions: int, d
         per_replica = [len(re.findall(r"\] answer in", log)) for log in logs_each]
         errors = sorted({line.split(": ", 2)[-1][:160] for line in logs.splitlines() if " ERROR " in line})
         per_thread = _per_thread(url, next(iter(sent))) if url else {}
-        return {"label": label, "replicas": replicas, "backend": backend, "questions": questions,
-                "model_delay_s": delay, "redeliver": redeliver, "seconds": round(seconds, 2),
-                "questions_per_s": round(questions / seconds, 2),
-                "p50_s": round(statistics.median(latencies), 2),
-                "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
-                "duplicates": duplicates, "answered": answered, "answers_per_replica": per_replica,
-                "errors": errors[:5], "per_thread": per_thread}
+        return {
+            "label": label,
+            "replicas": replicas,
+            "backend": backend,
+            "questions": questions,
+            "model_delay_s": delay,
+            "redeliver": redeliver,
+            "seconds": round(seconds, 2),
+            "questions_per_s": round(questions / seconds, 2),
+            "p50_s": round(statistics.median(latencies), 2),
+            "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
+            "duplicates": duplicates,
+            "answered": answered,
+            "answers_per_replica": per_replica,
+            "errors": errors[:5],
+            "per_thread": per_thread,
+        }
     finally:
         await fake.stop()
         if url:
@@ -119,7 +147,9 @@ def _per_thread(url: str, ts: str) -> dict:
                 "SELECT (SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) FROM"
                 " checkpoints WHERE thread_id = %(k)s) + (SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_blobs"
                 " WHERE thread_id = %(k)s) + (SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_writes"
-                " WHERE thread_id = %(k)s)", {"k": key}).fetchone()[0],
+                " WHERE thread_id = %(k)s)",
+                {"k": key},
+            ).fetchone()[0],
             "seen_messages": q("SELECT count(*) FROM seen_messages WHERE thread_key = %s"),
             "runs": q("SELECT count(*) FROM runs WHERE thread_key = %s"),
             "help_requests": q("SELECT count(*) FROM help_requests WHERE thread_key = %s"),
@@ -142,13 +172,22 @@ async def main() -> int:
     ]
     results = []
     for label, n, backend in runs:
-        r = await scenario(label, replicas=n, backend=backend, questions=args.questions, delay=args.delay,
-                           service=service, redeliver=args.redeliver)
+        r = await scenario(
+            label,
+            replicas=n,
+            backend=backend,
+            questions=args.questions,
+            delay=args.delay,
+            service=service,
+            redeliver=args.redeliver,
+        )
         results.append(r)
-        print(f"{label:22s} {r['questions']} questions in {r['seconds']:6.2f} s = {r['questions_per_s']:5.2f} q/s,"
-              f" p50 {r['p50_s']:.2f} s, p95 {r['p95_s']:.2f} s, answers {r['answered']} {r['answers_per_replica']},"
-              f" duplicates {r['duplicates']}",
-              flush=True)
+        print(
+            f"{label:22s} {r['questions']} questions in {r['seconds']:6.2f} s = {r['questions_per_s']:5.2f} q/s,"
+            f" p50 {r['p50_s']:.2f} s, p95 {r['p95_s']:.2f} s, answers {r['answered']} {r['answers_per_replica']},"
+            f" duplicates {r['duplicates']}",
+            flush=True,
+        )
         for e in r["errors"]:
             print("   error:", e)
     one, three = results[1], results[2]

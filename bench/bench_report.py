@@ -46,10 +46,14 @@ def get(d: dict[str, Any], *path: str) -> Any:
 
 def reindex_pairs(r: dict[str, Any], key: str) -> str:
     """``full / unchanged [CLI full / CLI unchanged]`` reindex seconds of a run's ``key`` section."""
+
     def s(name: str) -> Any:
         return get(r, key, "summary", name)
-    return (f"{pair(s('reindex_full_s'), s('reindex_unchanged_s'))} "
-            f"[{pair(s('reindex_full_cli_s'), s('reindex_unchanged_cli_s'))}]")
+
+    return (
+        f"{pair(s('reindex_full_s'), s('reindex_unchanged_s'))} "
+        f"[{pair(s('reindex_full_cli_s'), s('reindex_unchanged_cli_s'))}]"
+    )
 
 
 def rows_for(sizes: list[str]) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
@@ -59,52 +63,115 @@ def rows_for(sizes: list[str]) -> list[tuple[str, Callable[[dict[str, Any]], str
     rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = []
     for n in sizes:
         what = "1 at a time" if n == "1" else f"{n} at once"
-        rows.append((f"HTTP ack to Slack p50 / p95, {what} (ms)",
-                     lambda r, n=n: pair(lv(n, "ack_p50_ms")(r), lv(n, "ack_p95_ms")(r))))
+        rows.append(
+            (
+                f"HTTP ack to Slack p50 / p95, {what} (ms)",
+                lambda r, n=n: pair(lv(n, "ack_p50_ms")(r), lv(n, "ack_p95_ms")(r)),
+            )
+        )
     big = sizes[-1]
     rows.append((f"acks over 3 s (Slack retries), {big} at once", lambda r: fmt(lv(big, "acks_over_3s")(r))))
     for n in sizes:
         what = "1 at a time" if n == "1" else f"{n} at once"
-        rows.append((f"first reaction after the event p50 / p95, {what} (ms)",
-                     lambda r, n=n: pair(lv(n, "first_reaction_p50_ms")(r), lv(n, "first_reaction_p95_ms")(r))))
+        rows.append(
+            (
+                f"first reaction after the event p50 / p95, {what} (ms)",
+                lambda r, n=n: pair(lv(n, "first_reaction_p50_ms")(r), lv(n, "first_reaction_p95_ms")(r)),
+            )
+        )
     rows.append(("answer, 1 question alone (s, median)", lambda r: fmt(get(r, "load", "summary", "answer_one_s"))))
     rows.append(("first answer of a fresh process (s)", lambda r: fmt(get(r, "load", "summary", "cold_answer_s"))))
     for n in sizes[1:]:
-        rows.append((f"answer p50 / p95 within {n} at once (s)",
-                     lambda r, n=n: pair(lv(n, "answer_p50_s")(r), lv(n, "answer_p95_s")(r))))
+        rows.append(
+            (
+                f"answer p50 / p95 within {n} at once (s)",
+                lambda r, n=n: pair(lv(n, "answer_p50_s")(r), lv(n, "answer_p95_s")(r)),
+            )
+        )
         goal = " (goal ≤ 5x)" if n == sizes[-1] else ""
-        rows.append((f"**total for {n} at once (s) / ratio to one question**{goal}",
-                     lambda r, n=n: f"{fmt(lv(n, 'total_s')(r))} / **{fmt(lv(n, 'ratio_to_one')(r))}x**"))
+        rows.append(
+            (
+                f"**total for {n} at once (s) / ratio to one question**{goal}",
+                lambda r, n=n: f"{fmt(lv(n, 'total_s')(r))} / **{fmt(lv(n, 'ratio_to_one')(r))}x**",
+            )
+        )
     for n in sizes[1:]:
-        rows.append((f"LLM calls in flight at the model, {n} at once: max / mean (mean while busy)",
-                     lambda r, n=n: f"{pair(lv(n, 'llm_in_flight_max')(r), lv(n, 'llm_in_flight_mean')(r))} "
-                                    f"({fmt(lv(n, 'llm_in_flight_mean_while_busy')(r))})"))
+        rows.append(
+            (
+                f"LLM calls in flight at the model, {n} at once: max / mean (mean while busy)",
+                lambda r, n=n: (
+                    f"{pair(lv(n, 'llm_in_flight_max')(r), lv(n, 'llm_in_flight_mean')(r))} "
+                    f"({fmt(lv(n, 'llm_in_flight_mean_while_busy')(r))})"
+                ),
+            )
+        )
     rows.append(("LLM calls per question", lambda r: fmt(lv(big, "llm_calls_per_question")(r))))
-    rows.append((f"Slack Web API calls per question, {big} at once",
-                 lambda r: fmt(lv(big, "slack_calls_per_question_total")(r)) + ": " + ", ".join(
-                     f"{m} {fmt(v)}" for m, v in (lv(big, "slack_calls_per_question")(r) or {}).items())))
-    rows.append(("product CPU s per question, " + " / ".join("1" if n == "1" else n for n in sizes),
-                 lambda r: " / ".join(fmt(lv(n, "cpu_s_per_question")(r), 3) for n in sizes)))
-    rows.append(("of which the event loop (main thread), " + " / ".join(sizes),
-                 lambda r: " / ".join(fmt(lv(n, "loop_cpu_s_per_question")(r), 3) for n in sizes)))
+    rows.append(
+        (
+            f"Slack Web API calls per question, {big} at once",
+            lambda r: (
+                fmt(lv(big, "slack_calls_per_question_total")(r))
+                + ": "
+                + ", ".join(f"{m} {fmt(v)}" for m, v in (lv(big, "slack_calls_per_question")(r) or {}).items())
+            ),
+        )
+    )
+    rows.append(
+        (
+            "product CPU s per question, " + " / ".join("1" if n == "1" else n for n in sizes),
+            lambda r: " / ".join(fmt(lv(n, "cpu_s_per_question")(r), 3) for n in sizes),
+        )
+    )
+    rows.append(
+        (
+            "of which the event loop (main thread), " + " / ".join(sizes),
+            lambda r: " / ".join(fmt(lv(n, "loop_cpu_s_per_question")(r), 3) for n in sizes),
+        )
+    )
     rows.append(("unanswered (all runs)", lambda r: " / ".join(fmt(lv(n, "unanswered")(r)) for n in sizes)))
-    rows.append(("RSS idle / after 1 question / peak (MB)",
-                 lambda r: " / ".join(fmt(get(r, "load", "summary", k)) for k in
-                                      ("rss_idle_mb", "rss_after_warmup_mb", "rss_peak_mb"))))
+    rows.append(
+        (
+            "RSS idle / after 1 question / peak (MB)",
+            lambda r: " / ".join(
+                fmt(get(r, "load", "summary", k)) for k in ("rss_idle_mb", "rss_after_warmup_mb", "rss_peak_mb")
+            ),
+        )
+    )
     rows.append(("start to ready, keyword index built (s)", lambda r: fmt(get(r, "load", "summary", "ready_s"))))
-    rows.append(("checkpoint bytes per thread after the run (checkpoints kept per thread)",
-                 lambda r: f"{fmt(get(r, 'load', 'summary', 'checkpoint_bytes_per_thread'))} "
-                           f"({fmt(get(r, 'load', 'summary', 'checkpoint_rows_per_thread'))})"))
+    rows.append(
+        (
+            "checkpoint bytes per thread after the run (checkpoints kept per thread)",
+            lambda r: (
+                f"{fmt(get(r, 'load', 'summary', 'checkpoint_bytes_per_thread'))} "
+                f"({fmt(get(r, 'load', 'summary', 'checkpoint_rows_per_thread'))})"
+            ),
+        )
+    )
     for key, name in (("kb", "keyword only"), ("kb_embeddings", "local MiniLM")):
-        rows.append((f"reindex {name}: full / unchanged, `threadwise reindex` wall (s) [CLI's own figure]",
-                     lambda r, key=key: reindex_pairs(r, key) if get(r, key) else "–"))
+        rows.append(
+            (
+                f"reindex {name}: full / unchanged, `threadwise reindex` wall (s) [CLI's own figure]",
+                lambda r, key=key: reindex_pairs(r, key) if get(r, key) else "–",
+            )
+        )
     for key, name in (("kb", "keyword"), ("kb_embeddings", "hybrid (MiniLM + keyword)")):
-        rows.append((f"search latency per query, {name}: p50 / p95 (ms)",
-                     lambda r, key=key: pair(get(r, key, "summary", "search", "p50_ms"),
-                                             get(r, key, "summary", "search", "p95_ms"))))
-    rows.append(("load average of the machine before / after (2 cores)",
-                 lambda r: pair((get(r, "load", "machine", "loadavg_before") or [None])[0],
-                                (get(r, "load", "machine", "loadavg_after") or [None])[0])))
+        rows.append(
+            (
+                f"search latency per query, {name}: p50 / p95 (ms)",
+                lambda r, key=key: pair(
+                    get(r, key, "summary", "search", "p50_ms"), get(r, key, "summary", "search", "p95_ms")
+                ),
+            )
+        )
+    rows.append(
+        (
+            "load average of the machine before / after (2 cores)",
+            lambda r: pair(
+                (get(r, "load", "machine", "loadavg_before") or [None])[0],
+                (get(r, "load", "machine", "loadavg_after") or [None])[0],
+            ),
+        )
+    )
     return rows
 
 
@@ -124,23 +191,31 @@ def load_table(files: list[dict[str, Any]]) -> str:
     if settings:
         s = settings[-1]
         lines.append("")
-        lines.append(f"Settings of the newest column: {s['repeats']} runs (medians), sizes {s['sizes']}, "
-                     f"{s['singles']} single questions per run, model delay {s['llm_delay_s']} s per call, "
-                     f"events per question: {s['events']}.")
+        lines.append(
+            f"Settings of the newest column: {s['repeats']} runs (medians), sizes {s['sizes']}, "
+            f"{s['singles']} single questions per run, model delay {s['llm_delay_s']} s per call, "
+            f"events per question: {s['events']}."
+        )
     return "\n".join(lines)
 
 
 def profile_table(r: dict[str, Any]) -> str:
     p = r["profile"]
     s = p["summary"]
-    out = [f"`{r['label']}`, {p['burst']} questions at once, py-spy at {p['rate']} Hz: "
-           f"{s['samples']} samples with the bot running Python or C code ({s['waiting_samples']} more in blocking "
-           f"waits, left out); the burst took {fmt(p.get('burst_cpu_s'))} CPU s in {fmt(p.get('burst_wall_s'))} s. "
-           f"Raw stacks: `{p.get('raw')}` (collapsed format, gunzip for speedscope or flamegraph.pl).", ""]
-    blocks = [("thread", "threads", 6), ("running frame's package (self)", "self_by_package", 12),
-              ("event-loop task or thread the sample ran in", "event_loop_callback", 10),
-              ("innermost bot/ or graphs/ function on the stack", "innermost_product_frame", 10),
-              ("running frame (self)", "top_self_frames", 12)]
+    out = [
+        f"`{r['label']}`, {p['burst']} questions at once, py-spy at {p['rate']} Hz: "
+        f"{s['samples']} samples with the bot running Python or C code ({s['waiting_samples']} more in blocking "
+        f"waits, left out); the burst took {fmt(p.get('burst_cpu_s'))} CPU s in {fmt(p.get('burst_wall_s'))} s. "
+        f"Raw stacks: `{p.get('raw')}` (collapsed format, gunzip for speedscope or flamegraph.pl).",
+        "",
+    ]
+    blocks = [
+        ("thread", "threads", 6),
+        ("running frame's package (self)", "self_by_package", 12),
+        ("event-loop task or thread the sample ran in", "event_loop_callback", 10),
+        ("innermost bot/ or graphs/ function on the stack", "innermost_product_frame", 10),
+        ("running frame (self)", "top_self_frames", 12),
+    ]
     for title, key, k in blocks:
         out.append(f"| {title} | share |")
         out.append("|---|---|")
@@ -166,7 +241,7 @@ def main() -> None:
     files = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("load-*.json"))]
     files = [f for f in files if f.get("load") or f.get("kb") or f.get("kb_embeddings")]
     files.sort(key=lambda f: get(f, "load", "created") or f.get("updated", ""))
-    files = files[-args.columns:]
+    files = files[-args.columns :]
     readme = Path(args.readme)
     text = readme.read_text() if readme.exists() else "# Benchmarks\n"
     text = replace_section(text, "load", load_table(files), "## Under load: `make bench` (figures)")

@@ -50,9 +50,12 @@ def recall(kb: KnowledgeBase, rows: list[dict]) -> dict:
         r5.append(hit)
         if row["kind"] == "followup":
             fu.append(hit)
-    return {"recall_at_1": round(sum(r1) / len(r1), 3), "recall_at_5": round(sum(r5) / len(r5), 3),
-            "recall_at_5_followup": round(sum(fu) / len(fu), 3) if fu else None,
-            "median_search_ms": round(statistics.median(lat) * 1000, 1)}
+    return {
+        "recall_at_1": round(sum(r1) / len(r1), 3),
+        "recall_at_5": round(sum(r5) / len(r5), 3),
+        "recall_at_5_followup": round(sum(fu) / len(fu), 3) if fu else None,
+        "median_search_ms": round(statistics.median(lat) * 1000, 1),
+    }
 
 
 class _Done(Exception):
@@ -64,11 +67,16 @@ def main() -> None:
     ap.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpus/langgraph-docs"))
     ap.add_argument("--eval", default=str(HERE.parent.parent / "shared/eval/dev.jsonl"))
     ap.add_argument("--backend", choices=["auto", "torch", "onnx", "onnx-int8"], default="auto")
-    ap.add_argument("--max-tokens", type=int, default=None,
-                    help="word pieces read per text ([models] local_embedding_max_tokens; default the product's, "
-                         "0 = the model's own 256)")
-    ap.add_argument("--skip-incremental", action="store_true",
-                    help="skip the one-file-changed reindex (a second full embedding)")
+    ap.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="word pieces read per text ([models] local_embedding_max_tokens; default the product's, "
+        "0 = the model's own 256)",
+    )
+    ap.add_argument(
+        "--skip-incremental", action="store_true", help="skip the one-file-changed reindex (a second full embedding)"
+    )
     args = ap.parse_args()
     rows = [json.loads(line) for line in Path(args.eval).read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r["kind"] in ("kb", "followup")]
@@ -116,8 +124,11 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(json.dumps(report, indent=1))
-    name = "retrieval" + ("" if args.backend == "auto" else f"-{args.backend}") \
+    name = (
+        "retrieval"
+        + ("" if args.backend == "auto" else f"-{args.backend}")
         + ("" if args.max_tokens is None else f"-max{args.max_tokens}")
+    )
     out = HERE / "results" / f"{name}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(report, indent=1))

@@ -94,14 +94,28 @@ def main() -> None:
         grades = brain.grade(qs, docs)
         sig = router.signals(row["question"])
         route = router.decide(sig, bool(row.get("history")))
-        per_row.append({
-            "id": row["id"], "kind": row["kind"], "half": n % 2, "expected_route": row["expected_route"],
-            "sources": row.get("sources") or [], "facts": row.get("answer_facts") or [],
-            "plain": [d["location"] for d in plain], "reranked": [d["location"] for d in reranked],
-            "grades": grades, "cands": [d["location"] for d in cands], "cos": cos, "title": title,
-            "signals": sig.__dict__, "history": bool(row.get("history")), "route": route,
-            "docs": docs, "qs": qs, "seconds": time.perf_counter() - t,
-        })
+        per_row.append(
+            {
+                "id": row["id"],
+                "kind": row["kind"],
+                "half": n % 2,
+                "expected_route": row["expected_route"],
+                "sources": row.get("sources") or [],
+                "facts": row.get("answer_facts") or [],
+                "plain": [d["location"] for d in plain],
+                "reranked": [d["location"] for d in reranked],
+                "grades": grades,
+                "cands": [d["location"] for d in cands],
+                "cos": cos,
+                "title": title,
+                "signals": sig.__dict__,
+                "history": bool(row.get("history")),
+                "route": route,
+                "docs": docs,
+                "qs": qs,
+                "seconds": time.perf_counter() - t,
+            }
+        )
         print(f"{row['id']} {time.perf_counter() - t:.1f}s", file=sys.stderr)
 
     if cache:
@@ -113,7 +127,9 @@ def main() -> None:
             rs = [r for r in per_row if r["kind"] in ("kb", "followup") and (half is None or r["half"] == half)]
             report[f"recall_{name}_{'all' if half is None else 'half' + str(half)}"] = {
                 "r1": mean([float(bool(r[name]) and r[name][0] in r["sources"]) for r in rs]),
-                "r5": mean([float(any(x in r["sources"] for x in r[name][:5])) for r in rs])}
+                "r5": mean([float(any(x in r["sources"] for x in r[name][:5])) for r in rs]),
+            }
+
     def rerank_recall(rs: list[dict], prior: float, tw: float) -> tuple[float, float]:
         r1, r5 = [], []
         for r in rs:
@@ -131,9 +147,14 @@ def main() -> None:
         train = [r for r in kbrows if r["half"] == half]
         test = [r for r in kbrows if r["half"] != half]
         best = max(((p, t) for p in pgrid for t in tgrid), key=lambda pt: sum(rerank_recall(train, *pt)))
-        report["rerank"][f"fit_half{half}"] = {"prior": best[0], "title": best[1],
-                                              "train": rerank_recall(train, *best), "test": rerank_recall(test, *best)}
+        report["rerank"][f"fit_half{half}"] = {
+            "prior": best[0],
+            "title": best[1],
+            "train": rerank_recall(train, *best),
+            "test": rerank_recall(test, *best),
+        }
     report["rerank"]["grid_all"] = {f"{p},{t}": rerank_recall(kbrows, p, t) for p in pgrid for t in tgrid}
+
     # ---- routing
     def route_acc(rs: list[dict], margin: float, cur: float) -> float | None:
         router.margin, router.current_margin = margin, cur
@@ -152,23 +173,36 @@ def main() -> None:
         train = [r for r in per_row if r["half"] == half]
         test = [r for r in per_row if r["half"] != half]
         best = max(((m, c) for m in grid for c in grid), key=lambda mc: (route_acc(train, *mc), -abs(mc[0] - 0.05)))
-        report["routing"][f"fit_half{half}"] = {"margin": best[0], "current_margin": best[1],
-                                               "train": route_acc(train, *best), "test": route_acc(test, *best)}
+        report["routing"][f"fit_half{half}"] = {
+            "margin": best[0],
+            "current_margin": best[1],
+            "train": route_acc(train, *best),
+            "test": route_acc(test, *best),
+        }
     report["routing"]["grid_all"] = {f"{m},{c}": route_acc(per_row, m, c) for m in grid for c in grid[::2]}
+
     # ---- relevance threshold
     def grade_acc(rs: list[dict], th: float, hi: float | None = None) -> dict:
         ans = [r for r in rs if r["kind"] in ("kb", "followup")]
         una = [r for r in rs if r["kind"] == "web"]
+
         def t(r: dict) -> float:
             return hi if hi is not None and r["route"] == "websearch" else th
-        keep_expected = [float(any(g >= t(r) and d["location"] in r["sources"]
-                                   for g, d in zip(r["grades"], r["docs"], strict=False)))
-                         for r in ans]
+
+        keep_expected = [
+            float(
+                any(g >= t(r) and d["location"] in r["sources"] for g, d in zip(r["grades"], r["docs"], strict=False))
+            )
+            for r in ans
+        ]
         keep_any = [float(any(g >= t(r) for g in r["grades"])) for r in ans]
         reject_una = [float(all(g < t(r) for g in r["grades"])) for r in una]
-        return {"answerable_kept_expected": mean(keep_expected), "answerable_kept_any": mean(keep_any),
-                "unanswerable_rejected": mean(reject_una),
-                "balanced": mean([mean(keep_any) or 0.0, mean(reject_una) or 0.0])}
+        return {
+            "answerable_kept_expected": mean(keep_expected),
+            "answerable_kept_any": mean(keep_any),
+            "unanswerable_rejected": mean(reject_una),
+            "balanced": mean([mean(keep_any) or 0.0, mean(reject_una) or 0.0]),
+        }
 
     ths = [round(0.3 + 0.02 * i, 2) for i in range(30)]
     report["relevance"] = {}
@@ -176,8 +210,11 @@ def main() -> None:
         train = [r for r in per_row if r["half"] == half]
         test = [r for r in per_row if r["half"] != half]
         best = max(ths, key=lambda t: (grade_acc(train, t)["balanced"], -t))
-        report["relevance"][f"fit_half{half}"] = {"threshold": best, "train": grade_acc(train, best),
-                                                 "test": grade_acc(test, best)}
+        report["relevance"][f"fit_half{half}"] = {
+            "threshold": best,
+            "train": grade_acc(train, best),
+            "test": grade_acc(test, best),
+        }
     report["relevance"]["grid_all"] = {str(t): grade_acc(per_row, t) for t in ths}
     # route-aware: the threshold for questions the router took for current events (hi) and
     # for the others (lo); unanswerable rows are the web rows
@@ -185,14 +222,26 @@ def main() -> None:
     for half in (0, 1):
         train = [r for r in per_row if r["half"] == half]
         test = [r for r in per_row if r["half"] != half]
-        best = max(((lo, hi) for lo in ths for hi in ths if hi >= lo),
-                   key=lambda lh: (grade_acc(train, *lh)["balanced"], lh[0], lh[1]))
+        best = max(
+            ((lo, hi) for lo in ths for hi in ths if hi >= lo),
+            key=lambda lh: (grade_acc(train, *lh)["balanced"], lh[0], lh[1]),
+        )
         report["relevance_route_aware"][f"fit_half{half}"] = {
-            "lo": best[0], "hi": best[1], "train": grade_acc(train, *best), "test": grade_acc(test, *best)}
+            "lo": best[0],
+            "hi": best[1],
+            "train": grade_acc(train, *best),
+            "test": grade_acc(test, *best),
+        }
     report["relevance_route_aware"]["configured"] = {
-        "lo": brain.relevance_threshold, "hi": brain.current_relevance_threshold,
-        **{f"half{h}": grade_acc([r for r in per_row if r["half"] == h], brain.relevance_threshold,
-                                 brain.current_relevance_threshold) for h in (0, 1)}}
+        "lo": brain.relevance_threshold,
+        "hi": brain.current_relevance_threshold,
+        **{
+            f"half{h}": grade_acc(
+                [r for r in per_row if r["half"] == h], brain.relevance_threshold, brain.current_relevance_threshold
+            )
+            for h in (0, 1)
+        },
+    }
     report["row_grades"] = {r["id"]: [round(g, 3) for g in r["grades"]] for r in per_row}
     # ---- composing (with the configured threshold)
     facts = []
@@ -222,8 +271,11 @@ def main() -> None:
                         for r in per_row:
                             if r["kind"] not in ("kb", "followup") or not r["facts"] or r["half"] != half:
                                 continue
-                            th = (brain.current_relevance_threshold if r["route"] == "websearch"
-                                  else brain.relevance_threshold)
+                            th = (
+                                brain.current_relevance_threshold
+                                if r["route"] == "websearch"
+                                else brain.relevance_threshold
+                            )
                             kept = [d for g, d in zip(r["grades"], r["docs"], strict=False) if g >= th]
                             a = brain.compose(r["qs"], kept, max_sentences=ms, neighbours=nb, before=bf) if kept else ""
                             f.append(sum(x.lower() in a.lower() for x in r["facts"]) / len(r["facts"]))
@@ -236,16 +288,25 @@ def main() -> None:
     for fit, test in (("half0", "half1"), ("half1", "half0")):
         # ties go to the shorter answers (the first in grid order)
         best = max(grid, key=lambda key: (grid[key][fit]["facts"], -grid[key][fit]["median_chars"]))
-        report["compose_cross"][f"fit_{fit}"] = {"shape": best, "train": grid[best][fit]["facts"],
-                                                  "test": grid[best][test]["facts"]}
-    report["recall_misses"] = {name: [r["id"] for r in per_row if r["kind"] in ("kb", "followup")
-                                      and not any(x in r["sources"] for x in r[name][:5])]
-                               for name in ("plain", "reranked")}
+        report["compose_cross"][f"fit_{fit}"] = {
+            "shape": best,
+            "train": grid[best][fit]["facts"],
+            "test": grid[best][test]["facts"],
+        }
+    report["recall_misses"] = {
+        name: [
+            r["id"]
+            for r in per_row
+            if r["kind"] in ("kb", "followup") and not any(x in r["sources"] for x in r[name][:5])
+        ]
+        for name in ("plain", "reranked")
+    }
     report["median_seconds"] = sorted(r["seconds"] for r in per_row)[len(per_row) // 2]
     out = HERE / "results" / "calibration.json"
     out.write_text(json.dumps(report, indent=1))
-    (HERE / "results" / "calibration-answers.json").write_text(json.dumps(
-        [{"id": r["id"], "facts": r["facts"], "answer": r.get("answer", "")} for r in per_row], indent=1))
+    (HERE / "results" / "calibration-answers.json").write_text(
+        json.dumps([{"id": r["id"], "facts": r["facts"], "answer": r.get("answer", "")} for r in per_row], indent=1)
+    )
     summary = {k: v for k, v in report.items() if k not in ("row_grades",)}
     summary["routing"] = {k: v for k, v in report["routing"].items() if k != "grid_all"}
     summary["relevance"] = {k: v for k, v in report["relevance"].items() if k != "grid_all"}
@@ -256,6 +317,7 @@ def main() -> None:
 
 def ex_signals(d: dict):
     from graphs.offline_router import RouteSignals
+
     return RouteSignals(**d)
 
 

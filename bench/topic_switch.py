@@ -21,9 +21,14 @@ def switch_rows(rows: list[dict]) -> list[dict]:
         prev = next(p for p in (kb[i - k] for k in range(1, len(kb))) if not set(p["sources"]) & set(row["sources"]))
         facts = "; ".join(prev["answer_facts"])
         answer = f"From the documentation: {facts} [1]\n\nSources:\n  [1] {prev['sources'][0]}"
-        out.append({**row, "id": f"switch-{row['id']}", "kind": "followup",
-                    "history": [{"role": "user", "content": prev["question"]},
-                                {"role": "assistant", "content": answer}]})
+        out.append(
+            {
+                **row,
+                "id": f"switch-{row['id']}",
+                "kind": "followup",
+                "history": [{"role": "user", "content": prev["question"]}, {"role": "assistant", "content": answer}],
+            }
+        )
     return out
 
 

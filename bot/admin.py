@@ -31,7 +31,8 @@ HELP_TEXT = (
     "the people you talk to).\n"
     "• While I work, the reaction on your message shows what I'm doing (searching, writing, done).\n"
     "• When I can't find a grounded answer I ask the team's experts in the thread; they reply with "
-    + REPLY_SYNTAX + " (or use the buttons).\n"
+    + REPLY_SYNTAX
+    + " (or use the buttons).\n"
     "• Rate an answer with its 👍 / 👎 buttons. Experts can teach me with `remember: <the answer>` in a thread.\n"
     "• Admin commands: `reindex`, `learned list`, `learned forget ID` (admins only), `status`, `help`. "
     "This help is shown only to you."
@@ -51,9 +52,17 @@ class AdminCommands:
         learned: the learned entries (``learned list|forget``); None when learning is off.
     """
 
-    def __init__(self, knowledge: KnowledgeBase, store: BookkeepingStore, *, kb_description: str, apology: str,
-                 describe: dict[str, str] | None = None, progress_interval: float = 2.0,
-                 learned: LearnedStore | None = None):
+    def __init__(
+        self,
+        knowledge: KnowledgeBase,
+        store: BookkeepingStore,
+        *,
+        kb_description: str,
+        apology: str,
+        describe: dict[str, str] | None = None,
+        progress_interval: float = 2.0,
+        learned: LearnedStore | None = None,
+    ):
         self.knowledge = knowledge
         self.store = store
         self.kb_description = kb_description
@@ -111,8 +120,11 @@ class AdminCommands:
                 return
             removed = await asyncio.to_thread(self.learned.forget, int(arg))
             log.info("learned entry %s %s", arg, "forgotten" if removed else "not found")
-            await out.notify_private(f"Learned entry {arg} removed: I won't use it any more." if removed
-                                     else f"There is no learned entry {arg}. `learned list` shows them.")
+            await out.notify_private(
+                f"Learned entry {arg} removed: I won't use it any more."
+                if removed
+                else f"There is no learned entry {arg}. `learned list` shows them."
+            )
             return
         entries = await asyncio.to_thread(self.learned.entries)
         await out.notify_private(format_learned(entries))

@@ -31,10 +31,26 @@ from bot.storage import pg_checkpoints as _pg  # noqa: E402 - the PostgreSQL var
 
 #: Columns of the saver's tables that the statements here rely on (pinned by a test).
 SAVER_SCHEMA: dict[str, tuple[str, ...]] = {
-    "checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "checkpoint",
-                    "metadata"),
-    "writes": ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel", "type",
-               "value"),
+    "checkpoints": (
+        "thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "parent_checkpoint_id",
+        "type",
+        "checkpoint",
+        "metadata",
+    ),
+    "writes": (
+        "thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "task_id",
+        "task_path",
+        "idx",
+        "channel",
+        "type",
+        "value",
+    ),
 }
 
 
@@ -85,9 +101,12 @@ async def thread_keys(saver: Any, prefix: str = "") -> list[str]:
         return []
     pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     async with saver.lock:
-        rows = await (await conn.execute(
-            "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id LIKE ? ESCAPE '\\' ORDER BY thread_id",
-            (pattern,))).fetchall()
+        rows = await (
+            await conn.execute(
+                "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id LIKE ? ESCAPE '\\' ORDER BY thread_id",
+                (pattern,),
+            )
+        ).fetchall()
     return [r[0] for r in rows]
 
 
@@ -109,11 +128,15 @@ async def prune(saver: Any, thread_key: str, keep: int) -> int:
         await conn.execute(
             "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id NOT IN (SELECT checkpoint_id FROM checkpoints"
             " c WHERE c.thread_id = writes.thread_id AND c.checkpoint_ns = writes.checkpoint_ns"
-            " ORDER BY c.checkpoint_id DESC LIMIT ?)", (thread_key, keep))
+            " ORDER BY c.checkpoint_id DESC LIMIT ?)",
+            (thread_key, keep),
+        )
         cur = await conn.execute(
             "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id NOT IN (SELECT c.checkpoint_id FROM"
             " checkpoints c WHERE c.thread_id = checkpoints.thread_id AND c.checkpoint_ns = checkpoints.checkpoint_ns"
-            " ORDER BY c.checkpoint_id DESC LIMIT ?)", (thread_key, keep))
+            " ORDER BY c.checkpoint_id DESC LIMIT ?)",
+            (thread_key, keep),
+        )
         deleted = cur.rowcount
         await conn.commit()
         if deleted:
@@ -131,9 +154,13 @@ async def latest_checkpoint_id(saver: Any, thread_key: str) -> str:
     if conn is None:
         return ""
     async with saver.lock:
-        row = await (await conn.execute(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
-            "ORDER BY checkpoint_id DESC LIMIT 1", (thread_key,))).fetchone()
+        row = await (
+            await conn.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+                "ORDER BY checkpoint_id DESC LIMIT 1",
+                (thread_key,),
+            )
+        ).fetchone()
     return row[0] if row else ""
 
 
@@ -145,11 +172,21 @@ async def thread_bytes(saver: Any, thread_key: str) -> int:
     if conn is None:
         return 0
     async with saver.lock:
-        a = (await (await conn.execute(
-            "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints WHERE thread_id = ?",
-            (thread_key,))).fetchone())[0]
-        b = (await (await conn.execute(
-            "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ?", (thread_key,))).fetchone())[0]
+        a = (
+            await (
+                await conn.execute(
+                    "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints WHERE thread_id = ?",
+                    (thread_key,),
+                )
+            ).fetchone()
+        )[0]
+        b = (
+            await (
+                await conn.execute(
+                    "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ?", (thread_key,)
+                )
+            ).fetchone()
+        )[0]
     return int(a) + int(b)
 
 
@@ -168,6 +205,7 @@ def list_threads(path: str | Path) -> list[tuple[str, int]]:
         if not has:
             return []
         return conn.execute(
-            "SELECT thread_id, COUNT(*) FROM checkpoints GROUP BY thread_id ORDER BY thread_id").fetchall()
+            "SELECT thread_id, COUNT(*) FROM checkpoints GROUP BY thread_id ORDER BY thread_id"
+        ).fetchall()
     finally:
         conn.close()

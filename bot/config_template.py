@@ -58,8 +58,9 @@ def description(model: type[BaseModel], name: str) -> str:
 
 
 def _comment(text: str, prefix: str = "# ") -> list[str]:
-    return textwrap.wrap(text, WIDTH, initial_indent=prefix, subsequent_indent=prefix,
-                         break_long_words=False, break_on_hyphens=False)
+    return textwrap.wrap(
+        text, WIDTH, initial_indent=prefix, subsequent_indent=prefix, break_long_words=False, break_on_hyphens=False
+    )
 
 
 def _keys(model: type[BaseModel]) -> list[tuple[str, FieldInfo]]:

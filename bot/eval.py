@@ -63,7 +63,10 @@ def load_eval(path: str | Path) -> list[dict[str, Any]]:
         try:
             row = json.loads(line)
             if not isinstance(row.get("question"), str) or row.get("expected_route") not in (
-                    "vectorstore", "websearch", "direct"):
+                "vectorstore",
+                "websearch",
+                "direct",
+            ):
                 raise ValueError("needs a question and an expected_route of vectorstore, websearch or direct")
             for key in ("sources", "answer_facts"):
                 if not all(isinstance(x, str) for x in row.get(key) or []) or isinstance(row.get(key), str):
@@ -96,8 +99,9 @@ async def run_eval(runtime: Runtime, rows: list[dict[str, Any]], console: Consol
         key = f"eval:{row.get('id', i)}:{uuid.uuid4().hex[:8]}"
         await service.seed_history(key, row.get("history", []))
         t0 = time.perf_counter()
-        result = await service.ask(key, row["question"], ConsoleResponder(key, quiet, show_status=False,
-                                                                           show_answers=False), platform="eval")
+        result = await service.ask(
+            key, row["question"], ConsoleResponder(key, quiet, show_status=False, show_answers=False), platform="eval"
+        )
         seconds = time.perf_counter() - t0
         values = result.values if result else {}
         retrieved = list(values.get("first_retrieval") or [])
@@ -111,22 +115,38 @@ async def run_eval(runtime: Runtime, rows: list[dict[str, Any]], console: Consol
         path = list(values.get("path", []))
         outcome = values.get("outcome", "") if result and result.answer else ("help_request" if result else "none")
         # first pass: answered from one knowledge-base search (redrafts allowed), no web, no human
-        first_pass = (path.count("retrieve") == 1 and "web_search" not in path and "human_review" not in path
-                      and outcome == "answer")
-        out_rows.append(EvalRow(
-            id=str(row.get("id", i)), kind=row.get("kind", ""), expected_route=row["expected_route"],
-            route=values.get("route", ""), route_ok=values.get("route", "") == row["expected_route"],
-            retrieved=retrieved[:5],
-            recall_at_1=_hit(retrieved, expected, 1) if row.get("kind") in ("kb", "followup") else None,
-            recall_at_5=_hit(retrieved, expected, 5) if row.get("kind") in ("kb", "followup") else None,
-            facts_found=(sum(f.lower() in answer.lower() for f in facts) / len(facts)) if facts else None,
-            llm_calls=int(values.get("llm_calls", 0)), first_pass=first_pass, outcome=outcome,
-            seconds=round(seconds, 2), path=path, answer=answer[:500],
-        ))
+        first_pass = (
+            path.count("retrieve") == 1
+            and "web_search" not in path
+            and "human_review" not in path
+            and outcome == "answer"
+        )
+        out_rows.append(
+            EvalRow(
+                id=str(row.get("id", i)),
+                kind=row.get("kind", ""),
+                expected_route=row["expected_route"],
+                route=values.get("route", ""),
+                route_ok=values.get("route", "") == row["expected_route"],
+                retrieved=retrieved[:5],
+                recall_at_1=_hit(retrieved, expected, 1) if row.get("kind") in ("kb", "followup") else None,
+                recall_at_5=_hit(retrieved, expected, 5) if row.get("kind") in ("kb", "followup") else None,
+                facts_found=(sum(f.lower() in answer.lower() for f in facts) / len(facts)) if facts else None,
+                llm_calls=int(values.get("llm_calls", 0)),
+                first_pass=first_pass,
+                outcome=outcome,
+                seconds=round(seconds, 2),
+                path=path,
+                answer=answer[:500],
+            )
+        )
         r = out_rows[-1]
         route_ok = "ok" if r.route_ok else "expected " + r.expected_route
-        console.print(f"[{i}/{len(rows)}] {r.id} route={r.route or '-'} ({route_ok}) "
-                      f"r@5={r.recall_at_5} calls={r.llm_calls} {r.seconds:.1f}s", highlight=False)
+        console.print(
+            f"[{i}/{len(rows)}] {r.id} route={r.route or '-'} ({route_ok}) "
+            f"r@5={r.recall_at_5} calls={r.llm_calls} {r.seconds:.1f}s",
+            highlight=False,
+        )
     return {"rows": [asdict(r) for r in out_rows], "totals": totals(out_rows)}
 
 
@@ -143,8 +163,9 @@ def totals(rows: list[EvalRow]) -> dict[str, Any]:
     return {
         "questions": len(rows),
         "route_accuracy": _mean([1.0 if r.route_ok else 0.0 for r in rows]),
-        "route_accuracy_kb_followup_direct": _mean([1.0 if r.route_ok else 0.0 for r in rows
-                                                    if r.kind in ("kb", "followup", "direct")]),
+        "route_accuracy_kb_followup_direct": _mean(
+            [1.0 if r.route_ok else 0.0 for r in rows if r.kind in ("kb", "followup", "direct")]
+        ),
         "recall_at_1": _mean([r.recall_at_1 for r in rows]),
         "recall_at_5": _mean([r.recall_at_5 for r in rows]),
         "recall_at_5_followup": _mean([r.recall_at_5 for r in rows if r.kind == "followup"]),

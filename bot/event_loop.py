@@ -36,13 +36,13 @@ def loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEventLoop
         return None
     if importlib.util.find_spec("uvloop") is None:
         if choice == "uvloop":
-            raise ConfigError("[service] event_loop is \"uvloop\" but uvloop is not installed: pip install uvloop")
+            raise ConfigError('[service] event_loop is "uvloop" but uvloop is not installed: pip install uvloop')
         return None
     try:
         import uvloop
     except ImportError as exc:  # installed but broken (e.g. a wheel built for another platform)
         if choice == "uvloop":
-            raise ConfigError(f"[service] event_loop is \"uvloop\" but uvloop cannot be imported: {exc}") from exc
+            raise ConfigError(f'[service] event_loop is "uvloop" but uvloop cannot be imported: {exc}') from exc
         log.warning("uvloop cannot be imported (%s): running on asyncio's event loop", exc)
         return None
     return uvloop.new_event_loop

@@ -11,12 +11,37 @@ import errno
 import sqlite3
 from collections.abc import Iterator
 
-_NETWORK_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ETIMEDOUT, errno.EHOSTUNREACH, errno.ENETUNREACH,
-                   errno.ECONNABORTED, errno.EPIPE}
-_STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.ENOENT, errno.EISDIR,
-                   errno.EIO, errno.EDQUOT, errno.EFBIG, errno.EEXIST}
-_STORAGE_WORDS = ("disk is full", "database or disk is full", "readonly database", "read-only", "unable to open",
-                  "disk i/o error", "no space left")
+_NETWORK_ERRNOS = {
+    errno.ECONNREFUSED,
+    errno.ECONNRESET,
+    errno.ETIMEDOUT,
+    errno.EHOSTUNREACH,
+    errno.ENETUNREACH,
+    errno.ECONNABORTED,
+    errno.EPIPE,
+}
+_STORAGE_ERRNOS = {
+    errno.ENOSPC,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOTDIR,
+    errno.ENOENT,
+    errno.EISDIR,
+    errno.EIO,
+    errno.EDQUOT,
+    errno.EFBIG,
+    errno.EEXIST,
+}
+_STORAGE_WORDS = (
+    "disk is full",
+    "database or disk is full",
+    "readonly database",
+    "read-only",
+    "unable to open",
+    "disk i/o error",
+    "no space left",
+)
 
 
 class StorageError(RuntimeError):
@@ -73,8 +98,9 @@ def _status_code(exc: BaseException) -> int | None:
 
 #: Base classes of the HTTP clients' transport failures (httpx, httpcore, aiohttp): a cut
 #: response body or a server that hung up is the network's fault like a refused connection.
-_TRANSPORT_BASES = frozenset({"TransportError", "NetworkError", "ProtocolError", "ProxyError",
-                              "ClientConnectionError", "ClientPayloadError"})
+_TRANSPORT_BASES = frozenset(
+    {"TransportError", "NetworkError", "ProtocolError", "ProxyError", "ClientConnectionError", "ClientPayloadError"}
+)
 
 
 def failure_kind(exc: BaseException) -> str:
@@ -101,8 +127,11 @@ def _kind_of(e: BaseException) -> str:
     if "unauthorized" in text or "invalid api key" in text:
         return "auth"
     if module.startswith(("httpx", "httpcore", "aiohttp")) and (
-            "connect" in name.lower() or "timeout" in name.lower() or "network" in name.lower()
-            or any(c.__name__ in _TRANSPORT_BASES for c in type(e).__mro__)):
+        "connect" in name.lower()
+        or "timeout" in name.lower()
+        or "network" in name.lower()
+        or any(c.__name__ in _TRANSPORT_BASES for c in type(e).__mro__)
+    ):
         return "network"
     if isinstance(e, (ConnectionError, TimeoutError)):
         return "network"
@@ -142,8 +171,8 @@ def advice(kind: str) -> str:
     """What the user can do about a failure of ``kind`` (one sentence)."""
     return {
         "storage": "The data folder cannot be written (full, read-only or missing): free space or fix its "
-                   "permissions, or point [service] data_dir in config.toml elsewhere.",
+        "permissions, or point [service] data_dir in config.toml elsewhere.",
         "auth": "The API refused the key: check MISTRAL_API_KEY (or TAVILY_API_KEY), or unset it to run offline.",
         "network": "The model or search API could not be reached: check the network (or unset MISTRAL_API_KEY "
-                   "to run offline).",
+        "to run offline).",
     }.get(kind, "")

@@ -29,9 +29,14 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         worst sources are those with more 👎 than 👍, most net 👎 first (ties by name).
         Channels without an id (console) are listed as ``platform``.
     """
-    out: dict[str, Any] = {"answers": len({r["answer_id"] for r in rows}), "up": 0, "down": 0,
-                           "by_channel": defaultdict(_tally), "by_route": defaultdict(_tally),
-                           "by_source": defaultdict(_tally)}
+    out: dict[str, Any] = {
+        "answers": len({r["answer_id"] for r in rows}),
+        "up": 0,
+        "down": 0,
+        "by_channel": defaultdict(_tally),
+        "by_route": defaultdict(_tally),
+        "by_source": defaultdict(_tally),
+    }
     for r in rows:
         key = "up" if r["vote"] > 0 else "down"
         out[key] += 1
@@ -41,8 +46,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             out["by_source"][s.get("location", "")][key] += 1
     for name in ("by_channel", "by_route", "by_source"):
         out[name] = dict(sorted(out[name].items()))
-    out["worst_sources"] = sorted(((loc, t["up"], t["down"]) for loc, t in out["by_source"].items()
-                                   if t["down"] > t["up"]), key=lambda x: (x[1] - x[2], x[0]))
+    out["worst_sources"] = sorted(
+        ((loc, t["up"], t["down"]) for loc, t in out["by_source"].items() if t["down"] > t["up"]),
+        key=lambda x: (x[1] - x[2], x[0]),
+    )
     return out
 
 
@@ -76,13 +83,24 @@ def export_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         item = by_answer.get(r["answer_id"])
         if item is None:
             item = by_answer[r["answer_id"]] = {
-                "id": r["answer_id"], "kind": _KIND.get(r["route"], "human" if r["kind"] == "human" else "kb"),
-                "question": r["question"], "history": [],
+                "id": r["answer_id"],
+                "kind": _KIND.get(r["route"], "human" if r["kind"] == "human" else "kb"),
+                "question": r["question"],
+                "history": [],
                 "expected_route": r["route"] if r["route"] in _KIND else "vectorstore",
-                "sources": [], "answer_facts": [],
-                "answer": r["answer"], "cited_sources": [s.get("location", "") for s in r["sources"]],
-                "path": r["path"], "thread_key": r["thread_key"], "platform": r["platform"], "channel": r["channel"],
-                "up": 0, "down": 0, "reasons": [], "votes": []}
+                "sources": [],
+                "answer_facts": [],
+                "answer": r["answer"],
+                "cited_sources": [s.get("location", "") for s in r["sources"]],
+                "path": r["path"],
+                "thread_key": r["thread_key"],
+                "platform": r["platform"],
+                "channel": r["channel"],
+                "up": 0,
+                "down": 0,
+                "reasons": [],
+                "votes": [],
+            }
         item["up" if r["vote"] > 0 else "down"] += 1
         if r["reason"]:
             item["reasons"].append(r["reason"])

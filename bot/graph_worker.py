@@ -77,11 +77,13 @@ async def serve(fd: int) -> int:
         if count_requests:  # the chat process serves metrics ([monitoring] metrics_port)
             config = {**config, "callbacks": [counter.handler]}
         final: Any = None
-        with log_context(thread_key=meta.get("thread_key"), platform=meta.get("platform"),
-                         message_id=meta.get("message_id")):
+        with log_context(
+            thread_key=meta.get("thread_key"), platform=meta.get("platform"), message_id=meta.get("message_id")
+        ):
             try:
-                async for mode, chunk in graph.astream(graph_input, config, stream_mode=["custom", "values"],
-                                                       durability=durability):
+                async for mode, chunk in graph.astream(
+                    graph_input, config, stream_mode=["custom", "values"], durability=durability
+                ):
                     if mode == "values":
                         final = chunk
                     else:
@@ -146,10 +148,12 @@ async def _build(init: dict[str, Any]) -> tuple[Any, Any]:
     stack.push_async_callback(close_chat_model, model)
     emb, emb_id = build_embeddings(settings.knowledge.embeddings, settings.models, secrets.mistral_api_key)
     knowledge = build_knowledge_base(settings, emb, emb_id, init.get("sources"))
-    deps = await graph_deps(settings, secrets, model, knowledge, int(init["max_calls"]), degraded=degraded,
-                            sources=init.get("sources"))
+    deps = await graph_deps(
+        settings, secrets, model, knowledge, int(init["max_calls"]), degraded=degraded, sources=init.get("sources")
+    )
     saver = await stack.enter_async_context(
-        AsyncSqliteSaver.from_conn_string(str(settings.path(settings.service.checkpoint_db))))
+        AsyncSqliteSaver.from_conn_string(str(settings.path(settings.service.checkpoint_db)))
+    )
     await checkpoints.prepare(saver)  # the chat process set the file up; this sets the connection's pragmas
     graph = build_graph(deps, checkpointer=saver)
     freeze_startup_objects()

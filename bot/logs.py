@@ -37,8 +37,7 @@ LogFormat = Literal["text", "json"]
 FIELDS = ("thread_key", "platform", "message_id")
 
 # the fields are never changed in place: a new dict is set for each context
-_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("threadwise_log_context",
-                                                                                default=None)
+_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("threadwise_log_context", default=None)
 
 
 @contextmanager

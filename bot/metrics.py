@@ -82,17 +82,26 @@ class PrometheusMetrics(TurnObserver):
             from langchain_core.callbacks import BaseCallbackHandler
             from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
         except ImportError as exc:
-            raise MetricsUnavailable("[monitoring] metrics_port needs prometheus-client: "
-                                     "pip install 'threadwise[metrics]'") from exc
+            raise MetricsUnavailable(
+                "[monitoring] metrics_port needs prometheus-client: pip install 'threadwise[metrics]'"
+            ) from exc
         self.registry = CollectorRegistry()
         r = self.registry
-        self.questions = Counter("threadwise_questions", "Questions that start a graph run", ["platform"],
-                                 registry=r)
-        self.outcomes = Counter("threadwise_outcomes", "How turns ended (answer, direct, human, help, apology)",
-                                ["platform", "outcome"], registry=r)
+        self.questions = Counter("threadwise_questions", "Questions that start a graph run", ["platform"], registry=r)
+        self.outcomes = Counter(
+            "threadwise_outcomes",
+            "How turns ended (answer, direct, human, help, apology)",
+            ["platform", "outcome"],
+            registry=r,
+        )
         self.llm_calls = Counter("threadwise_llm_calls", "Chat-model requests (each retry counted)", registry=r)
-        self.latency = Histogram("threadwise_turn_seconds", "Seconds from the start of a run to its outcome",
-                                 ["outcome"], buckets=LATENCY_BUCKETS, registry=r)
+        self.latency = Histogram(
+            "threadwise_turn_seconds",
+            "Seconds from the start of a run to its outcome",
+            ["outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.waiting_runs = Gauge("threadwise_runs_waiting", "Questions waiting for a free run slot", registry=r)
         self.in_flight = Gauge("threadwise_runs_in_flight", "Graph runs in flight", registry=r)
         counter = self.llm_calls

@@ -90,15 +90,23 @@ def bind_monitoring(host: str, health_port: int, metrics_port: int) -> dict[int,
         except OSError as exc:
             for sock in out.values():
                 sock.close()
-            raise MonitoringPortError(f"[monitoring] {key} = {port}: cannot listen on {host}:{port}: "
-                                      f"{exc.strerror or exc}") from exc
+            raise MonitoringPortError(
+                f"[monitoring] {key} = {port}: cannot listen on {host}:{port}: {exc.strerror or exc}"
+            ) from exc
     return out
 
 
-async def serve_monitoring(host: str, health_port: int, metrics_port: int, *, health: PlatformHealth,
-                           metrics: Any | None, stop: asyncio.Event,
-                           started: asyncio.Event | None = None,
-                           sockets: dict[int, socket.socket] | None = None) -> None:
+async def serve_monitoring(
+    host: str,
+    health_port: int,
+    metrics_port: int,
+    *,
+    health: PlatformHealth,
+    metrics: Any | None,
+    stop: asyncio.Event,
+    started: asyncio.Event | None = None,
+    sockets: dict[int, socket.socket] | None = None,
+) -> None:
     """Serve ``/healthz`` on ``health_port`` and ``/metrics`` on ``metrics_port`` (0: that
     endpoint off; the same port: one server) on ``host`` until ``stop`` is set.
 
@@ -115,8 +123,10 @@ async def serve_monitoring(host: str, health_port: int, metrics_port: int, *, he
     async def healthz(_: web.Request) -> web.Response:
         report = await health.report()
         ok = bool(report) and all(report.values())
-        body = {"status": "ok" if ok else "unavailable",
-                "platforms": {name: {"connected": up} for name, up in report.items()}}
+        body = {
+            "status": "ok" if ok else "unavailable",
+            "platforms": {name: {"connected": up} for name, up in report.items()},
+        }
         return web.Response(text=json.dumps(body), status=200 if ok else 503, content_type="application/json")
 
     async def metrics_page(_: web.Request) -> web.Response:
@@ -139,8 +149,9 @@ async def serve_monitoring(host: str, health_port: int, metrics_port: int, *, he
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             runners.append(runner)
-            site = (web.SockSite(runner, sockets[port]) if sockets and port in sockets
-                    else web.TCPSite(runner, host, port))
+            site = (
+                web.SockSite(runner, sockets[port]) if sockets and port in sockets else web.TCPSite(runner, host, port)
+            )
             await site.start()
             log.info("monitoring: %s on http://%s:%d", ", ".join(p for p, _ in pages), host, port)
         if started is not None:

@@ -90,8 +90,14 @@ class Status(str, enum.Enum):
 #: replica) treats all of them as possibly shown and clears them, because the reference is
 #: stored when the message is received, not again at every status (issue 11, third round:
 #: one bookkeeping write less per status shown).
-UNFINISHED_STATUSES = (Status.RECEIVED, Status.QUEUED, Status.SEARCHING, Status.WEB, Status.WRITING,
-                       Status.WAITING_HUMAN)
+UNFINISHED_STATUSES = (
+    Status.RECEIVED,
+    Status.QUEUED,
+    Status.SEARCHING,
+    Status.WEB,
+    Status.WRITING,
+    Status.WAITING_HUMAN,
+)
 
 #: The steps of a run: shown paced, in the background, and skipped when a newer status comes
 #: first (:class:`bot.chat.reactions.ReactionState`, ``[slack.reactions] change_interval_seconds``).

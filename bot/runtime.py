@@ -59,8 +59,9 @@ class Runtime:
     health: PlatformHealth = field(default_factory=PlatformHealth)  # connected or not, per platform
 
 
-def build_knowledge_base(settings: Settings, embeddings: Embeddings | None, embedder_id: str,
-                         sources: Sequence[str] | None = None) -> KnowledgeBase:
+def build_knowledge_base(
+    settings: Settings, embeddings: Embeddings | None, embedder_id: str, sources: Sequence[str] | None = None
+) -> KnowledgeBase:
     """The knowledge base from ``[knowledge]`` (``sources`` overrides config.toml's)."""
     k = settings.knowledge
     srcs = list(sources) if sources else [str(settings.path(s)) for s in k.sources]
@@ -71,10 +72,19 @@ def build_knowledge_base(settings: Settings, embeddings: Embeddings | None, embe
         tag = hashlib.sha256("\n".join(str(Path(s).resolve()) for s in srcs).encode()).hexdigest()[:10]
         index_dir = index_dir.parent / f"{index_dir.name}-{tag}"
     return KnowledgeBase(
-        index_dir, srcs, k.patterns, embeddings=embeddings, embedder_id=embedder_id, chunk_size=k.chunk_size,
-        chunk_overlap=k.chunk_overlap, candidates=k.candidates, rrf_k=k.rrf_k,
-        max_chunks_per_file=k.max_chunks_per_file, keep_generations=k.keep_generations,
-        batch_size=k.embedding_batch_size, batch_tokens=k.embedding_batch_tokens,
+        index_dir,
+        srcs,
+        k.patterns,
+        embeddings=embeddings,
+        embedder_id=embedder_id,
+        chunk_size=k.chunk_size,
+        chunk_overlap=k.chunk_overlap,
+        candidates=k.candidates,
+        rrf_k=k.rrf_k,
+        max_chunks_per_file=k.max_chunks_per_file,
+        keep_generations=k.keep_generations,
+        batch_size=k.embedding_batch_size,
+        batch_tokens=k.embedding_batch_tokens,
     )
 
 
@@ -83,8 +93,14 @@ def build_web_search(settings: Settings, secrets: Secrets) -> WebSearch | None:
     w = settings.web
     if not (w.enabled and secrets.tavily_api_key):
         return None
-    return WebSearch(secrets.tavily_api_key, w.api_base_url, w.max_results, w.search_depth, w.timeout_seconds,
-                     settings.graph.max_document_characters)
+    return WebSearch(
+        secrets.tavily_api_key,
+        w.api_base_url,
+        w.max_results,
+        w.search_depth,
+        w.timeout_seconds,
+        settings.graph.max_document_characters,
+    )
 
 
 def json_mode_for(model: BaseChatModel) -> str:
@@ -117,8 +133,7 @@ def resolve_concurrency(calls: int | str, runs: int | str, model: BaseChatModel,
     replaced by :data:`AUTO_CONCURRENCY` for ``model``; ``workers`` graph worker processes
     (0: the graph runs in this process) each take the auto number of runs."""
     auto = AUTO_CONCURRENCY["llamacpp" if json_mode_for(model) == "llamacpp" else "hosted"]
-    return ((auto[0] if calls == "auto" else int(calls)),
-            (auto[1] * max(1, workers) if runs == "auto" else int(runs)))
+    return ((auto[0] if calls == "auto" else int(calls)), (auto[1] * max(1, workers) if runs == "auto" else int(runs)))
 
 
 def resolve_graph_workers(workers: int | str, model: BaseChatModel, backend: str, *, given_model: bool = False) -> int:
@@ -136,16 +151,21 @@ def resolve_graph_workers(workers: int | str, model: BaseChatModel, backend: str
     return int(workers)
 
 
-async def start_graph_pool(settings: Settings, service: ChatService, workers: int, max_calls: int,
-                           sources: Sequence[str] | None) -> GraphPool | None:
+async def start_graph_pool(
+    settings: Settings, service: ChatService, workers: int, max_calls: int, sources: Sequence[str] | None
+) -> GraphPool | None:
     """Start ``workers`` graph worker processes; their LLM-call cap is ``max_calls`` shared out
     (rounded up). None when they cannot start: one error line, and the graph runs in this process."""
-    init = {"settings": settings, "sources": list(sources) if sources else None,
-            "max_calls": max(1, -(-max_calls // workers)),
-            "log_level": logging.getLevelName(logging.getLogger().getEffectiveLevel()),
-            "log_format": settings.logging.format}
-    pool = GraphPool(workers, init, settings.service.event_loop,
-                     on_llm_requests=lambda n: service.observer.llm_requests(n))
+    init = {
+        "settings": settings,
+        "sources": list(sources) if sources else None,
+        "max_calls": max(1, -(-max_calls // workers)),
+        "log_level": logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+        "log_format": settings.logging.format,
+    }
+    pool = GraphPool(
+        workers, init, settings.service.event_loop, on_llm_requests=lambda n: service.observer.llm_requests(n)
+    )
     try:
         await pool.start()
     except GraphWorkerGone as exc:
@@ -161,19 +181,26 @@ def resolve_composer(composer: str, model: BaseChatModel) -> str:
     return composer
 
 
-def graph_config(settings: Settings, model: BaseChatModel, *, degraded: bool = False,
-                 sources: Sequence[str] | None = None) -> GraphConfig:
+def graph_config(
+    settings: Settings, model: BaseChatModel, *, degraded: bool = False, sources: Sequence[str] | None = None
+) -> GraphConfig:
     """What the graph runs with: ``[graph]`` as loaded, its ``"auto"`` graders and composer
     resolved for ``model`` (lexical and extractive when the chat model is ``degraded``), plus
     ``[knowledge] k`` and ``description`` (a description of ``sources`` when they override
     config.toml's) and ``[service] apology``."""
     g = settings.graph
     return GraphConfig.of(
-        g, k=settings.knowledge.k, apology=settings.service.apology,
-        kb_description=(settings.knowledge.description if not sources else
-                        "documentation from " + ", ".join(Path(s).name for s in sources)),
+        g,
+        k=settings.knowledge.k,
+        apology=settings.service.apology,
+        kb_description=(
+            settings.knowledge.description
+            if not sources
+            else "documentation from " + ", ".join(Path(s).name for s in sources)
+        ),
         graders="lexical" if degraded else resolve_graders(g.graders, model),
-        composer="extractive" if degraded else resolve_composer(g.composer, model))
+        composer="extractive" if degraded else resolve_composer(g.composer, model),
+    )
 
 
 DEGRADED_NOTE = "the chat model is unavailable, so this quotes the documents (an admin can see why in the log)"
@@ -203,8 +230,16 @@ def _chat_model(settings: Settings, secrets: Secrets, given: BaseChatModel | Non
         return UnavailableChatModel(reason=str(exc)), str(exc)
 
 
-async def graph_deps(settings: Settings, secrets: Secrets, model: BaseChatModel, knowledge: KnowledgeBase,
-                     max_calls: int, *, degraded: str = "", sources: Sequence[str] | None = None) -> GraphDeps:
+async def graph_deps(
+    settings: Settings,
+    secrets: Secrets,
+    model: BaseChatModel,
+    knowledge: KnowledgeBase,
+    max_calls: int,
+    *,
+    degraded: str = "",
+    sources: Sequence[str] | None = None,
+) -> GraphDeps:
     """What the graph's nodes use: the model caller (at most ``max_calls`` LLM calls in flight),
     ``knowledge``, web search, the learned entries and the graph's settings. Built the same way
     by the chat process and by every graph worker (:mod:`bot.graph_worker`).
@@ -216,9 +251,18 @@ async def graph_deps(settings: Settings, secrets: Secrets, model: BaseChatModel,
     learned_path = settings.path(settings.learning.index_db)
     learned = await _opened(learned_path, asyncio.to_thread(LearnedStore, learned_path))
     return GraphDeps(
-        caller=ModelCaller(model, json_mode_for(model), max_calls, m.max_retries, m.request_timeout_seconds,
-                           max_retry_wait=m.max_retry_wait_seconds, max_tokens=m.max_tokens),
-        knowledge=knowledge, web=build_web_search(settings, secrets), learned=learned,
+        caller=ModelCaller(
+            model,
+            json_mode_for(model),
+            max_calls,
+            m.max_retries,
+            m.request_timeout_seconds,
+            max_retry_wait=m.max_retry_wait_seconds,
+            max_tokens=m.max_tokens,
+        ),
+        knowledge=knowledge,
+        web=build_web_search(settings, secrets),
+        learned=learned,
         config=graph_config(settings, model, degraded=bool(degraded), sources=sources),
     )
 
@@ -247,11 +291,17 @@ def freeze_startup_objects() -> None:
 
 
 @asynccontextmanager
-async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: BaseChatModel | None = None,
-                       embeddings: Embeddings | None | Literal["config"] = "config",
-                       sources: Sequence[str] | None = None,
-                       build_index: bool = True, progress: ProgressFn | None = None,
-                       graph_workers: bool = False) -> AsyncIterator[Runtime]:
+async def open_runtime(
+    settings: Settings,
+    secrets: Secrets,
+    *,
+    chat_model: BaseChatModel | None = None,
+    embeddings: Embeddings | None | Literal["config"] = "config",
+    sources: Sequence[str] | None = None,
+    build_index: bool = True,
+    progress: ProgressFn | None = None,
+    graph_workers: bool = False,
+) -> AsyncIterator[Runtime]:
     """Open everything for the process lifetime; close it on exit.
 
     Args:
@@ -289,38 +339,57 @@ async def open_runtime(settings: Settings, secrets: Secrets, *, chat_model: Base
     async with open_storage(settings, secrets.database_url or None) as storage:
         saver, store = storage.checkpointer, storage.bookkeeping
         graph = build_graph(deps, checkpointer=saver)
-        workers = (resolve_graph_workers(s.graph_workers, model, storage.backend, given_model=chat_model is not None)
-                   if graph_workers else 0)
+        workers = (
+            resolve_graph_workers(s.graph_workers, model, storage.backend, given_model=chat_model is not None)
+            if graph_workers
+            else 0
+        )
         _, max_runs = resolve_concurrency(m.max_concurrent_calls, s.max_concurrent_runs, model, workers)
         provider = "scripted/test" if chat_model else resolve_provider(m.provider, secrets.mistral_api_key)
         if degraded:
             provider = f"unavailable, answers quote the documents ({degraded})"
         admin = AdminCommands(
-            knowledge, store, kb_description=settings.knowledge.description, apology=s.apology,
+            knowledge,
+            store,
+            kb_description=settings.knowledge.description,
+            apology=s.apology,
             describe={"Chat model": provider, "Web search": "on (Tavily)" if web else "off"},
             learned=learned,
         )
         service = ChatService(
-            graph, store, admin, help_timeout_seconds=s.help_timeout_seconds,
-            max_concurrent_runs=max_runs, recursion_limit=g.recursion_limit,
-            empty_question_reply=s.empty_question_reply, keep_checkpoints=s.keep_checkpoints_per_thread,
+            graph,
+            store,
+            admin,
+            help_timeout_seconds=s.help_timeout_seconds,
+            max_concurrent_runs=max_runs,
+            recursion_limit=g.recursion_limit,
+            empty_question_reply=s.empty_question_reply,
+            keep_checkpoints=s.keep_checkpoints_per_thread,
             max_question_characters=s.max_question_characters,
             dedup_retention_seconds=s.dedup_retention_days * 86400,
             resume_window_seconds=s.resume_window_seconds,
-            storage_apology=(settings.storage.database_apology if storage.backend == "postgres"
-                             else s.storage_apology),
+            storage_apology=(settings.storage.database_apology if storage.backend == "postgres" else s.storage_apology),
             answer_note=DEGRADED_NOTE if degraded else "",
-            scope_for=functools.partial(run_scope, settings, restrict_sources=not sources), learned=learned,
-            human_review=g.human_review, durability=s.checkpoint_durability,
+            scope_for=functools.partial(run_scope, settings, restrict_sources=not sources),
+            learned=learned,
+            human_review=g.human_review,
+            durability=s.checkpoint_durability,
         )
         await service.remember_recent_messages()  # a redelivery after a restart is not acknowledged again
         if workers:
             service.graph_pool = await start_graph_pool(settings, service, workers, max_calls, sources)
         stats = knowledge.stats()
-        log.info("runtime ready: model=%s web=%s index=%d files, %d chunks (%s, embeddings %s)%s storage=%s",
-                 provider, bool(web), stats["files"], stats["chunks"], stats.get("generation") or "no generation",
-                 stats.get("embedder") or "none", f" last build failed: {stats['last_error']}"
-                 if stats.get("last_error") else "", storage.backend)
+        log.info(
+            "runtime ready: model=%s web=%s index=%d files, %d chunks (%s, embeddings %s)%s storage=%s",
+            provider,
+            bool(web),
+            stats["files"],
+            stats["chunks"],
+            stats.get("generation") or "no generation",
+            stats.get("embedder") or "none",
+            f" last build failed: {stats['last_error']}" if stats.get("last_error") else "",
+            storage.backend,
+        )
         try:
             yield Runtime(settings, secrets, service, knowledge, graph, model, web)
         finally:

@@ -78,8 +78,9 @@ class Bookkeeping:
     async def close(self) -> None:
         await self._conn.close()
 
-    async def mark_seen(self, message_id: str, thread_key: str,
-                        run: tuple[str, dict[str, Any], dict[str, Any]] | None = None) -> bool:
+    async def mark_seen(
+        self, message_id: str, thread_key: str, run: tuple[str, dict[str, Any], dict[str, Any]] | None = None
+    ) -> bool:
         """Record a message id; True the first time, False for any repeated delivery.
 
         With ``run = (platform, responder reference, message record)`` the message is
@@ -97,27 +98,34 @@ class Bookkeeping:
                 await self._conn.execute(
                     "INSERT OR REPLACE INTO runs (run_id, thread_key, platform, reference, message, started_at, stage)"
                     " VALUES (?, ?, ?, ?, ?, ?, 'queued')",
-                    (message_id, thread_key, platform, json.dumps(reference), json.dumps(message), time.time()))
+                    (message_id, thread_key, platform, json.dumps(reference), json.dumps(message), time.time()),
+                )
             await self._conn.commit()
         return first
 
     async def thread_of(self, message_id: str) -> str | None:
         """The thread key a handled message id was recorded with, or None."""
-        row = await (await self._conn.execute(
-            "SELECT thread_key FROM seen_messages WHERE message_id = ?", (message_id,))).fetchone()
+        row = await (
+            await self._conn.execute("SELECT thread_key FROM seen_messages WHERE message_id = ?", (message_id,))
+        ).fetchone()
         return str(row[0]) if row else None
 
     async def has_thread(self, thread_key: str) -> bool:
         """True if a message of this thread was handled before."""
-        row = await (await self._conn.execute(
-            "SELECT 1 FROM seen_messages WHERE thread_key = ? LIMIT 1", (thread_key,))).fetchone()
+        row = await (
+            await self._conn.execute("SELECT 1 FROM seen_messages WHERE thread_key = ? LIMIT 1", (thread_key,))
+        ).fetchone()
         return row is not None
 
     async def recent_message_ids(self, seconds: float, limit: int) -> list[str]:
         """Ids of the messages handled in the last ``seconds`` (newest ``limit``, oldest first)."""
-        rows = await (await self._conn.execute(
-            "SELECT message_id FROM (SELECT message_id, seen_at FROM seen_messages WHERE seen_at >= ?"
-            " ORDER BY seen_at DESC LIMIT ?) ORDER BY seen_at", (time.time() - seconds, int(limit)))).fetchall()
+        rows = await (
+            await self._conn.execute(
+                "SELECT message_id FROM (SELECT message_id, seen_at FROM seen_messages WHERE seen_at >= ?"
+                " ORDER BY seen_at DESC LIMIT ?) ORDER BY seen_at",
+                (time.time() - seconds, int(limit)),
+            )
+        ).fetchall()
         return [str(r[0]) for r in rows]
 
     async def forget_seen_before(self, seconds: float) -> int:
@@ -126,8 +134,15 @@ class Bookkeeping:
         await self._conn.commit()
         return cur.rowcount
 
-    async def open_help_request(self, thread_key: str, platform: str, reference: dict[str, Any],
-                                question: str, timeout_seconds: float, interrupt_id: str = "") -> float:
+    async def open_help_request(
+        self,
+        thread_key: str,
+        platform: str,
+        reference: dict[str, Any],
+        question: str,
+        timeout_seconds: float,
+        interrupt_id: str = "",
+    ) -> float:
         """Record an open help request; returns its deadline (epoch seconds)."""
         deadline = time.time() + timeout_seconds
         await self._conn.execute(
@@ -141,14 +156,18 @@ class Bookkeeping:
     async def claim_help_request(self, thread_key: str, by: str) -> dict[str, Any] | None:
         """Atomically move an open help request to resolved. Returns it (with its
         ``reference``) to the first caller only; None if there is none open."""
-        row = await (await self._conn.execute(
-            "SELECT platform, reference, question FROM help_requests WHERE thread_key = ? AND status = 'open'",
-            (thread_key,))).fetchone()
+        row = await (
+            await self._conn.execute(
+                "SELECT platform, reference, question FROM help_requests WHERE thread_key = ? AND status = 'open'",
+                (thread_key,),
+            )
+        ).fetchone()
         if row is None:
             return None
         cur = await self._conn.execute(
             "UPDATE help_requests SET status = 'resolved', resolved_by = ? WHERE thread_key = ? AND status = 'open'",
-            (by, thread_key))
+            (by, thread_key),
+        )
         await self._conn.commit()
         if cur.rowcount != 1:
             return None
@@ -156,15 +175,32 @@ class Bookkeeping:
 
     async def open_help_requests(self) -> list[dict[str, Any]]:
         """All open help requests: thread_key, platform, reference, deadline."""
-        rows = await (await self._conn.execute(
-            "SELECT thread_key, platform, reference, deadline, interrupt_id FROM help_requests WHERE status = 'open'"
-        )).fetchall()
-        return [{"thread_key": r[0], "platform": r[1], "reference": json.loads(r[2]), "deadline": r[3],
-                 "interrupt_id": r[4]} for r in rows]
+        rows = await (
+            await self._conn.execute(
+                "SELECT thread_key, platform, reference, deadline, interrupt_id FROM help_requests WHERE status = 'open'"
+            )
+        ).fetchall()
+        return [
+            {
+                "thread_key": r[0],
+                "platform": r[1],
+                "reference": json.loads(r[2]),
+                "deadline": r[3],
+                "interrupt_id": r[4],
+            }
+            for r in rows
+        ]
 
     # ---- runs in flight (crash recovery) ------------------------------------------
-    async def run_started(self, run_id: str, thread_key: str, platform: str, reference: dict[str, Any],
-                          graph_input: dict[str, Any], checkpoint_before: str) -> bool:
+    async def run_started(
+        self,
+        run_id: str,
+        thread_key: str,
+        platform: str,
+        reference: dict[str, Any],
+        graph_input: dict[str, Any],
+        checkpoint_before: str,
+    ) -> bool:
         """Record that the graph is about to run (a queued message's row is updated).
         Returns True: one process owns every run (replicas: False when another replica
         took the run over, :meth:`bot.storage.postgres.PgBookkeeping.run_started`).
@@ -183,13 +219,22 @@ class Bookkeeping:
             " ON CONFLICT(run_id) DO UPDATE SET thread_key = excluded.thread_key, platform = excluded.platform,"
             " reference = excluded.reference, input = excluded.input,"
             " checkpoint_before = excluded.checkpoint_before, started_at = excluded.started_at, stage = 'running'",
-            (run_id, thread_key, platform, json.dumps(reference), json.dumps(graph_input), checkpoint_before,
-             time.time()))
+            (
+                run_id,
+                thread_key,
+                platform,
+                json.dumps(reference),
+                json.dumps(graph_input),
+                checkpoint_before,
+                time.time(),
+            ),
+        )
         await self._conn.commit()
         return True
 
-    async def update_run(self, run_id: str, *, reference: dict[str, Any] | None = None,
-                         stage: str | None = None) -> None:
+    async def update_run(
+        self, run_id: str, *, reference: dict[str, Any] | None = None, stage: str | None = None
+    ) -> None:
         """Refresh a run's responder reference (the reaction now shown) and/or its stage
         (``running`` -> ``posted``: the answer is out, only the final reaction is left)."""
         if reference is not None:
@@ -207,12 +252,26 @@ class Bookkeeping:
         """Runs queued or started and never finished (the process died), oldest first:
         run_id, thread_key, platform, reference, message, input, checkpoint_before,
         started_at, stage (``queued`` | ``running`` | ``posting`` | ``posted``)."""
-        rows = await (await self._conn.execute(
-            "SELECT run_id, thread_key, platform, reference, message, input, checkpoint_before, started_at, stage"
-            " FROM runs ORDER BY started_at")).fetchall()
-        return [{"run_id": r[0], "thread_key": r[1], "platform": r[2], "reference": json.loads(r[3]),
-                 "message": json.loads(r[4]), "input": json.loads(r[5]), "checkpoint_before": r[6],
-                 "started_at": r[7], "stage": r[8]} for r in rows]
+        rows = await (
+            await self._conn.execute(
+                "SELECT run_id, thread_key, platform, reference, message, input, checkpoint_before, started_at, stage"
+                " FROM runs ORDER BY started_at"
+            )
+        ).fetchall()
+        return [
+            {
+                "run_id": r[0],
+                "thread_key": r[1],
+                "platform": r[2],
+                "reference": json.loads(r[3]),
+                "message": json.loads(r[4]),
+                "input": json.loads(r[5]),
+                "checkpoint_before": r[6],
+                "started_at": r[7],
+                "stage": r[8],
+            }
+            for r in rows
+        ]
 
     async def run_in_flight(self, run_id: str) -> bool:
         """True while the run ``run_id`` (a message id) is queued or running, i.e. not yet
@@ -258,7 +317,8 @@ class Bookkeeping:
         the first caller only (across tasks and processes sharing this file)."""
         cur = await self._conn.execute(
             "INSERT OR IGNORE INTO claims (interrupt_id, thread_key, claimed_by, at) VALUES (?, ?, ?, ?)",
-            (interrupt_id, thread_key, by, time.time()))
+            (interrupt_id, thread_key, by, time.time()),
+        )
         await self._conn.commit()
         return cur.rowcount == 1
 
@@ -270,8 +330,10 @@ class Bookkeeping:
 
     async def audit(self, actor: str, command: str, allowed: bool, detail: str = "") -> None:
         """Append an admin command to the audit log."""
-        await self._conn.execute("INSERT INTO audit (at, actor, command, allowed, detail) VALUES (?, ?, ?, ?, ?)",
-                                 (time.time(), actor, command, int(allowed), detail))
+        await self._conn.execute(
+            "INSERT INTO audit (at, actor, command, allowed, detail) VALUES (?, ?, ?, ?, ?)",
+            (time.time(), actor, command, int(allowed), detail),
+        )
         await self._conn.commit()
 
     async def audit_rows(self) -> list[tuple]:
@@ -280,9 +342,20 @@ class Bookkeeping:
         return [tuple(r) for r in rows]
 
     # ---- answer feedback ---------------------------------------------------------------
-    async def record_answer(self, answer_id: str, *, thread_key: str, platform: str, channel: str, question: str,
-                            answer: str, kind: str, route: str, sources: list[dict[str, str]],
-                            path: list[str]) -> None:
+    async def record_answer(
+        self,
+        answer_id: str,
+        *,
+        thread_key: str,
+        platform: str,
+        channel: str,
+        question: str,
+        answer: str,
+        kind: str,
+        route: str,
+        sources: list[dict[str, str]],
+        path: list[str],
+    ) -> None:
         """Remember a posted answer so votes on it can be summarised and exported.
 
         Args:
@@ -295,15 +368,31 @@ class Bookkeeping:
         await self._conn.execute(
             "INSERT OR REPLACE INTO answers (answer_id, thread_key, platform, channel, question, answer, kind, route,"
             " sources, path, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (answer_id, thread_key, platform, channel, question, answer, kind, route, json.dumps(sources),
-             json.dumps(path), time.time()))
+            (
+                answer_id,
+                thread_key,
+                platform,
+                channel,
+                question,
+                answer,
+                kind,
+                route,
+                json.dumps(sources),
+                json.dumps(path),
+                time.time(),
+            ),
+        )
         await self._conn.commit()
 
     async def answer_record(self, answer_id: str) -> dict[str, Any] | None:
         """The answer recorded as ``answer_id`` (the columns of :meth:`record_answer`), or None."""
-        row = await (await self._conn.execute(
-            "SELECT answer_id, thread_key, platform, channel, question, answer, kind, route, sources, path, at"
-            " FROM answers WHERE answer_id = ?", (answer_id,))).fetchone()
+        row = await (
+            await self._conn.execute(
+                "SELECT answer_id, thread_key, platform, channel, question, answer, kind, route, sources, path, at"
+                " FROM answers WHERE answer_id = ?",
+                (answer_id,),
+            )
+        ).fetchone()
         return _answer_row(row) if row else None
 
     async def record_vote(self, answer_id: str, user_id: str, vote: int, reason: str | None = None) -> bool:
@@ -318,29 +407,47 @@ class Bookkeeping:
             "INSERT INTO votes (answer_id, user_id, vote, reason, at) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT(answer_id, user_id) DO UPDATE SET vote = excluded.vote, at = excluded.at,"
             " reason = CASE WHEN ? THEN excluded.reason WHEN excluded.vote > 0 THEN '' ELSE votes.reason END",
-            (answer_id, user_id, vote, reason or "", time.time(), reason is not None))
+            (answer_id, user_id, vote, reason or "", time.time(), reason is not None),
+        )
         await self._conn.commit()
         return True
 
     async def vote_of(self, answer_id: str, user_id: str) -> dict[str, Any] | None:
         """``{"vote": +1|-1, "reason": str}`` of one user on one answer, or None."""
-        row = await (await self._conn.execute(
-            "SELECT vote, reason FROM votes WHERE answer_id = ? AND user_id = ?", (answer_id, user_id))).fetchone()
+        row = await (
+            await self._conn.execute(
+                "SELECT vote, reason FROM votes WHERE answer_id = ? AND user_id = ?", (answer_id, user_id)
+            )
+        ).fetchone()
         return {"vote": row[0], "reason": row[1]} if row else None
 
     async def feedback_rows(self) -> list[dict[str, Any]]:
         """Every vote with its answer, oldest first: the answer's columns (see
         :meth:`record_answer`; ``sources``/``path`` decoded) plus ``user_id``, ``vote``
         (+1/-1), ``reason`` and ``voted_at``."""
-        rows = await (await self._conn.execute(
-            "SELECT a.answer_id, a.thread_key, a.platform, a.channel, a.question, a.answer, a.kind, a.route,"
-            " a.sources, a.path, a.at, v.user_id, v.vote, v.reason, v.at FROM votes v JOIN answers a"
-            " ON a.answer_id = v.answer_id ORDER BY v.at")).fetchall()
-        return [{**_answer_row(r[:11]), "user_id": r[11], "vote": r[12], "reason": r[13], "voted_at": r[14]}
-                for r in rows]
+        rows = await (
+            await self._conn.execute(
+                "SELECT a.answer_id, a.thread_key, a.platform, a.channel, a.question, a.answer, a.kind, a.route,"
+                " a.sources, a.path, a.at, v.user_id, v.vote, v.reason, v.at FROM votes v JOIN answers a"
+                " ON a.answer_id = v.answer_id ORDER BY v.at"
+            )
+        ).fetchall()
+        return [
+            {**_answer_row(r[:11]), "user_id": r[11], "vote": r[12], "reason": r[13], "voted_at": r[14]} for r in rows
+        ]
 
 
 def _answer_row(r: Any) -> dict[str, Any]:
-    return {"answer_id": r[0], "thread_key": r[1], "platform": r[2], "channel": r[3], "question": r[4],
-            "answer": r[5], "kind": r[6], "route": r[7], "sources": json.loads(r[8]), "path": json.loads(r[9]),
-            "at": r[10]}
+    return {
+        "answer_id": r[0],
+        "thread_key": r[1],
+        "platform": r[2],
+        "channel": r[3],
+        "question": r[4],
+        "answer": r[5],
+        "kind": r[6],
+        "route": r[7],
+        "sources": json.loads(r[8]),
+        "path": json.loads(r[9]),
+        "at": r[10],
+    }

@@ -24,15 +24,15 @@ class JsonLinesConsole(Console):
     ``time``, ``level``, ``logger`` ``"threadwise"``, ``message``). Level ERROR for text printed
     in ``style="red"`` (the CLI's error lines), INFO for the rest (status lines, advice)."""
 
-    def print(self, *objects: Any, sep: str = " ", end: str = "\n", style: Any = None,
-              **_: Any) -> None:
+    def print(self, *objects: Any, sep: str = " ", end: str = "\n", style: Any = None, **_: Any) -> None:
         from bot.logs import JsonFormatter
 
         text = sep.join(o.plain if isinstance(o, Text) else str(o) for o in objects).strip()
         if not text:
             return
-        record = logging.LogRecord("threadwise", logging.ERROR if style == "red" else logging.INFO, __file__, 0,
-                                   text, None, None)
+        record = logging.LogRecord(
+            "threadwise", logging.ERROR if style == "red" else logging.INFO, __file__, 0, text, None, None
+        )
         sys.stderr.write(JsonFormatter().format(record) + "\n")
         sys.stderr.flush()
 

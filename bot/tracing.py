@@ -22,8 +22,9 @@ from bot.logs import current
 RUN_NAME = "threadwise"
 
 
-def run_config(thread_key: str, platform: str, run_id: str, kind: str,
-               callbacks: Sequence[BaseCallbackHandler] = ()) -> RunnableConfig:
+def run_config(
+    thread_key: str, platform: str, run_id: str, kind: str, callbacks: Sequence[BaseCallbackHandler] = ()
+) -> RunnableConfig:
     """The tracing part of a graph run's ``RunnableConfig``.
 
     Args:
@@ -43,8 +44,13 @@ def run_config(thread_key: str, platform: str, run_id: str, kind: str,
     config: RunnableConfig = {
         "run_name": RUN_NAME,
         "tags": [f"platform:{platform}", f"kind:{kind}"],
-        "metadata": {"thread_key": thread_key, "platform": platform,
-                     "message_id": current().get("message_id", ""), "run_id": run_id, "kind": kind},
+        "metadata": {
+            "thread_key": thread_key,
+            "platform": platform,
+            "message_id": current().get("message_id", ""),
+            "run_id": run_id,
+            "kind": kind,
+        },
     }
     if callbacks:
         config["callbacks"] = list(callbacks)

@@ -77,12 +77,26 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
     """
     nodes = Nodes(deps)
     g = StateGraph(RAGState)
-    for name in ("start", "route", "direct", "rewrite_kb", "rewrite_web", "retrieve", "web_search",
-                 "grade_documents", "generate", "grade_answer", "human_review", "apology", "finish"):
+    for name in (
+        "start",
+        "route",
+        "direct",
+        "rewrite_kb",
+        "rewrite_web",
+        "retrieve",
+        "web_search",
+        "grade_documents",
+        "generate",
+        "grade_answer",
+        "human_review",
+        "apology",
+        "finish",
+    ):
         g.add_node(name, getattr(nodes, name))
 
     g.add_edge(START, "start")
     g.add_edge("start", "route")
+
     # Every path function is a coroutine: LangGraph runs a plain function on a thread of the
     # default executor in an async run (three thread hops per question, issue 11's profile).
     async def after_route(s: RAGState) -> str:
@@ -94,11 +108,15 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
     g.add_edge("rewrite_web", "web_search")
     g.add_edge("retrieve", "grade_documents")
     g.add_edge("web_search", "grade_documents")
+
     async def after_grading(s: RAGState) -> str:
         return "generate" if s.get("documents") else _next_search(nodes, s)
 
-    g.add_conditional_edges("grade_documents", after_grading,
-                            ["generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"])
+    g.add_conditional_edges(
+        "grade_documents",
+        after_grading,
+        ["generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"],
+    )
     g.add_edge("generate", "grade_answer")
 
     async def after_answer(s: RAGState) -> str:
@@ -109,8 +127,12 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
             return "generate"  # an ungrounded or empty draft: write another from the same documents
         return _next_search(nodes, s)
 
-    g.add_conditional_edges("grade_answer", after_answer,
-                            ["finish", "generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"])
+    g.add_conditional_edges(
+        "grade_answer",
+        after_answer,
+        ["finish", "generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"],
+    )
+
     async def after_review(s: RAGState) -> str:
         return {"answer": "finish", "retry": "rewrite_kb"}.get(s.get("human_action", ""), "apology")
 
@@ -142,6 +164,16 @@ async def ask_experts(graph: Any, config: RunnableConfig, question: str, note: s
         question: the question the answer was about.
         note: why, one line (shown as the help request's reason).
     """
-    await graph.aupdate_state(config, {
-        "question": question, "documents": [], "retrieved": [], "verdict": "downvoted", "review_note": note,
-        "queries": [], "path": ["downvoted"]}, as_node="grade_documents")
+    await graph.aupdate_state(
+        config,
+        {
+            "question": question,
+            "documents": [],
+            "retrieved": [],
+            "verdict": "downvoted",
+            "review_note": note,
+            "queries": [],
+            "path": ["downvoted"],
+        },
+        as_node="grade_documents",
+    )

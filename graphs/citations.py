@@ -68,7 +68,7 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
 
     pieces, last = [], 0
     for code in _CODE.finditer(generation):  # renumber prose only
-        pieces += [_CITATION.sub(number, generation[last:code.start()]), code.group(0)]
+        pieces += [_CITATION.sub(number, generation[last : code.start()]), code.group(0)]
         last = code.end()
     pieces.append(_CITATION.sub(number, generation[last:]))
     if not order:

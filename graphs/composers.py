@@ -86,14 +86,18 @@ class LLMComposer:
         query in one structured call; on bad output: the knowledge base, with the message."""
         raw = last_user_message(state)
         history = history_before_last(state, self.cfg.history_messages)
-        convo = "\n".join(
-            f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {message_text(m)[:600]}" for m in history
-        ) or "(none)"
+        convo = (
+            "\n".join(
+                f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {message_text(m)[:600]}" for m in history
+            )
+            or "(none)"
+        )
         default = RouteDecision(question=raw, route="vectorstore", query=raw)
         decision, calls = await self.caller.structured(
             prompts.ROUTE.format(kb_description=self.cfg.kb_description),
             f"Conversation so far:\n{convo}\n\nNew message: {raw}",
-            RouteDecision, default,
+            RouteDecision,
+            default,
         )
         return decision, calls
 
@@ -108,7 +112,8 @@ class LLMComposer:
         out, calls = await self.caller.structured(
             prompts.REWRITE.format(target=target),
             f"Question: {state.get('question')}\nEarlier queries:\n{tried}\nFeedback:\n{feedback}",
-            RewrittenQuery, default,
+            RewrittenQuery,
+            default,
         )
         return out.query.strip() or default.query, calls
 
@@ -125,13 +130,21 @@ class LLMComposer:
             if redrafted:
                 return redrafted, 0
         fb = state.get("generation_feedback", [])
-        feedback = prompts.GENERATION_FEEDBACK.format(
-            items=prompts.data_block("feedback", "\n".join(f"- {f}" for f in fb))) if fb else ""
+        feedback = (
+            prompts.GENERATION_FEEDBACK.format(items=prompts.data_block("feedback", "\n".join(f"- {f}" for f in fb)))
+            if fb
+            else ""
+        )
         user = prompts.GENERATE_INPUT.format(  # retrieved text is data: user message, never the system prompt
             question=state.get("question") or last_user_message(state),
-            sources=prompts.data_block("sources", format_docs(
-                state.get("documents", []), self.cfg.max_document_characters,
-                with_facts=self.graders.facts_in_prompt)),
+            sources=prompts.data_block(
+                "sources",
+                format_docs(
+                    state.get("documents", []),
+                    self.cfg.max_document_characters,
+                    with_facts=self.graders.facts_in_prompt,
+                ),
+            ),
             feedback=feedback,
         )
         learned = any(d.get("kind") == "learned" for d in state.get("documents", []))
@@ -157,8 +170,14 @@ class ExtractiveComposer:
         raw = last_user_message(state)
         history = history_before_last(state, self.cfg.history_messages)
         route, sig = await asyncio.to_thread(self.kit.router.route, raw, bool(history))
-        log.info("offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",
-                 route, sig.kb, sig.small_talk, sig.general, sig.current)
+        log.info(
+            "offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",
+            route,
+            sig.kb,
+            sig.small_talk,
+            sig.general,
+            sig.current,
+        )
         return RouteDecision.model_validate({"question": raw, "route": route, "query": raw}), 0
 
     async def direct(self, state: RAGState) -> tuple[str, int]:
@@ -177,19 +196,21 @@ class ExtractiveComposer:
     async def search(self, state: RAGState, queries: list[str], k: int, sources: list[str] | None) -> list[Doc]:
         """More candidates, reranked by embeddings, widened to their sections
         (:meth:`graphs.extractive.Extractive.retrieve`), from the offline query variants."""
-        return await asyncio.to_thread(self.kit.extractive.retrieve,
-                                       offline_search_queries(state, self.cfg.history_messages), k, sources=sources)
+        return await asyncio.to_thread(
+            self.kit.extractive.retrieve, offline_search_queries(state, self.cfg.history_messages), k, sources=sources
+        )
 
     async def generate(self, state: RAGState) -> tuple[str, int]:
         """The documents' best sentences for the question, cited."""
-        answer = await asyncio.to_thread(self.kit.extractive.compose,
-                                         offline_questions(state, self.cfg.history_messages),
-                                         state.get("documents", []))
+        answer = await asyncio.to_thread(
+            self.kit.extractive.compose, offline_questions(state, self.cfg.history_messages), state.get("documents", [])
+        )
         return answer, 0
 
 
-def composer_for(config: GraphConfig, caller: ModelCaller, knowledge: KnowledgeBase, kit: OfflineKit,
-                 graders: Graders) -> Composer:
+def composer_for(
+    config: GraphConfig, caller: ModelCaller, knowledge: KnowledgeBase, kit: OfflineKit, graders: Graders
+) -> Composer:
     """The composer ``config`` asks for: extractive for ``composer = "extractive"``, else the LLM."""
     if config.composer == "extractive":
         return ExtractiveComposer(kit, config)

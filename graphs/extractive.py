@@ -65,13 +65,18 @@ class Unit:
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_HTML = re.compile(r"</?(?:a|p|br|hr|div|span|img|sup|sub|details|summary|figure|figcaption|iframe|video|source|"
-                   r"table|thead|tbody|tr|td|th|ul|ol|li|em|strong|b|i|code|pre|center|picture)\b[^<>]*>", re.I)
+_HTML = re.compile(
+    r"</?(?:a|p|br|hr|div|span|img|sup|sub|details|summary|figure|figcaption|iframe|video|source|"
+    r"table|thead|tbody|tr|td|th|ul|ol|li|em|strong|b|i|code|pre|center|picture)\b[^<>]*>",
+    re.I,
+)
 _ADMONITION = re.compile(r"^\s*(?:!!!|\?\?\?\+?)\s*\w*(?:\s+\"([^\"]*)\")?\s*$")
 # A sentence ends at . ! ? before a capital letter (Latin, Greek, Cyrillic) or a quote, or
 # right after the full-width ends of Chinese and Japanese (。！？), which take no space.
-_SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)"
-                           r"(?:(?<=[.!?])\s+(?=[A-ZÀ-ÖØ-ÞΑ-ΩА-ЯЁ`\"(*])|(?<=[。！？])\s*)")
+_SENTENCE_END = re.compile(
+    r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)"
+    r"(?:(?<=[.!?])\s+(?=[A-ZÀ-ÖØ-ÞΑ-ΩА-ЯЁ`\"(*])|(?<=[。！？])\s*)"
+)
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 
 
@@ -176,9 +181,13 @@ class Extractive:
             its live snapshot; ``None`` disables section widening).
     """
 
-    def __init__(self, embedder: TextEmbedder, knowledge: KnowledgeBase | None = None,
-                 relevance_threshold: float = RELEVANCE_THRESHOLD,
-                 current_relevance_threshold: float = CURRENT_RELEVANCE_THRESHOLD):
+    def __init__(
+        self,
+        embedder: TextEmbedder,
+        knowledge: KnowledgeBase | None = None,
+        relevance_threshold: float = RELEVANCE_THRESHOLD,
+        current_relevance_threshold: float = CURRENT_RELEVANCE_THRESHOLD,
+    ):
         self.embedder = embedder
         self.knowledge = knowledge
         self.relevance_threshold = relevance_threshold
@@ -235,8 +244,13 @@ class Extractive:
         q_terms: set[str] = set()
         for q in questions:
             q_terms |= signals.terms(q)
-        title = np.array([lexical_share(q_terms, f"{re.sub(r'[/_.-]+', ' ', d.get('location', ''))} "
-                                                 f"{d.get('title', '')}") for d in docs], dtype=np.float32)
+        title = np.array(
+            [
+                lexical_share(q_terms, f"{re.sub(r'[/_.-]+', ' ', d.get('location', ''))} {d.get('title', '')}")
+                for d in docs
+            ],
+            dtype=np.float32,
+        )
         qv = self.question_vectors(questions)
         if qv is None or not docs:
             return np.zeros(len(docs), dtype=np.float32), title
@@ -261,8 +275,12 @@ class Extractive:
         return np.asarray(vectors[rows], dtype=np.float32)
 
     @staticmethod
-    def rerank_scores(cos: np.ndarray, title: np.ndarray, prior: float = RERANK_PRIOR_WEIGHT,
-                      title_weight: float = RERANK_TITLE_WEIGHT) -> np.ndarray:
+    def rerank_scores(
+        cos: np.ndarray,
+        title: np.ndarray,
+        prior: float = RERANK_PRIOR_WEIGHT,
+        title_weight: float = RERANK_TITLE_WEIGHT,
+    ) -> np.ndarray:
         """Rerank score of chunks in hybrid-search order: ``prior x 11/(10 + rank)`` (the
         fused rank, 1 for the first) plus the cosine plus ``title_weight x`` title share."""
         ranks = np.arange(1, len(cos) + 1, dtype=np.float32)
@@ -276,8 +294,13 @@ class Extractive:
         order = np.argsort(-self.rerank_scores(cos, title), kind="stable")
         return [docs[i] for i in order[:k]]
 
-    def retrieve(self, questions: Sequence[str | tuple[str, float]], k: int, candidates_per_result: int = 4,
-                 sources: Sequence[str] | None = None) -> list[Doc]:
+    def retrieve(
+        self,
+        questions: Sequence[str | tuple[str, float]],
+        k: int,
+        candidates_per_result: int = 4,
+        sources: Sequence[str] | None = None,
+    ) -> list[Doc]:
         """Search the knowledge base (``questions``: plain or ``(query, weight)``, see
         ``KnowledgeBase.search``) for ``k * candidates_per_result`` chunks, keep the
         ``k`` best after :meth:`rerank`, each widened to its section (:meth:`widen`; two
@@ -289,8 +312,11 @@ class Extractive:
         """
         if self.knowledge is None:
             raise KnowledgeBaseError("no knowledge base to retrieve from")
-        cands = (self.knowledge.search(list(questions), k * candidates_per_result, sources=sources)
-                 if sources is not None else self.knowledge.search(list(questions), k * candidates_per_result))
+        cands = (
+            self.knowledge.search(list(questions), k * candidates_per_result, sources=sources)
+            if sources is not None
+            else self.knowledge.search(list(questions), k * candidates_per_result)
+        )
         texts = [q if isinstance(q, str) else q[0] for q in questions]
         out: list[Doc] = []
         seen: set[tuple[str, str]] = set()
@@ -321,8 +347,11 @@ class Extractive:
         while True:  # grow around the chunk, after first, within the limit
             grew = False
             for j in (hi + 1, lo - 1):
-                if (0 <= j < len(section) and (j > hi or j < lo)
-                        and len(text) + len(section[j]) <= MAX_SECTION_CHARACTERS):
+                if (
+                    0 <= j < len(section)
+                    and (j > hi or j < lo)
+                    and len(text) + len(section[j]) <= MAX_SECTION_CHARACTERS
+                ):
                     text = text + "\n\n" + section[j] if j > hi else section[j] + "\n\n" + text
                     hi, lo = max(hi, j), min(lo, j)
                     grew = True
@@ -331,8 +360,15 @@ class Extractive:
         return Doc(**{**doc, "text": text})
 
     # ---- composing -------------------------------------------------------------------------
-    def compose(self, questions: Sequence[str], docs: Sequence[Doc], intro: str = "From the documentation:",
-                max_sentences: int | None = None, neighbours: int | None = None, before: int | None = None) -> str:
+    def compose(
+        self,
+        questions: Sequence[str],
+        docs: Sequence[Doc],
+        intro: str = "From the documentation:",
+        max_sentences: int | None = None,
+        neighbours: int | None = None,
+        before: int | None = None,
+    ) -> str:
         """An answer quoting the best-scoring sentences of ``docs`` in document order, each
         paragraph cited ``[n]`` (``n`` = 1-based position in ``docs``), each followed by
         the code block that comes right after it in the document (whole, or left out
@@ -363,8 +399,12 @@ class Extractive:
             size += len(s.unit.text)
             for back in range(1, before + 1):  # the sentences before it (prose only)
                 prev = by_key.get((s.unit.doc, s.unit.pos - back))
-                if prev is None or prev.unit.code or prev.unit in chosen or \
-                        size + len(prev.unit.text) > MAX_ANSWER_CHARACTERS:
+                if (
+                    prev is None
+                    or prev.unit.code
+                    or prev.unit in chosen
+                    or size + len(prev.unit.text) > MAX_ANSWER_CHARACTERS
+                ):
                     break
                 chosen.append(prev.unit)
                 size += len(prev.unit.text)
@@ -375,8 +415,10 @@ class Extractive:
                     break
                 pos += 1
                 if nxt.unit.code:
-                    if len(nxt.unit.text) <= MAX_CODE_CHARACTERS and size + len(nxt.unit.text) <= \
-                            MAX_ANSWER_CHARACTERS + MAX_CODE_CHARACTERS:
+                    if (
+                        len(nxt.unit.text) <= MAX_CODE_CHARACTERS
+                        and size + len(nxt.unit.text) <= MAX_ANSWER_CHARACTERS + MAX_CODE_CHARACTERS
+                    ):
                         chosen.append(nxt.unit)
                         size += len(nxt.unit.text)
                     break

@@ -82,8 +82,10 @@ class LLMGraders:
             prompts.GRADE_DOCUMENTS,
             prompts.GRADE_DOCUMENTS_INPUT.format(
                 question=state.get("question") or last_user_message(state),
-                documents=prompts.data_block("documents", format_docs(retrieved, self.max_document_characters))),
-            DocGrades, default,
+                documents=prompts.data_block("documents", format_docs(retrieved, self.max_document_characters)),
+            ),
+            DocGrades,
+            default,
         )
         return grades, calls
 
@@ -99,8 +101,10 @@ class LLMGraders:
             prompts.GRADE_ANSWER_INPUT.format(
                 question=state.get("question") or last_user_message(state),
                 sources=prompts.data_block("sources", format_docs(docs, self.max_document_characters, only=cited)),
-                draft=prompts.data_block("draft", state.get("generation", ""))),
-            AnswerGrade, AnswerGrade(grounded=True, useful=True),
+                draft=prompts.data_block("draft", state.get("generation", "")),
+            ),
+            AnswerGrade,
+            AnswerGrade(grounded=True, useful=True),
         )
         return grade, calls
 
@@ -132,19 +136,26 @@ class LexicalGraders:
 
     async def grade_documents(self, state: RAGState, retrieved: list[Doc]) -> tuple[DocGrades, int]:
         question = self._question(state)
-        return DocGrades(documents=[
-            DocGrade(id=i, relevant=signals.relevance(question, f"{d.get('title', '')} {d['text']}")
-                     >= self.relevance_threshold,
-                     facts=" ".join(signals.key_sentences(question, d["text"])))
-            for i, d in enumerate(retrieved, start=1)]), 0
+        return DocGrades(
+            documents=[
+                DocGrade(
+                    id=i,
+                    relevant=signals.relevance(question, f"{d.get('title', '')} {d['text']}")
+                    >= self.relevance_threshold,
+                    facts=" ".join(signals.key_sentences(question, d["text"])),
+                )
+                for i, d in enumerate(retrieved, start=1)
+            ]
+        ), 0
 
     async def grade_answer(self, state: RAGState) -> tuple[AnswerGrade, int]:
         docs = [f"{d.get('title', '')} {d['text']}" for d in state.get("documents", [])]
         draft = state.get("generation", "")
         grounded = signals.grounding(draft, docs) >= self.grounding_threshold
         useful = signals.is_useful(self._question(state), draft)
-        return AnswerGrade(grounded=grounded, useful=useful,
-                           feedback="" if grounded else "use only words and facts from the sources"), 0
+        return AnswerGrade(
+            grounded=grounded, useful=useful, feedback="" if grounded else "use only words and facts from the sources"
+        ), 0
 
     def check_route(self, message: str, route: str) -> str:
         """A model too small to judge: its "direct" is trusted only for greetings and
@@ -184,14 +195,18 @@ class ExtractiveGraders:
             history = history_before_last(state, self.history_messages)
             route, _ = await asyncio.to_thread(self.kit.router.route, last_user_message(state), bool(history))
             threshold = extractive.current_relevance_threshold if route == "websearch" else threshold
-        return DocGrades(documents=[DocGrade(id=i, relevant=score >= threshold)
-                                    for i, score in enumerate(scores, start=1)]), 0
+        return DocGrades(
+            documents=[DocGrade(id=i, relevant=score >= threshold) for i, score in enumerate(scores, start=1)]
+        ), 0
 
     async def grade_answer(self, state: RAGState) -> tuple[AnswerGrade, int]:
         """Quotes are grounded by construction; an empty composition is not useful."""
         draft = state.get("generation", "")
-        return AnswerGrade(grounded=True, useful=bool(draft.strip()),
-                           feedback="" if draft.strip() else "no sentence of the documents answers it"), 0
+        return AnswerGrade(
+            grounded=True,
+            useful=bool(draft.strip()),
+            feedback="" if draft.strip() else "no sentence of the documents answers it",
+        ), 0
 
     def check_route(self, message: str, route: str) -> str:
         return route

@@ -67,8 +67,9 @@ def map_aiohttp_exceptions() -> Iterator[None]:
 httpx_aiohttp.transport.map_aiohttp_exceptions = map_aiohttp_exceptions
 
 
-def model_http_client(*, base_url: httpx.URL | str, headers: httpx.Headers | dict[str, str], timeout: float,
-                      connections: int) -> httpx.AsyncClient:
+def model_http_client(
+    *, base_url: httpx.URL | str, headers: httpx.Headers | dict[str, str], timeout: float, connections: int
+) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` for a hosted model API whose requests go through aiohttp.
 
     Args:
@@ -86,8 +87,12 @@ def model_http_client(*, base_url: httpx.URL | str, headers: httpx.Headers | dic
     if urllib.request.getproxies():
         # a proxy in the environment (HTTP(S)_PROXY, ALL_PROXY, NO_PROXY...): httpx's own
         # transport applies them exactly as before; aiohttp's trust_env ignores ALL_PROXY
-        return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=httpx.Timeout(timeout),
-                                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=connections))
+        return httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=connections),
+        )
     ssl_context = httpx.create_ssl_context()
 
     def session() -> aiohttp.ClientSession:

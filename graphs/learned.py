@@ -84,8 +84,14 @@ def entry_doc(entry: LearnedEntry, limit: int = 1500) -> Doc:
     ``learned:ID``), ``title`` the citation, ``kind`` ``"learned"``."""
     question = f"Question: {entry.question}\n" if entry.question else ""
     text = f"{question}Answer ({entry.citation}): {entry.answer}"[:limit]
-    return Doc(id=f"{LEARNED_PREFIX}{entry.id}", text=text, location=entry.permalink or f"{LEARNED_PREFIX}{entry.id}",
-               title=entry.citation, score=0.0, kind="learned")
+    return Doc(
+        id=f"{LEARNED_PREFIX}{entry.id}",
+        text=text,
+        location=entry.permalink or f"{LEARNED_PREFIX}{entry.id}",
+        title=entry.citation,
+        score=0.0,
+        kind="learned",
+    )
 
 
 class LearnedStore:
@@ -123,8 +129,18 @@ class LearnedStore:
         self._local.conn = (conn, os.stat(self.path).st_ino)
         return conn
 
-    def add(self, question: str, answer: str, answered_by: str, *, thread_key: str = "", permalink: str = "",
-            platform: str = "", channel: str = "", answered_at: float | None = None) -> LearnedEntry:
+    def add(
+        self,
+        question: str,
+        answer: str,
+        answered_by: str,
+        *,
+        thread_key: str = "",
+        permalink: str = "",
+        platform: str = "",
+        channel: str = "",
+        answered_at: float | None = None,
+    ) -> LearnedEntry:
         """Save an entry and index it. Returns it (with its id).
 
         Raises:
@@ -139,11 +155,14 @@ class LearnedStore:
             cur = conn.execute(
                 "INSERT INTO entries (question, answer, answered_by, answered_at, thread_key, permalink, platform,"
                 " channel) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (question, answer, answered_by, at, thread_key, permalink, platform, channel))
+                (question, answer, answered_by, at, thread_key, permalink, platform, channel),
+            )
             entry_id = cur.lastrowid
             assert entry_id is not None  # set by the INSERT
-            conn.execute("INSERT INTO entries_fts (rowid, question, answer) VALUES (?, ?, ?)",
-                         (entry_id, terms.index_text(question), terms.index_text(answer)))
+            conn.execute(
+                "INSERT INTO entries_fts (rowid, question, answer) VALUES (?, ?, ?)",
+                (entry_id, terms.index_text(question), terms.index_text(answer)),
+            )
         return LearnedEntry(entry_id, question, answer, answered_by, at, thread_key, permalink, platform, channel)
 
     def forget(self, entry_id: int) -> bool:
@@ -179,8 +198,10 @@ class LearnedStore:
                 if not match:
                     continue
                 try:
-                    rows = conn.execute("SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? ORDER BY bm25("
-                                        "entries_fts) LIMIT ?", (match, self.candidates)).fetchall()
+                    rows = conn.execute(
+                        "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? ORDER BY bm25(entries_fts) LIMIT ?",
+                        (match, self.candidates),
+                    ).fetchall()
                 except sqlite3.OperationalError:
                     continue
                 for rank, (rowid,) in enumerate(rows, start=1):

@@ -21,8 +21,10 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
-REBUILD_HINT = ("rebuild it for any x86-64-v3 CPU with `make rebuild-offline` "
-                "(scripts/build-llama-portable.sh; see README, 'Offline model')")
+REBUILD_HINT = (
+    "rebuild it for any x86-64-v3 CPU with `make rebuild-offline` "
+    "(scripts/build-llama-portable.sh; see README, 'Offline model')"
+)
 # Several tokens through one forward pass: the batched matrix kernels (where AVX-512 and
 # AMX code runs) are used only for prompts longer than one token.
 PROMPT = "Question: what does a team question-answering bot do in a chat thread?\nAnswer:"
@@ -63,19 +65,31 @@ def check_backend(model_path: str, threads: int = 2, timeout_seconds: float = 12
     """
     cmd = [sys.executable, "-m", "graphs.local_backend", model_path, "--threads", str(threads)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_seconds,
-                              env=passive_openmp_env(), stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_seconds,
+            env=passive_openmp_env(),
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        return BackendCheck(False, f"the offline model's backend (llama.cpp) did not complete a test prompt "
-                                   f"in {timeout_seconds:.0f} s; {REBUILD_HINT}")
+        return BackendCheck(
+            False,
+            f"the offline model's backend (llama.cpp) did not complete a test prompt "
+            f"in {timeout_seconds:.0f} s; {REBUILD_HINT}",
+        )
     if proc.returncode < 0:
         sig = -proc.returncode
         try:
             name = f"{signal.Signals(sig).name} ({signal.strsignal(sig)})"
         except ValueError:
             name = f"signal {sig}"
-        return BackendCheck(False, f"the offline model's backend (llama.cpp) died with {name} in its self-check: "
-                                   f"it was built for another CPU; {REBUILD_HINT}")
+        return BackendCheck(
+            False,
+            f"the offline model's backend (llama.cpp) died with {name} in its self-check: "
+            f"it was built for another CPU; {REBUILD_HINT}",
+        )
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
         cause = lines[-1][:300] if lines else f"exit code {proc.returncode}"
@@ -91,8 +105,15 @@ def _child(model_path: str, threads: int) -> int:
     out = llm.create_completion(PROMPT, max_tokens=8, temperature=0.0)
     assert isinstance(out, dict)  # not streamed: one completion
     usage = out.get("usage", {})
-    print(json.dumps({"ok": True, "prompt_tokens": usage.get("prompt_tokens"),
-                      "completion_tokens": usage.get("completion_tokens")}))
+    print(
+        json.dumps(
+            {
+                "ok": True,
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "completion_tokens": usage.get("completion_tokens"),
+            }
+        )
+    )
     return 0
 
 

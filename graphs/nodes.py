@@ -99,8 +99,9 @@ class Nodes:
         self.cfg = deps.config
         kit = OfflineKit(deps.knowledge)  # built on first use, shared by the extractive graders and composer
         self.graders: Graders = deps.graders or graders_for(self.cfg, deps.caller, kit)
-        self.composer: Composer = deps.composer or composer_for(self.cfg, deps.caller, deps.knowledge, kit,
-                                                                self.graders)
+        self.composer: Composer = deps.composer or composer_for(
+            self.cfg, deps.caller, deps.knowledge, kit, self.graders
+        )
 
     @property
     def web_available(self) -> bool:
@@ -119,8 +120,11 @@ class Nodes:
         from the run's ``configurable["scope"]`` (the channel's settings: which sources,
         web search, learned entries; see :func:`scope_of`). A resumed turn keeps its scope."""
         scope = dict((config.get("configurable") or {}).get("scope") or {})
-        return {**{k: (list(v) if isinstance(v, list) else v) for k, v in PER_TURN_DEFAULTS.items()}, "path": ["start"],
-                "scope": scope}
+        return {
+            **{k: (list(v) if isinstance(v, list) else v) for k, v in PER_TURN_DEFAULTS.items()},
+            "path": ["start"],
+            "scope": scope,
+        }
 
     async def route(self, state: RAGState) -> dict[str, Any]:
         """Contextualise the newest message with the history, route it and write the first
@@ -133,8 +137,13 @@ class Nodes:
             route = "vectorstore"
         question = decision.question.strip() or raw
         query = decision.query.strip() or question
-        return {**self._step(state, "route", calls), "route": route, "question": question,
-                "kb_query": query, "web_query": query}
+        return {
+            **self._step(state, "route", calls),
+            "route": route,
+            "question": question,
+            "kb_query": query,
+            "web_query": query,
+        }
 
     async def direct(self, state: RAGState) -> dict[str, Any]:
         """Answer without retrieval (greetings, small talk, general knowledge). An empty
@@ -177,9 +186,14 @@ class Nodes:
             if sources is not None:  # a restricted channel uses only what was learned in it
                 entries = [e for e in entries if (e.platform, e.channel) == (scope["platform"], scope["channel"])]
             docs = [entry_doc(e, self.cfg.max_document_characters) for e in entries[:LEARNED_PER_SEARCH]] + documents
-        update = {**self._step(state, "retrieve"), "source": "kb", "retrieved": docs, "generations": 0,
-                  "kb_searches": state.get("kb_searches", 0) + 1,
-                  "queries": [*state.get("queries", []), queries[0] if queries else ""]}
+        update = {
+            **self._step(state, "retrieve"),
+            "source": "kb",
+            "retrieved": docs,
+            "generations": 0,
+            "kb_searches": state.get("kb_searches", 0) + 1,
+            "queries": [*state.get("queries", []), queries[0] if queries else ""],
+        }
         if not state.get("first_retrieval"):  # documents only: eval recall measures the knowledge base
             update["first_retrieval"] = [d["location"] for d in documents]
         return update
@@ -190,8 +204,14 @@ class Nodes:
         emit_phase(Phase.WEB)
         query = clip_query(state.get("web_query") or state.get("question") or last_user_message(state))
         docs = await self.deps.web.search(query) if self.deps.web else []
-        return {**self._step(state, "web_search"), "source": "web", "retrieved": docs, "generations": 0,
-                "web_searches": state.get("web_searches", 0) + 1, "queries": [*state.get("queries", []), query]}
+        return {
+            **self._step(state, "web_search"),
+            "source": "web",
+            "retrieved": docs,
+            "generations": 0,
+            "web_searches": state.get("web_searches", 0) + 1,
+            "queries": [*state.get("queries", []), query],
+        }
 
     async def grade_documents(self, state: RAGState) -> dict[str, Any]:
         """Grade the retrieved documents (:attr:`graders`), keep the relevant ones with
@@ -199,9 +219,14 @@ class Nodes:
         retrieved = list(state.get("retrieved", []))
         query = (state.get("queries") or [""])[-1]
         if not retrieved:
-            return {**self._step(state, "grade_documents"), "documents": [],
-                    "query_feedback": [*state.get("query_feedback", []),
-                                       f"The {state.get('source')} search for '{query}' found nothing."]}
+            return {
+                **self._step(state, "grade_documents"),
+                "documents": [],
+                "query_feedback": [
+                    *state.get("query_feedback", []),
+                    f"The {state.get('source')} search for '{query}' found nothing.",
+                ],
+            }
         grades, calls = await self.graders.grade_documents(state, retrieved)
         kept: list[Doc] = []
         for g in grades.documents:
@@ -210,8 +235,10 @@ class Nodes:
         update = {**self._step(state, "grade_documents", calls), "documents": kept}
         if not kept:
             reason = grades.feedback.strip() or "none of the results was relevant"
-            update["query_feedback"] = [*state.get("query_feedback", []),
-                                        f"The {state.get('source')} search for '{query}': {reason}"]
+            update["query_feedback"] = [
+                *state.get("query_feedback", []),
+                f"The {state.get('source')} search for '{query}': {reason}",
+            ]
         log.info("graded %d documents: %d relevant", len(retrieved), len(kept))
         return update
 
@@ -221,8 +248,11 @@ class Nodes:
         (:attr:`composer`)."""
         emit_phase(Phase.WRITING)
         answer, calls = await self.composer.generate(state)
-        return {**self._step(state, "generate", calls), "generation": answer,
-                "generations": state.get("generations", 0) + 1}
+        return {
+            **self._step(state, "generate", calls),
+            "generation": answer,
+            "generations": state.get("generations", 0) + 1,
+        }
 
     async def grade_answer(self, state: RAGState) -> dict[str, Any]:
         """Check grounding and usefulness (:attr:`graders`); record generation feedback
@@ -230,9 +260,11 @@ class Nodes:
         is a failed draft (verdict ``empty``, no model call): it counts against
         ``max_generations`` like an ungrounded one and is never posted."""
         if not state.get("generation", "").strip():
-            return {**self._step(state, "grade_answer"), "verdict": "empty",
-                    "generation_feedback": [*state.get("generation_feedback", []),
-                                            "the draft was empty: write the answer"]}
+            return {
+                **self._step(state, "grade_answer"),
+                "verdict": "empty",
+                "generation_feedback": [*state.get("generation_feedback", []), "the draft was empty: write the answer"],
+            }
         grade, calls = await self.graders.grade_answer(state)
         update = {**self._step(state, "grade_answer", calls)}
         if not grade.grounded:
@@ -243,8 +275,10 @@ class Nodes:
             update["verdict"] = "not_useful"
             query = (state.get("queries") or [""])[-1]
             reason = grade.feedback.strip() or "the answer missed the point"
-            update["query_feedback"] = [*state.get("query_feedback", []),
-                                        f"Documents found for '{query}' did not answer it: {reason}"]
+            update["query_feedback"] = [
+                *state.get("query_feedback", []),
+                f"Documents found for '{query}' did not answer it: {reason}",
+            ]
         else:
             update["verdict"] = "useful"
         return update
@@ -272,9 +306,15 @@ class Nodes:
         if action == "answer" and text:
             return {**step, "generation": text, "outcome": "human", "answered_by": by, "human_action": "answer"}
         if action == "retry":
-            return {**step, "human_action": "retry", "kb_searches": 0, "web_searches": 0, "generations": 0,
-                    "query_feedback": [f"Hint from {by or 'a teammate'}: {text}"] if text else [],
-                    "generation_feedback": []}
+            return {
+                **step,
+                "human_action": "retry",
+                "kb_searches": 0,
+                "web_searches": 0,
+                "generations": 0,
+                "query_feedback": [f"Hint from {by or 'a teammate'}: {text}"] if text else [],
+                "generation_feedback": [],
+            }
         return {**step, "human_action": "dismiss"}
 
     def _review_reason(self, state: RAGState) -> str:
@@ -309,6 +349,14 @@ class Nodes:
         if outcome == "answer":
             text, sources = cite_sources(text, state.get("documents", []))
         path = state.get("path", [])
-        return {**self._step(state, "finish"), "outcome": outcome, "sources": sources, "generation": text,
-                "answer_route": answer_route(path), "drafts": path.count("generate"),
-                "messages": [AIMessage(text)], "documents": [], "retrieved": []}
+        return {
+            **self._step(state, "finish"),
+            "outcome": outcome,
+            "sources": sources,
+            "generation": text,
+            "answer_route": answer_route(path),
+            "drafts": path.count("generate"),
+            "messages": [AIMessage(text)],
+            "documents": [],
+            "retrieved": [],
+        }

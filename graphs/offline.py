@@ -70,14 +70,18 @@ def offline_search_queries(state: RAGState, history_limit: int) -> list[str | tu
     history = history_before_last(state, history_limit)
     prev_user = [message_text(m) for m in history if isinstance(m, HumanMessage)]
     joined = f"{prev_user[-1]} {raw}".strip() if prev_user else None  # kb_queries' history variant
-    queries: list[str | tuple[str, float]] = [(q, HISTORY_WEIGHT) if q == joined else q
-                                              for q in kb_queries(state, history_limit)]
+    queries: list[str | tuple[str, float]] = [
+        (q, HISTORY_WEIGHT) if q == joined else q for q in kb_queries(state, history_limit)
+    ]
     answers = [message_text(m) for m in history if isinstance(m, AIMessage)]
     if answers:
         queries.append((f"{answers[-1][:300]} {raw}", HISTORY_WEIGHT))
     rewritten = state.get("kb_query", "")
-    if (state.get("path") or [""])[-1] == "rewrite_kb" and rewritten in queries and \
-            not any(f.startswith("Hint from ") for f in state.get("query_feedback", [])):
+    if (
+        (state.get("path") or [""])[-1] == "rewrite_kb"
+        and rewritten in queries
+        and not any(f.startswith("Hint from ") for f in state.get("query_feedback", []))
+    ):
         # the model-free rewrite (the question's terms) only nudges the ranking: its extra
         # hits are what the grader's threshold, calibrated on first searches, has not seen
         queries[queries.index(rewritten)] = (rewritten, 0.5)

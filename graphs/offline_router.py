@@ -31,22 +31,49 @@ if TYPE_CHECKING:
 
 # Example messages of each class (generic, not taken from any eval set).
 SMALL_TALK = [
-    "hi", "hello there", "good morning everyone", "thanks!", "thank you so much",
-    "thanks, that worked", "that solved my problem, thank you", "bye", "see you tomorrow", "how are you?",
-    "you're awesome", "ok cool", "lol nice", "hey bot", "hello, is anybody here?",
+    "hi",
+    "hello there",
+    "good morning everyone",
+    "thanks!",
+    "thank you so much",
+    "thanks, that worked",
+    "that solved my problem, thank you",
+    "bye",
+    "see you tomorrow",
+    "how are you?",
+    "you're awesome",
+    "ok cool",
+    "lol nice",
+    "hey bot",
+    "hello, is anybody here?",
 ]
 GENERAL = [
-    "what is the difference between TCP and UDP", "explain recursion in one sentence",
-    "what does HTTP status 404 mean", "what is a mutex", "define latency vs throughput",
-    "what's the difference between a list and a tuple in general", "what does REST stand for",
-    "explain big O notation briefly", "what is a race condition", "how many bytes in a kilobyte",
-    "what is DNS", "meaning of the word deprecated",
+    "what is the difference between TCP and UDP",
+    "explain recursion in one sentence",
+    "what does HTTP status 404 mean",
+    "what is a mutex",
+    "define latency vs throughput",
+    "what's the difference between a list and a tuple in general",
+    "what does REST stand for",
+    "explain big O notation briefly",
+    "what is a race condition",
+    "how many bytes in a kilobyte",
+    "what is DNS",
+    "meaning of the word deprecated",
 ]
 CURRENT = [
-    "what's the weather tomorrow", "is github down right now?", "what is the latest version released this week",
-    "current exchange rate of dollars to yen", "any news today about the outage", "who won the game last night",
-    "stock price of nvidia today", "is the api having an outage right now", "what's new this week in tech news",
-    "did they release a new model yesterday", "what time is it in tokyo now", "is slack down for everyone",
+    "what's the weather tomorrow",
+    "is github down right now?",
+    "what is the latest version released this week",
+    "current exchange rate of dollars to yen",
+    "any news today about the outage",
+    "who won the game last night",
+    "stock price of nvidia today",
+    "is the api having an outage right now",
+    "what's new this week in tech news",
+    "did they release a new model yesterday",
+    "what time is it in tokyo now",
+    "is slack down for everyone",
 ]
 
 # calibrated on the development set (bench/calibrate_offline.py: both halves pick these)
@@ -75,8 +102,13 @@ class OfflineRouter:
         margin: how much a class's similarity must beat the knowledge base's.
     """
 
-    def __init__(self, embedder: TextEmbedder, knowledge: KnowledgeBase | None, margin: float = MARGIN,
-                 current_margin: float = CURRENT_MARGIN):
+    def __init__(
+        self,
+        embedder: TextEmbedder,
+        knowledge: KnowledgeBase | None,
+        margin: float = MARGIN,
+        current_margin: float = CURRENT_MARGIN,
+    ):
         self.embedder = embedder
         self.knowledge = knowledge
         self.margin = margin
@@ -91,8 +123,10 @@ class OfflineRouter:
 
     def _class_vectors(self) -> dict[str, np.ndarray]:
         if self._examples is None:
-            self._examples = {name: self._embed(texts) for name, texts in
-                              (("small_talk", SMALL_TALK), ("general", GENERAL), ("current", CURRENT))}
+            self._examples = {
+                name: self._embed(texts)
+                for name, texts in (("small_talk", SMALL_TALK), ("general", GENERAL), ("current", CURRENT))
+            }
         return self._examples
 
     def signals(self, message: str) -> RouteSignals:
@@ -148,5 +182,7 @@ def canned_reply(message: str, kb_description: str, small_talk: bool = True) -> 
         return "Bye! Ask again any time."
     if small_talk or signals.is_small_talk(message):
         return f"Hi! Ask me a question about {kb_description}."
-    return (f"I answer from {kb_description}, and this does not look like a question about it. "
-            "Ask me about the documentation, or ask a teammate.")
+    return (
+        f"I answer from {kb_description}, and this does not look like a question about it. "
+        "Ask me about the documentation, or ask a teammate."
+    )

@@ -16,8 +16,17 @@ from typing import Any
 
 from graphs.terms import content_terms
 
-_REFUSALS = ("i don't know", "i do not know", "i'm not sure", "cannot answer", "can't answer",
-             "no information", "not contain", "does not say", "do not have")
+_REFUSALS = (
+    "i don't know",
+    "i do not know",
+    "i'm not sure",
+    "cannot answer",
+    "can't answer",
+    "no information",
+    "not contain",
+    "does not say",
+    "do not have",
+)
 
 
 def terms(text: str) -> set[str]:
@@ -90,17 +99,25 @@ def extractive_answer(question: str, documents: Sequence[Mapping[str, Any]], max
     return "Here is what the documentation says:\n" + "\n".join(lines)
 
 
-_SMALL_TALK = frozenset("""hi hello hey hiya yo thanks thank thx ty cheers bye goodbye morning evening afternoon
-ok okay cool great nice awesome lol good night welcome sup howdy""".split())
+_SMALL_TALK = frozenset(
+    """hi hello hey hiya yo thanks thank thx ty cheers bye goodbye morning evening afternoon
+ok okay cool great nice awesome lol good night welcome sup howdy""".split()
+)
 
 
-_FILLER = frozenset("""a the you so much very lot lots all there everyone folks guys team bot threadwise again
-for it that this is and again man mate""".split())
+_FILLER = frozenset(
+    """a the you so much very lot lots all there everyone folks guys team bot threadwise again
+for it that this is and again man mate""".split()
+)
 
 
 def is_small_talk(text: str) -> bool:
     """A short greeting or thanks ("hi!", "thanks a lot", "good morning"): at most five
     words, all of them small-talk or filler words (so "is slack ok?" is not small talk)."""
     words = re.findall(r"[a-z']+", text.lower())
-    return 0 < len(words) <= 5 and any(w in _SMALL_TALK for w in words) and \
-        all(w in _SMALL_TALK or w in _FILLER for w in words) and "?" not in text
+    return (
+        0 < len(words) <= 5
+        and any(w in _SMALL_TALK for w in words)
+        and all(w in _SMALL_TALK or w in _FILLER for w in words)
+        and "?" not in text
+    )

@@ -100,8 +100,9 @@ def _validated(adapter: TypeAdapter, keys: Any, value: object, what: str) -> Any
         return adapter.validate_python(value, strict=True)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
-        raise ContractError(f"{what} has the wrong shape ({problems}): expected a dict with "
-                            f"{', '.join(keys)}; got {value!r:.200}") from None
+        raise ContractError(
+            f"{what} has the wrong shape ({problems}): expected a dict with {', '.join(keys)}; got {value!r:.200}"
+        ) from None
 
 
 def resume_value(value: object) -> ResumeValue:
@@ -197,6 +198,10 @@ def scope_of(state: Mapping[str, Any]) -> dict[str, Any]:
     ``platform`` and ``channel`` it runs in (a channel restricted to some sources uses only
     the learned entries learned in it)."""
     scope = state.get("scope") or {}
-    return {"sources": scope.get("sources"), "web": scope.get("web", True) is not False,
-            "learning": scope.get("learning", True) is not False, "platform": str(scope.get("platform") or ""),
-            "channel": str(scope.get("channel") or "")}
+    return {
+        "sources": scope.get("sources"),
+        "web": scope.get("web", True) is not False,
+        "learning": scope.get("learning", True) is not False,
+        "platform": str(scope.get("platform") or ""),
+        "channel": str(scope.get("channel") or ""),
+    }

@@ -45,9 +45,11 @@ def _marks_class() -> str:
 _MARKS = _marks_class()
 # Han (with extensions and compatibility), kana, Hangul, Thai, Lao, Myanmar, Khmer, and the
 # iteration / prolonged-sound marks 々 〆 ー.
-_SPACELESS = ("\u3005\u3006\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-              "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff"
-              "\U00020000-\U0003134f")
+_SPACELESS = (
+    "\u3005\u3006\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff"
+    "\U00020000-\U0003134f"
+)
 _WORD_RE = re.compile(rf"[\w{_MARKS}]+")
 _SPACELESS_RUN_RE = re.compile(rf"([{_SPACELESS}][{_SPACELESS}{_MARKS}]*)")
 _CLUSTER_RE = re.compile(rf".[{_MARKS}]*", re.S)
@@ -128,6 +130,7 @@ def index_text(text: str) -> str:
     (so that queries made of :func:`words` match whatever SQLite's tokenizer folds), and every
     spaceless run replaced by its single characters and bigrams, so that FTS5's ``unicode61``
     tokenizer (which would keep a whole run as one token) sees terms."""
+
     def spread(m: re.Match[str]) -> str:
         run = m.group(1)
         cl = _CLUSTER_RE.findall(run)

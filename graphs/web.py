@@ -54,8 +54,15 @@ class WebSearch:
         max_characters: each result's content is cut to this many characters.
     """
 
-    def __init__(self, api_key: str, api_base_url: str = "https://api.tavily.com", max_results: int = 5,
-                 search_depth: str = "basic", timeout: float = 20.0, max_characters: int = 1500):
+    def __init__(
+        self,
+        api_key: str,
+        api_base_url: str = "https://api.tavily.com",
+        max_results: int = 5,
+        search_depth: str = "basic",
+        timeout: float = 20.0,
+        max_characters: int = 1500,
+    ):
         from tavily import AsyncTavilyClient
 
         self._client = AsyncTavilyClient(api_key=api_key, api_base_url=api_base_url)
@@ -72,8 +79,9 @@ class WebSearch:
             return []
         try:
             result = await asyncio.wait_for(
-                self._client.search(query, max_results=self.max_results, search_depth=self.search_depth,
-                                    timeout=self.timeout),
+                self._client.search(
+                    query, max_results=self.max_results, search_depth=self.search_depth, timeout=self.timeout
+                ),
                 self.timeout + 5,
             )
         except Exception as exc:  # noqa: BLE001 - web failure counts as no documents
@@ -84,6 +92,13 @@ class WebSearch:
             url = r.get("url") or ""
             content = (r.get("content") or "").strip()
             if url and content:
-                docs.append(Doc(id=url, text=content[: self.max_characters], location=url,
-                                title=r.get("title") or url, score=float(r.get("score") or 0.0)))
+                docs.append(
+                    Doc(
+                        id=url,
+                        text=content[: self.max_characters],
+                        location=url,
+                        title=r.get("title") or url,
+                        score=float(r.get("score") or 0.0),
+                    )
+                )
         return docs

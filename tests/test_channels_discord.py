@@ -16,13 +16,16 @@ from tests.test_discord_bot import (  # noqa: F401 - fixtures
 
 async def test_a_channels_experts_replace_the_default_ones_in_its_threads(fake, open_bot):
     bob = fake.add_user("bob")
-    bot = await open_bot(never_grounded(), discord=f"""
+    bot = await open_bot(
+        never_grounded(),
+        discord=f"""
 [[channels]]
 platform = "discord"
 name = "general"
 expert_role_ids = []
 expert_user_ids = [{bob.id}]
-""")
+""",
+    )
     alice = fake.add_user("alice")
     erin = fake.add_user("erin", roles=[fake.expert_role_id])  # an expert everywhere else
     _, thread_id = await ask_in_channel(fake, bot, alice, "what is the VPN password policy?")

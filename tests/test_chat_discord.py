@@ -37,8 +37,9 @@ async def test_an_admin_who_is_no_expert_may_answer_by_button_and_modal(fake, op
     help_msg = await wait_help_request(fake, bot, thread_id)
 
     click = await fake.click(adam, help_msg, button_ids(help_msg)["Answer"])
-    await fake.wait_until(lambda: any(c["type"] == 9 for c in fake.interaction_callbacks
-                                      if c["interaction_id"] == click["id"]))
+    await fake.wait_until(
+        lambda: any(c["type"] == 9 for c in fake.interaction_callbacks if c["interaction_id"] == click["id"])
+    )
     modal = next(c for c in fake.interaction_callbacks if c["interaction_id"] == click["id"] and c["type"] == 9)
     submit = await fake.submit_modal(adam, help_msg, modal["data"]["custom_id"], {"text": "Rotate it every 90 days."})
     await fake.wait_until(lambda: answers(fake, thread_id))
@@ -64,7 +65,8 @@ async def test_someone_neither_expert_nor_admin_is_refused_with_the_shared_words
     await bot.idle()
     # the click's one reply names the channel's experts, as on Slack (tests/test_chat_help_refusal.py)
     assert set(ephemeral_texts(fake, click)) == {
-        f"Only the experts named for this channel (<@&{fake.expert_role_id}>), or an admin, can answer help requests."}
+        f"Only the experts named for this channel (<@&{fake.expert_role_id}>), or an admin, can answer help requests."
+    }
     assert answers(fake, thread_id) == []
 
 

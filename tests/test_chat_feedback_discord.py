@@ -35,8 +35,10 @@ async def test_discord_vote_and_ask_the_experts_from_another_server_are_refused(
     await harness.idle()
     (refusal,) = fake.bot_messages(fake.channel_id)  # a message of the bot's to click on
     message = fake.all_messages[refusal["id"]]
-    clicks = [await fake.click(alice, with_button(message, cid), cid)
-              for cid in (f"tw:v:d:{UNKNOWN_ANSWER}", f"tw:ve:{UNKNOWN_ANSWER}")]
+    clicks = [
+        await fake.click(alice, with_button(message, cid), cid)
+        for cid in (f"tw:v:d:{UNKNOWN_ANSWER}", f"tw:ve:{UNKNOWN_ANSWER}")
+    ]
     for click in clicks:
         await fake.wait_until(lambda c=click: ephemeral_texts(fake, c))
     await harness.idle()

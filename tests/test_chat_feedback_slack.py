@@ -23,8 +23,7 @@ UNKNOWN_ANSWER = "abcdef0123456789"
 
 # ---------------------------------------------------------------------------- Slack
 def ephemeral_texts_to(slack, user: str) -> list[str]:
-    return [c.args["text"] for c in slack.fake.calls_to("chat.postEphemeral", ok_only=True)
-            if c.args["user"] == user]
+    return [c.args["text"] for c in slack.fake.calls_to("chat.postEphemeral", ok_only=True) if c.args["user"] == user]
 
 
 def responses(slack, rid: str) -> list[str]:
@@ -42,8 +41,9 @@ async def slack_answer(slack) -> dict:
 @pytest.mark.parametrize("words", ["status", "reindex", "help"])
 async def test_slack_slash_command_from_another_organisation_is_refused(slack, words):
     outsider = SlackEvents(team_id=OTHER_ORG)  # signed like every request; the user's team is not ours
-    request = outsider.command(user="UEXTERNAL", text=words, channel=slack.channel,
-                               response_url=slack.fake.response_url("ext"))
+    request = outsider.command(
+        user="UEXTERNAL", text=words, channel=slack.channel, response_url=slack.fake.response_url("ext")
+    )
     await slack.send(request)
     said = ephemeral_texts_to(slack, "UEXTERNAL") + responses(slack, "ext")
     assert said == [OUTSIDER_REFUSAL]
@@ -57,8 +57,9 @@ async def test_slack_slash_command_from_an_allowed_team_still_runs(tmp_path, fak
     config = write_config(tmp_path, fake, slack=f'allowed_teams = ["{OTHER_ORG}"]')
     harness = await SlackHarness(tmp_path, fake, config, ScriptedChatModel()).open()
     try:
-        request = SlackEvents(team_id=OTHER_ORG).command(user="UEXTERNAL", text="help", channel=harness.channel,
-                                                         response_url=fake.response_url("ext"))
+        request = SlackEvents(team_id=OTHER_ORG).command(
+            user="UEXTERNAL", text="help", channel=harness.channel, response_url=fake.response_url("ext")
+        )
         await harness.send(request)
         said = ephemeral_texts_to(harness, "UEXTERNAL") + responses(harness, "ext")
         assert len(said) == 1 and "reindex" in said[0]
@@ -71,10 +72,16 @@ async def test_slack_vote_and_ask_the_experts_from_another_organisation_are_refu
     buttons = vote_buttons(answer)
     outsider = SlackEvents(team_id=OTHER_ORG)
     down = buttons["threadwise_vote_down"]
-    await slack.send(outsider.block_action(user="UEXTERNAL", action_id=down["action_id"], value=down["value"],
-                                           channel=slack.channel, message=answer))
-    await slack.send(outsider.block_action(user="UEXTERNAL", action_id=ACTION_VOTE_ESCALATE,
-                                           value=down["value"], channel=slack.channel, message=answer))
+    await slack.send(
+        outsider.block_action(
+            user="UEXTERNAL", action_id=down["action_id"], value=down["value"], channel=slack.channel, message=answer
+        )
+    )
+    await slack.send(
+        outsider.block_action(
+            user="UEXTERNAL", action_id=ACTION_VOTE_ESCALATE, value=down["value"], channel=slack.channel, message=answer
+        )
+    )
     assert ephemeral_texts_to(slack, "UEXTERNAL") == [OUTSIDER_REFUSAL, OUTSIDER_REFUSAL]
     assert await slack.runtime.service.store.feedback_rows() == []
     assert slack.fake.views == [] and slack.help_requests() == []
@@ -83,8 +90,11 @@ async def test_slack_vote_and_ask_the_experts_from_another_organisation_are_refu
 async def test_slack_ask_the_experts_about_an_unknown_answer_says_so(slack):
     answer = await slack_answer(slack)
     for value in (UNKNOWN_ANSWER, "not an id"):
-        await slack.send(slack.events.block_action(user="UASKER", action_id=ACTION_VOTE_ESCALATE, value=value,
-                                                   channel=slack.channel, message=answer))
+        await slack.send(
+            slack.events.block_action(
+                user="UASKER", action_id=ACTION_VOTE_ESCALATE, value=value, channel=slack.channel, message=answer
+            )
+        )
     assert ephemeral_texts_to(slack, "UASKER") == [feedback.NOT_FOUND] * 2
     assert slack.help_requests() == []
 

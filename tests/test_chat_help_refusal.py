@@ -70,9 +70,12 @@ async def discord_refusal(tmp_path, fake: FakeDiscord, label: str) -> str:
 async def test_the_refusal_is_the_same_sentence_naming_the_experts_on_both_platforms(tmp_path, fake, discord_fake):
     on_slack = await slack_refusal(tmp_path, fake, "UOTHER", "threadwise_answer")
     on_discord = await discord_refusal(tmp_path, discord_fake, "Answer")
-    assert on_slack == "Only the experts named for this channel (<@UEXPERT>, <!subteam^SEXPERTS>), or an admin, " \
-                       "can answer help requests."
-    assert on_discord == f"Only the experts named for this channel (<@&{discord_fake.expert_role_id}>), or an admin, " \
-                         "can answer help requests."
+    assert (
+        on_slack == "Only the experts named for this channel (<@UEXPERT>, <!subteam^SEXPERTS>), or an admin, "
+        "can answer help requests."
+    )
+    assert (
+        on_discord == f"Only the experts named for this channel (<@&{discord_fake.expert_role_id}>), or an admin, "
+        "can answer help requests."
+    )
     assert without_mentions(on_slack).replace("@, @", "@") == without_mentions(on_discord)
-

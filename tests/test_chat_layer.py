@@ -23,8 +23,11 @@ def markdown(rng: random.Random) -> str:
     parts = []
     for i in range(rng.randint(5, 30)):
         if rng.random() < 0.3:
-            parts.append("```\n" + "\n".join(f"line {i}.{k} " + "x" * rng.randint(0, 90)
-                                             for k in range(rng.randint(1, 40))) + "\n```")
+            parts.append(
+                "```\n"
+                + "\n".join(f"line {i}.{k} " + "x" * rng.randint(0, 90) for k in range(rng.randint(1, 40)))
+                + "\n```"
+            )
         else:
             parts.append(" ".join(f"w{i}.{k}" for k in range(rng.randint(1, 200))))
     return "\n\n".join(parts)
@@ -55,19 +58,39 @@ def test_the_platform_parameters_are_what_differs():
 
 
 def test_sources_and_route_note_come_from_one_renderer_on_every_platform():
-    answer = Answer("See [1] and [2].", [Source("Deploying", "https://example.com/deploy"),
-                                         Source("docs/runbook.md", "docs/runbook.md"),
-                                         Source("Runbook", "docs/ops.md")],
-                    route="kb", drafts=1, path=["route", "retrieve", "generate"])
+    answer = Answer(
+        "See [1] and [2].",
+        [
+            Source("Deploying", "https://example.com/deploy"),
+            Source("docs/runbook.md", "docs/runbook.md"),
+            Source("Runbook", "docs/ops.md"),
+        ],
+        route="kb",
+        drafts=1,
+        path=["route", "retrieve", "generate"],
+    )
     slack = sources_mrkdwn(answer).split("\n")
     discord = format_sources(answer).split("\n")
     console = console_answer(answer).split("\n")
-    assert slack == ["*Sources*", "1. <https://example.com/deploy|Deploying>", "2. `docs/runbook.md`",
-                     "3. `docs/ops.md` — Runbook"]
-    assert discord == ["**Sources**", "1. [Deploying](<https://example.com/deploy>)", "2. `docs/runbook.md`",
-                       "3. Runbook — `docs/ops.md`", "-# knowledge base"]
-    assert console[2:6] == ["Sources:", "  [1] https://example.com/deploy — Deploying", "  [2] docs/runbook.md",
-                            "  [3] docs/ops.md — Runbook"]
+    assert slack == [
+        "*Sources*",
+        "1. <https://example.com/deploy|Deploying>",
+        "2. `docs/runbook.md`",
+        "3. `docs/ops.md` — Runbook",
+    ]
+    assert discord == [
+        "**Sources**",
+        "1. [Deploying](<https://example.com/deploy>)",
+        "2. `docs/runbook.md`",
+        "3. Runbook — `docs/ops.md`",
+        "-# knowledge base",
+    ]
+    assert console[2:6] == [
+        "Sources:",
+        "  [1] https://example.com/deploy — Deploying",
+        "  [2] docs/runbook.md",
+        "  [3] docs/ops.md — Runbook",
+    ]
     assert "(knowledge base; path: route -> retrieve -> generate)" in console
 
 

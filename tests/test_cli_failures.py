@@ -17,38 +17,50 @@ async def test_a_refused_key_is_named_as_such(tmp_path):
     async with mistral_server() as model:
         model.status = 401
         cfg = write_platform_config(tmp_path, KB_FILES, models_section(model))
-        code, output, _ = await run_cli(["ask", "how do I roll back a deploy?", "--config", str(cfg)],
-                                        {"MISTRAL_API_KEY": "wrong"})
+        code, output, _ = await run_cli(
+            ["ask", "how do I roll back a deploy?", "--config", str(cfg)], {"MISTRAL_API_KEY": "wrong"}
+        )
     assert code == 1, output
     assert "failed: auth:" in output and "refused the key" in output, output
     assert "storage" not in output
 
 
 async def test_an_unreachable_model_server_is_named_as_the_network(tmp_path):
-    cfg = write_platform_config(tmp_path, KB_FILES, f'[models]\nprovider = "mistral"\n'
-                                f'mistral_base_url = "http://127.0.0.1:{free_port()}/v1"\nmax_retries = 0\n')
-    code, output, _ = await run_cli(["ask", "how do I roll back a deploy?", "--config", str(cfg)],
-                                    {"MISTRAL_API_KEY": "k"})
+    cfg = write_platform_config(
+        tmp_path,
+        KB_FILES,
+        f'[models]\nprovider = "mistral"\nmistral_base_url = "http://127.0.0.1:{free_port()}/v1"\nmax_retries = 0\n',
+    )
+    code, output, _ = await run_cli(
+        ["ask", "how do I roll back a deploy?", "--config", str(cfg)], {"MISTRAL_API_KEY": "k"}
+    )
     assert code == 1, output
     assert "failed: network:" in output and "check the network" in output, output
     assert "storage" not in output
 
 
 @pytest.mark.parametrize("command", [["ask", "how do I deploy?"], ["console"], ["reindex"]])
-@pytest.mark.parametrize("setting, key", [
-    ('data_dir = "{file}"', "[service] data_dir"),
-    ('data_dir = "/proc/threadwise-data"', "[service] data_dir"),
-    ('data_dir = "{file}/sub"', "[service] data_dir"),
-    ('checkpoint_db = "{file}/c.sqlite"', "[service] checkpoint_db"),
-])
+@pytest.mark.parametrize(
+    "setting, key",
+    [
+        ('data_dir = "{file}"', "[service] data_dir"),
+        ('data_dir = "/proc/threadwise-data"', "[service] data_dir"),
+        ('data_dir = "{file}/sub"', "[service] data_dir"),
+        ('checkpoint_db = "{file}/c.sqlite"', "[service] checkpoint_db"),
+    ],
+)
 async def test_an_unusable_data_dir_is_one_line_naming_its_key_and_exit_2(tmp_path, command, setting, key):
     (tmp_path / "afile").write_text("not a folder")
     cfg = write_platform_config(tmp_path, KB_FILES, "")
     text = cfg.read_text()
-    text = "\n".join(line for line in text.splitlines()
-                     if not line.startswith(("checkpoint_db", "bookkeeping_db", "data_dir")))
-    cfg.write_text(text.replace("[service]", "[service]\n" + setting.format(file=tmp_path / "afile"), 1)
-                   if "[service]" in text else text + "\n[service]\n" + setting.format(file=tmp_path / "afile") + "\n")
+    text = "\n".join(
+        line for line in text.splitlines() if not line.startswith(("checkpoint_db", "bookkeeping_db", "data_dir"))
+    )
+    cfg.write_text(
+        text.replace("[service]", "[service]\n" + setting.format(file=tmp_path / "afile"), 1)
+        if "[service]" in text
+        else text + "\n[service]\n" + setting.format(file=tmp_path / "afile") + "\n"
+    )
     code, output, _ = await run_cli([*command, "--config", str(cfg)], {})
     assert code == 2, output
     lines = output.strip().splitlines()

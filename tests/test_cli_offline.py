@@ -21,8 +21,15 @@ def threadwise(*args: str, cwd: Path, timeout: float = 300, stdin: str | None = 
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     for secret in ("MISTRAL_API_KEY", "TAVILY_API_KEY", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "DISCORD_TOKEN"):
         env.pop(secret, None)
-    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=stdin,
+    )
 
 
 def test_graph_prints_mermaid(tmp_path):
@@ -63,8 +70,15 @@ max_tokens = 200
 [graph]
 composer = "llm"
 """)
-    result = threadwise("ask", "what env vars does the standalone container need to boot?", "--json",
-                        "--config", str(cfg), cwd=tmp_path, timeout=600)
+    result = threadwise(
+        "ask",
+        "what env vars does the standalone container need to boot?",
+        "--json",
+        "--config",
+        str(cfg),
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     out = json.loads(result.stdout)
     # temperature 0: the real model routes to the knowledge base and the answer cites it

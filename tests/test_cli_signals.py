@@ -21,9 +21,19 @@ ROOT = Path(__file__).resolve().parent.parent
 async def start(args: list[str], cfg: Path) -> asyncio.subprocess.Process:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_"))}
     env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT), MISTRAL_API_KEY="k")
-    return await asyncio.create_subprocess_exec(sys.executable, "-m", "bot", *args, "--config", str(cfg), cwd=ROOT,
-                                                env=env, stdin=asyncio.subprocess.PIPE,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        "--config",
+        str(cfg),
+        cwd=ROOT,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
 
 
 @pytest.mark.parametrize("command", ["ask", "console"])

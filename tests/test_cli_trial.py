@@ -26,8 +26,15 @@ def _env() -> dict[str, str]:
 
 
 def _cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=cwd, env=_env(), capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _scripted_config(tmp_path: Path) -> Path:
@@ -40,25 +47,30 @@ def _scripted_config(tmp_path: Path) -> Path:
 def test_each_ask_is_its_own_thread_unless_named(tmp_path):
     """Two `ask` commands do not share history (one paused question cannot block the next)."""
     cfg = _scripted_config(tmp_path)
-    first = _cli("ask", "--json", "what does the standalone container need before it boots?", "--config", str(cfg),
-                 cwd=tmp_path)
+    first = _cli(
+        "ask", "--json", "what does the standalone container need before it boots?", "--config", str(cfg), cwd=tmp_path
+    )
     second = _cli("ask", "--json", "how do I delete messages permanently?", "--config", str(cfg), cwd=tmp_path)
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
     threads = _cli("threads", "--config", str(cfg), cwd=tmp_path).stdout
     assert threads.count("console:ask-") == 2, threads
-    named = _cli("ask", "--json", "--thread", "mine", "what does the container need?", "--config", str(cfg),
-                 cwd=tmp_path)
+    named = _cli(
+        "ask", "--json", "--thread", "mine", "what does the container need?", "--config", str(cfg), cwd=tmp_path
+    )
     again = _cli("ask", "--json", "--thread", "mine", "and the API key?", "--config", str(cfg), cwd=tmp_path)
     assert named.returncode == 0 and again.returncode == 0
     assert "console:mine" in _cli("threads", "--config", str(cfg), cwd=tmp_path).stdout
 
 
-@pytest.mark.parametrize("body, key", [
-    ("[knowledge]\nchunk_size = 500\nchunk_overlap = 500\n", "knowledge.chunk_overlap"),
-    ("[knowledge]\nk = 20\ncandidates = 5\n", "knowledge.candidates"),
-    ("[service]\nhelp_timeout_seconds = inf\n", "service.help_timeout_seconds"),
-    ("[web]\ntimeout_seconds = nan\n", "web.timeout_seconds"),
-])
+@pytest.mark.parametrize(
+    "body, key",
+    [
+        ("[knowledge]\nchunk_size = 500\nchunk_overlap = 500\n", "knowledge.chunk_overlap"),
+        ("[knowledge]\nk = 20\ncandidates = 5\n", "knowledge.candidates"),
+        ("[service]\nhelp_timeout_seconds = inf\n", "service.help_timeout_seconds"),
+        ("[web]\ntimeout_seconds = nan\n", "web.timeout_seconds"),
+    ],
+)
 def test_settings_that_cannot_work_name_their_key(tmp_path, body, key):
     cfg = tmp_path / "config.toml"
     cfg.write_text(body)
@@ -90,9 +102,14 @@ async def test_ctrl_c_during_ask_exits_at_once_with_one_line(tmp_path):
     async with mistral_server(stall_on={"route"}) as fake:
         cfg = write_config(tmp_path, extra=mistral_config(fake.base_url))
         env = {**_env(), "MISTRAL_API_KEY": "test-key"}
-        proc = subprocess.Popen([sys.executable, "-m", "bot", "ask", "what does the container need?", "--config",
-                                 str(cfg)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "ask", "what does the container need?", "--config", str(cfg)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(1200):  # the question is in the graph, waiting on the model
             if fake.stalled.is_set() or proc.poll() is not None:
                 break
@@ -118,8 +135,10 @@ def test_a_message_of_invisible_characters_is_an_empty_question(tmp_path):
 
 def test_a_missing_local_embedding_model_names_its_setting(tmp_path):
     cfg = write_config(tmp_path)
-    cfg.write_text(cfg.read_text().replace('embeddings = "none"', 'embeddings = "local"')
-                   + f'local_embedding_model = "{tmp_path / "no-such-model"}"\n')
+    cfg.write_text(
+        cfg.read_text().replace('embeddings = "none"', 'embeddings = "local"')
+        + f'local_embedding_model = "{tmp_path / "no-such-model"}"\n'
+    )
     result = _cli("ask", "hello there, what is this?", "--config", str(cfg), cwd=tmp_path)
     assert result.returncode == 2 and "models.local_embedding_model" in result.stderr, result.stderr
 
@@ -153,9 +172,15 @@ def test_ctrl_c_at_any_moment_of_start_is_one_line_and_130(tmp_path, module, com
     args = [command, "what is this?"] if command == "ask" else [command]
     for delay in (0.8, 0.5, 0.25, 0.0):  # seconds after exec; the first run also compiles .pyc files
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", module, *args, "--config", str(cfg)],
-                                cwd=tmp_path, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "importtime", "-m", module, *args, "--config", str(cfg)],
+            cwd=tmp_path,
+            env=_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         seen, lines = threading.Event(), []
         reader = threading.Thread(target=_first_own_import_seen, args=(proc.stderr, module, seen, lines))
         reader.start()
@@ -175,9 +200,15 @@ def test_ctrl_c_at_an_idle_console_prompt_is_one_line(tmp_path, command):
     starts the same chat: Ctrl-C at the prompt is one line and 130 (``run`` was killed
     silently), and no INFO event lines are mixed into the chat."""
     cfg = write_config(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "bot", command, "--config", str(cfg)], cwd=tmp_path,
-                            env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot", command, "--config", str(cfg)],
+        cwd=tmp_path,
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     banner = proc.stdout.readline()  # the console is up, waiting for a line
     assert "Threadwise console" in banner
@@ -203,15 +234,19 @@ def test_code_in_the_knowledge_base_reaches_the_answer_as_written(tmp_path):
         "    [roles]\n    expert_role_ids = [112233445566]   # who answers help requests\n"
         "    [roles.limits]\n        nested = [7, 8]\n\n"
         "1. Restart the bot after you configure the expert roles.\n\n"
-        "    The expert roles are read at start, so a restart applies them.\n")
+        "    The expert roles are read at start, so a restart applies them.\n"
+    )
     cfg = write_config(tmp_path, sources=[kb])
     cfg.write_text(cfg.read_text() + '\n[graph]\ncomposer = "extractive"\ngraders = "lexical"\n')
-    result = _cli("ask", "--json", "how do I configure the expert roles in config.toml?", "--config", str(cfg),
-                  cwd=tmp_path)
+    result = _cli(
+        "ask", "--json", "how do I configure the expert roles in config.toml?", "--config", str(cfg), cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr
     text = json.loads(result.stdout)["answer"]
-    assert ("```\n[roles]\nexpert_role_ids = [112233445566]   # who answers help requests\n"
-            "[roles.limits]\n    nested = [7, 8]\n```") in text, text
+    assert (
+        "```\n[roles]\nexpert_role_ids = [112233445566]   # who answers help requests\n"
+        "[roles.limits]\n    nested = [7, 8]\n```"
+    ) in text, text
     assert "```\nThe expert roles" not in text, text  # the list item's continuation is not code
 
 
@@ -219,9 +254,15 @@ def test_console_commands_it_does_not_know_are_named_not_asked(tmp_path):
     """``/bogus`` is an unknown command (not a question costing a run); a question that
     starts with a path is still a question."""
     cfg = _scripted_config(tmp_path)
-    result = subprocess.run([sys.executable, "-m", "bot", "console", "--config", str(cfg)], cwd=tmp_path,
-                            env=_env(), input="/bogus\n/etc/hosts: what is that file for?\n/quit\n",
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "console", "--config", str(cfg)],
+        cwd=tmp_path,
+        env=_env(),
+        input="/bogus\n/etc/hosts: what is that file for?\n/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "Unknown command /bogus." in result.stdout, result.stdout
     assert "'/bogus'" not in result.stdout and "/bogus\n" not in result.stdout.split("Unknown command")[0]

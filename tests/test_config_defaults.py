@@ -31,8 +31,9 @@ def test_config_toml_is_the_settings_models_rendered():
     in config.toml, or the other way round, fails here with the difference."""
     shipped = (ROOT / "config.toml").read_text(encoding="utf-8")
     expected = render_defaults()
-    diff = "".join(difflib.unified_diff(shipped.splitlines(True), expected.splitlines(True),
-                                        "config.toml", "the settings models"))
+    diff = "".join(
+        difflib.unified_diff(shipped.splitlines(True), expected.splitlines(True), "config.toml", "the settings models")
+    )
     assert shipped == expected, f"config.toml differs from the settings models; run `{REGENERATE}`:\n{diff}"
 
 
@@ -49,9 +50,16 @@ async def test_show_defaults_prints_config_toml_even_when_the_config_is_broken(t
     broken = tmp_path / "config.toml"
     broken.write_text("[graph]\nmax_generations = 'x'\n")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "config", "show-defaults", cwd=ROOT,
+        sys.executable,
+        "-m",
+        "bot",
+        "config",
+        "show-defaults",
+        cwd=ROOT,
         env={**os.environ, "THREADWISE_CONFIG": str(broken)},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
     assert out.decode() == (ROOT / "config.toml").read_text(encoding="utf-8")
@@ -59,7 +67,8 @@ async def test_show_defaults_prints_config_toml_even_when_the_config_is_broken(t
 
 def _config(root: Path, service: str = "", extra: str = "") -> Path:
     path = root / "config.toml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [knowledge]
 sources = {json.dumps([str(write_kb(root))])}
 embeddings = "none"
@@ -70,13 +79,22 @@ embeddings = "none"
 [graph]
 human_review = false
 {extra}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
 def _msg(text: str) -> IncomingMessage:
-    return IncomingMessage(platform="console", thread_key="console:t", message_id=uuid.uuid4().hex,
-                           author_id="ana", author_name="ana", text=text, is_expert=True)
+    return IncomingMessage(
+        platform="console",
+        thread_key="console:t",
+        message_id=uuid.uuid4().hex,
+        author_id="ana",
+        author_name="ana",
+        text=text,
+        is_expert=True,
+    )
 
 
 async def test_every_data_file_goes_under_data_dir(tmp_path):

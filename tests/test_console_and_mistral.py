@@ -25,18 +25,23 @@ NONE_RELEVANT = json.dumps({"documents": [{"id": 1, "relevant": False}], "feedba
 async def test_console_session_threads_help_request_and_resume(settings):
     relevant = json.dumps({"documents": [{"id": 1, "relevant": True, "facts": "disable_studio_auth"}]})
     script = {"grade_documents": [NONE_RELEVANT, NONE_RELEVANT, relevant]}
-    lines = "\n".join([
-        "what does the standalone container need to boot?",  # pauses for a human (nothing relevant)
-        "answer: set REDIS_URI and DATABASE_URI",             # my reply resumes it
-        "/thread other",
-        "   ",                                                # empty: a short reply, no LLM call
-        "how do I lock down studio auth?",
-        "what does [/graph] mean?",                           # rich markup in user text is shown, not parsed
-        "/help",
-        "/threads",
-        "/quit",
-        "never read",
-    ]) + "\n"
+    lines = (
+        "\n".join(
+            [
+                "what does the standalone container need to boot?",  # pauses for a human (nothing relevant)
+                "answer: set REDIS_URI and DATABASE_URI",  # my reply resumes it
+                "/thread other",
+                "   ",  # empty: a short reply, no LLM call
+                "how do I lock down studio auth?",
+                "what does [/graph] mean?",  # rich markup in user text is shown, not parsed
+                "/help",
+                "/threads",
+                "/quit",
+                "never read",
+            ]
+        )
+        + "\n"
+    )
     screen = io.StringIO()
     async with scripted_runtime(settings, script) as (rt, model):
         await run_console(rt, thread="main", stdin=io.StringIO(lines), console=Console(file=screen, width=200))
@@ -54,7 +59,9 @@ async def test_console_session_threads_help_request_and_resume(settings):
     assert "never read" not in text
     assert [m.type for m in main["messages"]] == ["human", "ai"]
     assert [m.content for m in other["messages"] if m.type == "human"] == [
-        "how do I lock down studio auth?", "what does [/graph] mean?"]
+        "how do I lock down studio auth?",
+        "what does [/graph] mean?",
+    ]
 
 
 # ---- Mistral-shaped server ---------------------------------------------------------------
@@ -76,27 +83,53 @@ class FakeMistral:
         task = prompts.task_of(system)
         last = body["messages"][-1]["content"]
         content = {
-            "route": json.dumps({"question": "What does the container need?", "route": "vectorstore",
-                                 "query": "container REDIS_URI DATABASE_URI"}),
-            "grade_documents": json.dumps({"documents": [{"id": int(i), "relevant": i == "1",
-                                                          "facts": "REDIS_URI, DATABASE_URI"}
-                                                         for i in re.findall(r"^\[(\d+)\]", last, re.M)]}),
+            "route": json.dumps(
+                {
+                    "question": "What does the container need?",
+                    "route": "vectorstore",
+                    "query": "container REDIS_URI DATABASE_URI",
+                }
+            ),
+            "grade_documents": json.dumps(
+                {
+                    "documents": [
+                        {"id": int(i), "relevant": i == "1", "facts": "REDIS_URI, DATABASE_URI"}
+                        for i in re.findall(r"^\[(\d+)\]", last, re.M)
+                    ]
+                }
+            ),
             "generate": "It needs REDIS_URI and DATABASE_URI [1].",
             "grade_answer": json.dumps({"grounded": True, "useful": True, "feedback": ""}),
         }.get(task, "ok")
-        return web.json_response({
-            "id": "cmpl-1", "object": "chat.completion", "model": body["model"], "created": 0,
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        })
+        return web.json_response(
+            {
+                "id": "cmpl-1",
+                "object": "chat.completion",
+                "model": body["model"],
+                "created": 0,
+                "choices": [
+                    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            }
+        )
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.embedding_requests += 1
-        data = [{"object": "embedding", "index": i, "embedding": [float(len(t) % 7), 1.0, float("redis" in t.lower())]}
-                for i, t in enumerate(body["input"])]
-        return web.json_response({"id": "e1", "object": "list", "model": body["model"], "data": data,
-                                  "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        data = [
+            {"object": "embedding", "index": i, "embedding": [float(len(t) % 7), 1.0, float("redis" in t.lower())]}
+            for i, t in enumerate(body["input"])
+        ]
+        return web.json_response(
+            {
+                "id": "e1",
+                "object": "list",
+                "model": body["model"],
+                "data": data,
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        )
 
 
 @pytest.fixture
@@ -109,8 +142,11 @@ async def mistral() -> AsyncIterator[tuple[FakeMistral, str]]:
 async def test_mistral_backend_end_to_end(tmp_path, mistral):
     fake, base = mistral
     path = write_config(tmp_path)
-    path.write_text(path.read_text().replace('embeddings = "none"', 'embeddings = "auto"')
-                    .replace("[models]", f'[models]\nmistral_base_url = "{base}"'))
+    path.write_text(
+        path.read_text()
+        .replace('embeddings = "none"', 'embeddings = "auto"')
+        .replace("[models]", f'[models]\nmistral_base_url = "{base}"')
+    )
     settings = load_settings(path)
     fake.fail_first_with = 429
     async with open_runtime(settings, Secrets(mistral_api_key="test-key")) as rt:

@@ -116,7 +116,8 @@ def test_answer_has_sources_as_links_or_paths_and_the_route_note():
     answer = Answer(
         text="Use `tw deploy`. [1][2]\n\n#### Details\nSee docs.",
         sources=[Source("Deploying", "https://example.com/deploy"), Source("Runbook > Deploy", "docs/runbook.md")],
-        route="kb", drafts=1,
+        route="kb",
+        drafts=1,
     )
     (msg,) = format_answer(answer, 2000)
     assert "1. [Deploying](<https://example.com/deploy>)" in msg
@@ -126,9 +127,7 @@ def test_answer_has_sources_as_links_or_paths_and_the_route_note():
 
 
 def test_long_answer_keeps_sources_after_the_text():
-    answer = Answer(
-        text="word " * 900, sources=[Source("Guide", "docs/guide.md")], route="kb", drafts=2
-    )
+    answer = Answer(text="word " * 900, sources=[Source("Guide", "docs/guide.md")], route="kb", drafts=2)
     chunks = format_answer(answer, 2000)
     assert len(chunks) == 3
     assert all(size(c) <= 2000 for c in chunks)

@@ -47,12 +47,12 @@ async def test_a_real_process_answers_on_the_configured_loop(tmp_path, fake: Fak
         async with aiohttp.ClientSession() as session:
             await proc.wait_ready(session)
             ts = fake.next_ts()
-            event = SlackEvents.message(user="UASKER", channel="C0GENERAL", ts=ts, kind="app_mention",
-                                        text=f"<@{BOT_USER_ID}> ")
+            event = SlackEvents.message(
+                user="UASKER", channel="C0GENERAL", ts=ts, kind="app_mention", text=f"<@{BOT_USER_ID}> "
+            )
             status, _ = await post(session, proc.url + "/slack/events", events.event(event))
             assert status == 200
-            await fake.wait_for(lambda: [p for p in fake.posts("C0GENERAL") if p.get("thread_ts") == ts],
-                                timeout=30)
+            await fake.wait_for(lambda: [p for p in fake.posts("C0GENERAL") if p.get("thread_ts") == ts], timeout=30)
     finally:
         output = await proc.stop()
     expected = "asyncio" if choice == "asyncio" else "uvloop"

@@ -23,14 +23,16 @@ def shown(slack, post: dict) -> dict:
 def vote(slack, user: str, post: dict, which: str):
     post = shown(slack, post)
     button = vote_buttons(post)[f"threadwise_vote_{which}"]
-    return slack.events.block_action(user=user, action_id=button["action_id"], value=button["value"],
-                                     channel=slack.channel, message=post)
+    return slack.events.block_action(
+        user=user, action_id=button["action_id"], value=button["value"], channel=slack.channel, message=post
+    )
 
 
 def reason(slack, user: str, view: dict, text: str):
     block = next(b for b in view["blocks"] if b["type"] == "input")
-    return slack.events.view_submission(user=user, view=view, values={
-        block["block_id"]: {block["element"]["action_id"]: text}})
+    return slack.events.view_submission(
+        user=user, view=view, values={block["block_id"]: {block["element"]["action_id"]: text}}
+    )
 
 
 async def rows(slack) -> list[dict]:
@@ -73,8 +75,13 @@ async def test_a_down_vote_without_a_reason_is_kept_and_a_forged_answer_id_is_no
     (answer,) = slack.answers()
     await slack.send(vote(slack, "UOTHER", answer, "down"))  # the modal is closed unanswered ("Skip")
     assert [(r["user_id"], r["vote"], r["reason"]) for r in await rows(slack)] == [("UOTHER", -1, "")]
-    forged = slack.events.block_action(user="UOTHER", action_id="threadwise_vote_up", value="deadbeefdeadbeef",
-                                       channel=slack.channel, message=shown(slack, answer))
+    forged = slack.events.block_action(
+        user="UOTHER",
+        action_id="threadwise_vote_up",
+        value="deadbeefdeadbeef",
+        channel=slack.channel,
+        message=shown(slack, answer),
+    )
     await slack.send(forged)
     notes = [c.args["text"] for c in slack.fake.calls_to("chat.postEphemeral", ok_only=True)]
     assert any("couldn't record that vote" in n for n in notes)
@@ -82,8 +89,9 @@ async def test_a_down_vote_without_a_reason_is_kept_and_a_forged_answer_id_is_no
 
 
 async def test_apologies_carry_no_vote_buttons(tmp_path, fake):
-    model = ScriptedChatModel(script={
-        "grade_documents": lambda m: json.dumps({"documents": [], "feedback": "nothing relevant"})})
+    model = ScriptedChatModel(
+        script={"grade_documents": lambda m: json.dumps({"documents": [], "feedback": "nothing relevant"})}
+    )
     config = write_config(tmp_path, fake, extra="[graph]\nhuman_review = false\n")
     harness = await SlackHarness(tmp_path, fake, config, model).open()
     try:
@@ -94,7 +102,6 @@ async def test_apologies_carry_no_vote_buttons(tmp_path, fake):
         assert vote_buttons(apology) == {}
     finally:
         await harness.close()
-
 
 
 # ---- console and the CLI summary ------------------------------------------------------------
@@ -109,9 +116,22 @@ async def test_console_good_and_bad_rate_the_last_answer_and_the_cli_summarises(
 
     config = write_core_config(tmp_path)
     settings = load_settings(config)
-    lines = "\n".join(["/good", "how do I lock down studio auth?", "/good", "/bad it cites the wrong page",
-                       "/thread other", "/bad", "what does the standalone container need to boot?",
-                       "/bad", "/quit"]) + "\n"
+    lines = (
+        "\n".join(
+            [
+                "/good",
+                "how do I lock down studio auth?",
+                "/good",
+                "/bad it cites the wrong page",
+                "/thread other",
+                "/bad",
+                "what does the standalone container need to boot?",
+                "/bad",
+                "/quit",
+            ]
+        )
+        + "\n"
+    )
     screen = io.StringIO()
     async with scripted_runtime(settings) as (rt, _):
         await run_console(rt, thread="main", stdin=io.StringIO(lines), console=Console(file=screen, width=200))
@@ -122,7 +142,8 @@ async def test_console_good_and_bad_rate_the_last_answer_and_the_cli_summarises(
     # one vote per user and answer: /bad replaced /good, with its reason
     assert [(r["question"], r["vote"], r["reason"]) for r in got] == [
         ("how do I lock down studio auth?", -1, "it cites the wrong page"),
-        ("what does the standalone container need to boot?", -1, "")]
+        ("what does the standalone container need to boot?", -1, ""),
+    ]
 
     capsys.readouterr()
     assert await asyncio.to_thread(main, ["feedback", "--config", str(config)]) == 0
@@ -134,8 +155,10 @@ async def test_console_good_and_bad_rate_the_last_answer_and_the_cli_summarises(
 
     assert await asyncio.to_thread(main, ["feedback", "--config", str(config), "--json", "-"]) == 0
     exported = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [e["question"] for e in exported] == ["how do I lock down studio auth?",
-                                                 "what does the standalone container need to boot?"]
+    assert [e["question"] for e in exported] == [
+        "how do I lock down studio auth?",
+        "what does the standalone container need to boot?",
+    ]
     first = exported[0]
     assert {"id", "kind", "question", "history", "expected_route", "sources", "answer_facts"} <= set(first)
     assert first["kind"] == "kb" and first["expected_route"] == "vectorstore" and first["down"] == 1
@@ -161,9 +184,18 @@ async def test_store_keeps_one_vote_per_user_and_the_reason_until_a_thumbs_up(tm
     store = await Bookkeeping.open(tmp_path / "book.sqlite")
     try:
         assert not await store.record_vote("abc123", "U1", -1)  # unknown answer
-        await store.record_answer("abc123", thread_key="t", platform="slack", channel="C1", question="q?",
-                                  answer="a", kind="answer", route="vectorstore",
-                                  sources=[{"title": "T", "location": "x.md"}], path=["start"])
+        await store.record_answer(
+            "abc123",
+            thread_key="t",
+            platform="slack",
+            channel="C1",
+            question="q?",
+            answer="a",
+            kind="answer",
+            route="vectorstore",
+            sources=[{"title": "T", "location": "x.md"}],
+            path=["start"],
+        )
         assert await store.record_vote("abc123", "U1", -1, "wrong page")
         assert await store.record_vote("abc123", "U1", -1)  # a second click keeps the reason
         assert [(r["vote"], r["reason"]) for r in await store.feedback_rows()] == [(-1, "wrong page")]
@@ -184,8 +216,13 @@ async def test_a_thumbs_down_can_ask_the_experts_whose_answer_is_then_learned(sl
     offer = [c.args for c in slack.fake.calls_to("chat.postEphemeral", ok_only=True) if c.args.get("blocks")][-1]
     assert offer["user"] == "UASKER" and offer["thread_ts"] == ts
     button = next(e for b in offer["blocks"] if b["type"] == "actions" for e in b["elements"])
-    click = slack.events.block_action(user="UASKER", action_id=button["action_id"], value=button["value"],
-                                      channel=slack.channel, message={"ts": slack.fake.next_ts(), "thread_ts": ts})
+    click = slack.events.block_action(
+        user="UASKER",
+        action_id=button["action_id"],
+        value=button["value"],
+        channel=slack.channel,
+        message={"ts": slack.fake.next_ts(), "thread_ts": ts},
+    )
     await slack.send(click)
     (help_msg,) = slack.help_requests()
     assert help_msg["thread_ts"] == ts

@@ -8,8 +8,9 @@ from tests.test_discord_bot import answers, ask_in_channel, bot, callbacks_for, 
 
 
 def last_answer(fake, thread_id: str) -> dict:
-    return [fake.all_messages[m["id"]] for m in fake.bot_messages(thread_id)
-            if vote_ids(fake.all_messages[m["id"]])][-1]
+    return [fake.all_messages[m["id"]] for m in fake.bot_messages(thread_id) if vote_ids(fake.all_messages[m["id"]])][
+        -1
+    ]
 
 
 async def test_discord_votes_once_per_user_latest_counts_with_a_private_reason(fake, bot):
@@ -63,8 +64,9 @@ async def test_discord_thumbs_down_with_a_reason_can_ask_the_experts(fake, bot):
     answer = last_answer(fake, thread_id)
     down = await fake.click(alice, answer, vote_ids(answer)["down"])
     await fake.wait_until(lambda: callbacks_for(fake, down))
-    submit = await fake.submit_modal(alice, answer, callbacks_for(fake, down)[0]["data"]["custom_id"],
-                                     {"text": "it is make ship now"})
+    submit = await fake.submit_modal(
+        alice, answer, callbacks_for(fake, down)[0]["data"]["custom_id"], {"text": "it is make ship now"}
+    )
     await fake.wait_until(lambda: [m for m in fake.followups if m["interaction_token"] == submit["token"]])
     await bot.idle()
     offer = [m for m in fake.followups if m["interaction_token"] == submit["token"]][-1]

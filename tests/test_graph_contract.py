@@ -67,8 +67,11 @@ async def test_a_help_request_emits_every_search_then_pauses_with_a_help_payload
         assert "nothing relevant found" in payload["reason"]
 
         # the resume value is a ResumeValue: an expert's answer finishes the turn, writing nothing new
-        after = await phases(rt.graph, Command(resume=resume_value(
-            {"action": "answer", "text": "It needs PORT.", "by": "Erik"})), cfg("h"))
+        after = await phases(
+            rt.graph,
+            Command(resume=resume_value({"action": "answer", "text": "It needs PORT.", "by": "Erik"})),
+            cfg("h"),
+        )
         values = (await rt.graph.aget_state(cfg("h"))).values
     assert after == []
     assert (values["outcome"], values["generation"], values["answered_by"]) == ("human", "It needs PORT.", "Erik")
@@ -84,12 +87,15 @@ async def test_a_resume_value_of_the_wrong_shape_is_a_clear_error_and_the_reques
     assert still.id == before.id
 
 
-@pytest.mark.parametrize("value, problem", [
-    ({"action": "maybe", "text": "", "by": "a"}, "action"),
-    ({"action": "answer", "text": "x"}, "by"),
-    ({"action": "answer", "text": 42, "by": "a"}, "text"),
-    (["answer", "x", "a"], "ResumeValue"),
-])
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        ({"action": "maybe", "text": "", "by": "a"}, "action"),
+        ({"action": "answer", "text": "x"}, "by"),
+        ({"action": "answer", "text": 42, "by": "a"}, "text"),
+        (["answer", "x", "a"], "ResumeValue"),
+    ],
+)
 def test_resume_value_names_what_is_wrong(value, problem):
     with pytest.raises(ContractError, match=problem):
         resume_value(value)
@@ -103,8 +109,12 @@ def test_help_payload_rejects_a_payload_without_its_fields():
 async def test_the_posted_answer_carries_the_route_not_the_node_path(settings):
     async with scripted_runtime(settings) as (rt, _):
         out = ConsoleResponder("r", show_status=False)
-        await rt.service.handle(IncomingMessage(platform="console", thread_key="console:r",
-                                                message_id=uuid.uuid4().hex, author_id="ana", text=QUESTION), out)
+        await rt.service.handle(
+            IncomingMessage(
+                platform="console", thread_key="console:r", message_id=uuid.uuid4().hex, author_id="ana", text=QUESTION
+            ),
+            out,
+        )
     [answer] = out.answers
     assert (answer.route, answer.drafts, answer.route_note) == ("kb", 1, "knowledge base")
     assert answer.path[:3] == ["start", "route", "retrieve"]  # for the console and the logs only
@@ -135,8 +145,13 @@ class RejectEverything:
 async def test_graders_are_a_strategy_injected_through_the_graph_dependencies(settings):
     graders = RejectEverything()
     async with scripted_runtime(settings) as (rt, model):
-        deps = GraphDeps(caller=ModelCaller(model), knowledge=rt.knowledge, web=None,
-                         config=graph_config(settings, model), graders=graders)
+        deps = GraphDeps(
+            caller=ModelCaller(model),
+            knowledge=rt.knowledge,
+            web=None,
+            config=graph_config(settings, model),
+            graders=graders,
+        )
         graph = build_graph(deps, checkpointer=InMemorySaver())
         await graph.ainvoke({"messages": [HumanMessage(QUESTION)]}, cfg("g"))
         state = await graph.aget_state(cfg("g"))
@@ -162,8 +177,13 @@ class GreetEveryone:
 
 async def test_the_composer_is_a_strategy_injected_through_the_graph_dependencies(settings):
     async with scripted_runtime(settings) as (rt, model):
-        deps = GraphDeps(caller=ModelCaller(model), knowledge=rt.knowledge, web=None,
-                         config=graph_config(settings, model), composer=GreetEveryone())
+        deps = GraphDeps(
+            caller=ModelCaller(model),
+            knowledge=rt.knowledge,
+            web=None,
+            config=graph_config(settings, model),
+            composer=GreetEveryone(),
+        )
         graph = build_graph(deps, checkpointer=InMemorySaver())
         got = await phases(graph, {"messages": [HumanMessage(QUESTION)]}, cfg("c"))
         values = (await graph.aget_state(cfg("c"))).values

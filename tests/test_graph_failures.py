@@ -17,9 +17,11 @@ from graphs.adaptive_rag import worst_case_steps
 from graphs.web import MAX_QUERY_CHARACTERS
 from tests.conftest import FakeTavily, scripted_runtime, serve, write_config
 
-LOG_QUESTION = ("Why does the worker crash on start? Here is the log:\n"
-                + "\n".join(f"2026-11-29 10:{i % 60:02d}:00 ERROR worker.py:{i} RedisConnectionError: "
-                            f"Error 111 connecting to cache:6379. Connection refused." for i in range(28)))
+LOG_QUESTION = "Why does the worker crash on start? Here is the log:\n" + "\n".join(
+    f"2026-11-29 10:{i % 60:02d}:00 ERROR worker.py:{i} RedisConnectionError: "
+    f"Error 111 connecting to cache:6379. Connection refused."
+    for i in range(28)
+)
 BLOB_QUESTION = "error: " + "QUJDRA" * 600  # one 3,600-character word
 NONE_RELEVANT = json.dumps({"documents": [{"id": 1, "relevant": False}], "feedback": "nothing relevant"})
 HALLUCINATED = json.dumps({"grounded": False, "useful": True, "feedback": "unsupported"})
@@ -34,8 +36,9 @@ class StrictTavily(FakeTavily):
         body = await request.json()
         if len(body.get("query", "")) > MAX_QUERY_CHARACTERS:
             self.requests.append(body)
-            return web.json_response({"detail": {"error": "Query is too long. Max query length is 400 characters."}},
-                                     status=400)
+            return web.json_response(
+                {"detail": {"error": "Query is too long. Max query length is 400 characters."}}, status=400
+            )
         request._read_bytes = json.dumps(body).encode()  # let the parent read it again
         return await super().search(request)
 
@@ -49,6 +52,7 @@ def route_to_web(query: str | None):
     def reply(messages):
         q = str(messages[-1].content).rsplit("New message:", 1)[-1].strip()
         return json.dumps({"question": q, "route": "websearch", "query": q if query is None else query})
+
     return reply
 
 
@@ -61,13 +65,17 @@ async def strict_tavily():
 
 
 # ---- web queries -------------------------------------------------------------------------
-@pytest.mark.parametrize("question,route_reply", [
-    (LOG_QUESTION, route_to_web(None)),          # the model copies the pasted log into the query
-    (LOG_QUESTION, route_to_web("")),            # no query: the (long) question is searched
-    (LOG_QUESTION, "not json at all"),           # nothing parses: the raw message is the query
-    (BLOB_QUESTION, route_to_web(None)),         # no word boundary to cut at
-    ("short question?", route_to_web("keywords " * 80)),  # a long query for a short question
-], ids=["log-copied", "empty-query", "defaults", "one-long-word", "long-query"])
+@pytest.mark.parametrize(
+    "question,route_reply",
+    [
+        (LOG_QUESTION, route_to_web(None)),  # the model copies the pasted log into the query
+        (LOG_QUESTION, route_to_web("")),  # no query: the (long) question is searched
+        (LOG_QUESTION, "not json at all"),  # nothing parses: the raw message is the query
+        (BLOB_QUESTION, route_to_web(None)),  # no word boundary to cut at
+        ("short question?", route_to_web("keywords " * 80)),  # a long query for a short question
+    ],
+    ids=["log-copied", "empty-query", "defaults", "one-long-word", "long-query"],
+)
 async def test_every_web_query_fits_the_search_api(tmp_path, strict_tavily, question, route_reply):
     script = {"route": [route_reply]}
     if route_reply == "not json at all":  # the knowledge base finds nothing, no rewrite parses: the web gets
@@ -143,13 +151,19 @@ async def test_help_request_after_web_and_knowledge_base_says_both_were_searched
 @pytest.mark.parametrize("generations,kb,web", [(1, 1, 0), (2, 2, 1), (3, 2, 2), (1, 3, 1)])
 async def test_worst_case_steps_is_the_least_recursion_limit_that_works(tmp_path, tavily, generations, kb, web):
     """Every draft ungrounded, every search used, no human: the longest run there is."""
-    sections = (f"[graph]\nmax_generations = {generations}\nmax_kb_searches = {kb}\nmax_web_searches = {web}\n"
-                "human_review = false\nrecursion_limit = 1000")
+    sections = (
+        f"[graph]\nmax_generations = {generations}\nmax_kb_searches = {kb}\nmax_web_searches = {web}\n"
+        "human_review = false\nrecursion_limit = 1000"
+    )
     async with await web_runtime(tmp_path, tavily, {"grade_answer": [HALLUCINATED]}, sections) as (rt, model):
         steps = worst_case_steps(generations, kb, web)
-        ok = await rt.graph.ainvoke({"messages": [HumanMessage("what does the container need?")]},
-                                    {"recursion_limit": steps, "configurable": {"thread_id": "enough"}})
+        ok = await rt.graph.ainvoke(
+            {"messages": [HumanMessage("what does the container need?")]},
+            {"recursion_limit": steps, "configurable": {"thread_id": "enough"}},
+        )
         assert ok["outcome"] == "apology" and ok["path"].count("generate") == generations * (kb + web)
         with pytest.raises(GraphRecursionError):
-            await rt.graph.ainvoke({"messages": [HumanMessage("what does the container need?")]},
-                                   {"recursion_limit": steps - 1, "configurable": {"thread_id": "short"}})
+            await rt.graph.ainvoke(
+                {"messages": [HumanMessage("what does the container need?")]},
+                {"recursion_limit": steps - 1, "configurable": {"thread_id": "short"}},
+            )

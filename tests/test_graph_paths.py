@@ -21,17 +21,33 @@ from bot.protocol import IncomingMessage, Status
 from tests.conftest import scripted_runtime, write_config
 from tests.fakes.chat_model import ScriptedChatModel
 
-NONE_RELEVANT = json.dumps({"documents": [{"id": 1, "relevant": False, "facts": ""}],
-                            "feedback": "nothing about the topic"})
+NONE_RELEVANT = json.dumps(
+    {"documents": [{"id": 1, "relevant": False, "facts": ""}], "feedback": "nothing about the topic"}
+)
 GROUNDED = json.dumps({"grounded": True, "useful": True, "feedback": ""})
 HALLUCINATED = json.dumps({"grounded": False, "useful": True, "feedback": "the port number is not in the sources"})
 NOT_USEFUL = json.dumps({"grounded": True, "useful": False, "feedback": "it does not say which variables"})
 
 
-def msg(text: str, thread: str = "t", *, expert: bool = True, admin: bool = False, mid: str | None = None,
-        author: str = "ana") -> IncomingMessage:
-    return IncomingMessage(platform="console", thread_key=f"console:{thread}", message_id=mid or uuid.uuid4().hex,
-                           author_id=author, author_name=author, text=text, is_expert=expert, is_admin=admin)
+def msg(
+    text: str,
+    thread: str = "t",
+    *,
+    expert: bool = True,
+    admin: bool = False,
+    mid: str | None = None,
+    author: str = "ana",
+) -> IncomingMessage:
+    return IncomingMessage(
+        platform="console",
+        thread_key=f"console:{thread}",
+        message_id=mid or uuid.uuid4().hex,
+        author_id=author,
+        author_name=author,
+        text=text,
+        is_expert=expert,
+        is_admin=admin,
+    )
 
 
 async def ask(rt, text: str, thread: str = "t", **kw) -> ConsoleResponder:
@@ -72,26 +88,58 @@ async def test_not_useful_rewrites_query_and_searches_again(settings):
     async with scripted_runtime(settings, {"grade_answer": [NOT_USEFUL, GROUNDED]}) as (rt, model):
         out = await ask(rt, "what does the standalone container need to boot?")
         values = await rt.service.thread_values("console:t")
-    assert values["path"] == ["start", "route", "retrieve", "grade_documents", "generate", "grade_answer",
-                              "rewrite_kb", "retrieve", "grade_documents", "generate", "grade_answer", "finish"]
+    assert values["path"] == [
+        "start",
+        "route",
+        "retrieve",
+        "grade_documents",
+        "generate",
+        "grade_answer",
+        "rewrite_kb",
+        "retrieve",
+        "grade_documents",
+        "generate",
+        "grade_answer",
+        "finish",
+    ]
     assert values["kb_searches"] == 2
     assert any("does not say which variables" in f for f in values["query_feedback"])
     rewrite_prompt = [m for t, m in model.calls if t == "rewrite"][0][-1].content
     assert "does not say which variables" in rewrite_prompt
     assert out.answers[0].kind == "answer"
-    assert out.statuses == [Status.RECEIVED, Status.SEARCHING, Status.WRITING, Status.SEARCHING, Status.WRITING,
-                            Status.DONE]  # rewrite_kb + retrieve show one "searching", not two
+    assert out.statuses == [
+        Status.RECEIVED,
+        Status.SEARCHING,
+        Status.WRITING,
+        Status.SEARCHING,
+        Status.WRITING,
+        Status.DONE,
+    ]  # rewrite_kb + retrieve show one "searching", not two
 
 
 async def test_knowledge_base_exhausted_falls_back_to_web(tmp_path, tavily):
     settings = load_settings(write_config(tmp_path, f'[web]\napi_base_url = "{tavily.base_url}"\n'))
-    script = {"grade_documents": [NONE_RELEVANT, NONE_RELEVANT,
-                                  json.dumps({"documents": [{"id": 1, "relevant": True, "facts": "version 9"}]})]}
+    script = {
+        "grade_documents": [
+            NONE_RELEVANT,
+            NONE_RELEVANT,
+            json.dumps({"documents": [{"id": 1, "relevant": True, "facts": "version 9"}]}),
+        ]
+    }
     async with scripted_runtime(settings, script, secrets=Secrets(tavily_api_key="tvly-test")) as (rt, _):
         out = await ask(rt, "what does the standalone container need to boot?")
         values = await rt.service.thread_values("console:t")
-    assert values["path"][:9] == ["start", "route", "retrieve", "grade_documents", "rewrite_kb", "retrieve",
-                                  "grade_documents", "rewrite_web", "web_search"]
+    assert values["path"][:9] == [
+        "start",
+        "route",
+        "retrieve",
+        "grade_documents",
+        "rewrite_kb",
+        "retrieve",
+        "grade_documents",
+        "rewrite_web",
+        "web_search",
+    ]
     assert values["kb_searches"] == 2 and values["web_searches"] == 1
     assert tavily.requests and tavily.requests[0]["query"] == "rewritten query"
     assert Status.WEB in out.statuses and out.statuses[-1] == Status.DONE
@@ -147,8 +195,13 @@ async def test_resume_with_answer_posts_the_humans_answer(settings):
 
 
 async def test_resume_with_retry_uses_hint_with_fresh_budget(settings):
-    script = {"grade_documents": [NONE_RELEVANT, NONE_RELEVANT,
-                                  json.dumps({"documents": [{"id": 1, "relevant": True, "facts": "x"}]})]}
+    script = {
+        "grade_documents": [
+            NONE_RELEVANT,
+            NONE_RELEVANT,
+            json.dumps({"documents": [{"id": 1, "relevant": True, "facts": "x"}]}),
+        ]
+    }
     async with scripted_runtime(settings, script) as (rt, model):
         original = await paused(rt)
         rt.service.register_platform("console", lambda ref: original)
@@ -156,8 +209,15 @@ async def test_resume_with_retry_uses_hint_with_fresh_budget(settings):
         values = await rt.service.thread_values("console:t")
     rewrite_prompt = [m for t, m in model.calls if t == "rewrite"][-1][-1].content
     assert "Hint from bob: look for REDIS_URI" in rewrite_prompt
-    assert values["path"][-7:] == ["human_review", "rewrite_kb", "retrieve", "grade_documents", "generate",
-                                   "grade_answer", "finish"]
+    assert values["path"][-7:] == [
+        "human_review",
+        "rewrite_kb",
+        "retrieve",
+        "grade_documents",
+        "generate",
+        "grade_answer",
+        "finish",
+    ]
     assert values["kb_searches"] == 1  # fresh budget after the hint
     assert original.answers[-1].kind == "answer"
     assert original.statuses[-1] == Status.DONE
@@ -179,8 +239,9 @@ async def test_non_expert_cannot_resume(settings):
         rt.service.register_platform("console", lambda ref: original)
         reply = await ask(rt, "answer: guess", expert=False, author="eve")
         still = await rt.service.pending_interrupt("console:t")
-        ok = await rt.service.resume("console:t", "answer", "guess", actor_id="eve", actor_name="eve",
-                                     is_expert=False, out=reply)
+        ok = await rt.service.resume(
+            "console:t", "answer", "guess", actor_id="eve", actor_name="eve", is_expert=False, out=reply
+        )
         assert still is not None and not ok
         assert await rt.service.pending_interrupt("console:t") is not None
     assert "expert" in reply.notices[0]
@@ -192,9 +253,19 @@ async def test_resume_happens_exactly_once(settings):
         original = await paused(rt)
         rt.service.register_platform("console", lambda ref: original)
         intr = await rt.service.pending_interrupt("console:t")
-        clicks = [rt.service.resume("console:t", "answer", f"answer {i}", actor_id="bob", actor_name="bob",
-                                    is_expert=True, out=ConsoleResponder("t", show_status=False),
-                                    interrupt_id=intr.id) for i in range(3)]
+        clicks = [
+            rt.service.resume(
+                "console:t",
+                "answer",
+                f"answer {i}",
+                actor_id="bob",
+                actor_name="bob",
+                is_expert=True,
+                out=ConsoleResponder("t", show_status=False),
+                interrupt_id=intr.id,
+            )
+            for i in range(3)
+        ]
         results = await asyncio.gather(*clicks)
     assert results.count(True) == 1
     assert len(original.answers) == 1
@@ -387,8 +458,9 @@ async def test_each_thread_keeps_one_checkpoint_holding_what_was_posted(settings
 
     def count(thread: str) -> int:
         with sqlite3.connect(settings.path(settings.service.checkpoint_db)) as db:
-            return db.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?",
-                              (f"console:{thread}",)).fetchone()[0]
+            return db.execute(
+                "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (f"console:{thread}",)
+            ).fetchone()[0]
 
     async with scripted_runtime(settings) as (rt, _):
         for turn in range(3):
@@ -416,8 +488,11 @@ async def test_expert_chatter_in_a_paused_thread_does_not_become_the_answer(sett
 def test_citations_renumbered_to_match_listed_sources():
     from graphs.citations import cite_sources
 
-    docs = [{"location": "slack.md", "title": "Slack > Create"}, {"location": "slack.md", "title": "Slack > Run"},
-            {"location": "discord.md", "title": "Discord"}]
+    docs = [
+        {"location": "slack.md", "title": "Slack > Create"},
+        {"location": "slack.md", "title": "Slack > Run"},
+        {"location": "discord.md", "title": "Discord"},
+    ]
     text, sources = cite_sources("Create the app [1]. Run it [2]. Discord too [3]. Bogus [9].", docs)
     assert text == "Create the app [1]. Run it [1]. Discord too [2]. Bogus ."
     assert [s["location"] for s in sources] == ["slack.md", "discord.md"]
@@ -431,8 +506,10 @@ async def test_lexical_graders_for_a_small_model(tmp_path):
     path = write_config(tmp_path)
     path.write_text(path.read_text() + '\n[graph]\ngraders = "lexical"\n')
     settings = load_settings(path)
-    script = {"generate": "Install kubernetes and run helm upgrade on port 8080 [1].",
-              "route": json.dumps({"question": "q", "route": "direct", "query": "q"})}
+    script = {
+        "generate": "Install kubernetes and run helm upgrade on port 8080 [1].",
+        "route": json.dumps({"question": "q", "route": "direct", "query": "q"}),
+    }
     async with scripted_runtime(settings, script) as (rt, model):
         out = await ask(rt, "what does the standalone container need to boot?")
         values = await rt.service.thread_values("console:t")

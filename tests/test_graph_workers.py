@@ -60,8 +60,9 @@ class Stalled:
 
 
 @asynccontextmanager
-async def workers_bot(tmp_path: Path, fake: FakeSlackAPI, stall_on: set[str]) -> AsyncIterator[
-        tuple[BotProcess, StallingMistral, aiohttp.ClientSession]]:
+async def workers_bot(
+    tmp_path: Path, fake: FakeSlackAPI, stall_on: set[str]
+) -> AsyncIterator[tuple[BotProcess, StallingMistral, aiohttp.ClientSession]]:
     """The bot with two graph workers, ready, its model stalling at ``stall_on`` tasks, and a
     session to send events with; the bot is stopped afterwards (its log: ``bot.text()``)."""
     async with mistral_server(stall_on=stall_on) as model:
@@ -99,19 +100,38 @@ async def test_questions_and_follow_ups_are_answered_by_the_workers_with_the_thr
                 await bot.wait_ready(session)
                 workers = child_pids(bot.proc.pid)
                 assert len(workers) == 2, bot.text()[-3000:]
-                questions = {fake.next_ts(): text for text in (
-                    "how do I roll back a deploy?", "how long do deploy rollouts take?",
-                    "how do I go back to an earlier release after a deploy?")}
-                await asyncio.gather(*(deliver(session, bot, events, mention(ts, text), f"Ev{i}")
-                                       for i, (ts, text) in enumerate(questions.items())))
+                questions = {
+                    fake.next_ts(): text
+                    for text in (
+                        "how do I roll back a deploy?",
+                        "how long do deploy rollouts take?",
+                        "how do I go back to an earlier release after a deploy?",
+                    )
+                }
+                await asyncio.gather(
+                    *(
+                        deliver(session, bot, events, mention(ts, text), f"Ev{i}")
+                        for i, (ts, text) in enumerate(questions.items())
+                    )
+                )
                 await fake.wait_for(lambda: all(done(fake, ts) for ts in questions), timeout=60)
                 first = next(iter(questions))
                 routes_before = len(model.bodies("route"))
                 reply_ts = fake.next_ts()
-                await deliver(session, bot, events, mention(reply_ts, "and which version does it go back to?",
-                                                            thread_ts=first), "EvF")
-                await fake.wait_for(lambda: len(answers_in(fake, first)) == 2
-                                    and fake.reactions.get((CHANNEL, reply_ts)) == ["white_check_mark"], timeout=60)
+                await deliver(
+                    session,
+                    bot,
+                    events,
+                    mention(reply_ts, "and which version does it go back to?", thread_ts=first),
+                    "EvF",
+                )
+                await fake.wait_for(
+                    lambda: (
+                        len(answers_in(fake, first)) == 2
+                        and fake.reactions.get((CHANNEL, reply_ts)) == ["white_check_mark"]
+                    ),
+                    timeout=60,
+                )
                 await asyncio.sleep(0.5)  # nothing more may come
                 assert child_pids(bot.proc.pid) == workers  # no worker died
         finally:
@@ -135,8 +155,13 @@ async def test_a_worker_killed_mid_run_the_question_is_still_answered_once(tmp_p
     async with stalled_question(tmp_path, fake) as q:
         for pid in q.workers:  # whichever runs it
             os.kill(pid, signal.SIGKILL)
-        await wait_until(lambda: len([p for p in child_pids(q.bot.proc.pid) if p not in q.workers]) == 2
-                         and "started again" in q.bot.text(), timeout=60)
+        await wait_until(
+            lambda: (
+                len([p for p in child_pids(q.bot.proc.pid) if p not in q.workers]) == 2
+                and "started again" in q.bot.text()
+            ),
+            timeout=60,
+        )
         q.model.release()
         await fake.wait_for(lambda: done(fake, q.ts), timeout=60)
         await asyncio.sleep(1.0)  # nothing more may come
@@ -162,11 +187,17 @@ async def test_a_help_request_from_a_worker_is_answered_by_the_expert_reply(tmp_
                 ts = fake.next_ts()
                 await deliver(session, bot, events, mention(ts, "when is the office closed for the holidays?"), "Ev1")
                 await fake.wait_for(lambda: any(is_help_request(p) for p in thread_posts(fake, ts)), timeout=60)
-                reply = SlackEvents.message(user="UEXPERT", channel=CHANNEL, ts=fake.next_ts(), thread_ts=ts,
-                                            text="answer: from Dec 20 to Jan 3")
+                reply = SlackEvents.message(
+                    user="UEXPERT",
+                    channel=CHANNEL,
+                    ts=fake.next_ts(),
+                    thread_ts=ts,
+                    text="answer: from Dec 20 to Jan 3",
+                )
                 await deliver(session, bot, events, reply, "Ev2")
-                await fake.wait_for(lambda: any("Dec 20 to Jan 3" in all_text(p) for p in answers_in(fake, ts)),
-                                    timeout=60)
+                await fake.wait_for(
+                    lambda: any("Dec 20 to Jan 3" in all_text(p) for p in answers_in(fake, ts)), timeout=60
+                )
                 await fake.wait_for(lambda: fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"], timeout=30)
         finally:
             log = await bot.stop()
@@ -181,8 +212,12 @@ async def test_with_two_workers_twice_the_questions_run_at_once(tmp_path, fake):
     events = SlackEvents()
     async with workers_bot(tmp_path, fake, {"route"}) as (bot, model, session):
         stamps = [fake.next_ts() for _ in range(40)]
-        await asyncio.gather(*(deliver(session, bot, events, mention(ts, f"how do I roll back deploy {i}?"),
-                                       f"Ev{i}") for i, ts in enumerate(stamps)))
+        await asyncio.gather(
+            *(
+                deliver(session, bot, events, mention(ts, f"how do I roll back deploy {i}?"), f"Ev{i}")
+                for i, ts in enumerate(stamps)
+            )
+        )
         await wait_until(lambda: model.stalling == len(stamps), timeout=60)
         assert not any("hourglass_flowing_sand" in fake.reactions.get((CHANNEL, ts), []) for ts in stamps)
         model.release()
@@ -193,8 +228,10 @@ async def test_with_two_workers_twice_the_questions_run_at_once(tmp_path, fake):
 def saved_rows(db: Path) -> tuple[int, int]:
     """(checkpoints, pending writes) saved in the checkpoint file ``db``."""
     with sqlite3.connect(db) as conn:
-        return (conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0],
-                conn.execute("SELECT count(*) FROM writes").fetchone()[0])
+        return (
+            conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0],
+            conn.execute("SELECT count(*) FROM writes").fetchone()[0],
+        )
 
 
 async def test_a_stop_saves_every_run_in_flight_as_in_process(tmp_path, fake):
@@ -205,8 +242,12 @@ async def test_a_stop_saves_every_run_in_flight_as_in_process(tmp_path, fake):
     events = SlackEvents()
     async with workers_bot(tmp_path, fake, {"generate"}) as (bot, model, session):
         stamps = [fake.next_ts() for _ in range(6)]
-        await asyncio.gather(*(deliver(session, bot, events, mention(ts, f"how do I roll back deploy {i}?"),
-                                       f"Ev{i}") for i, ts in enumerate(stamps)))
+        await asyncio.gather(
+            *(
+                deliver(session, bot, events, mention(ts, f"how do I roll back deploy {i}?"), f"Ev{i}")
+                for i, ts in enumerate(stamps)
+            )
+        )
         await wait_until(lambda: model.stalling == len(stamps), timeout=60)
         await bot.stop()
         assert bot.proc.returncode == 0, bot.text()[-3000:]
@@ -247,8 +288,9 @@ async def test_a_failure_in_a_worker_is_told_as_it_is_in_process(tmp_path, fake,
                 model.status = 401
                 ts = fake.next_ts()
                 await deliver(session, bot, events, mention(ts, "how do I roll back a deploy?"), "Ev1")
-                await fake.wait_for(lambda: answers_in(fake, ts)
-                                    and fake.reactions.get((CHANNEL, ts)) == ["disappointed"], timeout=60)
+                await fake.wait_for(
+                    lambda: answers_in(fake, ts) and fake.reactions.get((CHANNEL, ts)) == ["disappointed"], timeout=60
+                )
         finally:
             log = await bot.stop()
     assert "Sorry" in all_text(answers_in(fake, ts)[0])

@@ -50,8 +50,11 @@ class Monitor:
         self.port = free_port()
         self.stop = asyncio.Event()
         started = asyncio.Event()
-        self.task = asyncio.create_task(serve_monitoring("127.0.0.1", self.port, 0, health=runtime.health,
-                                                         metrics=None, stop=self.stop, started=started))
+        self.task = asyncio.create_task(
+            serve_monitoring(
+                "127.0.0.1", self.port, 0, health=runtime.health, metrics=None, stop=self.stop, started=started
+            )
+        )
         self.started = started
 
     async def __aenter__(self) -> Monitor:
@@ -78,8 +81,10 @@ async def test_discord_health_follows_the_gateway_connection(tmp_path, session):
             rt.health.expect("discord")  # as `threadwise run` does for each platform it starts
             async with Monitor(rt) as monitor:
                 status, body = await health(session, monitor.port)
-                assert (status, body) == (503, {"status": "unavailable",
-                                                "platforms": {"discord": {"connected": False}}})
+                assert (status, body) == (
+                    503,
+                    {"status": "unavailable", "platforms": {"discord": {"connected": False}}},
+                )
                 stop = asyncio.Event()
                 bot = build_discord_bot(rt, guild_ready_timeout=0.05)
                 runner = asyncio.create_task(run_discord(rt, stop=stop, bot=bot))
@@ -139,8 +144,9 @@ async def test_run_with_a_monitoring_port_in_use_stops_at_once_naming_it(tmp_pat
         port = busy.getsockname()[1]
         cfg = write_slack_config(tmp_path, fake, slack=f'http_port = {free_port()}\nhttp_host = "127.0.0.1"')
         cfg.write_text(cfg.read_text() + f'\n[monitoring]\nhost = "127.0.0.1"\n{key} = {port}\n')
-        code, output, _ = await run_cli(["run", "--config", str(cfg)],
-                                        {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": "s"})
+        code, output, _ = await run_cli(
+            ["run", "--config", str(cfg)], {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": "s"}
+        )
     assert code == 2, output
     assert output.strip().splitlines() == [output.strip()], output  # one line, before the index build
     assert f"[monitoring] {key} = {port}" in output and "in use" in output, output

@@ -45,11 +45,14 @@ def handled_notes(slack: SlackHarness, user: str = "UEXPERT") -> list[str]:
     return [t for t in ephemerals_to(slack, user) if "already been handled" in t]
 
 
-@pytest.mark.parametrize("first, second", [
-    ("answer: the freeze starts on Dec 20", "answer: it starts on Dec 18"),
-    ("answer: the freeze starts on Dec 20", "dismiss"),
-    ("dismiss", "answer: the freeze starts on Dec 20"),
-])
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        ("answer: the freeze starts on Dec 20", "answer: it starts on Dec 18"),
+        ("answer: the freeze starts on Dec 20", "dismiss"),
+        ("dismiss", "answer: the freeze starts on Dec 20"),
+    ],
+)
 async def test_two_text_replies_one_wins(slack, first, second):
     ts, _ = await ask_until_help(slack)
     await together(slack, text_reply(slack, ts, first), text_reply(slack, ts, second))
@@ -71,8 +74,11 @@ async def test_text_reply_and_button_one_wins(slack, button, text_first):
 async def test_retry_and_answer_together_the_answer_does_not_resume_the_next_request(slack):
     """The loser must not resume the help request the winner's retry led to."""
     ts, _ = await ask_until_help(slack)
-    await together(slack, text_reply(slack, ts, "retry: look for the release calendar"),
-                   text_reply(slack, ts, "answer: the freeze starts on Dec 20"))
+    await together(
+        slack,
+        text_reply(slack, ts, "retry: look for the release calendar"),
+        text_reply(slack, ts, "answer: the freeze starts on Dec 20"),
+    )
     helps = [h for h in slack.help_requests() if h.get("thread_ts") == ts]
     answered = finals(slack, ts)
     # either the retry won (a second help request, no answer) or the answer won (no new request)

@@ -46,13 +46,27 @@ class TokenBudgetMistral:
         tokens = sum(mistral_tokens(t) for t in body["input"])
         if tokens > self.budget:
             self.requests.append((len(body["input"]), tokens, 400))
-            return web.json_response({"object": "error", "message": "Too many tokens overall, split into more batches.",
-                                      "type": "invalid_request_message_error", "param": None, "code": "3210"},
-                                     status=400)
+            return web.json_response(
+                {
+                    "object": "error",
+                    "message": "Too many tokens overall, split into more batches.",
+                    "type": "invalid_request_message_error",
+                    "param": None,
+                    "code": "3210",
+                },
+                status=400,
+            )
         self.requests.append((len(body["input"]), tokens, 200))
         data = [{"object": "embedding", "index": i, "embedding": _vector(t)} for i, t in enumerate(body["input"])]
-        return web.json_response({"id": "e1", "object": "list", "model": body["model"], "data": data,
-                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        return web.json_response(
+            {
+                "id": "e1",
+                "object": "list",
+                "model": body["model"],
+                "data": data,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     @property
     def refused(self) -> int:
@@ -82,9 +96,11 @@ def chinese_pages(root: Path, n: int = 30) -> Path:
     src.mkdir(parents=True, exist_ok=True)
     for i in range(n):
         topic = TOPICS[i % len(TOPICS)]
-        paras = [f"第{j}节：{topic}的配置说明。请先检查{topic}的状态，"
-                 "然后按照运维手册逐步操作，确认每一个步骤都已完成并记录结果。" * 10
-                 for j in range(4)]
+        paras = [
+            f"第{j}节：{topic}的配置说明。请先检查{topic}的状态，"
+            "然后按照运维手册逐步操作，确认每一个步骤都已完成并记录结果。" * 10
+            for j in range(4)
+        ]
         (src / f"page{i:02d}.md").write_text(f"# {topic}指南 {i}\n\n" + "\n\n".join(paras) + "\n", encoding="utf-8")
     return src
 
@@ -101,8 +117,12 @@ async def _reindex(kb: KnowledgeBase):
 
 async def test_thirty_chinese_pages_are_embedded_in_batches_the_api_accepts(tmp_path, mistral):
     fake, base = mistral
-    kb = KnowledgeBase(tmp_path / "index", [chinese_pages(tmp_path)], embeddings=mistral_embeddings(base),
-                       embedder_id="mistral:mistral-embed")
+    kb = KnowledgeBase(
+        tmp_path / "index",
+        [chinese_pages(tmp_path)],
+        embeddings=mistral_embeddings(base),
+        embedder_id="mistral:mistral-embed",
+    )
     stats = await _reindex(kb)
     assert stats.files == 30 and stats.embedded_chunks == stats.chunks > 30
     assert fake.refused == 0 and all(tokens <= fake.budget for _, tokens, _ in fake.requests)
@@ -112,8 +132,14 @@ async def test_thirty_chinese_pages_are_embedded_in_batches_the_api_accepts(tmp_
 
 async def test_a_refused_batch_is_split_in_halves(tmp_path, mistral):
     fake, base = mistral
-    kb = KnowledgeBase(tmp_path / "index", [chinese_pages(tmp_path)], embeddings=mistral_embeddings(base),
-                       embedder_id="mistral:mistral-embed", batch_tokens=1_000_000, batch_size=4096)
+    kb = KnowledgeBase(
+        tmp_path / "index",
+        [chinese_pages(tmp_path)],
+        embeddings=mistral_embeddings(base),
+        embedder_id="mistral:mistral-embed",
+        batch_tokens=1_000_000,
+        batch_size=4096,
+    )
     stats = await _reindex(kb)
     assert fake.refused >= 1  # the first, oversized request was refused...
     assert stats.embedded_chunks == stats.chunks  # ...and every chunk was embedded after splitting
@@ -124,9 +150,11 @@ async def test_a_refused_batch_is_split_in_halves(tmp_path, mistral):
 
 def _config(tmp_path: Path, base: str, src: Path, chunk_size: int = 1000) -> Path:
     path = write_config(tmp_path, sources=[src])
-    path.write_text(path.read_text()
-                    .replace('embeddings = "none"', f'embeddings = "mistral"\nchunk_size = {chunk_size}')
-                    .replace("[models]", f'[models]\nmistral_base_url = "{base}"'))
+    path.write_text(
+        path.read_text()
+        .replace('embeddings = "none"', f'embeddings = "mistral"\nchunk_size = {chunk_size}')
+        .replace("[models]", f'[models]\nmistral_base_url = "{base}"')
+    )
     return path
 
 

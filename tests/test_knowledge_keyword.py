@@ -130,8 +130,13 @@ def test_equal_scores_keep_fts5s_order(tmp_path, copies):
     kb = _index(tmp_path, files)
     snap = kb.snapshot
     assert snap is not None
-    queries = ["delta node graph memory foxtrot thread", "how do I search service health dashboard errors gateway?",
-               "zulu alpha_beta store", "copy1 copy2 copy17 rotate dashboard", "node"]
+    queries = [
+        "delta node graph memory foxtrot thread",
+        "how do I search service health dashboard errors gateway?",
+        "zulu alpha_beta store",
+        "copy1 copy2 copy17 rotate dashboard",
+        "node",
+    ]
     for query in queries:
         for limit in (1, 2, 5, 40):
             assert snap.keyword(query, limit) == snap.keyword_fts(query, limit), (query, limit)
@@ -149,8 +154,9 @@ def test_a_word_longer_than_fts5_keeps_is_searched_as_fts5_does(tmp_path):
     assert kb.search(["configure"], 5)
 
 
-@pytest.mark.parametrize("damage", ["another generation", "rows out of range", "no rows", "not a number",
-                                    "terms of another shape"])
+@pytest.mark.parametrize(
+    "damage", ["another generation", "rows out of range", "no rows", "not a number", "terms of another shape"]
+)
 def test_postings_that_do_not_match_their_index_are_read_again_from_it(snapshot, tmp_path, caplog, damage):
     """A postings file that loads but does not belong to its index (copied from another one,
     edited) is not trusted: the generation reads its postings from FTS5 and says so once."""

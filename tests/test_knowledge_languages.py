@@ -18,13 +18,13 @@ from tests.conftest import scripted_runtime, write_config
 
 PAGES = {
     "ja/auth.md": "# 認証\n\nアクセストークンの有効期限は1時間です。"
-                  "期限が切れたら、管理画面で新しいトークンを発行してください。\n",
+    "期限が切れたら、管理画面で新しいトークンを発行してください。\n",
     "zh/deploy.md": "# 部署\n\n容器启动前需要设置数据库地址和缓存地址。然后运行镜像。\n",
     "ko/backup.md": "# 백업\n\n데이터베이스 백업은 매일 밤 자동으로 실행됩니다.\n",
     "ru/backup.md": "# Резервное копирование\n\n"
-                    "Резервные копии базы данных создаются каждую ночь и хранятся тридцать дней.\n",
+    "Резервные копии базы данных создаются каждую ночь и хранятся тридцать дней.\n",
     "de/config.md": "# Übersicht der Konfiguration\n\nSie ändern die Einstellungen in der Datei config.toml. "
-                    "Die maximale Größe einer Nachricht ist 4000 Zeichen.\n",
+    "Die maximale Größe einer Nachricht ist 4000 Zeichen.\n",
     "fr/cafe.md": "# Café\n\nLe café est servi à la réunion d'équipe chaque matin.\n",
     "en/slack.md": "# Slack\n\nCreate a Slack app, enable socket mode and invite the bot to a channel.\n",
 }
@@ -34,10 +34,16 @@ CASES = [
     ("トークンの有効期限はどれくらいですか？", "ja/auth.md", "アクセストークンの有効期限は1時間です [1]。"),
     ("容器启动需要设置什么？", "zh/deploy.md", "容器启动前需要设置数据库地址和缓存地址 [1]。"),
     ("데이터베이스 백업은 언제 실행됩니까?", "ko/backup.md", "데이터베이스 백업은 매일 밤 실행됩니다 [1]."),
-    ("Когда создаются резервные копии базы данных?", "ru/backup.md",
-     "Резервные копии базы данных создаются каждую ночь [1]."),
-    ("Grösse ändern?", "de/config.md",
-     "Sie ändern die Einstellungen in config.toml; die maximale Größe ist 4000 Zeichen [1]."),
+    (
+        "Когда создаются резервные копии базы данных?",
+        "ru/backup.md",
+        "Резервные копии базы данных создаются каждую ночь [1].",
+    ),
+    (
+        "Grösse ändern?",
+        "de/config.md",
+        "Sie ändern die Einstellungen in config.toml; die maximale Größe ist 4000 Zeichen [1].",
+    ),
     ("Réunion, café ?", "fr/cafe.md", "Le café est servi à la réunion chaque matin [1]."),
 ]
 
@@ -89,8 +95,12 @@ async def test_lexical_graph_answers_a_japanese_question_from_the_japanese_page(
     script = {"generate": CASES[0][2]}
     async with scripted_runtime(settings, script) as (rt, model):
         out = ConsoleResponder("t", show_status=False)
-        await rt.service.handle(IncomingMessage(platform="console", thread_key="console:t", message_id=uuid.uuid4().hex,
-                                                author_id="u", text=CASES[0][0]), out)
+        await rt.service.handle(
+            IncomingMessage(
+                platform="console", thread_key="console:t", message_id=uuid.uuid4().hex, author_id="u", text=CASES[0][0]
+            ),
+            out,
+        )
     [answer] = out.answers
     assert answer.kind == "answer" and answer.text.startswith("アクセストークンの有効期限は1時間です")
     assert answer.sources[0].location == "ja/auth.md"

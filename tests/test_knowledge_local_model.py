@@ -21,17 +21,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 DOCS = {
     "persistence/checkpointers.md": "# Checkpointers\n\nA checkpointer saves the graph state after every step, "
-                                    "so a thread can resume after a crash. Use SqliteSaver or PostgresSaver.",
+    "so a thread can resume after a crash. Use SqliteSaver or PostgresSaver.",
     "human/interrupts.md": "# Interrupts\n\nCall interrupt() inside a node to pause the run and wait for a "
-                           "human decision; resume it with Command(resume=value).",
+    "human decision; resume it with Command(resume=value).",
     "deploy/docker.md": "# Docker deployment\n\nBuild the image with langgraph build, then run it with docker "
-                        "run; the container needs REDIS_URI and DATABASE_URI.",
+    "run; the container needs REDIS_URI and DATABASE_URI.",
     "streaming.md": "# Streaming\n\nstream_mode='messages' yields LLM tokens as they are generated; "
-                    "stream_mode='updates' yields the state changes of each node.",
+    "stream_mode='updates' yields the state changes of each node.",
     "memory/store.md": "# Long-term memory\n\nThe store keeps facts about a user across threads, in "
-                       "namespaces, searchable by meaning.",
+    "namespaces, searchable by meaning.",
     "tools.md": "# Tool calling\n\nBind tools to the chat model with bind_tools and route to a ToolNode "
-                "when the model asks for a tool.",
+    "when the model asks for a tool.",
 }
 QUERIES = {
     "how do I pause a run until a person approves": "human/interrupts.md",
@@ -112,8 +112,7 @@ def test_fp32_onnx_gives_torchs_vectors_and_keeps_the_torch_index(tmp_path: Path
     again = KnowledgeBase(tmp_path / "index", kb.sources, embeddings=onnx, embedder_id="x")
     assert not again.needs_rebuild()
     assert again.reindex().embedded_chunks == 0
-    int8 = KnowledgeBase(tmp_path / "index", kb.sources, embeddings=_local("onnx-int8", export_cache),
-                         embedder_id="x")
+    int8 = KnowledgeBase(tmp_path / "index", kb.sources, embeddings=_local("onnx-int8", export_cache), embedder_id="x")
     assert int8.needs_rebuild()  # other vectors: the index is rebuilt, not mixed
     stats = int8.reindex()
     assert stats.embedded_chunks == stats.chunks
@@ -131,8 +130,14 @@ def test_queries_on_the_cached_export_do_not_load_torch(tmp_path: Path, export_c
         "v = e.embed_query('how do I resume a thread')\n"
         "print(e.backend, len(v), 'torch' in sys.modules, 'sentence_transformers' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["onnx-int8", "384", "False", "False"]
 
@@ -218,9 +223,20 @@ def test_a_start_with_a_hosted_model_loads_no_local_model_library(tmp_path: Path
         " 'langchain_huggingface')\n"
         "print([m for m in heavy if m in sys.modules])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin",
-                              "HOME": str(tmp_path), "MISTRAL_API_KEY": "test-key"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            "PYTHONPATH": str(ROOT),
+            "HF_HUB_OFFLINE": "1",
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "MISTRAL_API_KEY": "test-key",
+        },
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
@@ -255,8 +271,9 @@ def test_a_cut_at_fewer_word_pieces_is_recorded_and_rebuilds_the_index(tmp_path:
     from graphs.models import build_embeddings, local_embedding_path
 
     def cut(backend: str) -> LocalEmbeddings:
-        return LocalEmbeddings(local_embedding_path(), threads=1, backend=backend, cache_dir=export_cache,
-                               max_tokens=128)
+        return LocalEmbeddings(
+            local_embedding_path(), threads=1, backend=backend, cache_dir=export_cache, max_tokens=128
+        )
 
     long_text = " ".join(DOCS.values()) * 2  # ~300 word pieces
     full, cut_onnx, cut_torch = _local("onnx", export_cache), cut("onnx"), cut("torch")

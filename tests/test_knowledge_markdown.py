@@ -45,8 +45,10 @@ def test_fenced_code_is_kept_byte_for_byte(tmp_path, lang, code):
 def test_indented_code_and_code_in_lists_keep_indentation(tmp_path):
     indented = "".join("    " + line + "\n" for line in PYTHON.splitlines())
     listed = "".join("   " + line + "\n" for line in PYTHON.splitlines())
-    doc = (f"# Guide\n\nAn indented block:\n\n{indented}\nA list:\n\n1. Write it:\n\n   ```python\n{listed}   ```\n"
-           "2. Run it.\n")
+    doc = (
+        f"# Guide\n\nAn indented block:\n\n{indented}\nA list:\n\n1. Write it:\n\n   ```python\n{listed}   ```\n"
+        "2. Run it.\n"
+    )
     kb = build(tmp_path, {"guide.md": doc})
     text = "\n\n".join(t for _, t in chunks_of(kb, "guide.md"))
     assert indented.rstrip("\n") in text
@@ -71,8 +73,9 @@ def _fence_bodies(text: str) -> list[tuple[str, str]]:
     return out
 
 
-@pytest.mark.parametrize("code,opening", [(PYTHON * 12, "```python title=\"main.py\""), (YAML * 10, "~~~~yaml"),
-                                          (TABS * 15, "```makefile")])
+@pytest.mark.parametrize(
+    "code,opening", [(PYTHON * 12, '```python title="main.py"'), (YAML * 10, "~~~~yaml"), (TABS * 15, "```makefile")]
+)
 def test_long_fence_is_split_with_the_fence_reopened(tmp_path, code, opening):
     closing = opening.split("yaml")[0] if opening.startswith("~") else "```"
     doc = f"# Long\n\nIntro text.\n\n{opening}\n{code}{closing}\n\nAfter the code.\n"
@@ -134,12 +137,28 @@ which covers restarts.
     kb = build(tmp_path, {"deploy.md": doc})
     chunks = chunks_of(kb, "deploy.md")
     text = "\n".join(t for _, t in chunks)
-    for gone in ("sidebar_position", "TODO", "<!--", "!!!", ":::", "[!NOTE]", "badge.svg", "Edit this page",
-                 "github.com", "persistence.md", "---"):
+    for gone in (
+        "sidebar_position",
+        "TODO",
+        "<!--",
+        "!!!",
+        ":::",
+        "[!NOTE]",
+        "badge.svg",
+        "Edit this page",
+        "github.com",
+        "persistence.md",
+        "---",
+    ):
         assert gone not in text, gone
-    for kept in ("Data loss", "The container forgets its queue when it restarts.", "Start Redis first.",
-                 "Postgres 15 or later is required.", "Persistence",
-                 "For the details read\nthe checkpoint guide\nwhich covers restarts."):
+    for kept in (
+        "Data loss",
+        "The container forgets its queue when it restarts.",
+        "Start Redis first.",
+        "Postgres 15 or later is required.",
+        "Persistence",
+        "For the details read\nthe checkpoint guide\nwhich covers restarts.",
+    ):
         assert kept in text, kept
     assert "    The container" not in text  # admonition body is text, not an indented code block
     assert all(title.startswith("Deployment guide > Container") for title, _ in chunks)
@@ -169,21 +188,27 @@ title: kept
     assert '```markdown\n---\ntitle: kept\n---\n!!! note "kept"\n<!-- kept -->\n[kept](kept.md)\n```' in text
 
 
-@pytest.mark.parametrize("text, code", [
-    ("Run this:\n\n    make rollback\n    make status\n\nthen wait.", "make rollback\nmake status"),
-    ("Run this:\n\n\tmake rollback\n\nthen wait.", "make rollback"),  # a tab is four columns
-    ("Run this:\n\n  \tmake rollback\n\nthen wait.", "make rollback"),  # spaces then a tab
-])
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        ("Run this:\n\n    make rollback\n    make status\n\nthen wait.", "make rollback\nmake status"),
+        ("Run this:\n\n\tmake rollback\n\nthen wait.", "make rollback"),  # a tab is four columns
+        ("Run this:\n\n  \tmake rollback\n\nthen wait.", "make rollback"),  # spaces then a tab
+    ],
+)
 def test_indented_code_of_every_kind_becomes_a_fence(text, code):
     fenced = fence_indented_code(text)
     assert f"```\n{code}\n```" in fenced, fenced
 
 
-@pytest.mark.parametrize("text", [
-    "Plain answer [1] with `inline code` and a list:\n\n- one\n- two\n",
-    "- item\n\n  continued with two spaces\n",
-    "1. step\n\n    continuation of the list item, not code\n",
-    "> Quoted:\n>\n>     make rollback\n",  # code in a block quote: fencing it would break the quote
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Plain answer [1] with `inline code` and a list:\n\n- one\n- two\n",
+        "- item\n\n  continued with two spaces\n",
+        "1. step\n\n    continuation of the list item, not code\n",
+        "> Quoted:\n>\n>     make rollback\n",  # code in a block quote: fencing it would break the quote
+    ],
+)
 def test_text_without_indented_code_is_left_as_it_is(text):
     assert fence_indented_code(text) == text

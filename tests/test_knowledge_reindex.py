@@ -22,8 +22,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 async def run_cli(config: Path, *args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "reindex", "--config", str(config), *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=str(ROOT),
+        sys.executable,
+        "-m",
+        "bot",
+        "reindex",
+        "--config",
+        str(config),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=str(ROOT),
         env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "COLUMNS": "200", **(env or {})},
     )
 
@@ -47,8 +55,11 @@ async def test_a_second_reindex_is_refused_while_one_runs(tmp_path):
     fake = HeldEmbeddings()
     async with serve({"/v1/embeddings": fake.embeddings}) as base:
         config = write_config(tmp_path)
-        config.write_text(config.read_text().replace('embeddings = "none"', 'embeddings = "mistral"')
-                          .replace("[models]", f'[models]\nmistral_base_url = "{base}/v1"'))
+        config.write_text(
+            config.read_text()
+            .replace('embeddings = "none"', 'embeddings = "mistral"')
+            .replace("[models]", f'[models]\nmistral_base_url = "{base}/v1"')
+        )
         env = {"MISTRAL_API_KEY": "test-key"}
         first = await run_cli(config, env=env)
         await asyncio.wait_for(fake.arrived.wait(), 120)  # the first reindex holds the lock, embedding
@@ -74,8 +85,13 @@ def big_corpus(root: Path, files: int = 400) -> Path:
     for i in range(files):
         p = src / f"d{i % 10}" / f"page{i}.md"
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(f"# Page {i}\n\n" + "\n\n".join(
-            f"## Part {j}\n\nSection {j} of page {i} explains setting_{i}_{j} in some detail. " * 3 for j in range(6)))
+        p.write_text(
+            f"# Page {i}\n\n"
+            + "\n\n".join(
+                f"## Part {j}\n\nSection {j} of page {i} explains setting_{i}_{j} in some detail. " * 3
+                for j in range(6)
+            )
+        )
     return src
 
 
@@ -114,7 +130,6 @@ async def test_a_running_knowledge_base_serves_a_generation_written_by_another_p
     assert bot_kb.stats()["files"] == 4
 
 
-
 async def test_a_killed_reindex_leaves_the_live_index_and_no_lock(tmp_path):
     fake = HeldEmbeddings()
     async with serve({"/v1/embeddings": fake.embeddings}) as base:
@@ -123,8 +138,11 @@ async def test_a_killed_reindex_leaves_the_live_index_and_no_lock(tmp_path):
         assert rc == 0, text
         index = tmp_path / "data" / "index"
         live = assert_complete(index)
-        config.write_text(config.read_text().replace('embeddings = "none"', 'embeddings = "mistral"')
-                          .replace("[models]", f'[models]\nmistral_base_url = "{base}/v1"'))
+        config.write_text(
+            config.read_text()
+            .replace('embeddings = "none"', 'embeddings = "mistral"')
+            .replace("[models]", f'[models]\nmistral_base_url = "{base}/v1"')
+        )
         doomed = await run_cli(config, env={"MISTRAL_API_KEY": "test-key"})
         await asyncio.wait_for(fake.arrived.wait(), 120)
         assert list(index.glob("*.tmp")) == [] and (index / "CURRENT").read_text() == live
@@ -139,8 +157,9 @@ async def test_a_killed_reindex_leaves_the_live_index_and_no_lock(tmp_path):
     assert reader.stats()["embedder"] == "mistral:mistral-embed"
 
 
-@pytest.mark.parametrize("seconds, shown", [(0.04, "in 0.0 s"), (3.26, "in 3.3 s"), (140.25, "in 140.2 s"),
-                                            (1234.0, "in 1234.0 s")])
+@pytest.mark.parametrize(
+    "seconds, shown", [(0.04, "in 0.0 s"), (3.26, "in 3.3 s"), (140.25, "in 140.2 s"), (1234.0, "in 1234.0 s")]
+)
 def test_the_reindex_summary_gives_seconds_plainly(seconds, shown):
     """What `threadwise reindex` and the admin command report: seconds with one decimal at
     any size (a 140 s reindex was shown as "1.4e+02 s")."""

@@ -16,8 +16,9 @@ from graphs.knowledge.templates import kind_of_file, strip_templates
 
 DATA = Path(__file__).parent / "data" / "templates"
 PAGES = sorted(p for p in DATA.iterdir() if p.suffix in (".md", ".mdx") and p.name != "README.md")
-SYNTAX = re.compile(r"\{%.*?%\}|\{\{.*?\}\}|\{#.*?#\}|^\s*(?:import|export)\s.*\bfrom\b|<[A-Z][\w.]*[\s/>]|\{/\*",
-                    re.S | re.M)
+SYNTAX = re.compile(
+    r"\{%.*?%\}|\{\{.*?\}\}|\{#.*?#\}|^\s*(?:import|export)\s.*\bfrom\b|<[A-Z][\w.]*[\s/>]|\{/\*", re.S | re.M
+)
 
 
 def prose_of(markdown: str) -> str:
@@ -29,7 +30,7 @@ def prose_of(markdown: str) -> str:
             fence = m.group(1)
             continue
         if fence is not None:
-            if line.strip().startswith(fence) and not line.strip()[len(fence):].strip():
+            if line.strip().startswith(fence) and not line.strip()[len(fence) :].strip():
                 fence = None
             continue
         out.append(line)

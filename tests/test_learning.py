@@ -44,8 +44,11 @@ async def ask(slack, text: str, user: str = "UASKER") -> tuple[str, list[dict], 
     """Ask in a new thread; returns (ts, answers in it, help requests in it)."""
     req, ts = slack.mention(user, text)
     await slack.send(req)
-    return (ts, [a for a in slack.answers() if a.get("thread_ts") == ts],
-            [h for h in slack.help_requests() if h.get("thread_ts") == ts])
+    return (
+        ts,
+        [a for a in slack.answers() if a.get("thread_ts") == ts],
+        [h for h in slack.help_requests() if h.get("thread_ts") == ts],
+    )
 
 
 async def test_an_expert_answer_is_learned_cited_and_forgotten_on_slack(slack, tmp_path):
@@ -132,6 +135,7 @@ async def test_remember_sent_while_the_question_before_it_runs_answers_that_ques
     """``remember:`` waits for its turn like any message of the thread: sent a moment after
     a follow-up that is still being answered, it is saved as the answer to that follow-up,
     not to the question before it."""
+
     def relevant(messages, delay: float = 0.0) -> str:  # runs in the model's worker thread
         time.sleep(delay)
         ids = [int(i) for i in re.findall(r"^\[(\d+)\]", str(messages[-1].content), re.M)]
@@ -146,8 +150,9 @@ async def test_remember_sent_while_the_question_before_it_runs_answers_that_ques
     await slack.deliver(follow)
     await asyncio.sleep(0.1)
     await slack.send(remember)
-    assert "Saved as the answer to “and how do I roll back?”" in ephemerals(slack, "UEXPERT")[-1], \
-        ephemerals(slack, "UEXPERT")
+    assert "Saved as the answer to “and how do I roll back?”" in ephemerals(slack, "UEXPERT")[-1], ephemerals(
+        slack, "UEXPERT"
+    )
 
 
 def test_a_deleted_learned_entries_file_is_an_error_not_a_silent_loss(tmp_path):

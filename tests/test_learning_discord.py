@@ -49,5 +49,6 @@ async def test_slash_learned_lists_for_admins_only(fake, open_bot):
     await fake.wait_until(lambda: callbacks_for(fake, listed) and ephemeral_texts(fake, listed))
     await bot.idle()
     assert "only admins" in ephemeral_texts(fake, refused)[0].lower()
-    assert any("1: what is the VPN password policy?" in t and "answered by erin" in t
-               for t in ephemeral_texts(fake, listed))
+    assert any(
+        "1: what is the VPN password policy?" in t and "answered by erin" in t for t in ephemeral_texts(fake, listed)
+    )

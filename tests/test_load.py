@@ -49,14 +49,21 @@ class TimedResponder(ConsoleResponder):
 
 
 def question(thread: str, text: str) -> IncomingMessage:
-    return IncomingMessage(platform="console", thread_key=f"console:{thread}", message_id=f"m-{thread}",
-                           author_id="ana", author_name="ana", text=text)
+    return IncomingMessage(
+        platform="console",
+        thread_key=f"console:{thread}",
+        message_id=f"m-{thread}",
+        author_id="ana",
+        author_name="ana",
+        text=text,
+    )
 
 
 def slow_generate(seconds: float):
     def generate(messages):
         time.sleep(seconds)
         return "It needs REDIS_URI [1]."
+
     return generate
 
 
@@ -65,8 +72,9 @@ async def test_questions_beyond_the_run_limit_are_shown_queued_at_once(settings)
     async with scripted_runtime(settings, {"generate": slow_generate(0.6)}) as (rt, _):
         outs = [TimedResponder(f"t{i}") for i in range(3)]
         t0 = time.monotonic()
-        await asyncio.gather(*[rt.service.handle(question(f"t{i}", "what does the container need?"), out)
-                               for i, out in enumerate(outs)])
+        await asyncio.gather(
+            *[rt.service.handle(question(f"t{i}", "what does the container need?"), out) for i, out in enumerate(outs)]
+        )
     first_answer_done = min(t for out in outs for s, t in out.times if s == Status.DONE)
     for out in outs:
         first_status, at = out.times[0]
@@ -91,8 +99,9 @@ async def test_auto_caps_run_many_questions_at_once_with_a_hosted_model(tmp_path
     async with mistral_runtime(tmp_path, {"generate": [{"delay": 2.0}]}) as (rt, fake):
         outs = [ConsoleResponder(f"q{i}", show_status=False) for i in range(100)]
         t0 = time.monotonic()
-        await asyncio.gather(*[rt.service.handle(question(f"q{i}", "what does the container need?"), o)
-                               for i, o in enumerate(outs)])
+        await asyncio.gather(
+            *[rt.service.handle(question(f"q{i}", "what does the container need?"), o) for i, o in enumerate(outs)]
+        )
         wall = time.monotonic() - t0
     assert all(o.statuses[-1] == Status.DONE and len(o.answers) == 1 for o in outs)
     # every run admitted at once: the calls cap (64) is what limits, not the runs (32 before)
@@ -106,8 +115,10 @@ def test_auto_caps_per_model():
     assert resolve_concurrency(3, "auto", hosted) == (3, AUTO_CONCURRENCY["hosted"][1])
     assert resolve_concurrency("auto", 5, hosted) == (AUTO_CONCURRENCY["hosted"][0], 5)
     # each graph worker process runs its own share; calls stay one cap, shared out
-    assert resolve_concurrency("auto", "auto", hosted, workers=2) == (AUTO_CONCURRENCY["hosted"][0],
-                                                                     2 * AUTO_CONCURRENCY["hosted"][1])
+    assert resolve_concurrency("auto", "auto", hosted, workers=2) == (
+        AUTO_CONCURRENCY["hosted"][0],
+        2 * AUTO_CONCURRENCY["hosted"][1],
+    )
     assert resolve_concurrency("auto", 5, hosted, workers=2)[1] == 5
     assert AUTO_CONCURRENCY["llamacpp"][0] == 1
 
@@ -129,12 +140,19 @@ async def test_slack_calls_share_connections_and_names_are_looked_up_once(tmp_pa
                     ts = fake.next_ts()
                     roots.append(ts)
                     for kind in ("app_mention", "message"):
-                        event = SlackEvents.message(user="UASKER", channel="C0GENERAL", ts=ts, kind=kind,
-                                                    text=f"<@{BOT_USER_ID}> question {i}: how do I deploy?")
+                        event = SlackEvents.message(
+                            user="UASKER",
+                            channel="C0GENERAL",
+                            ts=ts,
+                            kind=kind,
+                            text=f"<@{BOT_USER_ID}> question {i}: how do I deploy?",
+                        )
                         status, _ = await post(session, url, events.event(event))
                         assert status == 200
-                await fake.wait_for(lambda: all(fake.reactions.get(("C0GENERAL", ts)) == ["white_check_mark"]
-                                                for ts in roots), timeout=30)
+                await fake.wait_for(
+                    lambda: all(fake.reactions.get(("C0GENERAL", ts)) == ["white_check_mark"] for ts in roots),
+                    timeout=30,
+                )
         finally:
             stop.set()
             await asyncio.wait_for(task, 15)
@@ -189,8 +207,9 @@ async def test_a_second_delivery_shows_nothing_more(tmp_path, fake: FakeSlackAPI
     try:
         ts = fake.next_ts()
         for kind in ("app_mention", "message"):
-            event = SlackEvents.message(user="UASKER", channel=harness.channel, ts=ts, kind=kind,
-                                        text=f"<@{BOT_USER_ID}> how do I deploy?")
+            event = SlackEvents.message(
+                user="UASKER", channel=harness.channel, ts=ts, kind=kind, text=f"<@{BOT_USER_ID}> how do I deploy?"
+            )
             assert (await harness.deliver(harness.events.event(event))).status == 200
         await harness.bot.drain(30)
         adds = [c.args["name"] for c in fake.calls_to("reactions.add") if c.args["timestamp"] == ts]
@@ -204,9 +223,13 @@ async def test_the_answer_check_sees_the_sources_the_draft_cites(settings):
     """The retrieved chunks go to the model for grading and for writing; the answer check
     gets only the ones the draft cites (all of them when it cites none)."""
     drafts = ["It needs REDIS_URI [2].", "It needs REDIS_URI."]
-    async with scripted_runtime(settings, {"generate": drafts,
-                                           "grade_answer": ['{"grounded": false, "useful": true}',
-                                                            '{"grounded": true, "useful": true}']}) as (rt, model):
+    async with scripted_runtime(
+        settings,
+        {
+            "generate": drafts,
+            "grade_answer": ['{"grounded": false, "useful": true}', '{"grounded": true, "useful": true}'],
+        },
+    ) as (rt, model):
         out = ConsoleResponder("t", show_status=False, show_answers=False)
         await rt.service.handle(question("cite", "container requirements, Studio auth tokens, trimming messages?"), out)
     documents = next(str(m[-1].content) for t, m in model.calls if t == "generate")

@@ -29,10 +29,12 @@ async def test_local_model_calls_never_overlap_even_after_timeouts():
         finally:
             inside.release()
 
-    caller = ModelCaller(ScriptedChatModel(script={"generate": slow}), json_mode="llamacpp",
-                         max_concurrent=4, max_retries=3, timeout=0.1)
-    results = await asyncio.gather(*[caller.text("TASK: generate\nx", f"q{i}") for i in range(3)],
-                                   return_exceptions=True)
+    caller = ModelCaller(
+        ScriptedChatModel(script={"generate": slow}), json_mode="llamacpp", max_concurrent=4, max_retries=3, timeout=0.1
+    )
+    results = await asyncio.gather(
+        *[caller.text("TASK: generate\nx", f"q{i}") for i in range(3)], return_exceptions=True
+    )
     assert overlaps == []
     assert "fine" in results  # later calls still get through after the timed-out one
 
@@ -54,9 +56,15 @@ async def test_hosted_model_connections_closed_by_the_server_while_idle_are_not_
         await request.read()
         peers.append(request.transport)
         await asyncio.sleep(0.02)
-        return web.json_response({"id": "x", "object": "chat.completion", "model": "m", "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+        return web.json_response(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "model": "m",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+        )
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
@@ -66,8 +74,14 @@ async def test_hosted_model_connections_closed_by_the_server_while_idle_are_not_
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
     try:
-        cfg = SimpleNamespace(provider="mistral", mistral_chat_model="m", mistral_base_url=f"http://127.0.0.1:{port}/v1",
-                              temperature=0.0, max_tokens=64, request_timeout_seconds=10)
+        cfg = SimpleNamespace(
+            provider="mistral",
+            mistral_chat_model="m",
+            mistral_base_url=f"http://127.0.0.1:{port}/v1",
+            temperature=0.0,
+            max_tokens=64,
+            request_timeout_seconds=10,
+        )
         model = build_chat_model(cfg, "key")
         for _ in range(3):
             replies = await asyncio.gather(*[model.ainvoke([HumanMessage("hi")]) for _ in range(12)])
@@ -98,8 +112,16 @@ async def test_a_proxy_in_the_environment_is_used_by_the_hosted_model_client(mon
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "NO_PROXY",
-                 "no_proxy"):
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
     try:
         client = model_http_client(base_url=base, headers={}, timeout=5, connections=4)
@@ -130,7 +152,7 @@ async def test_hosted_model_client_failures_are_named_for_what_happened():
         if how == "hang up":
             w.close()
         elif how == "cut body":
-            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"ok\":")
+            w.write(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"ok":')
             await w.drain()
             w.close()
         elif how == "not http":
@@ -144,9 +166,13 @@ async def test_hosted_model_client_failures_are_named_for_what_happened():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         closed_port = s.getsockname()[1]
-    cases = {"refused": (None, httpx.ConnectError), "hang up": ("hang up", httpx.RemoteProtocolError),
-             "cut body": ("cut body", httpx.ReadError), "not http": ("not http", httpx.RemoteProtocolError),
-             "silent": ("silent", httpx.ReadTimeout)}
+    cases = {
+        "refused": (None, httpx.ConnectError),
+        "hang up": ("hang up", httpx.RemoteProtocolError),
+        "cut body": ("cut body", httpx.ReadError),
+        "not http": ("not http", httpx.RemoteProtocolError),
+        "silent": ("silent", httpx.ReadTimeout),
+    }
     for name, (how, expected) in cases.items():
         server = None
         port = closed_port
@@ -192,8 +218,12 @@ async def test_a_netrc_entry_for_the_model_host_does_not_replace_or_break_the_ap
     monkeypatch.setenv("NETRC", str(netrc))
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
-    client = model_http_client(base_url=f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1",
-                               headers={"Authorization": "Bearer the-key"}, timeout=5, connections=4)
+    client = model_http_client(
+        base_url=f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1",
+        headers={"Authorization": "Bearer the-key"},
+        timeout=5,
+        connections=4,
+    )
     try:
         assert (await client.post("/chat/completions", json={})).json() == {"ok": True}
         assert seen == ["Bearer the-key"]

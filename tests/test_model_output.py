@@ -40,8 +40,9 @@ async def test_an_empty_draft_is_a_failed_draft(tmp_path, empty):
 
 @pytest.mark.parametrize("human_review", ["true", "false"])
 async def test_only_empty_drafts_never_post_an_empty_answer(tmp_path, human_review):
-    async with mistral_runtime(tmp_path, {"generate": [" "]}, MODELS,
-                               f"[graph]\nhuman_review = {human_review}\nmax_generations = 2") as (rt, fake):
+    async with mistral_runtime(
+        tmp_path, {"generate": [" "]}, MODELS, f"[graph]\nhuman_review = {human_review}\nmax_generations = 2"
+    ) as (rt, fake):
         out = await ask(rt)
         values = await rt.service.thread_values("console:t")
     assert all(a.text.strip() for a in out.answers)
@@ -67,10 +68,18 @@ def padded(obj: dict, key_path: tuple, size: int) -> str:
 
 
 async def test_cut_document_grades_are_asked_again_with_more_room(tmp_path):
-    grades = padded({"documents": [{"id": 1, "relevant": True, "facts": "REDIS_URI and DATABASE_URI"},
-                                   {"id": 2, "relevant": False, "facts": ""},
-                                   {"id": 3, "relevant": False, "facts": ""}], "feedback": ""},
-                    ("documents", 0, "facts"), ROOM + 150)
+    grades = padded(
+        {
+            "documents": [
+                {"id": 1, "relevant": True, "facts": "REDIS_URI and DATABASE_URI"},
+                {"id": 2, "relevant": False, "facts": ""},
+                {"id": 3, "relevant": False, "facts": ""},
+            ],
+            "feedback": "",
+        },
+        ("documents", 0, "facts"),
+        ROOM + 150,
+    )
     async with mistral_runtime(tmp_path, {"grade_documents": [grades]}, MODELS) as (rt, fake):
         out = await ask(rt)
     first, second = fake.bodies("grade_documents")
@@ -81,8 +90,9 @@ async def test_cut_document_grades_are_asked_again_with_more_room(tmp_path):
 
 
 async def test_a_cut_verdict_is_not_a_pass(tmp_path):
-    verdict = padded({"grounded": False, "useful": True, "feedback": "the port is not in the sources"},
-                     ("feedback",), ROOM + 100)
+    verdict = padded(
+        {"grounded": False, "useful": True, "feedback": "the port is not in the sources"}, ("feedback",), ROOM + 100
+    )
     grounded = json.dumps({"grounded": True, "useful": True, "feedback": ""})
     script = {"grade_answer": [verdict, verdict, grounded], "generate": ["It listens on port 8123 [1].", GOOD_DRAFT]}
     async with mistral_runtime(tmp_path, script, MODELS) as (rt, fake):
@@ -100,8 +110,9 @@ async def test_a_cut_route_is_asked_again(tmp_path):
 
 
 async def test_structured_output_cut_twice_takes_the_safe_default(tmp_path):
-    grades = padded({"documents": [{"id": 1, "relevant": False, "facts": ""}], "feedback": "nothing"},
-                    ("feedback",), 3 * ROOM)
+    grades = padded(
+        {"documents": [{"id": 1, "relevant": False, "facts": ""}], "feedback": "nothing"}, ("feedback",), 3 * ROOM
+    )
     async with mistral_runtime(tmp_path, {"grade_documents": [grades]}, MODELS) as (rt, fake):
         out = await ask(rt)
     assert len(fake.bodies("grade_documents")) == 2  # one retry with more room, then the default

@@ -40,17 +40,36 @@ def _env() -> dict[str, str]:
 def test_python_m_threadwise_is_the_threadwise_command(tmp_path):
     """``python -m threadwise`` runs the same command line as ``python -m bot`` (the console
     script's module): same output, same exit codes."""
-    graph = subprocess.run([sys.executable, "-m", "threadwise", "graph"], capture_output=True, text=True,
-                           env=_env(), cwd=tmp_path, timeout=120)
+    graph = subprocess.run(
+        [sys.executable, "-m", "threadwise", "graph"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert graph.returncode == 0, graph.stderr
-    same = subprocess.run([sys.executable, "-m", "bot", "graph"], capture_output=True, text=True, env=_env(),
-                          cwd=tmp_path, timeout=120)
+    same = subprocess.run(
+        [sys.executable, "-m", "bot", "graph"], capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=120
+    )
     assert graph.stdout == same.stdout and "retrieve" in graph.stdout
-    usage = subprocess.run([sys.executable, "-m", "threadwise", "--help"], capture_output=True, text=True,
-                           env=_env(), cwd=tmp_path, timeout=60)
+    usage = subprocess.run(
+        [sys.executable, "-m", "threadwise", "--help"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert usage.returncode == 0 and usage.stdout.startswith("usage: threadwise")
-    bad = subprocess.run([sys.executable, "-m", "threadwise", "threads", "--config", str(tmp_path / "nope.toml")],
-                         capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "threadwise", "threads", "--config", str(tmp_path / "nope.toml")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "config file not found" in bad.stderr
 
 
@@ -72,11 +91,15 @@ async def test_run_process_json_logs_health_and_metrics(tmp_path, fake: FakeSlac
     port, monitor = free_port(), free_port()
     events = SlackEvents()
     async with mistral_server() as model:
-        config = write_config(tmp_path, fake, slack=f'http_port = {port}\nhttp_host = "127.0.0.1"',
-                              extra=models_section(model) + f"\n[monitoring]\nhealth_port = {monitor}\n"
-                                                            f"metrics_port = {monitor}\n")
-        proc = BotProcess(config, port, tmp_path / "run.log", {"MISTRAL_API_KEY": "test-key-SECRET"},
-                          args=["--log-format", "json"])
+        config = write_config(
+            tmp_path,
+            fake,
+            slack=f'http_port = {port}\nhttp_host = "127.0.0.1"',
+            extra=models_section(model) + f"\n[monitoring]\nhealth_port = {monitor}\nmetrics_port = {monitor}\n",
+        )
+        proc = BotProcess(
+            config, port, tmp_path / "run.log", {"MISTRAL_API_KEY": "test-key-SECRET"}, args=["--log-format", "json"]
+        )
         try:
             async with aiohttp.ClientSession() as session:
                 await proc.wait_ready(session)
@@ -84,12 +107,19 @@ async def test_run_process_json_logs_health_and_metrics(tmp_path, fake: FakeSlac
                     assert resp.status == 200
                     assert await resp.json() == {"status": "ok", "platforms": {"slack": {"connected": True}}}
                 ts = fake.next_ts()
-                event = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, kind="app_mention",
-                                            text=f"<@{BOT_USER_ID}> how do I roll back a deploy?")
+                event = SlackEvents.message(
+                    user="UASKER",
+                    channel=CHANNEL,
+                    ts=ts,
+                    kind="app_mention",
+                    text=f"<@{BOT_USER_ID}> how do I roll back a deploy?",
+                )
                 status, _ = await post(session, proc.url + "/slack/events", events.event(event))
                 assert status == 200
-                await fake.wait_for(lambda: thread_posts(fake, ts)
-                                    and fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"], timeout=60)
+                await fake.wait_for(
+                    lambda: thread_posts(fake, ts) and fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"],
+                    timeout=60,
+                )
                 for _ in range(100):  # the turn ends just after its last post (checkpoints pruned)
                     async with session.get(f"http://127.0.0.1:{monitor}/metrics") as resp:
                         assert resp.status == 200 and resp.content_type == "text/plain"
@@ -109,8 +139,11 @@ async def test_run_process_json_logs_health_and_metrics(tmp_path, fake: FakeSlac
     assert re.search(r"question from UASKER", messages), messages  # the service's line
     assert re.search(r"answer .* in \d", messages), messages  # the outcome line
     assert any(rec["logger"].startswith("bot.platforms.slack") for rec in turn), messages  # the adapter's lines
-    assert all(rec["platform"] == "slack" and rec["message_id"] == f"slack:{CHANNEL}:{ts}"
-               for rec in turn if rec["logger"] == "bot.service")
+    assert all(
+        rec["platform"] == "slack" and rec["message_id"] == f"slack:{CHANNEL}:{ts}"
+        for rec in turn
+        if rec["logger"] == "bot.service"
+    )
     for secret in (BOT_TOKEN, SIGNING_SECRET, "test-key-SECRET", "ten minutes", "PagerDuty"):
         assert secret not in output  # no secrets, no document text
 
@@ -132,8 +165,9 @@ async def test_text_logs_put_the_thread_key_in_one_place(tmp_path, fake: FakeSla
         async with aiohttp.ClientSession() as session:
             await proc.wait_ready(session)
             ts = fake.next_ts()
-            event = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, kind="app_mention",
-                                        text=f"<@{BOT_USER_ID}> ")
+            event = SlackEvents.message(
+                user="UASKER", channel=CHANNEL, ts=ts, kind="app_mention", text=f"<@{BOT_USER_ID}> "
+            )
             status, _ = await post(session, proc.url + "/slack/events", events.event(event))
             assert status == 200
             await fake.wait_for(lambda: thread_posts(fake, ts), timeout=30)
@@ -141,8 +175,9 @@ async def test_text_logs_put_the_thread_key_in_one_place(tmp_path, fake: FakeSla
         output = await proc.stop()
     key = f"slack:{TEAM_ID}:{CHANNEL}:{ts}"
     empty = [line for line in output.splitlines() if "empty question" in line]
-    assert len(empty) == 1 and re.match(r"^\S+ \S+ INFO bot\.service: \[" + re.escape(key) + r"\] empty question",
-                                        empty[0]), output[-2000:]
+    assert len(empty) == 1 and re.match(
+        r"^\S+ \S+ INFO bot\.service: \[" + re.escape(key) + r"\] empty question", empty[0]
+    ), output[-2000:]
     assert empty[0].count(key) == 1
 
 
@@ -155,11 +190,19 @@ def test_metrics_without_prometheus_client_is_a_configuration_error(tmp_path):
     config = tmp_path / "config.toml"
     config.write_text("[monitoring]\nmetrics_port = 9\n")
     env = dict(_env(), PYTHONPATH=f"{blocked}{os.pathsep}{ROOT}")
-    run = subprocess.run([sys.executable, "-m", "threadwise", "run", "--config", str(config)], capture_output=True,
-                         text=True, env=env, cwd=tmp_path, timeout=120, stdin=subprocess.DEVNULL)
+    run = subprocess.run(
+        [sys.executable, "-m", "threadwise", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert run.returncode == 2, run.stderr
     assert run.stderr.strip().splitlines() == [
-        "Configuration error: [monitoring] metrics_port needs prometheus-client: pip install 'threadwise[metrics]'"]
+        "Configuration error: [monitoring] metrics_port needs prometheus-client: pip install 'threadwise[metrics]'"
+    ]
 
 
 async def test_a_json_line_keeps_a_traceback_and_the_context_of_tasks_a_turn_starts():
@@ -176,6 +219,7 @@ async def test_a_json_line_keeps_a_traceback_and_the_context_of_tasks_a_turn_sta
     setup_logging("INFO", "json", stream)
     log = logging.getLogger("threadwise.test")
     try:
+
         async def later() -> None:
             await asyncio.sleep(0)
             log.info("from a task")
@@ -209,14 +253,21 @@ def test_a_nested_context_for_another_thread_does_not_keep_the_outer_message_id(
     assert current() == {}
 
 
-def _json_mode_stderr(tmp_path: Path, args: list[str], extra: str = "", env: dict[str, str] | None = None
-                      ) -> tuple[int, str]:
+def _json_mode_stderr(
+    tmp_path: Path, args: list[str], extra: str = "", env: dict[str, str] | None = None
+) -> tuple[int, str]:
     from tests.conftest import write_config
 
     cfg = write_config(tmp_path, extra=extra)
-    proc = subprocess.run([sys.executable, "-m", "bot", *args, "--config", str(cfg), "--log-format", "json"],
-                          cwd=tmp_path, env={**_env(), **(env or {})}, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", *args, "--config", str(cfg), "--log-format", "json"],
+        cwd=tmp_path,
+        env={**_env(), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     return proc.returncode, proc.stderr
 
 
@@ -239,9 +290,12 @@ def test_json_mode_every_stderr_line_of_ask_is_json(tmp_path):
 
 def test_json_mode_the_final_error_lines_are_json(tmp_path):
     # a failing ask: the model server cannot be reached
-    code, stderr = _json_mode_stderr(tmp_path, ["ask", "how do I deploy the container?"],
-                                     extra=f'provider = "mistral"\nmistral_base_url = '
-                                           f'"http://127.0.0.1:{free_port()}/v1"\n', env={"MISTRAL_API_KEY": "k"})
+    code, stderr = _json_mode_stderr(
+        tmp_path,
+        ["ask", "how do I deploy the container?"],
+        extra=f'provider = "mistral"\nmistral_base_url = "http://127.0.0.1:{free_port()}/v1"\n',
+        env={"MISTRAL_API_KEY": "k"},
+    )
     assert code == 1, stderr
     records = _all_json(stderr)
     assert any(r["level"] == "ERROR" and "threadwise ask failed: network" in r["message"] for r in records), stderr

@@ -38,8 +38,15 @@ def _cli(*args: str, cwd: Path, shim: Path | None = None, timeout: float = 300) 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MISTRAL_", "TAVILY_", "SLACK_", "DISCORD_"))}
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([*([str(shim)] if shim else []), str(ROOT)])
-    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.parametrize("signal_name, shown", [("SIGILL", "SIGILL"), ("SIGSEGV", "SIGSEGV"), ("SIGABRT", "SIGABRT")])
@@ -63,8 +70,9 @@ def test_self_check_reports_a_failing_backend_in_one_line(tmp_path, monkeypatch)
 @requires_offline_model
 def test_explicit_offline_model_with_a_dying_backend_exits_2_with_one_line(tmp_path):
     cfg = write_config(tmp_path, extra='provider = "llamacpp"')
-    result = _cli("ask", "what does the container need to boot?", "--config", str(cfg), cwd=tmp_path,
-                  shim=_dying_llama(tmp_path))
+    result = _cli(
+        "ask", "what does the container need to boot?", "--config", str(cfg), cwd=tmp_path, shim=_dying_llama(tmp_path)
+    )
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, result.stderr
@@ -77,8 +85,15 @@ def test_explicit_offline_model_with_a_dying_backend_exits_2_with_one_line(tmp_p
 def test_auto_offline_model_with_a_dying_backend_answers_extractively(tmp_path):
     cfg = write_config(tmp_path)  # provider = "auto", no key: the offline model
     cfg.write_text(cfg.read_text().replace('embeddings = "none"', 'embeddings = "local"'))
-    result = _cli("ask", "--json", "what does the standalone container need before it boots?", "--config", str(cfg),
-                  cwd=tmp_path, shim=_dying_llama(tmp_path))
+    result = _cli(
+        "ask",
+        "--json",
+        "what does the standalone container need before it boots?",
+        "--config",
+        str(cfg),
+        cwd=tmp_path,
+        shim=_dying_llama(tmp_path),
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "SIGILL" in result.stderr and "make rebuild-offline" in result.stderr
     out = json.loads(result.stdout)

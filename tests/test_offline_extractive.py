@@ -67,8 +67,16 @@ Every run needs a thread_id in its config so the checkpointer knows which thread
 
 
 def msg(text: str, thread: str) -> IncomingMessage:
-    return IncomingMessage(platform="console", thread_key=f"console:{thread}", message_id=uuid.uuid4().hex,
-                           author_id="ana", author_name="ana", text=text, is_expert=True, is_admin=False)
+    return IncomingMessage(
+        platform="console",
+        thread_key=f"console:{thread}",
+        message_id=uuid.uuid4().hex,
+        author_id="ana",
+        author_name="ana",
+        text=text,
+        is_expert=True,
+        is_admin=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +88,7 @@ def offline_settings(tmp_path_factory):
         p.write_text(text)
     (root / "config.toml").write_text(f"""
 [knowledge]
-sources = ["{root / 'kb'}"]
+sources = ["{root / "kb"}"]
 embeddings = "local"
 [graph]
 composer = "extractive"
@@ -108,7 +116,8 @@ async def test_extractive_mode_routes_answers_and_asks_for_help_without_the_chat
 
         # knowledge-base questions: an extractive answer with citations, code kept whole
         out, values = await ask(
-            rt, "what env vars does the standalone container need to boot? show me the docker command", "kb1")
+            rt, "what env vars does the standalone container need to boot? show me the docker command", "kb1"
+        )
         [answer] = out.answers
         assert answer.kind == "answer", values["path"]
         assert "REDIS_URI" in answer.text and "[1]" in answer.text
@@ -117,18 +126,29 @@ async def test_extractive_mode_routes_answers_and_asks_for_help_without_the_chat
         block = re.search(r"```shell\n(.*?)\n```", answer.text, re.S)
         assert block, answer.text
         assert [line.strip() for line in block.group(1).splitlines()] == [
-            "docker run \\", "--env-file .env \\", "-p 8123:8000 \\", '-e REDIS_URI="foo" \\',
-            '-e DATABASE_URI="bar" \\', '-e LANGSMITH_API_KEY="baz" \\', "my-image"]
+            "docker run \\",
+            "--env-file .env \\",
+            "-p 8123:8000 \\",
+            '-e REDIS_URI="foo" \\',
+            '-e DATABASE_URI="bar" \\',
+            '-e LANGSMITH_API_KEY="baz" \\',
+            "my-image",
+        ]
         assert answer.text.count("```") == 2
 
-        out, values = await ask(rt, "studio can reach my server without a token, how do i require auth there too?",
-                                "kb2")
+        out, values = await ask(
+            rt, "studio can reach my server without a token, how do i require auth there too?", "kb2"
+        )
         assert out.answers and out.answers[0].kind == "answer", values["path"]
         assert "disable_studio_auth" in out.answers[0].text and out.answers[0].sources[0].location == "auth.md"
 
         # a question no document answers reaches the experts
-        for i, text in enumerate(["what's the weather in berlin tomorrow?",
-                                  "how do I rebalance kafka consumer groups after adding partitions?"]):
+        for i, text in enumerate(
+            [
+                "what's the weather in berlin tomorrow?",
+                "how do I rebalance kafka consumer groups after adding partitions?",
+            ]
+        ):
             out, values = await ask(rt, text, f"none{i}")
             assert not out.answers and len(out.help_requests) == 1, (text, values["path"])
             assert values["path"].count("retrieve") == 2  # both searches spent, without a model
@@ -151,56 +171,86 @@ def test_units_keep_code_blocks_whole_and_split_sentences():
     assert cut[-1].code and cut[-1].text == "```python\nprint(1)\n```"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("LangGraph は状態を保存します。チェックポイントはスレッドごとに保存されます。再開できます！",
-     ["LangGraph は状態を保存します。", "チェックポイントはスレッドごとに保存されます。", "再開できます！"]),
-    ("检查点按线程保存。中断会暂停图的执行？是的，可以恢复。",
-     ["检查点按线程保存。", "中断会暂停图的执行？", "是的，可以恢复。"]),
-    ("Граф сохраняет состояние после каждого шага. Контрольные точки хранятся по потокам.",
-     ["Граф сохраняет состояние после каждого шага.", "Контрольные точки хранятся по потокам."]),
-    ("Der Graph speichert den Zustand nach jedem Schritt. Über Threads wird fortgesetzt.",
-     ["Der Graph speichert den Zustand nach jedem Schritt.", "Über Threads wird fortgesetzt."]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "LangGraph は状態を保存します。チェックポイントはスレッドごとに保存されます。再開できます！",
+            ["LangGraph は状態を保存します。", "チェックポイントはスレッドごとに保存されます。", "再開できます！"],
+        ),
+        (
+            "检查点按线程保存。中断会暂停图的执行？是的，可以恢复。",
+            ["检查点按线程保存。", "中断会暂停图的执行？", "是的，可以恢复。"],
+        ),
+        (
+            "Граф сохраняет состояние после каждого шага. Контрольные точки хранятся по потокам.",
+            ["Граф сохраняет состояние после каждого шага.", "Контрольные точки хранятся по потокам."],
+        ),
+        (
+            "Der Graph speichert den Zustand nach jedem Schritt. Über Threads wird fortgesetzt.",
+            ["Der Graph speichert den Zustand nach jedem Schritt.", "Über Threads wird fortgesetzt."],
+        ),
+    ],
+)
 def test_sentences_split_in_any_script(text, expected):
     """Extractive answers quote sentences, not whole paragraphs, in any script."""
     assert [u.text for u in split_units(text, min_characters=8)] == expected
 
 
 def test_tables_are_kept_whole_not_flattened_into_prose():
-    text = ("Telemetry depends on the deployment. See the table below.\n\n"
-            "| Option | Telemetry |\n| --- | --- |\n| Cloud SaaS | sent to LangSmith |\n"
-            "| Standalone | self-reported |\n\n"
-            "After the table comes more prose about it.")
+    text = (
+        "Telemetry depends on the deployment. See the table below.\n\n"
+        "| Option | Telemetry |\n| --- | --- |\n| Cloud SaaS | sent to LangSmith |\n"
+        "| Standalone | self-reported |\n\n"
+        "After the table comes more prose about it."
+    )
     units = split_units(text, min_characters=8)
     tables = [u for u in units if u.text.startswith("|")]
     assert len(tables) == 1 and tables[0].code
-    assert tables[0].text.splitlines() == ["| Option | Telemetry |", "| --- | --- |",
-                                           "| Cloud SaaS | sent to LangSmith |", "| Standalone | self-reported |"]
+    assert tables[0].text.splitlines() == [
+        "| Option | Telemetry |",
+        "| --- | --- |",
+        "| Cloud SaaS | sent to LangSmith |",
+        "| Standalone | self-reported |",
+    ]
     assert not any("|" in u.text for u in units if not u.code)
     cut = split_units("| A | B |\n| --- | --- |\n| one | two |\n| thr", min_characters=8)
     assert cut[0].text.splitlines()[-1] == "| one | two |"  # a row cut by a length limit is dropped
 
 
-@pytest.mark.parametrize("doc, question, fact", [
-    # the cause sits in the sentence before the one the question's words match
-    ("Brave blocks plain-HTTP traffic on localhost when Brave Shields are enabled. When running Studio with "
-     "`langgraph dev`, you may see \"Failed to load assistants\" errors. Other browsers work fine here.",
-     "why does studio say failed to load assistants?", "Brave Shields"),
-    # the identifier is named just before the sentence that explains it
-    ("Set `LANGSMITH_API_KEY` in your project's .env file. This enables tracing, which the run experiment "
-     "button needs to be enabled in the studio.", "the run experiment button is not enabled in studio",
-     "LANGSMITH_API_KEY"),
-    # a list item introducing the matching one
-    ("- Use `BG_JOB_TIMEOUT_SECS` for that.\n- Long background runs can exceed the default maximum run time.\n",
-     "what is the maximum run time of long background runs?", "BG_JOB_TIMEOUT_SECS"),
-])
+@pytest.mark.parametrize(
+    "doc, question, fact",
+    [
+        # the cause sits in the sentence before the one the question's words match
+        (
+            "Brave blocks plain-HTTP traffic on localhost when Brave Shields are enabled. When running Studio with "
+            '`langgraph dev`, you may see "Failed to load assistants" errors. Other browsers work fine here.',
+            "why does studio say failed to load assistants?",
+            "Brave Shields",
+        ),
+        # the identifier is named just before the sentence that explains it
+        (
+            "Set `LANGSMITH_API_KEY` in your project's .env file. This enables tracing, which the run experiment "
+            "button needs to be enabled in the studio.",
+            "the run experiment button is not enabled in studio",
+            "LANGSMITH_API_KEY",
+        ),
+        # a list item introducing the matching one
+        (
+            "- Use `BG_JOB_TIMEOUT_SECS` for that.\n- Long background runs can exceed the default maximum run time.\n",
+            "what is the maximum run time of long background runs?",
+            "BG_JOB_TIMEOUT_SECS",
+        ),
+    ],
+)
 def test_answers_quote_the_sentence_before_a_match(doc, question, fact):
     """An extractive answer quotes the sentence before each quoted one too, verbatim from
     the document, so a fact the question's words do not point to is not lost."""
     from graphs.extractive import Extractive, TextEmbedder
 
-    answer = Extractive(TextEmbedder(None)).compose([question], [{"id": "d#1", "location": "d.md", "title": "D",
-                                                                  "text": doc}])
+    answer = Extractive(TextEmbedder(None)).compose(
+        [question], [{"id": "d#1", "location": "d.md", "title": "D", "text": doc}]
+    )
     assert fact in answer
     for para in answer.split("\n\n")[1:]:
         for sentence in split_units(para.rsplit(" [", 1)[0].replace(" … ", " "), min_characters=1):

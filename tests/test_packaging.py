@@ -82,8 +82,9 @@ def test_test_imports_are_declared_dependencies() -> None:
     assert _undeclared(["tests"], ["offline", "postgres", "test"]) == []
 
 
-needs_objdump = pytest.mark.skipif(shutil.which("objdump") is None or shutil.which("gcc") is None,
-                                   reason="needs binutils' objdump and gcc")
+needs_objdump = pytest.mark.skipif(
+    shutil.which("objdump") is None or shutil.which("gcc") is None, reason="needs binutils' objdump and gcc"
+)
 
 
 def _check(*paths: Path) -> subprocess.CompletedProcess:
@@ -91,13 +92,16 @@ def _check(*paths: Path) -> subprocess.CompletedProcess:
 
 
 @needs_objdump
-@pytest.mark.parametrize("asm, kind", [
-    ("vaddps %zmm0, %zmm1, %zmm2", "AVX-512 zmm"),
-    ("vaddps %ymm0, %ymm1, %ymm2{%k1}", "AVX-512 opmask"),
-    ("kmovw %k1, %eax", "opmask move"),
-    ("tilezero %tmm0", "AMX tile"),
-    ("tileloadd (%rsi,%rdx,1), %tmm1", "AMX tile load"),
-])
+@pytest.mark.parametrize(
+    "asm, kind",
+    [
+        ("vaddps %zmm0, %zmm1, %zmm2", "AVX-512 zmm"),
+        ("vaddps %ymm0, %ymm1, %ymm2{%k1}", "AVX-512 opmask"),
+        ("kmovw %k1, %eax", "opmask move"),
+        ("tilezero %tmm0", "AMX tile"),
+        ("tileloadd (%rsi,%rdx,1), %tmm1", "AMX tile load"),
+    ],
+)
 def test_isa_check_rejects_instructions_beyond_the_baseline(tmp_path: Path, asm: str, kind: str) -> None:
     src = tmp_path / "k.c"
     src.write_text(f'void kernel(void) {{ __asm__ volatile("{asm}"); }}\n')
@@ -119,8 +123,9 @@ def test_isa_check_accepts_avx2_fma(tmp_path: Path) -> None:
 
 
 @needs_objdump
-@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                    reason="offline extra (llama-cpp-python) not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None, reason="offline extra (llama-cpp-python) not installed"
+)
 def test_installed_llama_cpp_is_portable() -> None:
     """The installed llama.cpp build runs on any x86-64-v3 CPU (no AVX-512, no AMX)."""
     spec = importlib.util.find_spec("llama_cpp")

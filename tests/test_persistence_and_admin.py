@@ -23,8 +23,16 @@ NONE_RELEVANT = json.dumps({"documents": [{"id": 1, "relevant": False}], "feedba
 
 
 def msg(text: str, *, expert: bool = True, admin: bool = False, author: str = "ana") -> IncomingMessage:
-    return IncomingMessage(platform="console", thread_key="console:t", message_id=uuid.uuid4().hex,
-                           author_id=author, author_name=author, text=text, is_expert=expert, is_admin=admin)
+    return IncomingMessage(
+        platform="console",
+        thread_key="console:t",
+        message_id=uuid.uuid4().hex,
+        author_id=author,
+        author_name=author,
+        text=text,
+        is_expert=expert,
+        is_admin=admin,
+    )
 
 
 async def test_paused_thread_resumes_after_restart(settings):
@@ -39,8 +47,9 @@ async def test_paused_thread_resumes_after_restart(settings):
         rt.service.register_platform("console", lambda ref: rebuilt.append(ref) or original)
         assert await rt.service.recover() == 1
         assert await rt.service.pending_interrupt("console:t") is not None
-        await rt.service.handle(msg("answer: REDIS_URI and DATABASE_URI", author="bob"),
-                                ConsoleResponder("t", show_status=False))
+        await rt.service.handle(
+            msg("answer: REDIS_URI and DATABASE_URI", author="bob"), ConsoleResponder("t", show_status=False)
+        )
         values = await rt.service.thread_values("console:t")
     assert rebuilt == [{"thread": "t"}]  # the original question's responder was rebuilt from its reference
     assert original.answers[0].kind == "human" and original.answers[0].text == "REDIS_URI and DATABASE_URI"
@@ -88,10 +97,20 @@ async def test_questions_answered_during_reindex(tmp_path: Path):
             reindex = asyncio.create_task(rt.service.admin("reindex", actor_id="root", is_admin=True, out=admin_out))
             await asyncio.wait_for(held.arrived.wait(), 60)  # the reindex is embedding the new file, held there
             outs = [ConsoleResponder(f"q{i}", show_status=False) for i in range(4)]
-            await asyncio.wait_for(asyncio.gather(
-                *[rt.service.handle(IncomingMessage("console", f"console:q{i}", uuid.uuid4().hex, "u",
-                                                    "container boot requirements?"), o) for i, o in enumerate(outs)],
-            ), 60)
+            await asyncio.wait_for(
+                asyncio.gather(
+                    *[
+                        rt.service.handle(
+                            IncomingMessage(
+                                "console", f"console:q{i}", uuid.uuid4().hex, "u", "container boot requirements?"
+                            ),
+                            o,
+                        )
+                        for i, o in enumerate(outs)
+                    ],
+                ),
+                60,
+            )
             reindexing = not reindex.done()
             held.release.set()
             await asyncio.wait_for(reindex, 60)
@@ -125,8 +144,14 @@ def test_shipped_config_is_valid_and_holds_no_secrets():
 
 
 def _kb(tmp_path: Path, src: Path, emb=None) -> KnowledgeBase:
-    return KnowledgeBase(tmp_path / "index", [src], embeddings=emb, embedder_id="fake" if emb else "none",
-                         chunk_size=300, chunk_overlap=30)
+    return KnowledgeBase(
+        tmp_path / "index",
+        [src],
+        embeddings=emb,
+        embedder_id="fake" if emb else "none",
+        chunk_size=300,
+        chunk_overlap=30,
+    )
 
 
 def test_reindex_reuses_unchanged_files_and_swaps_atomically(tmp_path: Path):

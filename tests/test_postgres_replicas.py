@@ -20,8 +20,9 @@ CHANNEL = "C0GENERAL"
 
 
 def mention(events: SlackEvents, ts: str, text: str, thread_ts: str | None = None) -> dict:
-    return events.message(user="UASKER", channel=CHANNEL, ts=ts, thread_ts=thread_ts,
-                          text=f"<@{BOT_USER_ID}> {text}", kind="app_mention")
+    return events.message(
+        user="UASKER", channel=CHANNEL, ts=ts, thread_ts=thread_ts, text=f"<@{BOT_USER_ID}> {text}", kind="app_mention"
+    )
 
 
 def tokens(posts: list[dict]) -> list[str]:
@@ -52,34 +53,55 @@ async def test_three_replicas_answer_every_question_once_in_order(tmp_path, fake
                     threads[i] = ts
                     ev = mention(events, ts, f"qtok-{i}-1 how do I roll back?")
                     r = [replicas[(i + k) % 3] for k in range(3)]
-                    sends += [r[0].deliver(session, events.event(ev, event_id=f"Ev{i}a")),
-                              r[1].deliver(session, events.event(ev, event_id=f"Ev{i}a", retry_num=1)),
-                              r[2].deliver(session, events.event(dict(ev, type="message", channel_type="channel"),
-                                                                 event_id=f"Ev{i}b"))]
+                    sends += [
+                        r[0].deliver(session, events.event(ev, event_id=f"Ev{i}a")),
+                        r[1].deliver(session, events.event(ev, event_id=f"Ev{i}a", retry_num=1)),
+                        r[2].deliver(
+                            session, events.event(dict(ev, type="message", channel_type="channel"), event_id=f"Ev{i}b")
+                        ),
+                    ]
                 assert set(await asyncio.gather(*sends)) == {200}
                 await asyncio.sleep(0.3)
                 sends = []
                 for i, ts in threads.items():  # question 2 of the thread: to another replica, redelivered to a third
                     ev = mention(events, fake.next_ts(), f"qtok-{i}-2 and after that?", thread_ts=ts)
-                    sends += [replicas[(i + 1) % 3].deliver(session, events.event(ev, event_id=f"Ev{i}c")),
-                              replicas[(i + 2) % 3].deliver(session, events.event(ev, event_id=f"Ev{i}c",
-                                                                                  retry_num=1))]
+                    sends += [
+                        replicas[(i + 1) % 3].deliver(session, events.event(ev, event_id=f"Ev{i}c")),
+                        replicas[(i + 2) % 3].deliver(session, events.event(ev, event_id=f"Ev{i}c", retry_num=1)),
+                    ]
                 help_ts = fake.next_ts()  # a help request, answered through another replica
-                sends.append(replicas[0].deliver(session, events.event(
-                    mention(events, help_ts, "qtok-9-1 stuck: when is the deploy freeze?"), event_id="EvH")))
+                sends.append(
+                    replicas[0].deliver(
+                        session,
+                        events.event(
+                            mention(events, help_ts, "qtok-9-1 stuck: when is the deploy freeze?"), event_id="EvH"
+                        ),
+                    )
+                )
                 assert set(await asyncio.gather(*sends)) == {200}
-                await fake.wait_for(lambda: all(len(replies_in(fake, ts)) >= 2 for ts in threads.values())
-                                    and help_posts(fake, help_ts), timeout=90)
+                await fake.wait_for(
+                    lambda: (
+                        all(len(replies_in(fake, ts)) >= 2 for ts in threads.values()) and help_posts(fake, help_ts)
+                    ),
+                    timeout=90,
+                )
                 # the help request reaches Slack just before its replica logs the pause
                 await fake.wait_for(lambda: any("paused for a human" in r.text() for r in replicas), timeout=10)
                 paused = [r for r in replicas if "paused for a human" in r.text()]
                 assert len(paused) == 1
                 other = [r for r in replicas if r is not paused[0]]
-                reply = events.message(user="UEXPERT", channel=CHANNEL, ts=fake.next_ts(), thread_ts=help_ts,
-                                       text="answer: the freeze starts on Friday")
-                sends = [other[0].deliver(session, events.event(reply, event_id="EvR")),
-                         other[1].deliver(session, events.event(reply, event_id="EvR", retry_num=1)),
-                         paused[0].deliver(session, events.event(reply, event_id="EvR", retry_num=2))]
+                reply = events.message(
+                    user="UEXPERT",
+                    channel=CHANNEL,
+                    ts=fake.next_ts(),
+                    thread_ts=help_ts,
+                    text="answer: the freeze starts on Friday",
+                )
+                sends = [
+                    other[0].deliver(session, events.event(reply, event_id="EvR")),
+                    other[1].deliver(session, events.event(reply, event_id="EvR", retry_num=1)),
+                    paused[0].deliver(session, events.event(reply, event_id="EvR", retry_num=2)),
+                ]
                 assert set(await asyncio.gather(*sends)) == {200}
                 await fake.wait_for(lambda: replies_in(fake, help_ts), timeout=60)
                 await asyncio.sleep(2.0)  # nothing more may come (leases, timers, redeliveries)
@@ -95,8 +117,9 @@ async def test_three_replicas_answer_every_question_once_in_order(tmp_path, fake
     assert len(answers) == 1 and "Friday" in all_text(answers[0])
     assert everything.count("help request resumed by") == 1
     assert "Traceback" not in everything
-    answered_by = {r.name: len(re.findall(r"\] (?:answer|human) in \d", log))
-                   for r, log in zip(replicas, logs, strict=False)}
+    answered_by = {
+        r.name: len(re.findall(r"\] (?:answer|human) in \d", log)) for r, log in zip(replicas, logs, strict=False)
+    }
     # exactly once in all; which replica wins each delivery race depends on the machine's load,
     # so only require that the work was shared (one replica winning every race is not the point)
     assert sum(answered_by.values()) == 13 and sum(1 for n in answered_by.values() if n) >= 2, answered_by
@@ -117,8 +140,13 @@ async def test_a_killed_replica_s_questions_are_finished_by_the_others_once(tmp_
                 for i in range(4):
                     ts = fake.next_ts()
                     threads[i] = ts
-                    assert await replicas[0].deliver(session, events.event(
-                        mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}")) == 200
+                    assert (
+                        await replicas[0].deliver(
+                            session,
+                            events.event(mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}"),
+                        )
+                        == 200
+                    )
                 await asyncio.wait_for(base.stalled.wait(), 60)
                 await asyncio.sleep(1.0)  # every question of replica 0 reaches the model
                 await replicas[0].kill()
@@ -126,11 +154,22 @@ async def test_a_killed_replica_s_questions_are_finished_by_the_others_once(tmp_
                 base.release()
                 # Slack redelivers to the survivors: ignored, the takeover answers
                 for i, ts in threads.items():
-                    assert await replicas[1 + i % 2].deliver(session, events.event(
-                        mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}",
-                        retry_num=1)) == 200
-                await fake.wait_for(lambda: all(replies_in(fake, ts) and fake.reactions.get((CHANNEL, ts))
-                                                == ["white_check_mark"] for ts in threads.values()), timeout=60)
+                    assert (
+                        await replicas[1 + i % 2].deliver(
+                            session,
+                            events.event(
+                                mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}", retry_num=1
+                            ),
+                        )
+                        == 200
+                    )
+                await fake.wait_for(
+                    lambda: all(
+                        replies_in(fake, ts) and fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"]
+                        for ts in threads.values()
+                    ),
+                    timeout=60,
+                )
                 await asyncio.sleep(3.0)  # leases expire again: nobody answers twice
         finally:
             logs = [await r.stop() for r in replicas]
@@ -154,8 +193,13 @@ async def test_database_connections_cut_mid_run_lose_and_double_nothing(tmp_path
                 for i in range(6):
                     ts = fake.next_ts()
                     threads[i] = ts
-                    assert await replicas[i % 2].deliver(session, events.event(
-                        mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}")) == 200
+                    assert (
+                        await replicas[i % 2].deliver(
+                            session,
+                            events.event(mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}"),
+                        )
+                        == 200
+                    )
                 await asyncio.sleep(0.6)
                 cut = terminate(name)
                 await asyncio.sleep(0.4)
@@ -165,8 +209,12 @@ async def test_database_connections_cut_mid_run_lose_and_double_nothing(tmp_path
                 await asyncio.sleep(3.0)  # a lease expiry later, still one reply each
                 # the bot recovered by itself: a new question is answered
                 ts = fake.next_ts()
-                assert await replicas[0].deliver(session, events.event(
-                    mention(events, ts, "qtok-7-1 how do I roll back?"), event_id="EvNew")) == 200
+                assert (
+                    await replicas[0].deliver(
+                        session, events.event(mention(events, ts, "qtok-7-1 how do I roll back?"), event_id="EvNew")
+                    )
+                    == 200
+                )
                 await fake.wait_for(lambda: replies_in(fake, ts), timeout=60)
         finally:
             logs = [await r.stop() for r in replicas]
@@ -189,8 +237,9 @@ async def test_the_database_going_away_is_said_in_chat_and_the_bot_recovers(tmp_
     add_users(fake)
     events = SlackEvents()
     async with model_server(delay=0.3) as base:
-        replicas = await start(tmp_path, fake, base, url, 2,
-                               storage=storage_section(lease_seconds=2, interval=0.5, connect_timeout=1))
+        replicas = await start(
+            tmp_path, fake, base, url, 2, storage=storage_section(lease_seconds=2, interval=0.5, connect_timeout=1)
+        )
         try:
             async with aiohttp.ClientSession() as session:
                 threads = {}
@@ -198,8 +247,13 @@ async def test_the_database_going_away_is_said_in_chat_and_the_bot_recovers(tmp_
                 async def ask(i: int, replica: Replica) -> None:
                     ts = fake.next_ts()
                     threads[i] = ts
-                    assert await replica.deliver(session, events.event(
-                        mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}")) == 200
+                    assert (
+                        await replica.deliver(
+                            session,
+                            events.event(mention(events, ts, f"qtok-{i}-1 how do I roll back?"), event_id=f"Ev{i}"),
+                        )
+                        == 200
+                    )
 
                 for i in range(4):
                     await ask(i, replicas[i % 2])
@@ -242,8 +296,13 @@ async def test_a_help_request_times_out_once_across_replicas_even_when_its_repli
         try:
             async with aiohttp.ClientSession() as session:
                 ts = fake.next_ts()
-                assert await replicas[0].deliver(session, events.event(
-                    mention(events, ts, "qtok-1-1 stuck: when is the deploy freeze?"), event_id="EvH")) == 200
+                assert (
+                    await replicas[0].deliver(
+                        session,
+                        events.event(mention(events, ts, "qtok-1-1 stuck: when is the deploy freeze?"), event_id="EvH"),
+                    )
+                    == 200
+                )
                 await fake.wait_for(lambda: help_posts(fake, ts), timeout=60)
                 await asyncio.sleep(1.5)  # the others' watches arm their timers
                 await replicas[0].kill()
@@ -274,8 +333,12 @@ async def test_a_stopped_replica_s_run_taken_over_is_answered_once_when_it_wakes
         try:
             async with aiohttp.ClientSession() as session:
                 ts = fake.next_ts()
-                assert await r0.deliver(session, events.event(
-                    mention(events, ts, "qtok-1-1 how do I roll back?"), event_id="Ev1")) == 200
+                assert (
+                    await r0.deliver(
+                        session, events.event(mention(events, ts, "qtok-1-1 how do I roll back?"), event_id="Ev1")
+                    )
+                    == 200
+                )
                 await asyncio.wait_for(base.stalled.wait(), 60)  # r0's run is at the model ...
                 # ... and its "writing" status is shown (a status being set when the process stops would
                 # land after it wakes: statuses are not fenced atomically, only the answer is)
@@ -289,8 +352,10 @@ async def test_a_stopped_replica_s_run_taken_over_is_answered_once_when_it_wakes
                     assert loop.time() < deadline, r1.text()[-3000:]
                     await asyncio.sleep(0.2)
                 base.release()
-                await fake.wait_for(lambda: replies_in(fake, ts) and fake.reactions.get((CHANNEL, ts))
-                                    == ["white_check_mark"], timeout=60)
+                await fake.wait_for(
+                    lambda: replies_in(fake, ts) and fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"],
+                    timeout=60,
+                )
                 r0.proc.send_signal(signal.SIGCONT)
                 deadline = loop.time() + 60
                 while "dropped here" not in r0.text():  # r0 finished its run: not posted
@@ -301,8 +366,10 @@ async def test_a_stopped_replica_s_run_taken_over_is_answered_once_when_it_wakes
             r0.proc.send_signal(signal.SIGCONT)
             logs = [await r.stop() for r in replicas]
     everything = "\n".join(logs)
-    assert tokens(replies_in(fake, ts)) == ["qtok-1-1"], ([all_text(p) for p in replies_in(fake, ts)],
-                                                        everything[-5000:])
+    assert tokens(replies_in(fake, ts)) == ["qtok-1-1"], (
+        [all_text(p) for p in replies_in(fake, ts)],
+        everything[-5000:],
+    )
     assert fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"], everything[-3000:]
     assert logs[0].count("dropped here") == 1
     assert "Traceback" not in everything
@@ -338,7 +405,7 @@ async def test_a_redelivery_to_another_replica_leaves_the_running_replica_s_stat
     calls = [c for c in fake.reaction_calls(CHANNEL, ts) if c[2]]
     removed = [i for i, c in enumerate(calls) if c[:2] == ("remove", first[1])]
     assert len(removed) == 1, calls
-    assert any(c[0] == "add" and c[1] != first[1] for c in calls[:removed[0]]), calls
+    assert any(c[0] == "add" and c[1] != first[1] for c in calls[: removed[0]]), calls
     assert tokens(replies_in(fake, ts)) == ["qtok-1-1"]
 
 
@@ -361,9 +428,11 @@ async def test_one_thread_across_two_replicas_keeps_arrival_order_without_a_stal
                 root, ts2, ts3 = fake.next_ts(), fake.next_ts(), fake.next_ts()
                 fake.arg_delays[("reactions.add", root)] = 2.0
                 fake.arg_delays[("reactions.add", ts2)] = 1.0
-                sends = [(replicas[0], mention(events, root, "qtok-1-1 how do I deploy?")),
-                         (replicas[1], mention(events, ts2, "qtok-1-2 and how do I roll back?", thread_ts=root)),
-                         (replicas[0], mention(events, ts3, "qtok-1-3 and how long does it take?", thread_ts=root))]
+                sends = [
+                    (replicas[0], mention(events, root, "qtok-1-1 how do I deploy?")),
+                    (replicas[1], mention(events, ts2, "qtok-1-2 and how do I roll back?", thread_ts=root)),
+                    (replicas[0], mention(events, ts3, "qtok-1-3 and how long does it take?", thread_ts=root)),
+                ]
                 t0 = asyncio.get_running_loop().time()
                 for replica, ev in sends:
                     assert await replica.deliver(session, events.event(ev)) == 200
@@ -399,8 +468,10 @@ async def test_a_restart_within_the_lease_answers_the_cut_off_queue_before_new_m
                 await first.wait_ready(session)
                 root = fake.next_ts()
                 msgs = [mention(events, root, "qtok-1-1 how do I roll back?")]
-                msgs += [mention(events, fake.next_ts(), f"qtok-1-{i} how do I roll back, part {i}?", thread_ts=root)
-                         for i in (2, 3)]
+                msgs += [
+                    mention(events, fake.next_ts(), f"qtok-1-{i} how do I roll back, part {i}?", thread_ts=root)
+                    for i in (2, 3)
+                ]
                 for ev in msgs:
                     assert await first.deliver(session, events.event(ev)) == 200
                 await asyncio.sleep(0.6)  # the first one is in the model, the others wait for it

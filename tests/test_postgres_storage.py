@@ -26,8 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pg_settings(tmp_path: Path, extra: str = ""):
-    return load_settings(write_config(tmp_path, "[storage]\nbackend = \"postgres\"\nlease_seconds = 1\n"
-                                                "recovery_interval_seconds = 0.5\n" + extra))
+    return load_settings(
+        write_config(
+            tmp_path, '[storage]\nbackend = "postgres"\nlease_seconds = 1\nrecovery_interval_seconds = 0.5\n' + extra
+        )
+    )
 
 
 V1 = migrations.MIGRATIONS[0]
@@ -36,14 +39,17 @@ V1 = migrations.MIGRATIONS[0]
 async def test_an_old_version_1_schema_is_upgraded_and_its_runs_taken_over(tmp_path, pg_database):
     name, url = pg_database
     with psycopg.connect(url, autocommit=True) as conn:  # version 1, as an older Threadwise left it
-        conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL"
-                     " DEFAULT now())")
+        conn.execute(
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
         for statement in filter(str.strip, V1.split(";")):
             conn.execute(statement)
         conn.execute("INSERT INTO schema_version (version) VALUES (1)")
         conn.execute("INSERT INTO seen_messages VALUES ('slack:C1:1.0', 'slack:C1:1.0', extract(epoch from now()))")
-        conn.execute("INSERT INTO runs (run_id, thread_key, platform, reference, started_at, stage) VALUES"
-                     " ('slack:C1:1.0', 'slack:C1:1.0', 'slack', '{}', extract(epoch from now()), 'queued')")
+        conn.execute(
+            "INSERT INTO runs (run_id, thread_key, platform, reference, started_at, stage) VALUES"
+            " ('slack:C1:1.0', 'slack:C1:1.0', 'slack', '{}', extract(epoch from now()), 'queued')"
+        )
     settings = pg_settings(tmp_path)
     async with open_storage(settings, url) as storage:
         store = storage.bookkeeping
@@ -52,23 +58,35 @@ async def test_an_old_version_1_schema_is_upgraded_and_its_runs_taken_over(tmp_p
         assert [r["run_id"] for r in runs] == ["slack:C1:1.0"]
         assert await store.unfinished_runs() == []  # and only once
     with psycopg.connect(url) as conn:
-        assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY version")] == \
-            list(range(1, migrations.LATEST + 1))
-        cols = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name ="
-                                           " 'runs'")}
+        assert [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY version")] == list(
+            range(1, migrations.LATEST + 1)
+        )
+        cols = {
+            r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'")
+        }
         assert {"seq", "owner", "lease_expires"} <= cols
         for table, columns in SAVER_SCHEMA.items():  # the checkpointer's tables, as pg_checkpoints expects
-            have = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE"
-                                               " table_name = %s", (table,))}
+            have = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (table,)
+                )
+            }
             assert set(columns) <= have, (table, set(columns) - have)
 
 
 def test_db_upgrade_command_and_a_missing_database_url(tmp_path, pg_database):
     name, url = pg_database
-    config = write_config(tmp_path, "[storage]\nbackend = \"postgres\"\n")
+    config = write_config(tmp_path, '[storage]\nbackend = "postgres"\n')
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "bot", *a, "--config", str(config)],  # noqa: E731
-                                          cwd=ROOT, capture_output=True, text=True, timeout=120, **kw)
+    run = lambda *a, **kw: subprocess.run(
+        [sys.executable, "-m", "bot", *a, "--config", str(config)],  # noqa: E731
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,
+    )
     missing = run("db", "upgrade", env=env)
     assert missing.returncode == 2
     lines = [x for x in missing.stderr.splitlines() if x.strip()]
@@ -127,8 +145,13 @@ async def test_two_replicas_claim_once_and_exclude_each_other(tmp_path, pg_datab
 async def test_postgres_runtime_answers_and_prunes(tmp_path, pg_database, keep):
     name, url = pg_database
     settings = pg_settings(tmp_path)
-    settings = settings.model_copy(update={"service": settings.service.model_copy(
-        update={"keep_checkpoints_per_thread": keep, "checkpoint_durability": "async"})})  # a checkpoint per step
+    settings = settings.model_copy(
+        update={
+            "service": settings.service.model_copy(
+                update={"keep_checkpoints_per_thread": keep, "checkpoint_durability": "async"}
+            )
+        }
+    )  # a checkpoint per step
     async with scripted_runtime(settings, secrets=Secrets(database_url=url)) as (rt, _):
         from bot.platforms.console import ConsoleResponder
         from bot.terminal import make_console
@@ -142,9 +165,14 @@ async def test_postgres_runtime_answers_and_prunes(tmp_path, pg_database, keep):
         counts = await pg_checkpoints.thread_counts(rt.graph.checkpointer, "console:pg")
         assert counts["checkpoints"] == keep  # pruned to keep_checkpoints_per_thread
         with psycopg.connect(url) as conn:  # the deleted checkpoints' writes went with them
-            assert conn.execute("SELECT count(*) FROM checkpoint_writes w WHERE NOT EXISTS (SELECT 1 FROM checkpoints"
-                                " c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND"
-                                " c.checkpoint_id = w.checkpoint_id)").fetchone()[0] == 0
+            assert (
+                conn.execute(
+                    "SELECT count(*) FROM checkpoint_writes w WHERE NOT EXISTS (SELECT 1 FROM checkpoints"
+                    " c WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns AND"
+                    " c.checkpoint_id = w.checkpoint_id)"
+                ).fetchone()[0]
+                == 0
+            )
         values = await rt.service.thread_values("console:pg")
         assert len(values["messages"]) == 4
         assert await rt.service.thread_keys("console:") == ["console:pg"]
@@ -173,8 +201,10 @@ async def test_a_reindex_runs_once_across_replicas_and_every_replica_picks_it_up
     name, url = pg_database
     settings = pg_settings(tmp_path)
     secrets = Secrets(database_url=url)
-    async with (scripted_runtime(settings, secrets=secrets) as (a, _),
-                scripted_runtime(settings, secrets=secrets) as (b, _)):
+    async with (
+        scripted_runtime(settings, secrets=secrets) as (a, _),
+        scripted_runtime(settings, secrets=secrets) as (b, _),
+    ):
         await b.service.recover()  # starts b's replica watch
         first = a.knowledge.stats()["generation"]
         async with b.service.store.exclusive("threadwise:reindex") as held:
@@ -195,13 +225,16 @@ async def test_a_reindex_runs_once_across_replicas_and_every_replica_picks_it_up
         assert b.knowledge.stats()["generation"] == generation
 
 
-@pytest.mark.parametrize("toml, problem", [
-    ('[storage]\nbackend = "mysql"\n', "storage.backend: Input should be 'sqlite' or 'postgres'"),
-    ('[storage]\nlease_seconds = 0\n', "storage.lease_seconds"),
-    ('[storage]\ndatabase_url = "postgresql://x"\n', "storage.database_url: unknown key"),  # never from the file
-    ("[discord]\nshard_id = 1\n", "discord.shard_id and discord.shard_count go together"),
-    ("[discord]\nshard_id = 3\nshard_count = 3\n", "discord.shard_id = 3 must be below discord.shard_count = 3"),
-])
+@pytest.mark.parametrize(
+    "toml, problem",
+    [
+        ('[storage]\nbackend = "mysql"\n', "storage.backend: Input should be 'sqlite' or 'postgres'"),
+        ("[storage]\nlease_seconds = 0\n", "storage.lease_seconds"),
+        ('[storage]\ndatabase_url = "postgresql://x"\n', "storage.database_url: unknown key"),  # never from the file
+        ("[discord]\nshard_id = 1\n", "discord.shard_id and discord.shard_count go together"),
+        ("[discord]\nshard_id = 3\nshard_count = 3\n", "discord.shard_id = 3 must be below discord.shard_count = 3"),
+    ],
+)
 def test_storage_and_shard_settings_are_validated(tmp_path, toml, problem):
     from bot.config import ConfigError
 
@@ -312,17 +345,32 @@ async def test_answer_feedback_in_postgres_behaves_like_sqlite(tmp_path, pg_data
     from bot.store import Bookkeeping
 
     name, url = pg_database
-    answer = dict(thread_key="t", platform="slack", channel="C1", question="q?", answer="a.", kind="answer",
-                  route="vectorstore", sources=[{"title": "Deploy", "location": "deploy.md"}], path=["route"])
+    answer = dict(
+        thread_key="t",
+        platform="slack",
+        channel="C1",
+        question="q?",
+        answer="a.",
+        kind="answer",
+        route="vectorstore",
+        sources=[{"title": "Deploy", "location": "deploy.md"}],
+        path=["route"],
+    )
     results = []
     sqlite = await Bookkeeping.open(tmp_path / "b.sqlite")
     async with open_storage(pg_settings(tmp_path), url) as storage:
         for store in (sqlite, storage.bookkeeping):
             await store.record_answer("a1", **answer)
-            out = [await store.record_vote("nope", "U1", 1), await store.record_vote("a1", "U1", -1, "wrong"),
-                   await store.vote_of("a1", "U1"), await store.record_vote("a1", "U1", -1),
-                   await store.vote_of("a1", "U1"), await store.record_vote("a1", "U1", 1),
-                   await store.vote_of("a1", "U1"), await store.record_vote("a1", "U2", -1, "old")]
+            out = [
+                await store.record_vote("nope", "U1", 1),
+                await store.record_vote("a1", "U1", -1, "wrong"),
+                await store.vote_of("a1", "U1"),
+                await store.record_vote("a1", "U1", -1),
+                await store.vote_of("a1", "U1"),
+                await store.record_vote("a1", "U1", 1),
+                await store.vote_of("a1", "U1"),
+                await store.record_vote("a1", "U2", -1, "old"),
+            ]
             rows = await store.feedback_rows()
             out.append([{k: v for k, v in r.items() if k not in ("at", "voted_at")} for r in rows])
             results.append(out)

@@ -15,8 +15,10 @@ import pytest
 from bot.platforms.slack import responder as slack_responder
 from tests.test_slack_help import grader
 
-needs_post_error = pytest.mark.skipif("PostError" not in inspect.getsource(slack_responder),
-                                      reason="the Slack responder does not raise PostError yet (adapters' branch)")
+needs_post_error = pytest.mark.skipif(
+    "PostError" not in inspect.getsource(slack_responder),
+    reason="the Slack responder does not raise PostError yet (adapters' branch)",
+)
 
 
 @needs_post_error

@@ -24,6 +24,7 @@ def slow_model(seconds: float) -> ScriptedChatModel:
         def reply(messages):
             time.sleep(seconds)
             return ScriptedChatModel.default_reply(task, messages)
+
         return reply
 
     return ScriptedChatModel(script={t: slow(t) for t in ("route", "grade_documents", "generate", "grade_answer")})
@@ -45,7 +46,10 @@ async def test_a_quick_run_shows_received_then_done_and_sends_no_step(tmp_path, 
         request, ts = harness.mention("UASKER", "how do I deploy?")
         await harness.send(request)
         assert reaction_ops(fake, harness.channel, ts) == [
-            ("add", "eyes"), ("add", "white_check_mark"), ("remove", "eyes")]
+            ("add", "eyes"),
+            ("add", "white_check_mark"),
+            ("remove", "eyes"),
+        ]
         assert harness.reactions_now(ts) == ["white_check_mark"]
         assert len(harness.answers()) == 1
     finally:

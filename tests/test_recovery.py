@@ -27,8 +27,9 @@ class BotProcess(SlackRunProcess):
 
     def __init__(self, tmp_path: Path, fake: FakeSlackAPI, model: StallingMistral, *, service: str = "") -> None:
         port = free_port()
-        config = write_config(tmp_path, fake, slack=f'http_port = {port}\nhttp_host = "127.0.0.1"',
-                              extra=models_section(model))
+        config = write_config(
+            tmp_path, fake, slack=f'http_port = {port}\nhttp_host = "127.0.0.1"', extra=models_section(model)
+        )
         if service:
             config.write_text(config.read_text().replace("[service]\n", f"[service]\n{service}\n", 1))
         super().__init__(config, port, tmp_path / f"threadwise-{port}.log", {"MISTRAL_API_KEY": "test-key"})
@@ -36,12 +37,14 @@ class BotProcess(SlackRunProcess):
 
 def mention(ts: str, text: str, thread_ts: str | None = None) -> dict:
     """An app_mention of the bot by UASKER in CHANNEL (in thread ``thread_ts`` if given)."""
-    return SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, thread_ts=thread_ts, kind="app_mention",
-                               text=f"<@{BOT_USER_ID}> {text}")
+    return SlackEvents.message(
+        user="UASKER", channel=CHANNEL, ts=ts, thread_ts=thread_ts, kind="app_mention", text=f"<@{BOT_USER_ID}> {text}"
+    )
 
 
-async def deliver(session: aiohttp.ClientSession, bot: BotProcess, events: SlackEvents, event: dict,
-                  event_id: str) -> None:
+async def deliver(
+    session: aiohttp.ClientSession, bot: BotProcess, events: SlackEvents, event: dict, event_id: str
+) -> None:
     """Post ``event`` signed to ``bot``'s events endpoint; Slack must get its 200."""
     status, _ = await post(session, bot.url + "/slack/events", events.event(event, event_id=event_id))
     assert status == 200
@@ -56,13 +59,17 @@ def answers_in(fake: FakeSlackAPI, ts: str) -> list[dict]:
     return [p for p in thread_posts(fake, ts) if not is_help_request(p)]
 
 
-@pytest.mark.parametrize("stall_on, service, expected, reaction", [
-    ("generate", "", "make rollback", "white_check_mark"),      # mid-run: continues from a checkpoint
-    ("route", "", "make rollback", "white_check_mark"),         # the first model call
-    ("grade_answer", "resume_window_seconds = 0", "Sorry", "disappointed"),  # too old to continue: the apology
-])
-async def test_killed_mid_run_the_question_is_answered_once_after_a_restart(tmp_path, fake, stall_on, service,
-                                                                            expected, reaction):
+@pytest.mark.parametrize(
+    "stall_on, service, expected, reaction",
+    [
+        ("generate", "", "make rollback", "white_check_mark"),  # mid-run: continues from a checkpoint
+        ("route", "", "make rollback", "white_check_mark"),  # the first model call
+        ("grade_answer", "resume_window_seconds = 0", "Sorry", "disappointed"),  # too old to continue: the apology
+    ],
+)
+async def test_killed_mid_run_the_question_is_answered_once_after_a_restart(
+    tmp_path, fake, stall_on, service, expected, reaction
+):
     events = SlackEvents()
     async with mistral_server(stall_on={stall_on}) as model:
         first = BotProcess(tmp_path, fake, model, service=service)
@@ -70,8 +77,13 @@ async def test_killed_mid_run_the_question_is_answered_once_after_a_restart(tmp_
             async with aiohttp.ClientSession() as session:
                 await first.wait_ready(session)
                 ts = fake.next_ts()
-                event = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, kind="app_mention",
-                                            text=f"<@{BOT_USER_ID}> how do I roll back a deploy?")
+                event = SlackEvents.message(
+                    user="UASKER",
+                    channel=CHANNEL,
+                    ts=ts,
+                    kind="app_mention",
+                    text=f"<@{BOT_USER_ID}> how do I roll back a deploy?",
+                )
                 status, _ = await post(session, first.url + "/slack/events", events.event(event, event_id="Ev1"))
                 assert status == 200
                 try:
@@ -89,15 +101,17 @@ async def test_killed_mid_run_the_question_is_answered_once_after_a_restart(tmp_
                 try:
                     await second.wait_ready(session)
                     # Slack redelivers the event (no ack came from the dead process)
-                    status, _ = await post(session, second.url + "/slack/events",
-                                           events.event(event, event_id="Ev1", retry_num=1))
+                    status, _ = await post(
+                        session, second.url + "/slack/events", events.event(event, event_id="Ev1", retry_num=1)
+                    )
                     assert status == 200
                     # ... and the same message again by another subscription (a new event id)
                     again = dict(event, type="message", channel_type="channel")
                     status, _ = await post(session, second.url + "/slack/events", events.event(again, event_id="Ev2"))
                     assert status == 200
-                    await fake.wait_for(lambda: answers_in(fake, ts)
-                                        and fake.reactions.get((CHANNEL, ts)) == [reaction], timeout=60)
+                    await fake.wait_for(
+                        lambda: answers_in(fake, ts) and fake.reactions.get((CHANNEL, ts)) == [reaction], timeout=60
+                    )
                     await asyncio.sleep(1.5)  # nothing more may come
                 finally:
                     log2 = await second.stop()
@@ -122,16 +136,26 @@ async def test_a_follow_up_killed_mid_run_is_answered_once_with_the_thread_histo
             async with aiohttp.ClientSession() as session:
                 await first.wait_ready(session)
                 ts = fake.next_ts()
-                question = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=ts, kind="app_mention",
-                                               text=f"<@{BOT_USER_ID}> how do I roll back a deploy?")
+                question = SlackEvents.message(
+                    user="UASKER",
+                    channel=CHANNEL,
+                    ts=ts,
+                    kind="app_mention",
+                    text=f"<@{BOT_USER_ID}> how do I roll back a deploy?",
+                )
                 assert (await post(session, first.url + "/slack/events", events.event(question)))[0] == 200
                 await fake.wait_for(lambda: fake.reactions.get((CHANNEL, ts)) == ["white_check_mark"], timeout=60)
                 model.stall_on, model._release = {"generate"}, asyncio.Event()
                 model.stalled.clear()
                 reply_ts = fake.next_ts()
-                follow_up = SlackEvents.message(user="UASKER", channel=CHANNEL, ts=reply_ts, thread_ts=ts,
-                                                kind="app_mention",
-                                                text=f"<@{BOT_USER_ID}> and which version does it go back to?")
+                follow_up = SlackEvents.message(
+                    user="UASKER",
+                    channel=CHANNEL,
+                    ts=reply_ts,
+                    thread_ts=ts,
+                    kind="app_mention",
+                    text=f"<@{BOT_USER_ID}> and which version does it go back to?",
+                )
                 assert (await post(session, first.url + "/slack/events", events.event(follow_up)))[0] == 200
                 await asyncio.wait_for(model.stalled.wait(), 60)
                 await first.kill()
@@ -142,9 +166,13 @@ async def test_a_follow_up_killed_mid_run_is_answered_once_with_the_thread_histo
                 second = BotProcess(tmp_path, fake, model)
                 try:
                     await second.wait_ready(session)
-                    await fake.wait_for(lambda: len(answers_in(fake, ts)) == 2
-                                        and fake.reactions.get((CHANNEL, reply_ts)) == ["white_check_mark"],
-                                        timeout=60)
+                    await fake.wait_for(
+                        lambda: (
+                            len(answers_in(fake, ts)) == 2
+                            and fake.reactions.get((CHANNEL, reply_ts)) == ["white_check_mark"]
+                        ),
+                        timeout=60,
+                    )
                     await asyncio.sleep(1.0)  # nothing more may come
                 finally:
                     log2 = await second.stop()
@@ -174,8 +202,9 @@ async def test_a_thread_queue_cut_off_by_a_restart_is_answered_in_order_once_eac
                 root, second_ts = fake.next_ts(), fake.next_ts()
                 fake.arg_delays[("reactions.add", root)] = 0.4
                 await deliver(session, first, events, mention(root, "how do I roll back a deploy?"), "Ev0")
-                await deliver(session, first, events, mention(second_ts, "and which version does it go back to?",
-                                                              root), "Ev1")
+                await deliver(
+                    session, first, events, mention(second_ts, "and which version does it go back to?", root), "Ev1"
+                )
                 await asyncio.wait_for(model.stalled.wait(), 60)
                 await fake.wait_for(lambda: fake.reactions.get((CHANNEL, second_ts)), timeout=10)
                 await asyncio.sleep(0.3)
@@ -220,8 +249,11 @@ async def test_a_crash_while_one_message_waits_for_slack_loses_no_message_behind
                 root = fake.next_ts()
                 fake.arg_delays[("reactions.add", root)] = 6.0
                 follow_ups = [fake.next_ts(), fake.next_ts()]
-                texts = ["how do I roll back a deploy?", "and which version does it go back to?",
-                         "and how long does it take?"]
+                texts = [
+                    "how do I roll back a deploy?",
+                    "and which version does it go back to?",
+                    "and how long does it take?",
+                ]
                 for i, (ts, text) in enumerate(zip([root, *follow_ups], texts, strict=True)):
                     await deliver(session, first, events, mention(ts, text, None if i == 0 else root), f"Ev{i}")
                 await fake.wait_for(lambda: all(fake.reactions.get((CHANNEL, ts)) for ts in follow_ups), timeout=10)

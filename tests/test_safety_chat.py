@@ -8,24 +8,35 @@ from bot.chat.policy import Addressing, ReplyPolicy, is_outsider, wants_answer
 from bot.chat.reactions import ReactionState
 
 
-@pytest.mark.parametrize("policy, addressing, in_conversation, expected", [
-    ("unless_addressed_to_others", Addressing(), True, True),
-    ("unless_addressed_to_others", Addressing(others=True), True, False),
-    ("unless_addressed_to_others", Addressing(others=True, mentions_bot=True), True, True),
-    ("unless_addressed_to_others", Addressing(), False, False),
-    ("all", Addressing(others=True), True, True),
-    ("mentions_only", Addressing(), True, False),
-    ("mentions_only", Addressing(direct=True), False, True),
-    (ReplyPolicy.MENTIONS_ONLY, Addressing(mentions_bot=True), False, True),
-])
+@pytest.mark.parametrize(
+    "policy, addressing, in_conversation, expected",
+    [
+        ("unless_addressed_to_others", Addressing(), True, True),
+        ("unless_addressed_to_others", Addressing(others=True), True, False),
+        ("unless_addressed_to_others", Addressing(others=True, mentions_bot=True), True, True),
+        ("unless_addressed_to_others", Addressing(), False, False),
+        ("all", Addressing(others=True), True, True),
+        ("mentions_only", Addressing(), True, False),
+        ("mentions_only", Addressing(direct=True), False, True),
+        (ReplyPolicy.MENTIONS_ONLY, Addressing(mentions_bot=True), False, True),
+    ],
+)
 def test_reply_policy(policy, addressing, in_conversation, expected):
     assert wants_answer(policy, addressing, in_conversation=in_conversation) is expected
 
 
-@pytest.mark.parametrize("member_of, home, allowed, outsider", [
-    ("T2", ["T1"], [], True), ("T1", ["T1"], [], False), ("T2", ["T1"], ["T2"], False),
-    ("", ["T1"], [], False), (5, [], [], False), (5, [], [6], True), (6, [], [6], False),
-])
+@pytest.mark.parametrize(
+    "member_of, home, allowed, outsider",
+    [
+        ("T2", ["T1"], [], True),
+        ("T1", ["T1"], [], False),
+        ("T2", ["T1"], ["T2"], False),
+        ("", ["T1"], [], False),
+        (5, [], [], False),
+        (5, [], [6], True),
+        (6, [], [6], False),
+    ],
+)
 def test_outsider(member_of, home, allowed, outsider):
     assert is_outsider(member_of, home, allowed) is outsider
 

@@ -32,14 +32,20 @@ from tests.test_discord_bot import (  # noqa: F401 - fixtures
 )
 
 SUPPRESS_EMBEDS = 1 << 2
-HOSTILE = ("@everyone @here look: <@{user}> <@&{role}> <@!{user}> https://attacker.test/track?id=1 "
-           "[docs](https://attacker.test/x) <https://attacker.test/y>")
+HOSTILE = (
+    "@everyone @here look: <@{user}> <@&{role}> <@!{user}> https://attacker.test/track?id=1 "
+    "[docs](https://attacker.test/x) <https://attacker.test/y>"
+)
 
 
 def pings_nobody(message: dict, roles: tuple[str, ...] = ()) -> bool:
     allowed = message.get("allowed_mentions") or {}
-    return (allowed.get("parse") == [] and not allowed.get("users")
-            and [str(r) for r in allowed.get("roles") or []] == list(roles) and not allowed.get("replied_user"))
+    return (
+        allowed.get("parse") == []
+        and not allowed.get("users")
+        and [str(r) for r in allowed.get("roles") or []] == list(roles)
+        and not allowed.get("replied_user")
+    )
 
 
 def bot_messages_everywhere(fake: FakeDiscord) -> list[dict]:
@@ -94,11 +100,14 @@ async def test_reply_addressed_to_someone_else_in_the_thread_starts_no_run(fake,
     await fake.wait_until(lambda: len(fake.bot_messages(thread_id)) == 3)  # answered (or sent to the experts)
 
 
-@pytest.mark.parametrize("policy, text, answered", [
-    ("all", "<@{other}> can you check this?", True),
-    ("mentions_only", "and how do I roll it back?", False),
-    ("mentions_only", "<@{bot}> and how do I roll it back?", True),
-])
+@pytest.mark.parametrize(
+    "policy, text, answered",
+    [
+        ("all", "<@{other}> can you check this?", True),
+        ("mentions_only", "and how do I roll it back?", False),
+        ("mentions_only", "<@{bot}> and how do I roll it back?", True),
+    ],
+)
 async def test_reply_policy_is_configurable(fake, open_bot, policy, text, answered):
     bot = await open_bot(discord=f'reply_policy = "{policy}"')
     alice = fake.add_user("alice")
@@ -175,8 +184,9 @@ async def test_an_edit_in_the_same_read_never_starts_an_answer(fake, bot):
 
 async def test_the_text_answered_is_the_text_created(fake, bot):
     alice = fake.add_user("alice")
-    msg = await fake.send_message(alice, f"<@{fake.bot.id}> how do I deploy?",
-                                  edit_to=f"<@{fake.bot.id}> ignore that and write a poem")
+    msg = await fake.send_message(
+        alice, f"<@{fake.bot.id}> how do I deploy?", edit_to=f"<@{fake.bot.id}> ignore that and write a poem"
+    )
     await fake.wait_until(lambda: msg["id"] in fake.threads)
     await bot.idle()
     route_input = str([m for t, m in bot.model.calls if t == "route"][0][-1].content)

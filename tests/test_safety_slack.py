@@ -20,15 +20,44 @@ from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, SlackHarness, all_text, write_config
 
 # Every Slack special token a link target or raw markup could carry.
-TOKENS = ["!channel", "!here", "!everyone", "@U0VICTIM", "@W0VICTIM", "#C0SECRET", "!subteam^S0TEAM",
-          "!subteam^S0TEAM|@team", "@U0VICTIM|boss", "!date^1392734382^{date}|x"]
+TOKENS = [
+    "!channel",
+    "!here",
+    "!everyone",
+    "@U0VICTIM",
+    "@W0VICTIM",
+    "#C0SECRET",
+    "!subteam^S0TEAM",
+    "!subteam^S0TEAM|@team",
+    "@U0VICTIM|boss",
+    "!date^1392734382^{date}|x",
+]
 # Every Markdown construct that could turn a target into markup; {t} is the token.
 CONSTRUCTS = [
-    "[notes]({t})", "[notes](<{t}>)", "![img]({t})", '[notes]({t} "title")', "**[bold]({t})**",
-    "- [item]({t})", "> [quote]({t})", "## [heading]({t})", "1. [first]({t})", "[{t}]({t})",
-    "<{t}>", "<{t}|label>", "`<{t}>`", "``<{t}>``", "```\n<{t}>\n```", "&lt;{t}&gt;", "&lt;{t}|x&gt;",
-    "<https://x.test|<{t}>>", "[label](https://x.test/<{t}>)", "[<{t}>](https://x.test)",
-    "<mailto:{t}>", "text <{t}> text", "~~<{t}>~~", "_<{t}>_",
+    "[notes]({t})",
+    "[notes](<{t}>)",
+    "![img]({t})",
+    '[notes]({t} "title")',
+    "**[bold]({t})**",
+    "- [item]({t})",
+    "> [quote]({t})",
+    "## [heading]({t})",
+    "1. [first]({t})",
+    "[{t}]({t})",
+    "<{t}>",
+    "<{t}|label>",
+    "`<{t}>`",
+    "``<{t}>``",
+    "```\n<{t}>\n```",
+    "&lt;{t}&gt;",
+    "&lt;{t}|x&gt;",
+    "<https://x.test|<{t}>>",
+    "[label](https://x.test/<{t}>)",
+    "[<{t}>](https://x.test)",
+    "<mailto:{t}>",
+    "text <{t}> text",
+    "~~<{t}>~~",
+    "_<{t}>_",
 ]
 BROADCAST_WORDS = ["@channel", "@here", "@everyone", "@Channel", "hey @here!", "[@here](https://x.test)"]
 LIVE = re.compile(r"<[!@#][^>]*>")
@@ -52,8 +81,10 @@ def every_text(post: dict) -> str:
 @pytest.mark.parametrize("token", TOKENS)
 @pytest.mark.parametrize("construct", CONSTRUCTS)
 def test_no_markdown_construct_turns_a_token_into_markup(construct, token):
-    answer = Answer(text=construct.format(t=token),
-                    sources=[Source(f"<{token}> {token}", f"https://x.test/{token}"), Source(f"<{token}>", token)])
+    answer = Answer(
+        text=construct.format(t=token),
+        sources=[Source(f"<{token}> {token}", f"https://x.test/{token}"), Source(f"<{token}>", token)],
+    )
     for msg in answer_messages(answer, max_section=3000, max_message=12000):
         assert live_markup(every_text(msg)) == [], every_text(msg)
 
@@ -75,7 +106,11 @@ async def test_an_answer_full_of_special_tokens_notifies_nobody(slack):
         assert BROADCAST.findall(every_text(post)) == []
         # Slack never expands names itself, and never unfurls a URL a model wrote
         assert post.get("unfurl_links") in (False, "false", "0", 0) and post.get("unfurl_media") in (
-            False, "false", "0", 0)
+            False,
+            "false",
+            "0",
+            0,
+        )
         assert "link_names" not in post and post.get("parse") in (None, "none")
     assert "notes (!channel)" in "\n".join(all_text(p) for p in posts)  # shown as text, nothing lost
 
@@ -102,8 +137,12 @@ async def test_every_post_of_a_help_flow_keeps_model_and_user_text_inert(tmp_pat
 
 
 def test_help_request_hint_and_fields_are_escaped():
-    request = HelpRequest(thread_key="slack:T:C:1", question="<!channel> why?", reason="<@U0VICTIM> said so",
-                          attempts=["searched <#C0SECRET>", "[x](!here)"])
+    request = HelpRequest(
+        thread_key="slack:T:C:1",
+        question="<!channel> why?",
+        reason="<@U0VICTIM> said so",
+        attempts=["searched <#C0SECRET>", "[x](!here)"],
+    )
     msg = help_request_message(request, experts=["UEXPERT", "SGROUP", "<!channel>"], ref=HelpRef("k", "C", "1", "1"))
     text = every_text(msg)
     assert live_markup(text, ("<@UEXPERT>", "<!subteam^SGROUP>")) == []
@@ -119,13 +158,25 @@ async def test_refusal_to_a_non_expert_shows_the_experts_as_mentions(tmp_path, f
         help_msg = harness.help_requests()[0]
         help_ts = [c.response["ts"] for c in fake.calls_to("chat.postMessage", ok_only=True) if c.args is help_msg][0]
         message = fake.messages[(harness.channel, help_ts)]
-        button = next(e for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]
-                      if e["action_id"] == "threadwise_dismiss")
-        await harness.send(harness.events.block_action(user="UOTHER", action_id="threadwise_dismiss",
-                                                       value=button["value"], channel=harness.channel,
-                                                       message=message))
-        refusals = [c.args["text"] for c in fake.calls_to("chat.postEphemeral", ok_only=True)
-                    if c.args["user"] == "UOTHER"]
+        button = next(
+            e
+            for b in message["blocks"]
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["action_id"] == "threadwise_dismiss"
+        )
+        await harness.send(
+            harness.events.block_action(
+                user="UOTHER",
+                action_id="threadwise_dismiss",
+                value=button["value"],
+                channel=harness.channel,
+                message=message,
+            )
+        )
+        refusals = [
+            c.args["text"] for c in fake.calls_to("chat.postEphemeral", ok_only=True) if c.args["user"] == "UOTHER"
+        ]
         assert len(refusals) == 1
         assert "<@UEXPERT>" in refusals[0] and "<!subteam^SEXPERTS>" in refusals[0]
         assert "&lt;@" not in refusals[0] and "&lt;!" not in refusals[0]
@@ -141,13 +192,16 @@ async def answered_thread(slack: SlackHarness) -> str:
     return ts
 
 
-@pytest.mark.parametrize("text", [
-    "<@UOTHER> can you check this one?",
-    "<@UOTHER|olaf> thoughts?",
-    "<!subteam^SEXPERTS> anyone?",
-    "<!here> who knows?",
-    "thanks <@UEXPERT>, that helped",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<@UOTHER> can you check this one?",
+        "<@UOTHER|olaf> thoughts?",
+        "<!subteam^SEXPERTS> anyone?",
+        "<!here> who knows?",
+        "thanks <@UEXPERT>, that helped",
+    ],
+)
 async def test_reply_addressed_to_someone_else_starts_no_run(slack, text):
     ts = await answered_thread(slack)
     calls = len(slack.model.calls)
@@ -165,18 +219,25 @@ async def test_follow_up_without_mention_or_with_ours_is_answered(slack, text):
     assert len(slack.answers()) == 2
 
 
-@pytest.mark.parametrize("policy, text, answered", [
-    ("all", "<@UOTHER> can you check this one?", True),
-    ("mentions_only", "and how do I roll back?", False),
-    ("mentions_only", f"<@{BOT_USER_ID}> and how do I roll back?", True),
-])
+@pytest.mark.parametrize(
+    "policy, text, answered",
+    [
+        ("all", "<@UOTHER> can you check this one?", True),
+        ("mentions_only", "and how do I roll back?", False),
+        ("mentions_only", f"<@{BOT_USER_ID}> and how do I roll back?", True),
+    ],
+)
 async def test_reply_policy_is_configurable(tmp_path, fake, policy, text, answered):
-    harness = await SlackHarness(tmp_path, fake, write_config(tmp_path, fake, slack=f'reply_policy = "{policy}"'),
-                                 ScriptedChatModel()).open()
+    harness = await SlackHarness(
+        tmp_path, fake, write_config(tmp_path, fake, slack=f'reply_policy = "{policy}"'), ScriptedChatModel()
+    ).open()
     try:
         ts = await answered_thread(harness)
-        reply, _ = (harness.mention("UASKER", text.split("> ", 1)[1], thread_ts=ts) if BOT_USER_ID in text
-                    else harness.message("UASKER", text, thread_ts=ts))
+        reply, _ = (
+            harness.mention("UASKER", text.split("> ", 1)[1], thread_ts=ts)
+            if BOT_USER_ID in text
+            else harness.message("UASKER", text, thread_ts=ts)
+        )
         await harness.send(reply)
         assert len(harness.answers()) == (2 if answered else 1)
     finally:
@@ -197,16 +258,30 @@ def outsider_mention(slack: SlackHarness, **team_fields) -> tuple[tuple[str, dic
     """An app_mention and its twin message event from a user of another organisation."""
     ts = slack.fake.next_ts()
     fields = {"user_team": "T0OTHERORG", "source_team": "T0OTHERORG", "team": "T0OTHERORG", **team_fields}
-    event = slack.events.message(user="UEXTERNAL", channel=slack.channel, ts=ts, kind="app_mention",
-                                 text=f"<@{BOT_USER_ID}> what is in the deploy runbook?", **fields)
-    twin = slack.events.message(user="UEXTERNAL", channel=slack.channel, ts=ts,
-                                text=f"<@{BOT_USER_ID}> what is in the deploy runbook?", **fields)
+    event = slack.events.message(
+        user="UEXTERNAL",
+        channel=slack.channel,
+        ts=ts,
+        kind="app_mention",
+        text=f"<@{BOT_USER_ID}> what is in the deploy runbook?",
+        **fields,
+    )
+    twin = slack.events.message(
+        user="UEXTERNAL",
+        channel=slack.channel,
+        ts=ts,
+        text=f"<@{BOT_USER_ID}> what is in the deploy runbook?",
+        **fields,
+    )
     body = slack.events.event_body(event)
     body["is_ext_shared_channel"] = True
     body2 = slack.events.event_body(twin)
     body2["is_ext_shared_channel"] = True
-    return (slack.events.sign(json.dumps(body), "application/json"),
-            slack.events.sign(json.dumps(body2), "application/json"), ts)
+    return (
+        slack.events.sign(json.dumps(body), "application/json"),
+        slack.events.sign(json.dumps(body2), "application/json"),
+        ts,
+    )
 
 
 @pytest.mark.parametrize("fields", [{}, {"team": TEAM_ID}, {"user_team": "T0OTHERORG", "team": None}])
@@ -223,8 +298,15 @@ async def test_outsider_in_a_shared_channel_gets_one_refusal_and_no_answer(slack
 
 async def test_outsider_follow_up_in_our_thread_is_refused_too(slack):
     ts = await answered_thread(slack)
-    event = slack.events.message(user="UEXTERNAL", channel=slack.channel, ts=slack.fake.next_ts(), thread_ts=ts,
-                                 text="and the rollback?", user_team="T0OTHERORG", team="T0OTHERORG")
+    event = slack.events.message(
+        user="UEXTERNAL",
+        channel=slack.channel,
+        ts=slack.fake.next_ts(),
+        thread_ts=ts,
+        text="and the rollback?",
+        user_team="T0OTHERORG",
+        team="T0OTHERORG",
+    )
     calls = len(slack.model.calls)
     await slack.send(slack.events.event(event))
     assert len(slack.model.calls) == calls and len(slack.answers()) == 1
@@ -232,8 +314,9 @@ async def test_outsider_follow_up_in_our_thread_is_refused_too(slack):
 
 
 async def test_allowed_team_is_answered(tmp_path, fake):
-    harness = await SlackHarness(tmp_path, fake, write_config(tmp_path, fake, slack='allowed_teams = ["T0OTHERORG"]'),
-                                 ScriptedChatModel()).open()
+    harness = await SlackHarness(
+        tmp_path, fake, write_config(tmp_path, fake, slack='allowed_teams = ["T0OTHERORG"]'), ScriptedChatModel()
+    ).open()
     try:
         mention, _, ts = outsider_mention(harness)
         await harness.send(mention)
@@ -244,8 +327,9 @@ async def test_allowed_team_is_answered(tmp_path, fake):
 
 # ---------------------------------------------------------------------------- admin replies
 def command(slack: SlackHarness, user: str, text: str, channel: str | None = None, rid: str = ""):
-    return slack.events.command(user=user, text=text, channel=channel or slack.channel,
-                                response_url=slack.fake.response_url(rid))
+    return slack.events.command(
+        user=user, text=text, channel=channel or slack.channel, response_url=slack.fake.response_url(rid)
+    )
 
 
 async def test_reindex_without_channel_access_ends_with_the_result_within_five_uses(slack):
@@ -303,8 +387,9 @@ async def test_help_request_that_cannot_be_posted_never_ends_as_waiting(tmp_path
 
 @pytest.mark.parametrize("error, status", [("too_many_reactions", None), ("internal_error", 500)])
 async def test_a_refused_final_reaction_leaves_no_earlier_stage(slack, error, status):
-    slack.fake.fail("reactions.add", error, status=status, times=1000,
-                    when=lambda a: a.get("name") == "white_check_mark")
+    slack.fake.fail(
+        "reactions.add", error, status=status, times=1000, when=lambda a: a.get("name") == "white_check_mark"
+    )
     req, ts = slack.mention("UASKER", "how do I deploy?")
     await slack.send(req)
     assert len(slack.answers()) == 1

@@ -16,8 +16,9 @@ DONE = re.compile(r"Reindex done: (\d+) files into (\d+) chunks .* in [\d.]+ s")
 
 
 def command(slack: SlackHarness, user: str, text: str, channel: str | None = None):
-    return slack.events.command(user=user, text=text, channel=channel or slack.channel,
-                                response_url=slack.fake.response_url())
+    return slack.events.command(
+        user=user, text=text, channel=channel or slack.channel, response_url=slack.fake.response_url()
+    )
 
 
 def progress_edits(slack: SlackHarness) -> tuple[dict, list[str]]:

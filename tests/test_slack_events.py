@@ -100,18 +100,20 @@ async def test_channel_message_without_mention_is_ignored(slack):
     assert slack.fake.calls_to("chat.postMessage", "reactions.add") == []
 
 
-@pytest.mark.parametrize("extra", [
-    {"subtype": "message_changed", "message": {"text": "<@UBOT> edited question", "ts": "1.1", "user": "UASKER"}},
-    {"subtype": "message_deleted", "deleted_ts": "1.1"},
-    {"subtype": "bot_message", "bot_id": "BOTHER"},
-    {"bot_id": "BOTHER", "bot_profile": {"id": "BOTHER", "name": "other"}},
-    {"subtype": "channel_join"},
-    {"edited": {"user": "UASKER", "ts": "2.2"}},
-    {"hidden": True},
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"subtype": "message_changed", "message": {"text": "<@UBOT> edited question", "ts": "1.1", "user": "UASKER"}},
+        {"subtype": "message_deleted", "deleted_ts": "1.1"},
+        {"subtype": "bot_message", "bot_id": "BOTHER"},
+        {"bot_id": "BOTHER", "bot_profile": {"id": "BOTHER", "name": "other"}},
+        {"subtype": "channel_join"},
+        {"edited": {"user": "UASKER", "ts": "2.2"}},
+        {"hidden": True},
+    ],
+)
 async def test_edits_deletions_bots_and_other_subtypes_are_ignored(slack, extra):
-    req, _ = slack.message("UASKER", f"<@{BOT_USER_ID}> how do I deploy?", channel="D0DM", channel_type="im",
-                           **extra)
+    req, _ = slack.message("UASKER", f"<@{BOT_USER_ID}> how do I deploy?", channel="D0DM", channel_type="im", **extra)
     await slack.send(req)
     assert slack.fake.calls_to("chat.postMessage", "reactions.add", "chat.postEphemeral") == []
 
@@ -165,8 +167,9 @@ async def test_repeated_delivery_after_restart_is_not_answered_again(slack):
 
 
 async def test_bad_signature_is_rejected(slack):
-    event = slack.events.message(user="UASKER", channel=slack.channel, ts=slack.fake.next_ts(),
-                                 text=f"<@{BOT_USER_ID}> hi", kind="app_mention")
+    event = slack.events.message(
+        user="UASKER", channel=slack.channel, ts=slack.fake.next_ts(), text=f"<@{BOT_USER_ID}> hi", kind="app_mention"
+    )
     resp = await slack.deliver(slack.events.event(event, bad_signature=True))
     assert resp.status == 401
     await slack.bot.drain(5)
@@ -218,7 +221,8 @@ async def test_an_indented_code_block_in_an_answer_is_posted_as_code(slack):
     its block posted as a fence, lines and inner indentation kept, nothing in it formatted
     or taken for a citation."""
     slack.model.script["generate"] = (
-        "Set the ids [1]:\n\n    [discord]\n    expert_role_ids = [112233]  # *not bold*\n        nested = 1\n\nDone.")
+        "Set the ids [1]:\n\n    [discord]\n    expert_role_ids = [112233]  # *not bold*\n        nested = 1\n\nDone."
+    )
     req, _ = slack.mention("UASKER", "how do I deploy?")
     await slack.send(req)
     text = "\n".join(section_texts(slack.answers()[0]))
@@ -230,14 +234,19 @@ def web_only_grader(messages):
     last = str(messages[-1].content)
     ids = [int(i) for i in re.findall(r"^\[(\d+)\]", last, re.M)]
     relevant = "example.com" in last
-    return json.dumps({"documents": [{"id": i, "relevant": relevant, "facts": "v9" if relevant else ""} for i in ids],
-                       "feedback": "" if relevant else "not in the docs"})
+    return json.dumps(
+        {
+            "documents": [{"id": i, "relevant": relevant, "facts": "v9" if relevant else ""} for i in ids],
+            "feedback": "" if relevant else "not in the docs",
+        }
+    )
 
 
 async def test_web_search_status_and_url_sources(tmp_path, fake, tavily):
     config = write_config(tmp_path, fake, web=f'api_base_url = "{tavily.base_url}"')
-    model = ScriptedChatModel(script={"grade_documents": web_only_grader,
-                                      "generate": "Version 9 was released today [1]."})
+    model = ScriptedChatModel(
+        script={"grade_documents": web_only_grader, "generate": "Version 9 was released today [1]."}
+    )
     harness = await SlackHarness(tmp_path, fake, config, model, tavily_api_key="tvly-test").open()
     try:
         req, ts = harness.mention("UASKER", "what was released today?")
@@ -255,8 +264,9 @@ async def test_web_search_status_and_url_sources(tmp_path, fake, tavily):
 
 
 async def test_file_only_dm_gets_the_short_reply(slack):
-    req, ts = slack.message("UASKER", "", channel="D0DM", channel_type="im", subtype="file_share",
-                            files=[{"id": "F1", "name": "log.txt"}])
+    req, ts = slack.message(
+        "UASKER", "", channel="D0DM", channel_type="im", subtype="file_share", files=[{"id": "F1", "name": "log.txt"}]
+    )
     await slack.send(req)
     posts = slack.fake.posts("D0DM")
     assert len(posts) == 1 and posts[0]["thread_ts"] == ts and slack.model.calls == []
@@ -325,5 +335,5 @@ async def test_questions_in_different_channels_are_answered_in_their_own_threads
     for req, _ in reqs:
         await slack.deliver(req)
     await slack.bot.drain(20)
-    for (channel, (_, ts)) in zip(("C1", "C2", "C3"), reqs, strict=False):
+    for channel, (_, ts) in zip(("C1", "C2", "C3"), reqs, strict=False):
         assert [p["thread_ts"] for p in slack.answers(channel)] == [ts]

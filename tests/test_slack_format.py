@@ -21,40 +21,48 @@ from bot.protocol import Answer, HelpRequest, HumanAction, Source
 from tests.fakes.slack_api import _check_view, check_blocks
 
 
-@pytest.mark.parametrize("markdown, mrkdwn", [
-    ("**bold** and __bold__", "*bold* and *bold*"),
-    ("*italic* and _italic_", "_italic_ and _italic_"),
-    ("~~gone~~", "~gone~"),
-    ("snake_case_name and 2*3*4", "snake_case_name and 2*3*4"),
-    ("[docs](https://x.test/a?b=1&c=2)", "<https://x.test/a?b=1&amp;c=2|docs>"),
-    ("<https://x.test/p>", "<https://x.test/p>"),
-    ("![diagram](https://x.test/d.png)", "<https://x.test/d.png|diagram>"),
-    ("# Title\n## Sub", "*Title*\n*Sub*"),
-    ("- a\n* b\n  + c", "• a\n• b\n  • c"),
-    ("- [ ] todo\n- [x] done", "☐ todo\n☑ done"),
-    ("1. one\n2. two", "1. one\n2. two"),
-    ("> quoted <b> & more", "> quoted &lt;b&gt; &amp; more"),
-    ("use `a < b && **c**`", "use `a &lt; b &amp;&amp; **c**`"),
-    ("```python\nx = '**no**' if a < b else [l](u)\n```", "```\nx = '**no**' if a &lt; b else [l](u)\n```"),
-    ("```\nunclosed", "```\nunclosed\n```"),
-    ("---", "──────────"),
-])
+@pytest.mark.parametrize(
+    "markdown, mrkdwn",
+    [
+        ("**bold** and __bold__", "*bold* and *bold*"),
+        ("*italic* and _italic_", "_italic_ and _italic_"),
+        ("~~gone~~", "~gone~"),
+        ("snake_case_name and 2*3*4", "snake_case_name and 2*3*4"),
+        ("[docs](https://x.test/a?b=1&c=2)", "<https://x.test/a?b=1&amp;c=2|docs>"),
+        ("<https://x.test/p>", "<https://x.test/p>"),
+        ("![diagram](https://x.test/d.png)", "<https://x.test/d.png|diagram>"),
+        ("# Title\n## Sub", "*Title*\n*Sub*"),
+        ("- a\n* b\n  + c", "• a\n• b\n  • c"),
+        ("- [ ] todo\n- [x] done", "☐ todo\n☑ done"),
+        ("1. one\n2. two", "1. one\n2. two"),
+        ("> quoted <b> & more", "> quoted &lt;b&gt; &amp; more"),
+        ("use `a < b && **c**`", "use `a &lt; b &amp;&amp; **c**`"),
+        ("```python\nx = '**no**' if a < b else [l](u)\n```", "```\nx = '**no**' if a &lt; b else [l](u)\n```"),
+        ("```\nunclosed", "```\nunclosed\n```"),
+        ("---", "──────────"),
+    ],
+)
 def test_markdown_to_mrkdwn(markdown, mrkdwn):
     assert markdown_to_mrkdwn(markdown) == mrkdwn
 
 
-@pytest.mark.parametrize("slack_text, question", [
-    ("<@UBOT> how do I deploy?", "how do I deploy?"),
-    ("hey <@UBOT>, ping <@U2|ann> and <@U3>", "hey , ping @ann and @U3"),
-    ("see <#C1|general> and <!here>", "see #general and @here"),
-    ("ask <!subteam^S1|@oncall>", "ask @oncall"),
-    ("<https://x.test/a|the docs> or <https://x.test/b> or <mailto:a@b.c|a@b.c>",
-     "the docs (https://x.test/a) or https://x.test/b or a@b.c"),
-    ("if a &lt; b &amp;&amp; c &gt; d", "if a < b && c > d"),
-    ("&amp;lt; stays literal", "&lt; stays literal"),
-    ("<@UBOT>", ""),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "slack_text, question",
+    [
+        ("<@UBOT> how do I deploy?", "how do I deploy?"),
+        ("hey <@UBOT>, ping <@U2|ann> and <@U3>", "hey , ping @ann and @U3"),
+        ("see <#C1|general> and <!here>", "see #general and @here"),
+        ("ask <!subteam^S1|@oncall>", "ask @oncall"),
+        (
+            "<https://x.test/a|the docs> or <https://x.test/b> or <mailto:a@b.c|a@b.c>",
+            "the docs (https://x.test/a) or https://x.test/b or a@b.c",
+        ),
+        ("if a &lt; b &amp;&amp; c &gt; d", "if a < b && c > d"),
+        ("&amp;lt; stays literal", "&lt; stays literal"),
+        ("<@UBOT>", ""),
+        ("", ""),
+    ],
+)
 def test_incoming_text(slack_text, question):
     assert incoming_text(slack_text, "UBOT") == question
 
@@ -64,8 +72,11 @@ def random_mrkdwn(rng: random.Random) -> str:
     for i in range(rng.randint(5, 40)):
         kind = rng.random()
         if kind < 0.2:
-            parts.append("```\n" + "\n".join(f"code {i}.{k} " + "x" * rng.randint(0, 120)
-                                             for k in range(rng.randint(1, 80))) + "\n```")
+            parts.append(
+                "```\n"
+                + "\n".join(f"code {i}.{k} " + "x" * rng.randint(0, 120) for k in range(rng.randint(1, 80)))
+                + "\n```"
+            )
         elif kind < 0.3:
             parts.append(" ".join(f"<https://x.test/{i}/{k}|link {k}> &amp;" for k in range(rng.randint(50, 150))))
         else:
@@ -104,17 +115,22 @@ def test_split_rejects_tiny_limits():
 
 
 def test_answer_messages_sources_and_route_note():
-    answer = Answer("See [1] and [2].", [Source("Deploying › Rollback", "docs/deploy.md"),
-                                         Source("Status page", "https://status.test/a?x=1&y=2")],
-                    route="kb", drafts=2)
+    answer = Answer(
+        "See [1] and [2].",
+        [Source("Deploying › Rollback", "docs/deploy.md"), Source("Status page", "https://status.test/a?x=1&y=2")],
+        route="kb",
+        drafts=2,
+    )
     [msg] = answer_messages(answer, max_section=3000, max_message=12000)
     assert check_blocks(msg["blocks"]) is None
     texts = [b["text"]["text"] for b in msg["blocks"] if b["type"] == "section"]
     assert texts[0] == "See [1] and [2]."
     assert "1. `docs/deploy.md` — Deploying › Rollback" in texts[1]
     assert "2. <https://status.test/a?x=1&amp;y=2|Status page>" in texts[1]
-    assert msg["blocks"][-1] == {"type": "context",
-                                 "elements": [{"type": "mrkdwn", "text": "_knowledge base + 2 drafts_"}]}
+    assert msg["blocks"][-1] == {
+        "type": "context",
+        "elements": [{"type": "mrkdwn", "text": "_knowledge base + 2 drafts_"}],
+    }
     assert msg["text"].startswith("See [1]")
 
 
@@ -132,8 +148,7 @@ def test_answer_messages_respect_block_count_and_size():
 def test_apology_and_human_notes():
     [msg] = answer_messages(Answer("Sorry.", kind="apology"), max_section=3000, max_message=12000)
     assert "no grounded answer found" in msg["blocks"][-1]["elements"][0]["text"]
-    [msg] = answer_messages(Answer("Dec 20", kind="human", answered_by="Erik"), max_section=3000,
-                            max_message=12000)
+    [msg] = answer_messages(Answer("Dec 20", kind="human", answered_by="Erik"), max_section=3000, max_message=12000)
     assert "answered by Erik" in msg["blocks"][-1]["elements"][0]["text"]
 
 
@@ -143,8 +158,13 @@ def test_mentions():
 
 def test_help_request_message_and_modal():
     ref = HelpRef("slack:T:C:1.0", "C", "1.0", "1.1", "intr-1")
-    request = HelpRequest("slack:T:C:1.0", "Is <b> & c allowed?\nsecond line", "knowledge base exhausted",
-                          ["deploy freeze", "change freeze"], interrupt_id="intr-1")
+    request = HelpRequest(
+        "slack:T:C:1.0",
+        "Is <b> & c allowed?\nsecond line",
+        "knowledge base exhausted",
+        ["deploy freeze", "change freeze"],
+        interrupt_id="intr-1",
+    )
     msg = help_request_message(request, experts=["U1", "S2"], ref=ref, timeout_text="1 h")
     assert check_blocks(msg["blocks"]) is None
     assert msg["text"].startswith("<@U1> <!subteam^S2> help needed")

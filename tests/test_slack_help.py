@@ -21,8 +21,12 @@ def grader(flag: dict) -> callable:
         if not flag["stuck"]:
             return ScriptedChatModel.default_reply("grade_documents", messages)
         ids = [int(i) for i in re.findall(r"^\[(\d+)\]", str(messages[-1].content), re.M)]
-        return json.dumps({"documents": [{"id": i, "relevant": False, "facts": ""} for i in ids],
-                           "feedback": "nothing about the deploy freeze"})
+        return json.dumps(
+            {
+                "documents": [{"id": i, "relevant": False, "facts": ""} for i in ids],
+                "feedback": "nothing about the deploy freeze",
+            }
+        )
 
     return reply
 
@@ -46,22 +50,24 @@ async def ask_until_help(slack: SlackHarness) -> tuple[str, dict]:
     await slack.send(req)
     helps = slack.help_requests()
     assert len(helps) == 1
-    help_ts = [c.response["ts"] for c in slack.fake.calls_to("chat.postMessage", ok_only=True)
-               if c.args is helps[0]][0]
+    help_ts = [c.response["ts"] for c in slack.fake.calls_to("chat.postMessage", ok_only=True) if c.args is helps[0]][0]
     return ts, copy.deepcopy(slack.fake.messages[(slack.channel, help_ts)])  # as a client still shows it
 
 
 def click(slack: SlackHarness, user: str, help_msg: dict, action_id: str) -> tuple[str, dict]:
-    button = next(e for b in help_msg["blocks"] if b["type"] == "actions" for e in b["elements"]
-                  if e["action_id"] == action_id)
-    return slack.events.block_action(user=user, action_id=action_id, value=button["value"],
-                                     channel=slack.channel, message=help_msg)
+    button = next(
+        e for b in help_msg["blocks"] if b["type"] == "actions" for e in b["elements"] if e["action_id"] == action_id
+    )
+    return slack.events.block_action(
+        user=user, action_id=action_id, value=button["value"], channel=slack.channel, message=help_msg
+    )
 
 
 def submit(slack: SlackHarness, user: str, view: dict, text: str) -> tuple[str, dict]:
     input_block = next(b for b in view["blocks"] if b["type"] == "input")
-    return slack.events.view_submission(user=user, view=view, values={
-        input_block["block_id"]: {input_block["element"]["action_id"]: text}})
+    return slack.events.view_submission(
+        user=user, view=view, values={input_block["block_id"]: {input_block["element"]["action_id"]: text}}
+    )
 
 
 def ephemerals_to(slack: SlackHarness, user: str) -> list[str]:

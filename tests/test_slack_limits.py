@@ -41,8 +41,9 @@ async def test_answer_of_12000_characters_is_split_in_order_with_balanced_fences
     assert seen[: len(lines)] == lines
     assert seen[len(lines)] == "*Sources*"
     # the posts reached Slack in order and the route note closes the last one only
-    call_ts = [c.response["ts"] for c in slack.fake.calls_to("chat.postMessage", ok_only=True)
-               if c.args.get("thread_ts") == ts]
+    call_ts = [
+        c.response["ts"] for c in slack.fake.calls_to("chat.postMessage", ok_only=True) if c.args.get("thread_ts") == ts
+    ]
     assert call_ts == sorted(call_ts)
     assert "knowledge base" in route_note(posts[-1])
     assert all(b["type"] == "section" for p in posts[:-1] for b in p["blocks"])

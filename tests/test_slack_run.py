@@ -42,8 +42,9 @@ def free_port() -> int:
 
 def mention_event(fake: FakeSlackAPI, text: str, channel: str = "C0GENERAL") -> tuple[dict, str]:
     ts = fake.next_ts()
-    return SlackEvents.message(user="UASKER", channel=channel, ts=ts, text=f"<@{BOT_USER_ID}> {text}",
-                               kind="app_mention"), ts
+    return SlackEvents.message(
+        user="UASKER", channel=channel, ts=ts, text=f"<@{BOT_USER_ID}> {text}", kind="app_mention"
+    ), ts
 
 
 async def post(session: aiohttp.ClientSession, url: str, request: tuple[str, dict]) -> tuple[int, str]:
@@ -56,13 +57,16 @@ def thread_posts(fake: FakeSlackAPI, ts: str) -> list[dict]:
     return [p for p in fake.posts() if p.get("thread_ts") == ts]
 
 
-@pytest.mark.parametrize("mode, env, enabled", [
-    ("socket", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, True),
-    ("socket", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}, False),
-    ("http", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}, True),
-    ("http", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, False),
-    ("socket", {"SLACK_APP_TOKEN": "xapp-1"}, False),
-])
+@pytest.mark.parametrize(
+    "mode, env, enabled",
+    [
+        ("socket", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, True),
+        ("socket", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}, False),
+        ("http", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}, True),
+        ("http", {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, False),
+        ("socket", {"SLACK_APP_TOKEN": "xapp-1"}, False),
+    ],
+)
 def test_slack_enabled_needs_the_tokens_of_its_mode(tmp_path, mode, env, enabled):
     path = tmp_path / "config.toml"
     path.write_text(f'[slack]\nmode = "{mode}"\n')
@@ -81,8 +85,13 @@ async def test_run_slack_http_mode_over_real_http(tmp_path, fake):
         try:
             async with aiohttp.ClientSession() as session:
                 await wait_healthy(session, port)
-                status, body = await post(session, url, events.sign(
-                    json.dumps({"type": "url_verification", "challenge": "c-123", "token": "t"}), "application/json"))
+                status, body = await post(
+                    session,
+                    url,
+                    events.sign(
+                        json.dumps({"type": "url_verification", "challenge": "c-123", "token": "t"}), "application/json"
+                    ),
+                )
                 assert status == 200 and "c-123" in body
                 event, ts = mention_event(fake, "how do I deploy?")
                 status, _ = await post(session, url, events.event(event, bad_signature=True))
@@ -113,9 +122,19 @@ async def test_run_slack_socket_mode(tmp_path, fake):
             ack = await fake.send_envelope("events_api", events.event_body(event))
             assert "envelope_id" in ack
             await fake.wait_for(lambda: thread_posts(fake, ts), timeout=15)
-            ack = await fake.send_envelope("slash_commands", {
-                "command": "/threadwise", "text": "status", "user_id": "UASKER", "channel_id": "C0GENERAL",
-                "team_id": "T0TEAM", "response_url": fake.response_url(), "trigger_id": "1.t", "api_app_id": "A0APP"})
+            ack = await fake.send_envelope(
+                "slash_commands",
+                {
+                    "command": "/threadwise",
+                    "text": "status",
+                    "user_id": "UASKER",
+                    "channel_id": "C0GENERAL",
+                    "team_id": "T0TEAM",
+                    "response_url": fake.response_url(),
+                    "trigger_id": "1.t",
+                    "api_app_id": "A0APP",
+                },
+            )
             assert "envelope_id" in ack
             await fake.wait_for(lambda: any("Knowledge base" in p["text"] for p in fake.posts()), timeout=15)
         finally:
@@ -163,8 +182,11 @@ async def test_threadwise_run_http_mode_subprocess(tmp_path, fake):
             status, _ = await post(session, proc.url + "/slack/events", events.event(event))
             assert status == 200
             await fake.wait_for(lambda: thread_posts(fake, ts), timeout=30)
-            status, _ = await post(session, proc.url + "/slack/events", events.command(
-                user="UASKER", text="status", channel="C0GENERAL", response_url=fake.response_url()))
+            status, _ = await post(
+                session,
+                proc.url + "/slack/events",
+                events.command(user="UASKER", text="status", channel="C0GENERAL", response_url=fake.response_url()),
+            )
             assert status == 200
             await fake.wait_for(lambda: any("Knowledge base" in p["text"] for p in fake.posts()), timeout=30)
     finally:
@@ -196,8 +218,9 @@ async def test_a_burst_of_connections_while_the_bot_is_busy_waits_in_the_backlog
                 poller.register(s, select.POLLOUT)
             await asyncio.sleep(0.5)  # loopback handshakes take microseconds; a dropped SYN waits 1 s
             ready = {fd for fd, _ in poller.poll(0)}
-            connected = [s for s in socks if s.fileno() in ready
-                         and s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0]
+            connected = [
+                s for s in socks if s.fileno() in ready and s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+            ]
         finally:
             proc.proc.send_signal(signal.SIGCONT)
         assert len(connected) == len(socks)
@@ -224,9 +247,14 @@ async def test_threadwise_run_answers_a_question_with_the_offline_model(tmp_path
             status, _ = await post(session, proc.url + "/slack/events", events.event(event))
             assert status == 200
             resting = {"white_check_mark", "disappointed", "raising_hand"}
-            await fake.wait_for(lambda: len(fake.reactions.get(("C0GENERAL", ts), [])) == 1
-                                and set(fake.reactions[("C0GENERAL", ts)]) & resting
-                                and thread_posts(fake, ts), timeout=300)
+            await fake.wait_for(
+                lambda: (
+                    len(fake.reactions.get(("C0GENERAL", ts), [])) == 1
+                    and set(fake.reactions[("C0GENERAL", ts)]) & resting
+                    and thread_posts(fake, ts)
+                ),
+                timeout=300,
+            )
     finally:
         output = proc.stop_now()
     posts = thread_posts(fake, ts)
@@ -235,16 +263,20 @@ async def test_threadwise_run_answers_a_question_with_the_offline_model(tmp_path
     assert len(fake.reactions[("C0GENERAL", ts)]) == 1
 
 
-@pytest.mark.parametrize("body, content_type, headers", [
-    (b"not json", "application/json", {}),
-    (b"%zz=%%&&\xff\xfe", "application/x-www-form-urlencoded", {}),
-    (b"{" * 900_000, "application/json", {}),
-    (b"\x00\x01binary", "application/octet-stream", {}),
-    (b"not json", "application/json", {"X-Slack-Request-Timestamp": "1", "X-Slack-Signature": "v0=00"}),
-    (b"\xff\xfe not utf-8", "application/json", {"X-Slack-Request-Timestamp": "x", "X-Slack-Signature": "junk"}),
-])
-async def test_unsigned_malformed_requests_get_401_without_a_traceback(tmp_path, fake, caplog, body,
-                                                                        content_type, headers):
+@pytest.mark.parametrize(
+    "body, content_type, headers",
+    [
+        (b"not json", "application/json", {}),
+        (b"%zz=%%&&\xff\xfe", "application/x-www-form-urlencoded", {}),
+        (b"{" * 900_000, "application/json", {}),
+        (b"\x00\x01binary", "application/octet-stream", {}),
+        (b"not json", "application/json", {"X-Slack-Request-Timestamp": "1", "X-Slack-Signature": "v0=00"}),
+        (b"\xff\xfe not utf-8", "application/json", {"X-Slack-Request-Timestamp": "x", "X-Slack-Signature": "junk"}),
+    ],
+)
+async def test_unsigned_malformed_requests_get_401_without_a_traceback(
+    tmp_path, fake, caplog, body, content_type, headers
+):
     port = free_port()
     settings = load_settings(write_config(tmp_path, fake, slack=f'http_port = {port}\nhttp_host = "127.0.0.1"'))
     secrets = Secrets(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET)
@@ -259,8 +291,13 @@ async def test_unsigned_malformed_requests_get_401_without_a_traceback(tmp_path,
                 async with session.post(url, data=body, headers={"Content-Type": content_type, **headers}) as resp:
                     status = resp.status
                 # a signed request still goes through afterwards
-                ok, _ = await post(session, url, SlackEvents().sign(
-                    json.dumps({"type": "url_verification", "challenge": "c-1", "token": "t"}), "application/json"))
+                ok, _ = await post(
+                    session,
+                    url,
+                    SlackEvents().sign(
+                        json.dumps({"type": "url_verification", "challenge": "c-1", "token": "t"}), "application/json"
+                    ),
+                )
         finally:
             stop.set()
             await asyncio.wait_for(task, 15)

@@ -87,8 +87,11 @@ async def test_an_old_checkpoint_file_is_converted_to_incremental_vacuum(tmp_pat
 def tmpfs(path: Path, *options: str):
     """Mount a tmpfs at ``path`` (``size=...``, ``ro``...); skip the test where not allowed."""
     path.mkdir(parents=True, exist_ok=True)
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options or ("size=2m",)), "tmpfs", str(path)],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join(options or ("size=2m",)), "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if res.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()}")
     try:
@@ -117,8 +120,16 @@ async def run_cli(args: list[str], env_extra: dict[str, str], timeout: float = 9
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_"))}
     env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT), **env_extra)
     t0 = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot", *args, cwd=ROOT, env=env,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         out, errb = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
@@ -134,8 +145,10 @@ def cli_config(tmp_path: Path, data: Path, model_base: str) -> Path:
     text = text.replace('checkpoint_db = "data/checkpoints.sqlite"', f'checkpoint_db = "{data}/checkpoints.sqlite"')
     text = text.replace('bookkeeping_db = "data/bookkeeping.sqlite"', f'bookkeeping_db = "{data}/bookkeeping.sqlite"')
     text = text.replace("[knowledge]", f'[knowledge]\nindex_dir = "{tmp_path}/index"')
-    text = text.replace("[models]\nmax_retries = 2",
-                        f'[models]\nprovider = "mistral"\nmistral_base_url = "{model_base}"\nmax_retries = 0')
+    text = text.replace(
+        "[models]\nmax_retries = 2",
+        f'[models]\nprovider = "mistral"\nmistral_base_url = "{model_base}"\nmax_retries = 0',
+    )
     path.write_text(text)
     return path
 

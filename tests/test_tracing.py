@@ -34,14 +34,31 @@ class Recorder(BaseCallbackHandler):
         self.roots: list[dict[str, Any]] = []
         self.model_runs: list[dict[str, Any]] = []
 
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None,
-                       tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kw: Any) -> None:
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: Any,
+        parent_run_id: Any = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> None:
         if parent_run_id is None:
             self.roots.append({"name": kw.get("name"), "tags": tags or [], "metadata": metadata or {}})
 
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None,
-                            tags: list[str] | None = None, metadata: dict[str, Any] | None = None,
-                            **kw: Any) -> None:
+    def on_chat_model_start(
+        self,
+        serialized: Any,
+        messages: Any,
+        *,
+        run_id: Any,
+        parent_run_id: Any = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> None:
         self.model_runs.append({"tags": tags or [], "metadata": metadata or {}, "parent": parent_run_id})
 
 
@@ -51,8 +68,15 @@ async def test_graph_runs_carry_run_name_tags_and_metadata(settings):
     async with scripted_runtime(settings) as (rt, model):
         rt.service.observer.callbacks.append(recorder)
         out = ConsoleResponder(key, show_status=False, show_answers=False)
-        msg = IncomingMessage(platform="slack", thread_key=key, message_id="slack:C1:1712.5", author_id="U1",
-                              author_name="Una", text="How do I deploy?", channel="C1")
+        msg = IncomingMessage(
+            platform="slack",
+            thread_key=key,
+            message_id="slack:C1:1712.5",
+            author_id="U1",
+            author_name="Una",
+            text="How do I deploy?",
+            channel="C1",
+        )
         result = await rt.service.handle(msg, out)
     assert result is not None and result.answer is not None and result.answer.kind == "answer"
     assert len(recorder.roots) == 1
@@ -60,7 +84,11 @@ async def test_graph_runs_carry_run_name_tags_and_metadata(settings):
     assert root["name"] == "threadwise"
     assert {"platform:slack", "kind:question"} <= set(root["tags"])
     assert {k: root["metadata"].get(k) for k in ("thread_key", "platform", "message_id", "kind")} == {
-        "thread_key": key, "platform": "slack", "message_id": "slack:C1:1712.5", "kind": "question"}
+        "thread_key": key,
+        "platform": "slack",
+        "message_id": "slack:C1:1712.5",
+        "kind": "question",
+    }
     # every model call of the run is a child run with the run's metadata and tags
     assert len(recorder.model_runs) == len(model.calls) > 0
     for run in recorder.model_runs:
@@ -81,8 +109,7 @@ async def test_a_resumed_run_is_traced_as_a_resume(settings):
         resumed = await rt.service.ask(key, "answer: run make deploy", out)
     assert resumed is not None and resumed.answer is not None and resumed.answer.kind == "human"
     assert [r["metadata"]["kind"] for r in recorder.roots] == ["question", "resume"]
-    assert all(r["metadata"]["thread_key"] == key and r["metadata"]["platform"] == "console"
-               for r in recorder.roots)
+    assert all(r["metadata"]["thread_key"] == key and r["metadata"]["platform"] == "console" for r in recorder.roots)
 
 
 async def test_langsmith_receives_the_traces_of_a_real_process(tmp_path):
@@ -93,13 +120,29 @@ async def test_langsmith_receives_the_traces_of_a_real_process(tmp_path):
     async with mistral_server() as model, langsmith_server() as langsmith:
         cfg = write_platform_config(tmp_path, KB_FILES, models_section(model))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
-        env.update(PYTHONPATH=str(ROOT), MISTRAL_API_KEY="k", LANGSMITH_TRACING="true",
-                   LANGSMITH_API_KEY="lsv2-test", LANGSMITH_PROJECT="threadwise-test",
-                   LANGSMITH_ENDPOINT=langsmith.base_url)
+        env.update(
+            PYTHONPATH=str(ROOT),
+            MISTRAL_API_KEY="k",
+            LANGSMITH_TRACING="true",
+            LANGSMITH_API_KEY="lsv2-test",
+            LANGSMITH_PROJECT="threadwise-test",
+            LANGSMITH_ENDPOINT=langsmith.base_url,
+        )
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "threadwise", "ask", "how do I roll back a deploy?", "--thread", "traced",
-            "--config", str(cfg), env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "threadwise",
+            "ask",
+            "how do I roll back a deploy?",
+            "--thread",
+            "traced",
+            "--config",
+            str(cfg),
+            env=env,
+            cwd=tmp_path,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(proc.communicate(), 180)
         assert proc.returncode == 0, err.decode()[-2000:]
         assert "make rollback" in out.decode()
@@ -112,5 +155,6 @@ async def test_langsmith_receives_the_traces_of_a_real_process(tmp_path):
     assert (meta["thread_key"], meta["platform"], meta["kind"]) == ("console:traced", "console", "question")
     model_runs = [r for r in langsmith.runs.values() if r.get("run_type") == "llm"]
     assert len(model_runs) == len(model.requests) > 0
-    assert all(r["trace_id"] == root["id"] and langsmith.metadata(r)["thread_key"] == "console:traced"
-               for r in model_runs)
+    assert all(
+        r["trace_id"] == root["id"] and langsmith.metadata(r)["thread_key"] == "console:traced" for r in model_runs
+    )

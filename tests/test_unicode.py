@@ -21,18 +21,21 @@ from tests.fakes.slack_api import SlackHarness, all_text, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = [
-    "how do I roll back a deploy? \ud83d",           # a lone high surrogate (half of 😀)
-    "\ude00 how do I roll back a deploy?",           # a lone low surrogate
+    "how do I roll back a deploy? \ud83d",  # a lone high surrogate (half of 😀)
+    "\ude00 how do I roll back a deploy?",  # a lone low surrogate
     "how do I roll\x00 back a deploy?\x07\x1b[31m",  # NUL, BEL, an escape sequence
-    "how do I roll back a de\u0301ploy?\r\n\x85",    # decomposed accent, CRLF, a C1 control
-    "\ud83d\ude00 how do I roll back a deploy?",     # a pair split in two code points: joined
+    "how do I roll back a de\u0301ploy?\r\n\x85",  # decomposed accent, CRLF, a C1 control
+    "\ud83d\ude00 how do I roll back a deploy?",  # a pair split in two code points: joined
 ]
 
 
 def is_clean(text: str) -> bool:
-    return (not any("\ud800" <= c <= "\udfff" for c in text) and "\x00" not in text
-            and not any(ord(c) < 32 and c not in "\n\t" for c in text)
-            and not any(0x7f <= ord(c) <= 0x9f for c in text))
+    return (
+        not any("\ud800" <= c <= "\udfff" for c in text)
+        and "\x00" not in text
+        and not any(ord(c) < 32 and c not in "\n\t" for c in text)
+        and not any(0x7F <= ord(c) <= 0x9F for c in text)
+    )
 
 
 @pytest.mark.parametrize("text", BAD)
@@ -61,9 +64,17 @@ async def test_slack_message_with_malformed_unicode_is_answered(tmp_path, fake, 
 async def _cli(args: list, env_extra: dict, stdin: bytes | None = None) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_"))}
     env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT), **env_extra)
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot", *args, cwd=ROOT, env=env,
-                                                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        cwd=ROOT,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(stdin), 120)
     return proc.returncode, (out + err).decode("utf-8", "replace")
 
@@ -75,18 +86,21 @@ def cli_config(tmp_path: Path, model) -> Path:
     return write_platform_config(tmp_path, KB_FILES, models_section(model))
 
 
-@pytest.mark.parametrize("arg", [
-    b"how do I roll back a deploy? \xed\xa0\xbd",  # an encoded lone surrogate: arrives as \udced\udca0\udcbd
-    b"how do I roll back a deploy? \xff\xfe",      # not UTF-8 at all
-    b"how do I roll back\x01\x1b a deploy?",       # control characters
-])
+@pytest.mark.parametrize(
+    "arg",
+    [
+        b"how do I roll back a deploy? \xed\xa0\xbd",  # an encoded lone surrogate: arrives as \udced\udca0\udcbd
+        b"how do I roll back a deploy? \xff\xfe",  # not UTF-8 at all
+        b"how do I roll back\x01\x1b a deploy?",  # control characters
+    ],
+)
 async def test_cli_ask_with_malformed_arguments_answers(tmp_path, arg):
     async with mistral_server() as model:
         cfg = cli_config(tmp_path, model)
         code, output = await _cli([b"ask", arg, b"--json", b"--config", str(cfg).encode()], {"MISTRAL_API_KEY": "k"})
         assert model.bad_requests == []
     assert code == 0, output
-    result = json.loads(output[output.index("{"):output.rindex("}") + 1])
+    result = json.loads(output[output.index("{") : output.rindex("}") + 1])
     assert result["kind"] == "answer" and "make rollback" in result["answer"]
 
 
@@ -102,18 +116,28 @@ async def test_console_input_with_malformed_bytes_is_answered(tmp_path):
 
 async def test_eval_file_with_malformed_unicode_runs(tmp_path):
     rows = [
-        {"id": "a", "question": "how do I roll back a deploy? \ud83d\u0000", "expected_route": "vectorstore",
-         "sources": ["deploy.md"]},
-        {"id": "b", "question": "roll back?", "expected_route": "vectorstore",
-         "history": [{"role": "user", "content": "deploys \udc00\x1b"}, {"role": "assistant", "content": "ok"}]},
+        {
+            "id": "a",
+            "question": "how do I roll back a deploy? \ud83d\u0000",
+            "expected_route": "vectorstore",
+            "sources": ["deploy.md"],
+        },
+        {
+            "id": "b",
+            "question": "roll back?",
+            "expected_route": "vectorstore",
+            "history": [{"role": "user", "content": "deploys \udc00\x1b"}, {"role": "assistant", "content": "ok"}],
+        },
     ]
     eval_file = tmp_path / "eval.jsonl"
     eval_file.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     report = tmp_path / "report.json"
     async with mistral_server() as model:
         cfg = cli_config(tmp_path, model)
-        code, output = await _cli([b"eval", str(eval_file).encode(), b"--json", str(report).encode(), b"--config",
-                                   str(cfg).encode()], {"MISTRAL_API_KEY": "k"})
+        code, output = await _cli(
+            [b"eval", str(eval_file).encode(), b"--json", str(report).encode(), b"--config", str(cfg).encode()],
+            {"MISTRAL_API_KEY": "k"},
+        )
         assert model.bad_requests == []
     assert code == 0, output
     rows = json.loads(report.read_text())["rows"]

@@ -25,8 +25,9 @@ def entry_for(settings: Settings, platform: str, channel: str, channel_name: str
     return settings.channel(platform, channel, channel_name)
 
 
-def run_scope(settings: Settings, platform: str, channel: str, channel_name: str = "", *,
-              restrict_sources: bool = True) -> dict[str, Any]:
+def run_scope(
+    settings: Settings, platform: str, channel: str, channel_name: str = "", *, restrict_sources: bool = True
+) -> dict[str, Any]:
     """What a run in this channel may use, for ``configurable["scope"]``.
 
     Returns:
@@ -40,8 +41,7 @@ def run_scope(settings: Settings, platform: str, channel: str, channel_name: str
     web = settings.web.enabled if entry is None or entry.web is None else entry.web
     learning = settings.learning.enabled if entry is None or entry.learning is None else entry.learning
     sources = settings.channel_sources(entry) if restrict_sources else None
-    return {"sources": sources, "web": bool(web), "learning": bool(learning), "platform": platform,
-            "channel": channel}
+    return {"sources": sources, "web": bool(web), "learning": bool(learning), "platform": platform, "channel": channel}
 
 
 def reply_policy(settings: Settings, platform: str, default: str, channel: str, channel_name: str = "") -> str:

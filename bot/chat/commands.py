@@ -20,8 +20,7 @@ from bot.logs import for_thread
 
 log = logging.getLogger(__name__)
 
-REMEMBER_IN_THREAD = ("To teach me, mention me in the thread of the question: "
-                      "`@threadwise remember: <the answer>`.")
+REMEMBER_IN_THREAD = "To teach me, mention me in the thread of the question: `@threadwise remember: <the answer>`."
 
 
 @dataclass(frozen=True)
@@ -61,14 +60,25 @@ async def on_command(service: Any, command: SlashCommand, out: Any) -> str:
     """
     name = command_name(service, command.words)
     if command.outsider:
-        log.info("%s command %s by %s refused: outside the workspace", command.platform, name, command.user_id,
-                 extra=for_thread(command.thread_key))
+        log.info(
+            "%s command %s by %s refused: outside the workspace",
+            command.platform,
+            name,
+            command.user_id,
+            extra=for_thread(command.thread_key),
+        )
         await out.notify_private(OUTSIDER_REFUSAL)
         return ""
     if name.startswith("remember"):
         await out.notify_private(REMEMBER_IN_THREAD)
         return ""
-    log.info("%s command %s by %s (admin %s)", command.platform, name, command.user_id, command.is_admin,
-             extra=for_thread(command.thread_key))
+    log.info(
+        "%s command %s by %s (admin %s)",
+        command.platform,
+        name,
+        command.user_id,
+        command.is_admin,
+        extra=for_thread(command.thread_key),
+    )
     await service.admin(name, actor_id=command.user_id, is_admin=command.is_admin, out=out)
     return name

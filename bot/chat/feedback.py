@@ -68,6 +68,7 @@ def is_answer_id(text: str) -> bool:
 # their :class:`FeedbackControls` (transport only: how to tell the user, open the reason form,
 # show the offer). The order of the steps and what is said are decided here, once.
 
+
 @dataclass(frozen=True)
 class VoteClick:
     """A 👍 / 👎 click under an answer.
@@ -95,7 +96,7 @@ class ReasonGiven:
 
 @dataclass(frozen=True)
 class EscalateClick:
-    """"Ask the experts" was clicked after a 👎 (``user_name``: the display name shown to experts)."""
+    """ "Ask the experts" was clicked after a 👎 (``user_name``: the display name shown to experts)."""
 
     answer_id: str
     user_id: str
@@ -193,9 +194,15 @@ async def on_reason(service: Any, given: ReasonGiven, controls: FeedbackControls
 NOT_FOUND = "I can't find that answer any more."
 
 
-async def on_escalate(service: Any, click: EscalateClick, controls: FeedbackControls, *, platform: str,
-                      responder_for: Callable[[dict[str, Any]], Any]) -> bool:
-    """"Ask the experts" after a 👎: a help request in the answer's own thread
+async def on_escalate(
+    service: Any,
+    click: EscalateClick,
+    controls: FeedbackControls,
+    *,
+    platform: str,
+    responder_for: Callable[[dict[str, Any]], Any],
+) -> bool:
+    """ "Ask the experts" after a 👎: a help request in the answer's own thread
     (:meth:`bot.service.ChatService.escalate`, which tells the user privately when it cannot).
 
     Args:
@@ -218,5 +225,8 @@ async def on_escalate(service: Any, click: EscalateClick, controls: FeedbackCont
         await controls.tell(NOT_FOUND)
         return False
     log.info("answer %s sent to the experts by %s", click.answer_id, click.user_id, extra=for_thread(str(key)))
-    return bool(await service.escalate(click.answer_id, actor_id=click.user_id, actor_name=click.user_name,
-                                       out=responder_for(record)))
+    return bool(
+        await service.escalate(
+            click.answer_id, actor_id=click.user_id, actor_name=click.user_name, out=responder_for(record)
+        )
+    )

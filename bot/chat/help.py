@@ -36,8 +36,11 @@ log = logging.getLogger(__name__)
 HELP_LEAD = "I couldn't find a reliable answer and need a hand with this question:"
 
 # What a resume did, as "the help request was <verb>".
-HANDLED_VERB = {HumanAction.ANSWER: "answered", HumanAction.RETRY: "sent back with a hint",
-                HumanAction.DISMISS: "dismissed"}
+HANDLED_VERB = {
+    HumanAction.ANSWER: "answered",
+    HumanAction.RETRY: "sent back with a hint",
+    HumanAction.DISMISS: "dismissed",
+}
 
 
 def duration(seconds: float) -> str:
@@ -72,8 +75,10 @@ def how_to_answer(where: str, open_for: str) -> str:
         where: where a text reply goes, e.g. ``"in this thread"``.
         open_for: see :func:`expiry_note`.
     """
-    text = (f"Use the buttons, or reply {where} with {REPLY_SYNTAX}. "
-            "Only the experts named for this channel, or an admin, can do this.")
+    text = (
+        f"Use the buttons, or reply {where} with {REPLY_SYNTAX}. "
+        "Only the experts named for this channel, or an admin, can do this."
+    )
     expiry = expiry_note(open_for)
     return f"{text} {expiry}" if expiry else text
 
@@ -91,9 +96,21 @@ def done_note(action: HumanAction | str) -> str:
 CloseHelpRequest = Callable[[list[Part]], Awaitable[None]]
 
 
-async def resume(service: ChatService, thread_key: str, action: HumanAction | str, text: str, *, actor: Mention,
-                 actor_name: str, allowed: bool, out: Responder, interrupt_id: str = "", channel: str = "",
-                 close: CloseHelpRequest | None = None, confirm: bool = False) -> bool:
+async def resume(
+    service: ChatService,
+    thread_key: str,
+    action: HumanAction | str,
+    text: str,
+    *,
+    actor: Mention,
+    actor_name: str,
+    allowed: bool,
+    out: Responder,
+    interrupt_id: str = "",
+    channel: str = "",
+    close: CloseHelpRequest | None = None,
+    confirm: bool = False,
+) -> bool:
     """Resume a paused run from a button or modal, then close its help request: the one
     post-resume step of every platform.
 
@@ -112,8 +129,17 @@ async def resume(service: ChatService, thread_key: str, action: HumanAction | st
     Returns:
         True if this call resumed the run.
     """
-    resumed = await service.resume(thread_key, HumanAction(action), text, actor_id=actor.id, actor_name=actor_name,
-                                   is_expert=allowed, out=out, interrupt_id=interrupt_id or None, channel=channel)
+    resumed = await service.resume(
+        thread_key,
+        HumanAction(action),
+        text,
+        actor_id=actor.id,
+        actor_name=actor_name,
+        is_expert=allowed,
+        out=out,
+        interrupt_id=interrupt_id or None,
+        channel=channel,
+    )
     if not resumed:  # the service told the actor privately why
         return False
     if close is not None:
@@ -126,6 +152,7 @@ async def resume(service: ChatService, thread_key: str, action: HumanAction | st
 # ---- a click on a help request's buttons, or its submitted form ---------------------------------
 # Adapters parse the payload into a HelpClick, and lend their transport (HelpControls); whether
 # the click is refused (and with which words), opens the form or resumes is decided here, once.
+
 
 @dataclass(frozen=True)
 class HelpClick:
@@ -186,9 +213,13 @@ async def on_help_click(click: HelpClick, controls: HelpControls) -> bool:
     """
     refused = refusal(click)
     if refused:
-        log.info("help request %s by %s refused (%s)", click.action.value, click.user_id,
-                 "outside the workspace" if click.outsider else "neither expert nor admin",
-                 extra=for_thread(click.thread_key))
+        log.info(
+            "help request %s by %s refused (%s)",
+            click.action.value,
+            click.user_id,
+            "outside the workspace" if click.outsider else "neither expert nor admin",
+            extra=for_thread(click.thread_key),
+        )
         await controls.tell(refused)
         return False
     if click.text is None and click.action is not HumanAction.DISMISS:

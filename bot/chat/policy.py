@@ -41,8 +41,10 @@ class ReplyPolicy(str, enum.Enum):
     MENTIONS_ONLY = "mentions_only"
 
 
-OUTSIDER_REFUSAL = ("Sorry, I only answer members of this workspace: my knowledge base is internal. "
-                    "Please ask someone from the team that runs me.")
+OUTSIDER_REFUSAL = (
+    "Sorry, I only answer members of this workspace: my knowledge base is internal. "
+    "Please ask someone from the team that runs me."
+)
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,13 @@ NOT_TAKING_PART = "not a conversation the bot takes part in"  # a :func:`decline
 CHANNEL_CHATTER = "channel chatter"  # a :func:`decline_reason` (log it quietly)
 
 
-async def decline_reason(policy: ReplyPolicy | str, addressing: Addressing, *, in_conversation: bool,
-                         bot_in_thread: Callable[[], Awaitable[bool]]) -> str:
+async def decline_reason(
+    policy: ReplyPolicy | str,
+    addressing: Addressing,
+    *,
+    in_conversation: bool,
+    bot_in_thread: Callable[[], Awaitable[bool]],
+) -> str:
     """Why the bot does not answer a message ("" when it does): :func:`wants_answer`, then, for a
     follow-up that neither mentions the bot nor is a DM, the bot must take part in the conversation.
 
@@ -128,8 +135,9 @@ def is_outsider(member_of: str | int | None, home: Iterable[str | int], allowed:
     return str(member_of) not in ok
 
 
-async def refuse_outsider_once(store: Any, message_id: str, thread_key: str,
-                               say: Callable[[str], Awaitable[None]]) -> bool:
+async def refuse_outsider_once(
+    store: Any, message_id: str, thread_key: str, say: Callable[[str], Awaitable[None]]
+) -> bool:
     """Refuse an outsider's message once: a redelivery (Slack retries, the Slack mention and
     its twin message event, a Discord gateway replay) is not refused again. No LLM call.
 
@@ -148,8 +156,15 @@ async def refuse_outsider_once(store: Any, message_id: str, thread_key: str,
     return True
 
 
-def ignore_reason(*, author: str | int | None, own_id: str | int | None, is_bot: bool, bot_id: str | int | None,
-                  allowed_bots: Iterable[str | int], mentions_bot: bool) -> str:
+def ignore_reason(
+    *,
+    author: str | int | None,
+    own_id: str | int | None,
+    is_bot: bool,
+    bot_id: str | int | None,
+    allowed_bots: Iterable[str | int],
+    mentions_bot: bool,
+) -> str:
     """Why a message must not start an answer because of who wrote it ("" when it may).
 
     The bot never answers itself; other bots and webhooks only when their id is on the

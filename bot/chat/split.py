@@ -48,8 +48,7 @@ def _cut_line(line: str, width: int, size: Size, protected: re.Pattern[str] | No
         while size(line[:n]) > width:
             n -= 1
         spans = [m.span() for m in protected.finditer(line)] if protected else []
-        cut = next((p for p in range(n, n // 2, -1)
-                    if line[p - 1] == " " and not any(a < p < b for a, b in spans)), -1)
+        cut = next((p for p in range(n, n // 2, -1) if line[p - 1] == " " and not any(a < p < b for a, b in spans)), -1)
         if cut < 0:
             cut = n
             for a, b in spans:
@@ -61,8 +60,15 @@ def _cut_line(line: str, width: int, size: Size, protected: re.Pattern[str] | No
     return pieces
 
 
-def split_text(text: str, limit: int, *, size: Size = len, fence: re.Pattern[str] = MARKDOWN_FENCE,
-               protected: re.Pattern[str] | None = None, min_limit: int = 40) -> list[str]:
+def split_text(
+    text: str,
+    limit: int,
+    *,
+    size: Size = len,
+    fence: re.Pattern[str] = MARKDOWN_FENCE,
+    protected: re.Pattern[str] | None = None,
+    min_limit: int = 40,
+) -> list[str]:
     """Split ``text`` into pieces of at most ``limit`` (as counted by ``size``), in order.
 
     Args:
@@ -110,8 +116,9 @@ def split_text(text: str, limit: int, *, size: Size = len, fence: re.Pattern[str
         if m:
             if opener is None:
                 opener = ln.strip()
-            elif m.group(1)[0] == closer(opener)[0] and len(m.group(1)) >= len(closer(opener)) \
-                    and not m.group(2).strip():
+            elif (
+                m.group(1)[0] == closer(opener)[0] and len(m.group(1)) >= len(closer(opener)) and not m.group(2).strip()
+            ):
                 opener = None
     fence_before.append(opener)  # the state after the last line (an unclosed fence)
 

@@ -67,8 +67,7 @@ def parts_of(text: str | Iterable[Part]) -> list[Part]:
     return [text] if isinstance(text, str) else list(text)
 
 
-def compose(text: str | Iterable[Part], *, render: Callable[[str], str],
-            mention: Callable[[Mention], str]) -> str:
+def compose(text: str | Iterable[Part], *, render: Callable[[str], str], mention: Callable[[Mention], str]) -> str:
     """Render text parts with ``render`` (the platform's escaping Markdown converter) and
     :class:`Mention` parts with ``mention`` (the platform's mention builder), in order."""
     return "".join(mention(p) if isinstance(p, Mention) else render(p) for p in parts_of(text))

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from bot.runtime import Runtime
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser,
-                source: argparse.ArgumentParser) -> None:
+def add_parsers(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, source: argparse.ArgumentParser
+) -> None:
     """Add ``ask`` and ``console`` to the command parser ``sub``."""
     a = sub.add_parser("ask", parents=[common, source], help="answer one question")
     a.add_argument("question")
@@ -49,20 +50,32 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         failed = result.error if result else ""
         if args.json:
             kind = answer.kind if answer else ("help_request" if result and result.help_request else "notice")
-            print(json.dumps({"answer": answer.text if answer else None, "kind": kind,
-                              "sources": [s.location for s in (answer.sources if answer else [])],
-                              "route_note": answer.route_note if answer else "",
-                              "notices": responder.notices, "path": v.get("path", []), "route": v.get("route"),
-                              "llm_calls": v.get("llm_calls", 0),
-                              "seconds": round(result.seconds, 2) if result else 0.0,
-                              **({"error": failed} if failed else {})}, indent=1))
+            print(
+                json.dumps(
+                    {
+                        "answer": answer.text if answer else None,
+                        "kind": kind,
+                        "sources": [s.location for s in (answer.sources if answer else [])],
+                        "route_note": answer.route_note if answer else "",
+                        "notices": responder.notices,
+                        "path": v.get("path", []),
+                        "route": v.get("route"),
+                        "llm_calls": v.get("llm_calls", 0),
+                        "seconds": round(result.seconds, 2) if result else 0.0,
+                        **({"error": failed} if failed else {}),
+                    },
+                    indent=1,
+                )
+            )
         elif answer and result:
             out.console.print(format_answer(answer, rate_hint=False), markup=False)
             out.console.print(f"{v.get('llm_calls', 0)} LLM calls, {result.seconds:.1f} s", style="dim")
         elif result and result.help_request:
-            out.console.print(f"Paused for a human ({result.help_request.reason}). Resume it with: threadwise ask "
-                              f"--thread {shlex.quote(args.thread)} \"<reply>\", the reply being {REPLY_SYNTAX}",
-                              markup=False)
+            out.console.print(
+                f"Paused for a human ({result.help_request.reason}). Resume it with: threadwise ask "
+                f'--thread {shlex.quote(args.thread)} "<reply>", the reply being {REPLY_SYNTAX}',
+                markup=False,
+            )
         if failed:  # the apology was shown; say why, once, and fail the command
             out.err.print(f"threadwise ask failed: {failed}", style="red", markup=False)
             if advice(failed.split(":", 1)[0]):
@@ -75,6 +88,7 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
 async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
     """Chat in the terminal in thread ``args.thread`` until end of input or a stop signal."""
+
     async def body(rt: Runtime) -> int:
         stop = asyncio.Event()
         with graceful_stop(on_stop=stop.set):

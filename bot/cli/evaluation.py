@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     from bot.runtime import Runtime
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser,
-                source: argparse.ArgumentParser) -> None:
+def add_parsers(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, source: argparse.ArgumentParser
+) -> None:
     """Add ``eval`` to the command parser ``sub``."""
     e = sub.add_parser("eval", parents=[common, source], help="run an eval set (JSONL)")
     e.add_argument("file")
@@ -50,11 +51,17 @@ async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         for col in ("id", "kind", "route", "r@1", "r@5", "facts", "calls", "outcome", "s"):
             table.add_column(col)
         for r in report["rows"]:
-            table.add_row(r["id"], r["kind"], r["route"] + ("" if r["route_ok"] else f" (exp {r['expected_route']})"),
-                          str(r["recall_at_1"] if r["recall_at_1"] is not None else "-"),
-                          str(r["recall_at_5"] if r["recall_at_5"] is not None else "-"),
-                          f"{r['facts_found']:.2f}" if r["facts_found"] is not None else "-",
-                          str(r["llm_calls"]), r["outcome"], f"{r['seconds']:.1f}")
+            table.add_row(
+                r["id"],
+                r["kind"],
+                r["route"] + ("" if r["route_ok"] else f" (exp {r['expected_route']})"),
+                str(r["recall_at_1"] if r["recall_at_1"] is not None else "-"),
+                str(r["recall_at_5"] if r["recall_at_5"] is not None else "-"),
+                f"{r['facts_found']:.2f}" if r["facts_found"] is not None else "-",
+                str(r["llm_calls"]),
+                r["outcome"],
+                f"{r['seconds']:.1f}",
+            )
         out.console.print(table)
         for k, v in t.items():
             out.console.print(f"{k}: {v}")

@@ -12,8 +12,9 @@ from bot.config import Settings
 from bot.feedback import export_rows, format_summary, summarise
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser,
-                source: argparse.ArgumentParser) -> None:
+def add_parsers(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, source: argparse.ArgumentParser
+) -> None:
     """Add ``feedback`` to the command parser ``sub``."""
     f = sub.add_parser("feedback", parents=[common], help="summarise the 👍/👎 votes on answers")
     f.add_argument("--json", metavar="PATH", help="export the voted answers as eval-shaped JSONL ('-': stdout)")

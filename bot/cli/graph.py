@@ -7,8 +7,9 @@ import argparse
 from bot.config import Settings
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser,
-                source: argparse.ArgumentParser) -> None:
+def add_parsers(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, source: argparse.ArgumentParser
+) -> None:
     """Add ``graph`` to the command parser ``sub``."""
     sub.add_parser("graph", parents=[common], help="print the graph as Mermaid text").set_defaults(handler=cmd_graph)
 
@@ -24,7 +25,8 @@ def cmd_graph(args: argparse.Namespace, settings: Settings) -> int:
 
     # drawing needs the nodes, not a model: no model is built or called
     model = UnavailableChatModel(reason="the graph is only drawn")
-    deps = GraphDeps(ModelCaller(model), KnowledgeBase(settings.path("data/none"), []), None,
-                     graph_config(settings, model))
+    deps = GraphDeps(
+        ModelCaller(model), KnowledgeBase(settings.path("data/none"), []), None, graph_config(settings, model)
+    )
     print(build_graph(deps).get_graph().draw_mermaid())
     return 0

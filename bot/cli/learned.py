@@ -10,8 +10,9 @@ from bot.cli.output import out
 from bot.config import Settings
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser,
-                source: argparse.ArgumentParser) -> None:
+def add_parsers(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, source: argparse.ArgumentParser
+) -> None:
     """Add ``learned`` to the command parser ``sub``."""
     lr = sub.add_parser("learned", parents=[common], help="list or remove what the bot learned from experts")
     lr.add_argument("action", choices=["list", "forget"], nargs="?", default="list")
@@ -28,8 +29,9 @@ def cmd_learned(args: argparse.Namespace, settings: Settings) -> int:
     store = LearnedStore(settings.path(settings.learning.index_db))
     if args.action == "forget":
         if args.id is None:
-            out.err.print("Usage: threadwise learned forget ID (the number `threadwise learned list` shows)",
-                          markup=False)
+            out.err.print(
+                "Usage: threadwise learned forget ID (the number `threadwise learned list` shows)", markup=False
+            )
             return 2
         if not store.forget(args.id):
             out.err.print(f"There is no learned entry {args.id}.", markup=False)
@@ -43,7 +45,10 @@ def cmd_learned(args: argparse.Namespace, settings: Settings) -> int:
     if not entries:
         out.console.print("No learned entries yet.", markup=False)
     for e in entries:
-        out.console.print(f"{e.id}: {e.question or '(no question)'}\n    -> {' '.join(e.answer.split())}\n"
-                          f"    ({e.citation}{'; ' + e.permalink if e.permalink else ''})", markup=False,
-                          highlight=False)
+        out.console.print(
+            f"{e.id}: {e.question or '(no question)'}\n    -> {' '.join(e.answer.split())}\n"
+            f"    ({e.citation}{'; ' + e.permalink if e.permalink else ''})",
+            markup=False,
+            highlight=False,
+        )
     return 0

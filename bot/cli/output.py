@@ -36,15 +36,22 @@ class ProgressBar:
     """Rich progress bar for reindex phases on stderr: ``progress(phase, done, total)``."""
 
     def __init__(self) -> None:
-        self.bar = Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), console=out.err, transient=False)
+        self.bar = Progress(
+            TextColumn("{task.description:>8}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=out.err,
+            transient=False,
+        )
         self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self) -> ProgressBar:
         return self  # started at the first phase: an empty bar would leave a blank line on stderr
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self.tasks:
             self.bar.__exit__(exc_type, exc, tb)
 

@@ -22,17 +22,30 @@ def build_parser() -> argparse.ArgumentParser:
     # after the command does not overwrite one given before it)
     p.add_argument("--config", help="config.toml to use (default: $THREADWISE_CONFIG or the project's)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every event, with tracebacks (DEBUG)")
-    p.add_argument("--log-format", choices=["text", "json"],
-                   help="log lines as text or one JSON object per line (default: [logging] format)")
+    p.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="log lines as text or one JSON object per line (default: [logging] format)",
+    )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=argparse.SUPPRESS, help="config.toml to use")
-    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                        help="log every event, with tracebacks (DEBUG)")
-    common.add_argument("--log-format", choices=["text", "json"], default=argparse.SUPPRESS,
-                        help="log lines as text or one JSON object per line")
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="log every event, with tracebacks (DEBUG)",
+    )
+    common.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default=argparse.SUPPRESS,
+        help="log lines as text or one JSON object per line",
+    )
     source = argparse.ArgumentParser(add_help=False)
-    source.add_argument("--source", action="append", metavar="DIR",
-                        help="knowledge source folder instead of config.toml's (repeatable)")
+    source.add_argument(
+        "--source", action="append", metavar="DIR", help="knowledge source folder instead of config.toml's (repeatable)"
+    )
     sub = p.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         module.add_parsers(sub, common, source)

@@ -9,11 +9,13 @@ from bot.cli.output import ProgressBar, out
 from bot.config import Secrets, Settings
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser,
-                source: argparse.ArgumentParser) -> None:
+def add_parsers(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, source: argparse.ArgumentParser
+) -> None:
     """Add ``reindex`` to the command parser ``sub``."""
     sub.add_parser("reindex", parents=[common, source], help="rebuild the knowledge index").set_defaults(
-        handler=cmd_reindex)
+        handler=cmd_reindex
+    )
 
 
 async def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:

@@ -45,8 +45,9 @@ PLATFORMS = (
 )
 
 
-def enabled_platforms(settings: Settings, secrets: Secrets, *, warn: bool = True
-                      ) -> list[tuple[str, Callable[..., Coroutine[Any, Any, None]]]]:
+def enabled_platforms(
+    settings: Settings, secrets: Secrets, *, warn: bool = True
+) -> list[tuple[str, Callable[..., Coroutine[Any, Any, None]]]]:
     """The platforms whose tokens are set, as ``(name, serve)``; ``warn``: log one warning
     for a platform whose library is not installed."""
     found = []
@@ -67,12 +68,13 @@ def slack_partial_tokens(secrets: Secrets) -> bool:
     return bool(secrets.slack_bot_token or secrets.slack_app_token or secrets.slack_signing_secret)
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser,
-                source: argparse.ArgumentParser) -> None:
+def add_parsers(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, source: argparse.ArgumentParser
+) -> None:
     """Add ``run`` to the command parser ``sub``."""
-    sub.add_parser("run", parents=[common],
-                   help="run the bot: Slack/Discord when their tokens are set, else the console").set_defaults(
-        handler=cmd_run)
+    sub.add_parser(
+        "run", parents=[common], help="run the bot: Slack/Discord when their tokens are set, else the console"
+    ).set_defaults(handler=cmd_run)
 
 
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
@@ -100,8 +102,10 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                 out.err.print(f"Configuration error: {exc}", style="red", markup=False)
                 return 2
         else:
-            log.warning("monitoring is off in console mode: [monitoring] health_port/metrics_port serve only "
-                        "with Slack or Discord")
+            log.warning(
+                "monitoring is off in console mode: [monitoring] health_port/metrics_port serve only "
+                "with Slack or Discord"
+            )
 
     async def body(rt: Runtime) -> int:
         stop = asyncio.Event()
@@ -114,11 +118,17 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
                 pass
         starts = enabled_platforms(settings, secrets)
         if slack_partial_tokens(secrets) and not any(name == "slack" for name, _ in starts):
-            needed = ("SLACK_BOT_TOKEN and SLACK_APP_TOKEN" if settings.slack.mode == "socket"
-                      else "SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET")
-            out.err.print(f"Slack tokens are set but incomplete: [slack] mode = \"{settings.slack.mode}\" needs "
-                          f"{needed}. Set them (or change the mode in config.toml), or unset SLACK_* to use the "
-                          "console.", markup=False)
+            needed = (
+                "SLACK_BOT_TOKEN and SLACK_APP_TOKEN"
+                if settings.slack.mode == "socket"
+                else "SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET"
+            )
+            out.err.print(
+                f'Slack tokens are set but incomplete: [slack] mode = "{settings.slack.mode}" needs '
+                f"{needed}. Set them (or change the mode in config.toml), or unset SLACK_* to use the "
+                "console.",
+                markup=False,
+            )
             return 2
         if starts:
             # the runs the last process left unanswered take their threads' places before
@@ -137,8 +147,10 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             # Ctrl-C at the prompt: one line and 130, as in `console` (removing the loop's handler
             # left SIGINT at SIG_DFL: a silent kill)
             signal.signal(signal.SIGINT, interrupted)
-            out.err.print("No SLACK_* or DISCORD_TOKEN set: starting the console chat (offline default; only "
-                          "warnings are logged here, -v logs every event).")
+            out.err.print(
+                "No SLACK_* or DISCORD_TOKEN set: starting the console chat (offline default; only "
+                "warnings are logged here, -v logs every event)."
+            )
             if not args.verbose:  # the chat and the event log would share one terminal
                 logging.getLogger().setLevel(max(logging.WARNING, logging.getLogger().level))
             stop_console = asyncio.Event()
@@ -165,8 +177,9 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             sock.close()
 
 
-def _start_monitoring(settings: Settings, rt: Runtime, metrics: Any, stop: asyncio.Event,
-                      sockets: dict[int, socket.socket] | None = None) -> list[asyncio.Task]:
+def _start_monitoring(
+    settings: Settings, rt: Runtime, metrics: Any, stop: asyncio.Event, sockets: dict[int, socket.socket] | None = None
+) -> list[asyncio.Task]:
     """Start ``[monitoring]``'s health and metrics endpoints until ``stop`` (none when both
     ports are 0); ``metrics`` (a :class:`bot.metrics.PrometheusMetrics` or None) becomes
     the service's observer. Returns the serving task in a list."""
@@ -177,6 +190,11 @@ def _start_monitoring(settings: Settings, rt: Runtime, metrics: Any, stop: async
         return []
     if metrics is not None:
         rt.service.observer = metrics
-    return [asyncio.create_task(serve_monitoring(m.host, m.health_port, m.metrics_port, health=rt.health,
-                                                 metrics=metrics, stop=stop, sockets=sockets),
-                                name="monitoring")]
+    return [
+        asyncio.create_task(
+            serve_monitoring(
+                m.host, m.health_port, m.metrics_port, health=rt.health, metrics=metrics, stop=stop, sockets=sockets
+            ),
+            name="monitoring",
+        )
+    ]

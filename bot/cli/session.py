@@ -13,8 +13,14 @@ if TYPE_CHECKING:
     from bot.runtime import Runtime
 
 
-async def with_runtime(settings: Settings, sources: list[str] | None, body: Callable[[Runtime], Awaitable[int]],
-                       *, build_index: bool = True, graph_workers: bool = False) -> int:
+async def with_runtime(
+    settings: Settings,
+    sources: list[str] | None,
+    body: Callable[[Runtime], Awaitable[int]],
+    *,
+    build_index: bool = True,
+    graph_workers: bool = False,
+) -> int:
     """Open the runtime (:func:`bot.runtime.open_runtime`), run ``body`` with it, close it.
 
     Args:
@@ -32,9 +38,15 @@ async def with_runtime(settings: Settings, sources: list[str] | None, body: Call
     from bot.runtime import open_runtime
 
     # JSON logs: stderr holds only JSON lines, so no progress bar (the index build is logged)
-    with (ProgressBar() if settings.logging.format == "text" else contextlib.nullcontext()) as bar:
-        cm = open_runtime(settings, Secrets.from_env(), sources=sources, build_index=build_index, progress=bar,
-                          graph_workers=graph_workers)
+    with ProgressBar() if settings.logging.format == "text" else contextlib.nullcontext() as bar:
+        cm = open_runtime(
+            settings,
+            Secrets.from_env(),
+            sources=sources,
+            build_index=build_index,
+            progress=bar,
+            graph_workers=graph_workers,
+        )
         runtime = await cm.__aenter__()
     try:
         return await body(runtime)

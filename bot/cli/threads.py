@@ -8,8 +8,9 @@ from bot.cli.output import out
 from bot.config import Settings
 
 
-def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser,
-                source: argparse.ArgumentParser) -> None:
+def add_parsers(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, source: argparse.ArgumentParser
+) -> None:
     """Add ``threads`` to the command parser ``sub``."""
     sub.add_parser("threads", parents=[common], help="list saved threads").set_defaults(handler=cmd_threads)
 

@@ -51,8 +51,11 @@ def format_answer(answer: Answer, rate_hint: bool = True) -> str:
     """Markdown text of an answer with its sources and route note (for terminals);
     ``rate_hint``: end with how to rate it (the console chat's ``/good`` and ``/bad``)."""
     lines = [answer.text.strip() or "(empty answer)"]
-    lines += sources.render(answer, lambda s: f"  [{s.number}] {s.location}" + (f" — {s.title}" if s.title else ""),
-                            lambda heading: f"\n{heading}:")
+    lines += sources.render(
+        answer,
+        lambda s: f"  [{s.number}] {s.location}" + (f" — {s.title}" if s.title else ""),
+        lambda heading: f"\n{heading}:",
+    )
     lines.append(f"\n({sources.footer(answer).note}; path: {' -> '.join(answer.path) or 'n/a'})")
     if answer.answer_id and rate_hint:
         lines.append("Rate it: /good or /bad [what was wrong]")
@@ -62,8 +65,9 @@ def format_answer(answer: Answer, rate_hint: bool = True) -> str:
 class ConsoleResponder:
     """Prints statuses, answers and help requests for one console thread."""
 
-    def __init__(self, thread: str, console: Console | None = None, show_status: bool = True,
-                 show_answers: bool = True):
+    def __init__(
+        self, thread: str, console: Console | None = None, show_status: bool = True, show_answers: bool = True
+    ):
         self.thread = thread
         self.console = console or make_console()
         self.show_status = show_status
@@ -95,10 +99,15 @@ class ConsoleResponder:
 
     async def post_help_request(self, request: HelpRequest) -> None:
         self.help_requests.append(request)
-        self.console.print(Text.assemble(
-            ("help needed", "bold yellow"), " ", (f"({self.thread})", "dim"),
-            f": I couldn't find a grounded answer to: {request.question!r}\n  reason: {request.reason}\n"
-            f"  Reply with {REPLY_SYNTAX}."))
+        self.console.print(
+            Text.assemble(
+                ("help needed", "bold yellow"),
+                " ",
+                (f"({self.thread})", "dim"),
+                f": I couldn't find a grounded answer to: {request.question!r}\n  reason: {request.reason}\n"
+                f"  Reply with {REPLY_SYNTAX}.",
+            )
+        )
 
     async def post_notice(self, text: str) -> None:
         self.notices.append(text)
@@ -114,8 +123,10 @@ class ConsoleResponder:
         return {"thread": self.thread}
 
 
-_COMMANDS_HELP = ("Commands: /thread NAME (switch thread), /threads (list them), /good or /bad [reason] (rate the "
-                  "last answer), /help, /quit. Anything else is a question.")
+_COMMANDS_HELP = (
+    "Commands: /thread NAME (switch thread), /threads (list them), /good or /bad [reason] (rate the "
+    "last answer), /help, /quit. Anything else is a question."
+)
 _COMMANDS = ("/thread", "/threads", "/good", "/bad", "/help", "/quit", "/exit")
 #: what reads as a console command: ``/word`` (a path such as ``/etc/hosts`` is a question's text)
 _COMMAND = re.compile(r"/[A-Za-z][\w-]*")
@@ -176,8 +187,13 @@ async def _until(lines: AsyncIterator[str], stop: asyncio.Event | None) -> Async
             return
 
 
-async def run_console(runtime: Runtime, thread: str = "main", stdin: TextIO | None = None,
-                      console: Console | None = None, stop: asyncio.Event | None = None) -> None:
+async def run_console(
+    runtime: Runtime,
+    thread: str = "main",
+    stdin: TextIO | None = None,
+    console: Console | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
     """Interactive chat loop on ``runtime.service`` until ``/quit``, end of input or ``stop``
     (set by SIGTERM in the CLI: the answer in flight is finished, then the loop ends)."""
     console = console or make_console()
@@ -185,8 +201,12 @@ async def run_console(runtime: Runtime, thread: str = "main", stdin: TextIO | No
     service = runtime.service
     user = runtime.settings.console.user
     responders: dict[str, ConsoleResponder] = {}
-    service.register_platform("console", lambda ref: responders.setdefault(
-        ref.get("thread", thread), ConsoleResponder(ref.get("thread", thread), console)))
+    service.register_platform(
+        "console",
+        lambda ref: responders.setdefault(
+            ref.get("thread", thread), ConsoleResponder(ref.get("thread", thread), console)
+        ),
+    )
     await service.recover()
     interactive = stdin.isatty()
     console.print(Text.assemble("Threadwise console, thread ", (thread, "bold"), f". {_COMMANDS_HELP}"))
@@ -227,9 +247,16 @@ async def run_console(runtime: Runtime, thread: str = "main", stdin: TextIO | No
             if not interactive:
                 console.print(prompt() + line)
             out = responders.setdefault(thread, ConsoleResponder(thread, console))
-            msg = IncomingMessage(platform="console", thread_key=f"console:{thread}",
-                                  message_id=f"console:{thread}:{uuid.uuid4().hex}", author_id=user,
-                                  author_name=user, text=line, is_admin=True, is_expert=True)
+            msg = IncomingMessage(
+                platform="console",
+                thread_key=f"console:{thread}",
+                message_id=f"console:{thread}:{uuid.uuid4().hex}",
+                author_id=user,
+                author_name=user,
+                text=line,
+                is_admin=True,
+                is_expert=True,
+            )
             await service.handle(msg, out)
             if stop and stop.is_set():
                 console.print("stopping: the answer above was finished first", style="dim")

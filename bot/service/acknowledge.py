@@ -33,9 +33,15 @@ def plain_question(svc: ChatService, msg: IncomingMessage) -> bool:
     the limit, not a command or an expert's reply syntax, in a thread this process
     does not know to be waiting for an expert."""
     text = msg.text.strip()
-    return bool(text and msg.message_id and len(text) <= svc.max_question_characters
-                and parse_remember(text) is None and not svc.admin_commands.parse(text)
-                and parse_human_reply(text) is None and msg.thread_key not in svc.timers)
+    return bool(
+        text
+        and msg.message_id
+        and len(text) <= svc.max_question_characters
+        and parse_remember(text) is None
+        and not svc.admin_commands.parse(text)
+        and parse_human_reply(text) is None
+        and msg.thread_key not in svc.timers
+    )
 
 
 def _remember(svc: ChatService, message_id: str) -> None:

@@ -88,13 +88,27 @@ class ChatService:
     (``[service]`` and ``[graph]`` of :mod:`bot.config`), passed in by :mod:`bot.runtime`.
     """
 
-    def __init__(self, graph: RAGGraph, store: BookkeepingStore, admin: AdminCommands, *,
-                 help_timeout_seconds: float,
-                 max_concurrent_runs: int, recursion_limit: int, empty_question_reply: str, keep_checkpoints: int,
-                 max_question_characters: int, dedup_retention_seconds: float, resume_window_seconds: float,
-                 storage_apology: str, human_review: bool, durability: Durability, answer_note: str = "",
-                 scope_for: Callable[[str, str, str], dict[str, Any]] | None = None,
-                 learned: LearnedStore | None = None):
+    def __init__(
+        self,
+        graph: RAGGraph,
+        store: BookkeepingStore,
+        admin: AdminCommands,
+        *,
+        help_timeout_seconds: float,
+        max_concurrent_runs: int,
+        recursion_limit: int,
+        empty_question_reply: str,
+        keep_checkpoints: int,
+        max_question_characters: int,
+        dedup_retention_seconds: float,
+        resume_window_seconds: float,
+        storage_apology: str,
+        human_review: bool,
+        durability: Durability,
+        answer_note: str = "",
+        scope_for: Callable[[str, str, str], dict[str, Any]] | None = None,
+        learned: LearnedStore | None = None,
+    ):
         self.graph = graph
         self.graph_pool: GraphPool | None = None  # graph worker processes that run the graph (runtime.py)
         self.durability = durability
@@ -126,8 +140,12 @@ class ChatService:
         self.observer = TurnObserver()  # metrics (bot.metrics); its callbacks join every graph run
 
     # ---- wiring ------------------------------------------------------------------
-    def register_platform(self, platform: str, factory: Callable[[dict[str, Any]], Responder],
-                          ready: Callable[[], Awaitable[Any]] | None = None) -> None:
+    def register_platform(
+        self,
+        platform: str,
+        factory: Callable[[dict[str, Any]], Responder],
+        ready: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
         """Let the service rebuild a responder from ``Responder.reference()`` (after a restart).
 
         ``ready`` (optional) is awaited before a rebuilt responder is used by crash
@@ -229,8 +247,19 @@ class ChatService:
         admin and expert. Same checks as :meth:`handle` otherwise. Never raises."""
         return await dispatch.ask(self, thread_key, text, out, platform)
 
-    async def resume(self, thread_key: str, action: HumanAction, text: str, *, actor_id: str, actor_name: str,
-                     is_expert: bool, out: Responder, interrupt_id: str | None = None, channel: str = "") -> bool:
+    async def resume(
+        self,
+        thread_key: str,
+        action: HumanAction,
+        text: str,
+        *,
+        actor_id: str,
+        actor_name: str,
+        is_expert: bool,
+        out: Responder,
+        interrupt_id: str | None = None,
+        channel: str = "",
+    ) -> bool:
         """Resume a paused thread from a button or modal (``channel``: the conversation's
         channel, for its ``[[channels]]`` settings; :mod:`bot.service.help_requests`).
 
@@ -239,8 +268,18 @@ class ChatService:
         actor privately) when the actor is not an expert, the request was already
         claimed or resumed, or ``interrupt_id`` names an older help request. Never raises.
         """
-        return await help_requests.resume(self, thread_key, action, text, actor_id=actor_id, actor_name=actor_name,
-                                          is_expert=is_expert, out=out, interrupt_id=interrupt_id, channel=channel)
+        return await help_requests.resume(
+            self,
+            thread_key,
+            action,
+            text,
+            actor_id=actor_id,
+            actor_name=actor_name,
+            is_expert=is_expert,
+            out=out,
+            interrupt_id=interrupt_id,
+            channel=channel,
+        )
 
     async def admin(self, command: str, *, actor_id: str, is_admin: bool, out: Responder) -> None:
         """Run an admin command (``reindex``, ``status``, ``help``). Never raises."""

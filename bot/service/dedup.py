@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
-async def first_delivery(svc: ChatService, msg: IncomingMessage, out: Responder,
-                         acked: SlotPromise | None, received_at: float | None = None) -> bool:
+async def first_delivery(
+    svc: ChatService, msg: IncomingMessage, out: Responder, acked: SlotPromise | None, received_at: float | None = None
+) -> bool:
     """Mark ``msg`` seen and record it as a run in flight (one transaction, so a crash
     before it is answered leaves it for recovery). True for its first delivery; False for
     a duplicate (logged) or when it cannot be recorded (the user gets the apology).
@@ -38,9 +39,11 @@ async def first_delivery(svc: ChatService, msg: IncomingMessage, out: Responder,
         log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
         return False
     try:
-        if not await svc.store.mark_seen(msg.message_id, msg.thread_key,
-                                         run=(msg.platform, out.reference(),
-                                              message_record(msg, received_at=received_at))):
+        if not await svc.store.mark_seen(
+            msg.message_id,
+            msg.thread_key,
+            run=(msg.platform, out.reference(), message_record(msg, received_at=received_at)),
+        ):
             log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
             # Acknowledged on receipt, but handled before (e.g. redelivered after a restart):
             # take our status back. While another replica still runs it, the reaction is

@@ -33,8 +33,9 @@ log = logging.getLogger("bot.service")  # one logger for the chat runtime: log f
 
 
 @with_log_context(thread_key="msg.thread_key", platform="msg.platform", message_id="msg.message_id")
-async def handle(svc: ChatService, msg: IncomingMessage, out: Responder,
-                 ticket: Ticket | None = None) -> TurnResult | None:
+async def handle(
+    svc: ChatService, msg: IncomingMessage, out: Responder, ticket: Ticket | None = None
+) -> TurnResult | None:
     """Handle one user message from a platform (see :meth:`ChatService.handle`): a plain
     question is acknowledged first (:mod:`bot.service.acknowledge`) and recorded at once; it
     takes its thread after the messages whose ``ticket`` came before its own. Never raises."""
@@ -55,16 +56,32 @@ async def handle(svc: ChatService, msg: IncomingMessage, out: Responder,
 
 
 @with_log_context(thread_key="thread_key", platform="platform")
-async def ask(svc: ChatService, thread_key: str, text: str, out: Responder,
-              platform: str = "console") -> TurnResult | None:
+async def ask(
+    svc: ChatService, thread_key: str, text: str, out: Responder, platform: str = "console"
+) -> TurnResult | None:
     """One message from the local user (see :meth:`ChatService.ask`). Never raises."""
-    msg = IncomingMessage(platform=platform, thread_key=thread_key, message_id="", author_id="console",
-                          author_name="console", text=text, is_admin=True, is_expert=True)
+    msg = IncomingMessage(
+        platform=platform,
+        thread_key=thread_key,
+        message_id="",
+        author_id="console",
+        author_name="console",
+        text=text,
+        is_admin=True,
+        is_expert=True,
+    )
     return await dispatch_guarded(svc, msg, out, run_id=f"ask:{uuid.uuid4().hex}")
 
 
-async def dispatch_guarded(svc: ChatService, msg: IncomingMessage, out: Responder, *, run_id: str,
-                           acked: SlotPromise | None = None, ticket: Ticket | None = None) -> TurnResult | None:
+async def dispatch_guarded(
+    svc: ChatService,
+    msg: IncomingMessage,
+    out: Responder,
+    *,
+    run_id: str,
+    acked: SlotPromise | None = None,
+    ticket: Ticket | None = None,
+) -> TurnResult | None:
     """:func:`dispatch`, with any failure ending in the apology; the run record is
     finished whatever happens (once: usually its answer finished it), except when the
     process stops it (cancelled at shutdown: the record stays, and the next start answers
@@ -85,8 +102,15 @@ async def dispatch_guarded(svc: ChatService, msg: IncomingMessage, out: Responde
             await best_effort(svc.store.finish_run(run_id), msg.thread_key)
 
 
-async def dispatch(svc: ChatService, msg: IncomingMessage, out: Responder, *, run_id: str,
-                   acked: SlotPromise | None = None, ticket: Ticket | None = None) -> TurnResult | None:
+async def dispatch(
+    svc: ChatService,
+    msg: IncomingMessage,
+    out: Responder,
+    *,
+    run_id: str,
+    acked: SlotPromise | None = None,
+    ticket: Ticket | None = None,
+) -> TurnResult | None:
     """Route one message (see the module docstring); ``ticket``: its place in the thread's
     queue (:class:`bot.service.threads.Ticket`), None for a new one at the end."""
     text = msg.text.strip()
@@ -99,7 +123,8 @@ async def dispatch(svc: ChatService, msg: IncomingMessage, out: Responder, *, ru
         log.info("question of %d characters refused", len(text), extra=for_thread(key))
         await out.post_notice(
             f"That message is too long for me ({len(text):,} characters; the limit is "
-            f"{svc.max_question_characters:,}). Please shorten it or ask about one part at a time.")
+            f"{svc.max_question_characters:,}). Please shorten it or ask about one part at a time."
+        )
         return None
     remembered = parse_remember(text)
     if remembered is not None:  # it answers the thread's question before it: after that one's turn
@@ -127,7 +152,8 @@ async def dispatch(svc: ChatService, msg: IncomingMessage, out: Responder, *, ru
                 log.info("non-expert %s replied to a help request", msg.author_id, extra=for_thread(key))
                 await out.notify_private(
                     "This thread is waiting for an expert's answer; only the people named in the help "
-                    "request can resume it. Your message was not sent to the bot.")
+                    "request can resume it. Your message was not sent to the bot."
+                )
                 return None
             if parsed is None:
                 await out.notify_private(REPLY_HINT)
@@ -138,8 +164,9 @@ async def dispatch(svc: ChatService, msg: IncomingMessage, out: Responder, *, ru
             elif pending.id != seen.id:
                 await help_requests.already_handled(key, parsed[0], by, out)
                 return None
-            return await help_requests.resume_claimed(svc, key, parsed[0], parsed[1], by, out, pending.id,
-                                                      run_id=run_id, channel=msg.channel)
+            return await help_requests.resume_claimed(
+                svc, key, parsed[0], parsed[1], by, out, pending.id, run_id=run_id, channel=msg.channel
+            )
         if seen is not None:  # it was a reply, and someone else's reply (or the timeout) won
             assert parsed is not None
             await help_requests.already_handled(key, parsed[0], by, out)
@@ -158,7 +185,13 @@ async def dispatch(svc: ChatService, msg: IncomingMessage, out: Responder, *, ru
         async with contextlib.AsyncExitStack() as slot:
             with svc.observer.waiting():
                 await slot.enter_async_context(acked.hold() if acked is not None else svc.slots.hold())
-            return await runs.run(svc, key, {"messages": [HumanMessage(text)]}, out, platform=msg.platform,
-                                  run_id=run_id,
-                                  record={"question": text, "channel": msg.channel,
-                                          "channel_name": msg.channel_name}, announced=True)
+            return await runs.run(
+                svc,
+                key,
+                {"messages": [HumanMessage(text)]},
+                out,
+                platform=msg.platform,
+                run_id=run_id,
+                record={"question": text, "channel": msg.channel, "channel_name": msg.channel_name},
+                announced=True,
+            )

@@ -46,8 +46,9 @@ def apology_for(svc: ChatService, exc: BaseException) -> str:
     return svc.admin_commands.apology
 
 
-async def fail(svc: ChatService, thread_key: str, exc: BaseException, out: Responder, *, what: str,
-               run_id: str = "") -> None:
+async def fail(
+    svc: ChatService, thread_key: str, exc: BaseException, out: Responder, *, what: str, run_id: str = ""
+) -> None:
     """A turn failed outside the graph: one log line, the (storage) apology, the apology
     reaction; nothing more when another replica took the run ``run_id`` over (it answers)."""
     log.error("%s failed: %s", what, describe_failure(exc), extra=for_thread(thread_key))
@@ -57,8 +58,9 @@ async def fail(svc: ChatService, thread_key: str, exc: BaseException, out: Respo
     try:
         await out.post_answer(Answer(text=apology_for(svc, exc), kind="apology"))
     except Exception as post_exc:  # noqa: BLE001
-        log.error("the apology could not be posted either: %s", describe_failure(post_exc),
-                  extra=for_thread(thread_key))
+        log.error(
+            "the apology could not be posted either: %s", describe_failure(post_exc), extra=for_thread(thread_key)
+        )
     try:
         await out.set_status(Status.APOLOGY)
     except Exception:  # noqa: BLE001

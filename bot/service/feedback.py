@@ -21,17 +21,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
-async def recorded(svc: ChatService, answer: Answer, values: dict[str, Any], *, thread_key: str, platform: str,
-                   channel: str) -> Answer:
+async def recorded(
+    svc: ChatService, answer: Answer, values: dict[str, Any], *, thread_key: str, platform: str, channel: str
+) -> Answer:
     """Record an answer for feedback and give it the id its 👍/👎 controls carry; when
     the record cannot be written the answer goes out without controls (logged)."""
     answer_id = uuid.uuid4().hex[:16]
     try:
         await svc.store.record_answer(
-            answer_id, thread_key=thread_key, platform=platform, channel=channel,
-            question=str(values.get("question") or ""), answer=answer.text, kind=answer.kind,
-            route=str(values.get("route") or ""), sources=[dict(s) for s in values.get("sources", [])],
-            path=list(answer.path))
+            answer_id,
+            thread_key=thread_key,
+            platform=platform,
+            channel=channel,
+            question=str(values.get("question") or ""),
+            answer=answer.text,
+            kind=answer.kind,
+            route=str(values.get("route") or ""),
+            sources=[dict(s) for s in values.get("sources", [])],
+            path=list(answer.path),
+        )
     except Exception as exc:  # noqa: BLE001 - feedback is bookkeeping: the answer still goes out
         log.warning("answer not recorded for feedback: %s", describe_failure(exc), extra=for_thread(thread_key))
         return answer
@@ -55,8 +63,11 @@ async def escalate(svc: ChatService, answer_id: str, *, actor_id: str, actor_nam
     try:
         rec = await svc.store.answer_record(answer_id)
         if rec is None or not svc.human_review:
-            await out.notify_private("Sorry, I can't ask the experts about that answer." if rec is not None
-                                     else "I can't find that answer any more.")
+            await out.notify_private(
+                "Sorry, I can't ask the experts about that answer."
+                if rec is not None
+                else "I can't find that answer any more."
+            )
             return False
         key = rec["thread_key"]
         vote = await svc.store.vote_of(answer_id, actor_id)
@@ -69,12 +80,23 @@ async def escalate(svc: ChatService, answer_id: str, *, actor_id: str, actor_nam
             await ask_experts(svc.graph, svc.run_config(key), rec["question"], clean_text(note))
             log.info("answer %s sent to the experts by %s", answer_id, actor_name, extra=for_thread(key))
             async with svc.slots:
-                result = await runs.run(svc, key, None, out, platform=rec["platform"], is_resume=True,
-                                        run_id=f"escalate:{answer_id}:{uuid.uuid4().hex[:8]}",
-                                        record={"channel": rec["channel"]})
+                result = await runs.run(
+                    svc,
+                    key,
+                    None,
+                    out,
+                    platform=rec["platform"],
+                    is_resume=True,
+                    run_id=f"escalate:{answer_id}:{uuid.uuid4().hex[:8]}",
+                    record={"channel": rec["channel"]},
+                )
         return result.help_request is not None
     except Exception as exc:  # noqa: BLE001
-        log.error("asking the experts about %s failed: %s", answer_id,
-                  describe_failure(exc), extra=for_thread(rec["thread_key"] if rec else ""))
+        log.error(
+            "asking the experts about %s failed: %s",
+            answer_id,
+            describe_failure(exc),
+            extra=for_thread(rec["thread_key"] if rec else ""),
+        )
         await out.notify_private("Sorry, I couldn't ask the experts (see the logs).")
         return False

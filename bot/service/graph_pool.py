@@ -102,8 +102,13 @@ class GraphPool:
         on_llm_requests: called with the number of LLM requests each run made (metrics).
     """
 
-    def __init__(self, workers: int, init: dict[str, Any], event_loop: str = "auto",
-                 on_llm_requests: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        workers: int,
+        init: dict[str, Any],
+        event_loop: str = "auto",
+        on_llm_requests: Callable[[int], None] | None = None,
+    ) -> None:
         self.workers = [_Worker(i) for i in range(max(1, workers))]
         self.init = init
         self.event_loop = event_loop
@@ -130,15 +135,20 @@ class GraphPool:
         except (TimeoutError, Exception) as exc:
             await self.close()
             raise GraphWorkerGone(f"graph workers did not start: {type(exc).__name__}: {exc}") from exc
-        log.info("graph workers ready: %d processes (pids %s)", len(self.workers),
-                 ", ".join(map(str, self.pids)))
+        log.info("graph workers ready: %d processes (pids %s)", len(self.workers), ", ".join(map(str, self.pids)))
 
     async def _spawn(self, worker: _Worker) -> None:
         parent, child = socket.socketpair()
         try:
             worker.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot.graph_worker", str(child.fileno()), self.event_loop,
-                pass_fds=(child.fileno(),), stdin=asyncio.subprocess.DEVNULL)
+                sys.executable,
+                "-m",
+                "bot.graph_worker",
+                str(child.fileno()),
+                self.event_loop,
+                pass_fds=(child.fileno(),),
+                stdin=asyncio.subprocess.DEVNULL,
+            )
         finally:
             child.close()
         reader, worker.writer = await asyncio.open_connection(sock=parent)
@@ -167,8 +177,13 @@ class GraphPool:
                 worker.writer.close()
             if not self._closing:
                 code = await worker.process.wait() if worker.process is not None else None
-                log.error("graph worker %d (pid %s) exited with %s, %d runs in flight: starting another",
-                          worker.number, worker.process.pid if worker.process else "?", code, runs)
+                log.error(
+                    "graph worker %d (pid %s) exited with %s, %d runs in flight: starting another",
+                    worker.number,
+                    worker.process.pid if worker.process else "?",
+                    code,
+                    runs,
+                )
                 task = asyncio.create_task(self._restart(worker), name=f"restart graph worker {worker.number}")
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -179,8 +194,11 @@ class GraphPool:
             await asyncio.sleep(delay)
             try:
                 await asyncio.wait_for(self._spawn(worker), START_TIMEOUT_SECONDS)
-                log.info("graph worker %d started again (pid %s)", worker.number,
-                         worker.process.pid if worker.process else "?")
+                log.info(
+                    "graph worker %d started again (pid %s)",
+                    worker.number,
+                    worker.process.pid if worker.process else "?",
+                )
                 return
             except Exception as exc:  # noqa: BLE001 - try again, slower
                 log.error("graph worker %d did not start: %s: %s", worker.number, type(exc).__name__, exc)
@@ -202,8 +220,9 @@ class GraphPool:
             await self._changed.wait()
         raise GraphWorkerGone("the graph workers are closing")
 
-    async def astream(self, graph_input: Any, config: dict[str, Any], *,
-                      durability: str = "exit") -> AsyncIterator[tuple[str, Any]]:
+    async def astream(
+        self, graph_input: Any, config: dict[str, Any], *, durability: str = "exit"
+    ) -> AsyncIterator[tuple[str, Any]]:
         """Run the graph on a worker: yields ``("custom", event)`` for each progress event,
         then ``("values", state)`` with the state the run ended (or paused) with. Closing the
         generator early (the run's task cancelled) cancels the run in the worker.

@@ -31,15 +31,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
 
 
-async def open_request(svc: ChatService, thread_key: str, intr: Any, out: Responder, *, platform: str,
-                       run_id: str) -> HelpRequest | None:
+async def open_request(
+    svc: ChatService, thread_key: str, intr: Any, out: Responder, *, platform: str, run_id: str
+) -> HelpRequest | None:
     """Post the help request of the pending interrupt ``intr`` (``.id``, ``.value``: a
     :class:`~graphs.state.HelpPayload`), show waiting (apology when it could not be
     posted), record it and arm its timeout. None when another replica took the run over."""
     payload = help_payload(intr.value)
-    request = HelpRequest(thread_key=thread_key, question=payload["question"], reason=payload["reason"],
-                          attempts=list(payload["attempts"]), timeout_seconds=svc.help_timeout_seconds,
-                          interrupt_id=intr.id)
+    request = HelpRequest(
+        thread_key=thread_key,
+        question=payload["question"],
+        reason=payload["reason"],
+        attempts=list(payload["attempts"]),
+        timeout_seconds=svc.help_timeout_seconds,
+        interrupt_id=intr.id,
+    )
     if not await svc.store.may_post(run_id):  # replicas: another one took this run over
         return None
     try:
@@ -50,16 +56,20 @@ async def open_request(svc: ChatService, thread_key: str, intr: Any, out: Respon
     else:
         await out.set_status(Status.WAITING_HUMAN)
     # the reference is taken after posting, so it names the help message and the current reaction
-    await best_effort(svc.store.open_help_request(
-        thread_key, platform, out.reference(), request.question, svc.help_timeout_seconds,
-        interrupt_id=intr.id), thread_key)
+    await best_effort(
+        svc.store.open_help_request(
+            thread_key, platform, out.reference(), request.question, svc.help_timeout_seconds, interrupt_id=intr.id
+        ),
+        thread_key,
+    )
     arm_timeout(svc, thread_key, svc.help_timeout_seconds, intr.id)
     await finish_run(svc, run_id, thread_key)
     return request
 
 
-async def claim(svc: ChatService, interrupt_id: str, key: str, by: str, parsed: tuple[HumanAction, str] | None,
-                out: Responder) -> bool:
+async def claim(
+    svc: ChatService, interrupt_id: str, key: str, by: str, parsed: tuple[HumanAction, str] | None, out: Responder
+) -> bool:
     """Claim a help request for one reply (atomic in the store). False, after telling the
     replier privately, when another reply or the timeout claimed it first."""
     if parsed and parsed[0] == HumanAction.ANSWER and not parsed[1]:
@@ -78,9 +88,19 @@ async def already_handled(key: str, action: HumanAction, by: str, out: Responder
 
 
 @with_log_context(thread_key="thread_key")
-async def resume(svc: ChatService, thread_key: str, action: HumanAction, text: str, *, actor_id: str,
-                 actor_name: str, is_expert: bool, out: Responder, interrupt_id: str | None = None,
-                 channel: str = "") -> bool:
+async def resume(
+    svc: ChatService,
+    thread_key: str,
+    action: HumanAction,
+    text: str,
+    *,
+    actor_id: str,
+    actor_name: str,
+    is_expert: bool,
+    out: Responder,
+    interrupt_id: str | None = None,
+    channel: str = "",
+) -> bool:
     """Resume a paused thread from a button or modal (see :meth:`ChatService.resume`). Never raises."""
     try:
         if not is_expert:
@@ -100,8 +120,9 @@ async def resume(svc: ChatService, thread_key: str, action: HumanAction, text: s
                 return False
             run_id = f"resume:{pending.id}"
             try:
-                result = await resume_claimed(svc, thread_key, action, text, by, out, pending.id, run_id=run_id,
-                                              channel=channel)
+                result = await resume_claimed(
+                    svc, thread_key, action, text, by, out, pending.id, run_id=run_id, channel=channel
+                )
             finally:
                 await best_effort(svc.store.finish_run(run_id), thread_key)
             return result is not None
@@ -110,8 +131,18 @@ async def resume(svc: ChatService, thread_key: str, action: HumanAction, text: s
         return False
 
 
-async def resume_claimed(svc: ChatService, thread_key: str, action: HumanAction, text: str, by: str,
-                         out: Responder, interrupt_id: str, *, run_id: str, channel: str = "") -> TurnResult:
+async def resume_claimed(
+    svc: ChatService,
+    thread_key: str,
+    action: HumanAction,
+    text: str,
+    by: str,
+    out: Responder,
+    interrupt_id: str,
+    *,
+    run_id: str,
+    channel: str = "",
+) -> TurnResult:
     """Resume the claimed interrupt ``interrupt_id`` with a :class:`~graphs.state.ResumeValue`
     (the caller holds the thread lock). The answer goes to the help request's own thread
     (its responder rebuilt from the stored reference), else to ``out``."""
@@ -123,9 +154,16 @@ async def resume_claimed(svc: ChatService, thread_key: str, action: HumanAction,
     log.info("help request resumed by %s: %s", by, action.value, extra=for_thread(thread_key))
     value: ResumeValue = resume_value({"action": HumanAction(action).value, "text": text, "by": by})
     async with svc.slots:
-        return await runs.run(svc, thread_key, Command(resume=value), target,
-                              platform=claimed["platform"] if claimed else "console", is_resume=True, run_id=run_id,
-                              record={"resume": value, "interrupt_id": interrupt_id, "channel": channel})
+        return await runs.run(
+            svc,
+            thread_key,
+            Command(resume=value),
+            target,
+            platform=claimed["platform"] if claimed else "console",
+            is_resume=True,
+            run_id=run_id,
+            record={"resume": value, "interrupt_id": interrupt_id, "channel": channel},
+        )
 
 
 def arm_timeout(svc: ChatService, thread_key: str, delay: float, interrupt_id: str = "") -> None:
@@ -145,8 +183,16 @@ def arm_timeout(svc: ChatService, thread_key: str, delay: float, interrupt_id: s
                     return
                 if not await svc.store.claim_interrupt(pending.id, thread_key, "timeout"):
                     return  # a human's reply won the claim a moment ago
-                await resume_claimed(svc, thread_key, HumanAction.DISMISS, "", "timeout", NullResponder(),
-                                     pending.id, run_id=f"timeout:{pending.id}")
+                await resume_claimed(
+                    svc,
+                    thread_key,
+                    HumanAction.DISMISS,
+                    "",
+                    "timeout",
+                    NullResponder(),
+                    pending.id,
+                    run_id=f"timeout:{pending.id}",
+                )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001

@@ -103,8 +103,12 @@ async def recover_runs(service: ChatService, places: Places) -> None:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - one broken record must not stop the others
-                    log.error("recovery of %s failed: %s", row["run_id"], describe_failure(exc),
-                              extra=for_thread(row["thread_key"]))
+                    log.error(
+                        "recovery of %s failed: %s",
+                        row["run_id"],
+                        describe_failure(exc),
+                        extra=for_thread(row["thread_key"]),
+                    )
                     await best_effort(service.store.finish_run(row["run_id"]), row["thread_key"])
 
     await asyncio.gather(*(one_thread(key, rows, ticket) for key, (rows, ticket) in places.items()))
@@ -116,16 +120,25 @@ async def recover_run(service: ChatService, row: dict[str, Any]) -> None:
     key, run_id, stage = row["thread_key"], row["run_id"], row["stage"]
     out = await service.responders.when_ready(row["platform"], row["reference"])
     if out is None:
-        log.warning("recovery: %s belongs to %s, which does not run in this process; left for it",
-                    run_id, row["platform"], extra=for_thread(key))
+        log.warning(
+            "recovery: %s belongs to %s, which does not run in this process; left for it",
+            run_id,
+            row["platform"],
+            extra=for_thread(key),
+        )
         return
     age = time.time() - float(row["started_at"])
     stale = age > service.resume_window_seconds
     if stage == "queued":
         message = row.get("message") or {}
         if not message or stale:
-            log.info("recovery: %s queued %.0fs ago, %s", run_id, age,
-                     "apologising" if message else "nothing to do", extra=for_thread(key))
+            log.info(
+                "recovery: %s queued %.0fs ago, %s",
+                run_id,
+                age,
+                "apologising" if message else "nothing to do",
+                extra=for_thread(key),
+            )
             if message:
                 await _apologise(service, key, run_id, out)
             else:
@@ -145,11 +158,19 @@ async def recover_run(service: ChatService, row: dict[str, Any]) -> None:
             await service.store.finish_run(run_id)
             return
         if stage == "posting":
-            log.warning("recovery: %s was being posted when its replica stopped: posting it (it may show twice)",
-                        run_id, extra=for_thread(key))
+            log.warning(
+                "recovery: %s was being posted when its replica stopped: posting it (it may show twice)",
+                run_id,
+                extra=for_thread(key),
+            )
         if stale:
-            log.info("recovery: %s started %.0fs ago (> %.0fs): apologising", run_id, age,
-                     service.resume_window_seconds, extra=for_thread(key))
+            log.info(
+                "recovery: %s started %.0fs ago (> %.0fs): apologising",
+                run_id,
+                age,
+                service.resume_window_seconds,
+                extra=for_thread(key),
+            )
             await _apologise(service, key, run_id, out)
             return
         record = row.get("input") or {}
@@ -161,14 +182,26 @@ async def recover_run(service: ChatService, row: dict[str, Any]) -> None:
                     await _apologise(service, key, run_id, out)
                     return
                 log.info("recovery: %s saved no step: starting it again", run_id, extra=for_thread(key))
-                await runs.run(service, key, graph_input, out, platform=platform, run_id=run_id, record=record,
-                               is_resume="resume" in record)
+                await runs.run(
+                    service,
+                    key,
+                    graph_input,
+                    out,
+                    platform=platform,
+                    run_id=run_id,
+                    record=record,
+                    is_resume="resume" in record,
+                )
             elif (state.next or state.tasks) and not state.interrupts:
                 # state.tasks without state.next: the step's tasks finished and saved their writes, but the
                 # checkpoint after the step was not saved (cut off): the graph has not ended, it continues
-                log.info("recovery: %s continues at %s from checkpoint %s", run_id,
-                         ",".join(state.next) or "its next step",
-                         latest, extra=for_thread(key))
+                log.info(
+                    "recovery: %s continues at %s from checkpoint %s",
+                    run_id,
+                    ",".join(state.next) or "its next step",
+                    latest,
+                    extra=for_thread(key),
+                )
                 await runs.run(service, key, None, out, platform=platform, run_id=run_id, record=record, is_resume=True)
             else:
                 log.info("recovery: %s ended before it was reported: reporting it", run_id, extra=for_thread(key))
@@ -220,7 +253,8 @@ async def watch(service: ChatService) -> None:
                     log.info("%d runs of other replicas (lease expired) taken over: recovering them", len(runs))
                     previous = service.recovery_task
                     service.recovery_task = asyncio.create_task(
-                        _after(previous, _recover_taken_over(service, runs)), name="recover-runs")
+                        _after(previous, _recover_taken_over(service, runs)), name="recover-runs"
+                    )
                 index_seen = await _pick_up_index(service, index_seen)
                 help_requests.rearm(service, await store.open_help_requests(), missing_only=True)
         except asyncio.CancelledError:
@@ -249,8 +283,13 @@ async def _pick_up_index(service: ChatService, seen: str) -> str:
     if live == generation:
         log.info("index generation %s (recorded in the database) is live here", generation)
     else:
-        log.warning("index generation %s recorded in the database is not live in %s (it has %s): replicas must "
-                    "share the index folder (docs/deploy.md)", generation, knowledge.index_dir, live or "none")
+        log.warning(
+            "index generation %s recorded in the database is not live in %s (it has %s): replicas must "
+            "share the index folder (docs/deploy.md)",
+            generation,
+            knowledge.index_dir,
+            live or "none",
+        )
     return generation
 
 

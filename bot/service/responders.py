@@ -23,6 +23,7 @@ class NullResponder:
     async def set_status(self, status: Status) -> None: ...
     async def post_answer(self, answer: Answer) -> None:
         log.info("no adapter to post a %s answer", answer.kind)
+
     async def post_help_request(self, request: HelpRequest) -> None: ...
     async def post_notice(self, text: str) -> None: ...
     async def update_progress(self, text: str, *, final: bool = False) -> None: ...
@@ -38,8 +39,12 @@ class Responders:
         self.factories: dict[str, Callable[[dict[str, Any]], Responder]] = {}
         self.ready: dict[str, Callable[[], Awaitable[Any]]] = {}
 
-    def register(self, platform: str, factory: Callable[[dict[str, Any]], Responder],
-                 ready: Callable[[], Awaitable[Any]] | None = None) -> None:
+    def register(
+        self,
+        platform: str,
+        factory: Callable[[dict[str, Any]], Responder],
+        ready: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
         """Let the service rebuild a responder of ``platform`` from its reference;
         ``ready`` (optional) is awaited before a rebuilt responder is used by crash recovery."""
         self.factories[platform] = factory
@@ -57,8 +62,9 @@ class Responders:
                 log.exception("cannot rebuild a %s responder", platform)
         return fallback or NullResponder()
 
-    async def when_ready(self, platform: str, reference: dict[str, Any],
-                         wait_seconds: float = PLATFORM_WAIT_SECONDS) -> Responder | None:
+    async def when_ready(
+        self, platform: str, reference: dict[str, Any], wait_seconds: float = PLATFORM_WAIT_SECONDS
+    ) -> Responder | None:
         """The responder, once its platform adapter is registered and ready (waiting up to
         ``wait_seconds``); None if no adapter of that platform runs in this process."""
         loop = asyncio.get_running_loop()

@@ -61,9 +61,19 @@ async def show(svc: ChatService, run_id: str, out: Responder, status: Status) ->
 
 
 @with_log_context(thread_key="thread_key", platform="platform")
-async def run(svc: ChatService, thread_key: str, graph_input: Any, out: Responder, *, platform: str, run_id: str,
-              record: dict[str, Any], is_resume: bool = False, t0: float | None = None,
-              announced: bool = False) -> TurnResult:
+async def run(
+    svc: ChatService,
+    thread_key: str,
+    graph_input: Any,
+    out: Responder,
+    *,
+    platform: str,
+    run_id: str,
+    record: dict[str, Any],
+    is_resume: bool = False,
+    t0: float | None = None,
+    announced: bool = False,
+) -> TurnResult:
     """Run the graph on ``graph_input`` (None: continue from the last checkpoint) and
     report the outcome through ``out``. The run is recorded in the store while in
     flight (with the responder reference and the reaction shown) so that a crash
@@ -72,21 +82,44 @@ async def run(svc: ChatService, thread_key: str, graph_input: Any, out: Responde
     t0 = time.perf_counter() if t0 is None else t0
     cfg = svc.run_config(thread_key)
     if svc.scope_for is not None:  # the channel's settings, for this run only
-        cfg["configurable"]["scope"] = svc.scope_for(platform, str(record.get("channel") or ""),
-                                                     str(record.get("channel_name") or ""))
+        cfg["configurable"]["scope"] = svc.scope_for(
+            platform, str(record.get("channel") or ""), str(record.get("channel_name") or "")
+        )
     kind = "continue" if graph_input is None else "resume" if is_resume else "question"
     cfg.update(run_config(thread_key, platform, run_id, kind, svc.observer.callbacks))
     with svc.observer.running():
-        result = await _run_graph(svc, thread_key, graph_input, out, cfg, platform=platform, run_id=run_id,
-                                  record=record, is_resume=is_resume, t0=t0, announced=announced)
+        result = await _run_graph(
+            svc,
+            thread_key,
+            graph_input,
+            out,
+            cfg,
+            platform=platform,
+            run_id=run_id,
+            record=record,
+            is_resume=is_resume,
+            t0=t0,
+            announced=announced,
+        )
     if result.answer or result.help_request:  # neither: another replica took the run over
         svc.observer.finished(platform, result.answer.kind if result.answer else "help", result.seconds)
     return result
 
 
-async def _run_graph(svc: ChatService, thread_key: str, graph_input: Any, out: Responder, cfg: Any, *,
-                     platform: str, run_id: str, record: dict[str, Any], is_resume: bool, t0: float,
-                     announced: bool) -> TurnResult:
+async def _run_graph(
+    svc: ChatService,
+    thread_key: str,
+    graph_input: Any,
+    out: Responder,
+    cfg: Any,
+    *,
+    platform: str,
+    run_id: str,
+    record: dict[str, Any],
+    is_resume: bool,
+    t0: float,
+    announced: bool,
+) -> TurnResult:
     try:
         before = await checkpoints.latest_checkpoint_id(svc.saver, thread_key)
         if not await svc.store.run_started(run_id, thread_key, platform, out.reference(), record, before):
@@ -103,8 +136,11 @@ async def _run_graph(svc: ChatService, thread_key: str, graph_input: Any, out: R
                 # the worker process died mid-run: nothing of the run was saved ("exit"
                 # durability) unless its last checkpoint was, so it runs again on another
                 # worker (each may have died at once: as many tries as workers, plus one)
-                if (attempt == tries or svc.durability != "exit"
-                        or await checkpoints.latest_checkpoint_id(svc.saver, thread_key) != before):
+                if (
+                    attempt == tries
+                    or svc.durability != "exit"
+                    or await checkpoints.latest_checkpoint_id(svc.saver, thread_key) != before
+                ):
                     raise
                 log.warning("%s: running the question again", exc, extra=for_thread(thread_key))
         state = finished_state(final) or await svc.graph.aget_state(cfg)
@@ -115,18 +151,31 @@ async def _run_graph(svc: ChatService, thread_key: str, graph_input: Any, out: R
         await post_final(svc, thread_key, run_id, answer, out)
         return TurnResult(thread_key, answer, None, {}, time.perf_counter() - t0, error=describe_failure(exc))
     # a new thread saved one checkpoint ("exit" durability): nothing older to prune
-    return await report(svc, thread_key, state, out, platform=platform, run_id=run_id, t0=t0,
-                        channel=str(record.get("channel") or ""), prune_older=bool(before) or svc.durability != "exit")
+    return await report(
+        svc,
+        thread_key,
+        state,
+        out,
+        platform=platform,
+        run_id=run_id,
+        t0=t0,
+        channel=str(record.get("channel") or ""),
+        prune_older=bool(before) or svc.durability != "exit",
+    )
 
 
-async def _stream(svc: ChatService, graph_input: Any, cfg: Any, run_id: str, out: Responder,
-                  shown: list[Status]) -> dict[str, Any] | None:
+async def _stream(
+    svc: ChatService, graph_input: Any, cfg: Any, run_id: str, out: Responder, shown: list[Status]
+) -> dict[str, Any] | None:
     """Stream one graph run (in this process, or on a graph worker: :mod:`bot.service.graph_pool`),
     showing each new progress status (``shown``: the statuses shown so far, appended to);
     returns the last ``values`` chunk."""
     final: dict[str, Any] | None = None
-    stream = (svc.graph_pool.astream(graph_input, cfg, durability=svc.durability) if svc.graph_pool is not None
-              else svc.graph.astream(graph_input, cfg, stream_mode=["custom", "values"], durability=svc.durability))
+    stream = (
+        svc.graph_pool.astream(graph_input, cfg, durability=svc.durability)
+        if svc.graph_pool is not None
+        else svc.graph.astream(graph_input, cfg, stream_mode=["custom", "values"], durability=svc.durability)
+    )
     async for mode, chunk in stream:
         if mode == "values":
             final = cast(dict[str, Any], chunk)
@@ -156,22 +205,35 @@ def answer_of(values: dict[str, Any], note: str = "") -> Answer:
     return Answer(
         text=values.get("generation", ""),
         sources=[Source(s.get("title", ""), s.get("location", "")) for s in values.get("sources", [])],
-        route=values.get("answer_route") or "direct", drafts=int(values.get("drafts") or 0),
-        path=list(values.get("path", [])), kind=outcome if outcome in _OUTCOME_KINDS else "answer",
+        route=values.get("answer_route") or "direct",
+        drafts=int(values.get("drafts") or 0),
+        path=list(values.get("path", [])),
+        kind=outcome if outcome in _OUTCOME_KINDS else "answer",
         answered_by=values.get("answered_by", ""),
         note=note if outcome in ("answer", "direct") else "",
     )
 
 
-async def report(svc: ChatService, thread_key: str, state: Any, out: Responder, *, platform: str, run_id: str,
-                 t0: float, channel: str = "", prune_older: bool = True) -> TurnResult:
+async def report(
+    svc: ChatService,
+    thread_key: str,
+    state: Any,
+    out: Responder,
+    *,
+    platform: str,
+    run_id: str,
+    t0: float,
+    channel: str = "",
+    prune_older: bool = True,
+) -> TurnResult:
     """Post what a finished (or paused) run ended with: the answer, the apology or the
     help request; the final status is done, apology or waiting. ``prune_older``: the
     thread may hold older checkpoints (False: the run saved the thread's only one)."""
     values = dict(state.values or {})
     if state.interrupts:
-        request = await help_requests.open_request(svc, thread_key, state.interrupts[0], out, platform=platform,
-                                                   run_id=run_id)
+        request = await help_requests.open_request(
+            svc, thread_key, state.interrupts[0], out, platform=platform, run_id=run_id
+        )
         if request is None:  # replicas: another one took this run over
             return TurnResult(thread_key, None, None, values, time.perf_counter() - t0)
         log.info("paused for a human after %s", "->".join(values.get("path", [])), extra=for_thread(thread_key))
@@ -180,15 +242,30 @@ async def report(svc: ChatService, thread_key: str, state: Any, out: Responder, 
         return TurnResult(thread_key, None, request, values, time.perf_counter() - t0)
     answer = answer_of(values, svc.answer_note)
     if answer.kind != "apology":
-        answer = await feedback.recorded(svc, answer, values, thread_key=thread_key, platform=platform,
-                                         channel=channel)
+        answer = await feedback.recorded(svc, answer, values, thread_key=thread_key, platform=platform, channel=channel)
     posted = await post_final(svc, thread_key, run_id, answer, out)
     if posted and answer.kind == "human" and values.get("human_action") == "answer":
-        await learning.learn(svc, values.get("question") or "", answer.text, answer.answered_by, values, out,
-                             thread_key=thread_key, platform=platform, channel=channel)
+        await learning.learn(
+            svc,
+            values.get("question") or "",
+            answer.text,
+            answer.answered_by,
+            values,
+            out,
+            thread_key=thread_key,
+            platform=platform,
+            channel=channel,
+        )
     seconds = time.perf_counter() - t0
-    log.info("%s%s in %.1fs, %d LLM calls, path %s", answer.kind, "" if posted else " NOT posted", seconds,
-             values.get("llm_calls", 0), "->".join(answer.path), extra=for_thread(thread_key))
+    log.info(
+        "%s%s in %.1fs, %d LLM calls, path %s",
+        answer.kind,
+        "" if posted else " NOT posted",
+        seconds,
+        values.get("llm_calls", 0),
+        "->".join(answer.path),
+        extra=for_thread(thread_key),
+    )
     if prune_older:
         await prune(svc, thread_key)
     return TurnResult(thread_key, answer, None, values, seconds)

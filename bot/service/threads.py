@@ -96,8 +96,7 @@ class ThreadLocks:
         ticket = ticket or self.ticket(key)
         try:
             while not ticket.released.is_set():  # looked at again: an earlier ticket may be put in meanwhile
-                waiting = next((t for t in self._queues.get(key, ()) if t is ticket or not t.released.is_set()),
-                               ticket)
+                waiting = next((t for t in self._queues.get(key, ()) if t is ticket or not t.released.is_set()), ticket)
                 if waiting is ticket:
                     break
                 await waiting.released.wait()

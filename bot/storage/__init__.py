@@ -47,14 +47,29 @@ class BookkeepingStore(Protocol):
     async def recent_message_ids(self, seconds: float, limit: int) -> list[str]: ...
     async def has_thread(self, thread_key: str) -> bool: ...
     async def forget_seen_before(self, seconds: float) -> int: ...
-    async def open_help_request(self, thread_key: str, platform: str, reference: dict[str, Any], question: str,
-                                timeout_seconds: float, interrupt_id: str = "") -> float: ...
+    async def open_help_request(
+        self,
+        thread_key: str,
+        platform: str,
+        reference: dict[str, Any],
+        question: str,
+        timeout_seconds: float,
+        interrupt_id: str = "",
+    ) -> float: ...
     async def claim_help_request(self, thread_key: str, by: str) -> dict[str, Any] | None: ...
     async def open_help_requests(self) -> list[dict[str, Any]]: ...
-    async def run_started(self, run_id: str, thread_key: str, platform: str, reference: dict[str, Any],
-                          graph_input: dict[str, Any], checkpoint_before: str) -> bool: ...
-    async def update_run(self, run_id: str, *, reference: dict[str, Any] | None = None,
-                         stage: str | None = None) -> None: ...
+    async def run_started(
+        self,
+        run_id: str,
+        thread_key: str,
+        platform: str,
+        reference: dict[str, Any],
+        graph_input: dict[str, Any],
+        checkpoint_before: str,
+    ) -> bool: ...
+    async def update_run(
+        self, run_id: str, *, reference: dict[str, Any] | None = None, stage: str | None = None
+    ) -> None: ...
     async def finish_run(self, run_id: str) -> None: ...
     async def run_in_flight(self, run_id: str) -> bool: ...
     async def unfinished_runs(self) -> list[dict[str, Any]]: ...
@@ -70,9 +85,20 @@ class BookkeepingStore(Protocol):
     async def forget_claims_before(self, seconds: float) -> int: ...
     async def audit(self, actor: str, command: str, allowed: bool, detail: str = "") -> None: ...
     async def audit_rows(self) -> list[tuple]: ...
-    async def record_answer(self, answer_id: str, *, thread_key: str, platform: str, channel: str, question: str,
-                            answer: str, kind: str, route: str, sources: list[dict[str, str]],
-                            path: list[str]) -> None: ...
+    async def record_answer(
+        self,
+        answer_id: str,
+        *,
+        thread_key: str,
+        platform: str,
+        channel: str,
+        question: str,
+        answer: str,
+        kind: str,
+        route: str,
+        sources: list[dict[str, str]],
+        path: list[str],
+    ) -> None: ...
     async def answer_record(self, answer_id: str) -> dict[str, Any] | None: ...
     async def record_vote(self, answer_id: str, user_id: str, vote: int, reason: str | None = None) -> bool: ...
     async def vote_of(self, answer_id: str, user_id: str) -> dict[str, Any] | None: ...
@@ -109,8 +135,10 @@ def database_url(env: dict[str, str] | None = None) -> str:
 
     url = (os.environ if env is None else env).get(DATABASE_URL_ENV, "").strip()
     if not url:
-        raise StorageError(f'[storage] backend = "postgres" needs {DATABASE_URL_ENV} in the environment '
-                           "(e.g. postgresql://threadwise@db:5432/threadwise); it is never read from config.toml")
+        raise StorageError(
+            f'[storage] backend = "postgres" needs {DATABASE_URL_ENV} in the environment '
+            "(e.g. postgresql://threadwise@db:5432/threadwise); it is never read from config.toml"
+        )
     return url
 
 
@@ -173,17 +201,29 @@ async def _pool(url: str, *, max_size: int, timeout: float, name: str) -> Any:
     from psycopg_pool import AsyncConnectionPool
 
     pool = AsyncConnectionPool(
-        url, min_size=1, max_size=max_size, open=False, name=name, timeout=timeout,
+        url,
+        min_size=1,
+        max_size=max_size,
+        open=False,
+        name=name,
+        timeout=timeout,
         # what AsyncPostgresSaver needs; a connection cut by the server is found at checkout and replaced
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
-                "connect_timeout": max(1, int(timeout))},
-        check=AsyncConnectionPool.check_connection)
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            "connect_timeout": max(1, int(timeout)),
+        },
+        check=AsyncConnectionPool.check_connection,
+    )
     try:
         await pool.open(wait=True, timeout=timeout)
     except Exception as exc:
         await pool.close()
-        raise StorageError(f"cannot reach the database at {describe_dsn(url)}: {type(exc).__name__}: "
-                           f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        raise StorageError(
+            f"cannot reach the database at {describe_dsn(url)}: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from exc
     return pool
 
 
@@ -199,8 +239,11 @@ async def upgrade_schema(pool: Any, checkpointer: Any) -> tuple[int, int]:
     # transaction, a blocked pg_advisory_lock() of another replica included: so replicas
     # poll pg_try_advisory_lock (each try a short transaction) instead of blocking.
     async with pool.connection() as conn:
-        while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s) AS ok",
-                                             (migrations.SCHEMA_LOCK + 1,))).fetchone())["ok"]:
+        while not (
+            await (
+                await conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (migrations.SCHEMA_LOCK + 1,))
+            ).fetchone()
+        )["ok"]:
             await asyncio.sleep(0.1)
         try:
             await checkpointer.setup()
@@ -220,15 +263,17 @@ async def _open_postgres(settings: Any, url: str) -> AsyncIterator[Storage]:
     try:
         runs = settings.service.max_concurrent_runs  # an int, or "auto" (at most 32 runs: bot.runtime)
         runs = runs if isinstance(runs, int) else 32
-        lock_pool = await _pool(url, max_size=max(st.pool_max_size, runs + 2),
-                                timeout=st.connect_timeout_seconds, name="threadwise-locks")
+        lock_pool = await _pool(
+            url, max_size=max(st.pool_max_size, runs + 2), timeout=st.connect_timeout_seconds, name="threadwise-locks"
+        )
         try:
             saver = AsyncPostgresSaver(conn=pool)
             before, after = await upgrade_schema(pool, saver)
             if before != after:
                 log.info("database %s: schema %d -> %d", describe_dsn(url), before, after)
-            store = PgBookkeeping(pool, lock_pool, lease_seconds=st.lease_seconds,
-                                  recovery_interval_seconds=st.recovery_interval_seconds)
+            store = PgBookkeeping(
+                pool, lock_pool, lease_seconds=st.lease_seconds, recovery_interval_seconds=st.recovery_interval_seconds
+            )
             log.info("storage: PostgreSQL %s, replica %s", describe_dsn(url), store.replica_id)
             yield Storage("postgres", store, saver, pool)
         finally:

@@ -99,12 +99,15 @@ async def upgrade(conn: Any) -> tuple[int, int]:
     """
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-        await conn.execute("CREATE TABLE IF NOT EXISTS schema_version ("
-                           " version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            " version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
         before = await current_version(conn)
         if before > LATEST:
-            raise RuntimeError(f"the database schema is version {before}, newer than this program's "
-                               f"{LATEST}: upgrade Threadwise")
+            raise RuntimeError(
+                f"the database schema is version {before}, newer than this program's {LATEST}: upgrade Threadwise"
+            )
         for version in range(before + 1, LATEST + 1):
             for statement in filter(str.strip, MIGRATIONS[version - 1].split(";")):
                 await conn.execute(statement)  # one at a time: prepared statements hold one command

@@ -17,11 +17,27 @@ from typing import Any
 
 #: Columns the statements here rely on.
 SAVER_SCHEMA: dict[str, tuple[str, ...]] = {
-    "checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type", "checkpoint",
-                    "metadata"),
+    "checkpoints": (
+        "thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "parent_checkpoint_id",
+        "type",
+        "checkpoint",
+        "metadata",
+    ),
     "checkpoint_blobs": ("thread_id", "checkpoint_ns", "channel", "version", "type", "blob"),
-    "checkpoint_writes": ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "type", "blob",
-                          "task_path"),
+    "checkpoint_writes": (
+        "thread_id",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "task_id",
+        "idx",
+        "channel",
+        "type",
+        "blob",
+        "task_path",
+    ),
 }
 
 
@@ -50,8 +66,9 @@ async def _fetch(saver: Any, sql: str, params: tuple) -> list[dict[str, Any]]:
 
 async def thread_keys(saver: Any, prefix: str = "") -> list[str]:
     pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    rows = await _fetch(saver, "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id LIKE %s ORDER BY thread_id",
-                        (pattern,))
+    rows = await _fetch(
+        saver, "SELECT DISTINCT thread_id FROM checkpoints WHERE thread_id LIKE %s ORDER BY thread_id", (pattern,)
+    )
     return [r["thread_id"] for r in rows]
 
 
@@ -74,7 +91,9 @@ async def prune(saver: Any, thread_key: str, keep: int) -> int:
                 " w AS (DELETE FROM checkpoint_writes cw USING old WHERE cw.thread_id = %s AND cw.checkpoint_ns ="
                 " old.checkpoint_ns AND cw.checkpoint_id = old.checkpoint_id)"
                 " DELETE FROM checkpoints c USING old WHERE c.thread_id = %s AND c.checkpoint_ns = old.checkpoint_ns"
-                " AND c.checkpoint_id = old.checkpoint_id", (thread_key, keep, thread_key, thread_key))
+                " AND c.checkpoint_id = old.checkpoint_id",
+                (thread_key, keep, thread_key, thread_key),
+            )
     return max(0, before - await _count(saver, thread_key))
 
 
@@ -84,19 +103,26 @@ async def _count(saver: Any, thread_key: str) -> int:
 
 
 async def latest_checkpoint_id(saver: Any, thread_key: str) -> str:
-    rows = await _fetch(saver, "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''"
-                               " ORDER BY checkpoint_id DESC LIMIT 1", (thread_key,))
+    rows = await _fetch(
+        saver,
+        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''"
+        " ORDER BY checkpoint_id DESC LIMIT 1",
+        (thread_key,),
+    )
     return rows[0]["checkpoint_id"] if rows else ""
 
 
 async def thread_bytes(saver: Any, thread_key: str) -> int:
     """Bytes stored for a thread: checkpoints and metadata (JSONB), blobs and writes."""
-    rows = await _fetch(saver, "SELECT"
-                        " (SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) FROM"
-                        "  checkpoints WHERE thread_id = %s)"
-                        " + (SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_blobs WHERE thread_id = %s)"
-                        " + (SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_writes WHERE thread_id = %s) AS b",
-                        (thread_key, thread_key, thread_key))
+    rows = await _fetch(
+        saver,
+        "SELECT"
+        " (SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) FROM"
+        "  checkpoints WHERE thread_id = %s)"
+        " + (SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_blobs WHERE thread_id = %s)"
+        " + (SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_writes WHERE thread_id = %s) AS b",
+        (thread_key, thread_key, thread_key),
+    )
     return int(rows[0]["b"])
 
 
@@ -121,5 +147,7 @@ def list_threads(url: str) -> list[tuple[str, int]]:
         row = conn.execute("SELECT to_regclass('checkpoints')").fetchone()
         if row is None or row[0] is None:
             return []
-        return [(r[0], int(r[1])) for r in conn.execute(
-            "SELECT thread_id, count(*) FROM checkpoints GROUP BY thread_id ORDER BY thread_id")]
+        return [
+            (r[0], int(r[1]))
+            for r in conn.execute("SELECT thread_id, count(*) FROM checkpoints GROUP BY thread_id ORDER BY thread_id")
+        ]

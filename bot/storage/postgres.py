@@ -58,8 +58,9 @@ _ARRIVAL = "COALESCE((NULLIF({t}.message, '')::jsonb->>'received_at')::float8, {
 
 log = logging.getLogger(__name__)
 
-_RUN_COLUMNS = ("run_id, thread_key, platform, reference, message, input, checkpoint_before, started_at, stage, seq,"
-                " fence")
+_RUN_COLUMNS = (
+    "run_id, thread_key, platform, reference, message, input, checkpoint_before, started_at, stage, seq, fence"
+)
 
 
 #: The fence of a run this replica lost to another (real fences are >= 1; rows of schema 3 have 0).
@@ -69,16 +70,34 @@ _ANSWER_COLUMNS = "answer_id, thread_key, platform, channel, question, answer, k
 
 
 def _answer_row(r: dict[str, Any]) -> dict[str, Any]:
-    return {"answer_id": r["answer_id"], "thread_key": r["thread_key"], "platform": r["platform"],
-            "channel": r["channel"], "question": r["question"], "answer": r["answer"], "kind": r["kind"],
-            "route": r["route"], "sources": json.loads(r["sources"]), "path": json.loads(r["path"]), "at": r["at"]}
+    return {
+        "answer_id": r["answer_id"],
+        "thread_key": r["thread_key"],
+        "platform": r["platform"],
+        "channel": r["channel"],
+        "question": r["question"],
+        "answer": r["answer"],
+        "kind": r["kind"],
+        "route": r["route"],
+        "sources": json.loads(r["sources"]),
+        "path": json.loads(r["path"]),
+        "at": r["at"],
+    }
 
 
 def _run_row(r: dict[str, Any]) -> dict[str, Any]:
-    return {"run_id": r["run_id"], "thread_key": r["thread_key"], "platform": r["platform"],
-            "reference": json.loads(r["reference"]), "message": json.loads(r["message"]),
-            "input": json.loads(r["input"]), "checkpoint_before": r["checkpoint_before"],
-            "started_at": r["started_at"], "stage": r["stage"], "seq": r["seq"]}
+    return {
+        "run_id": r["run_id"],
+        "thread_key": r["thread_key"],
+        "platform": r["platform"],
+        "reference": json.loads(r["reference"]),
+        "message": json.loads(r["message"]),
+        "input": json.loads(r["input"]),
+        "checkpoint_before": r["checkpoint_before"],
+        "started_at": r["started_at"],
+        "stage": r["stage"],
+        "seq": r["seq"],
+    }
 
 
 class PgBookkeeping:
@@ -96,9 +115,17 @@ class PgBookkeeping:
 
     shared = True
 
-    def __init__(self, pool: Any, lock_pool: Any, *, lease_seconds: float = 15.0,
-                 recovery_interval_seconds: float = 5.0, replica_id: str = "",
-                 turn_wait_seconds: float | None = None, lock_slots: int | None = None) -> None:
+    def __init__(
+        self,
+        pool: Any,
+        lock_pool: Any,
+        *,
+        lease_seconds: float = 15.0,
+        recovery_interval_seconds: float = 5.0,
+        replica_id: str = "",
+        turn_wait_seconds: float | None = None,
+        lock_slots: int | None = None,
+    ) -> None:
         import os
         import socket
 
@@ -108,8 +135,11 @@ class PgBookkeeping:
         self.recovery_interval_seconds = float(recovery_interval_seconds)
         self.replica_id = replica_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         # a thread's earlier run whose replica died is taken over within about this long
-        self.turn_wait_seconds = (turn_wait_seconds if turn_wait_seconds is not None
-                                  else 2 * self.lease_seconds + 2 * self.recovery_interval_seconds)
+        self.turn_wait_seconds = (
+            turn_wait_seconds
+            if turn_wait_seconds is not None
+            else 2 * self.lease_seconds + 2 * self.recovery_interval_seconds
+        )
         # one lock-pool connection per thread lock: threads beyond the pool's size wait here, for as
         # long as it takes (like the per-thread asyncio lock), not in the pool (whose timeout means
         # "the database cannot be reached")
@@ -139,27 +169,44 @@ class PgBookkeeping:
         return f"now() + make_interval(secs => {self.lease_seconds!r})"
 
     # ---- seen messages -------------------------------------------------------------
-    async def mark_seen(self, message_id: str, thread_key: str,
-                        run: tuple[str, dict[str, Any], dict[str, Any]] | None = None) -> bool:
+    async def mark_seen(
+        self, message_id: str, thread_key: str, run: tuple[str, dict[str, Any], dict[str, Any]] | None = None
+    ) -> bool:
         """Record a message id; True for the first delivery on any replica, False after.
         With ``run`` the message is queued as a run in flight owned by this replica, in the
         same transaction (see :meth:`bot.store.Bookkeeping.mark_seen`)."""
         async with self._pool.connection() as conn, conn.transaction():
-            row = await (await conn.execute(
-                "INSERT INTO seen_messages (message_id, thread_key, seen_at) VALUES (%s, %s, %s)"
-                " ON CONFLICT DO NOTHING RETURNING message_id", (message_id, thread_key, time.time()))).fetchone()
+            row = await (
+                await conn.execute(
+                    "INSERT INTO seen_messages (message_id, thread_key, seen_at) VALUES (%s, %s, %s)"
+                    " ON CONFLICT DO NOTHING RETURNING message_id",
+                    (message_id, thread_key, time.time()),
+                )
+            ).fetchone()
             first = row is not None
             if first and run is not None:
                 platform, reference, message = run
-                fence = (await (await conn.execute(
-                    "INSERT INTO runs (run_id, thread_key, platform, reference, message, started_at, stage, owner,"
-                    f" lease_expires, fence) VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, {self._lease()}, 1)"
-                    " ON CONFLICT (run_id) DO UPDATE SET thread_key = excluded.thread_key, platform ="
-                    " excluded.platform, reference = excluded.reference, message = excluded.message, started_at ="
-                    " excluded.started_at, stage = 'queued', owner = excluded.owner, lease_expires ="
-                    " excluded.lease_expires, fence = runs.fence + 1 RETURNING fence",
-                    (message_id, thread_key, platform, json.dumps(reference), json.dumps(message), time.time(),
-                     self.replica_id))).fetchone())["fence"]
+                fence = (
+                    await (
+                        await conn.execute(
+                            "INSERT INTO runs (run_id, thread_key, platform, reference, message, started_at, stage, owner,"
+                            f" lease_expires, fence) VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, {self._lease()}, 1)"
+                            " ON CONFLICT (run_id) DO UPDATE SET thread_key = excluded.thread_key, platform ="
+                            " excluded.platform, reference = excluded.reference, message = excluded.message, started_at ="
+                            " excluded.started_at, stage = 'queued', owner = excluded.owner, lease_expires ="
+                            " excluded.lease_expires, fence = runs.fence + 1 RETURNING fence",
+                            (
+                                message_id,
+                                thread_key,
+                                platform,
+                                json.dumps(reference),
+                                json.dumps(message),
+                                time.time(),
+                                self.replica_id,
+                            ),
+                        )
+                    ).fetchone()
+                )["fence"]
         if first and run is not None:
             self._fences[message_id] = fence
             self._active.add(message_id)
@@ -170,13 +217,16 @@ class PgBookkeeping:
         return str(row["thread_key"]) if row else None
 
     async def has_thread(self, thread_key: str) -> bool:
-        return await self._one("SELECT 1 AS x FROM seen_messages WHERE thread_key = %s LIMIT 1", (thread_key,)) \
-            is not None
+        return (
+            await self._one("SELECT 1 AS x FROM seen_messages WHERE thread_key = %s LIMIT 1", (thread_key,)) is not None
+        )
 
     async def recent_message_ids(self, seconds: float, limit: int) -> list[str]:
         rows = await self._all(
             "SELECT message_id FROM (SELECT message_id, seen_at FROM seen_messages WHERE seen_at >= %s"
-            " ORDER BY seen_at DESC LIMIT %s) AS r ORDER BY seen_at", (time.time() - seconds, int(limit)))
+            " ORDER BY seen_at DESC LIMIT %s) AS r ORDER BY seen_at",
+            (time.time() - seconds, int(limit)),
+        )
         return [str(r["message_id"]) for r in rows]
 
     async def forget_seen_before(self, seconds: float) -> int:
@@ -184,8 +234,15 @@ class PgBookkeeping:
         return max(0, cur.rowcount)
 
     # ---- help requests ---------------------------------------------------------------
-    async def open_help_request(self, thread_key: str, platform: str, reference: dict[str, Any],
-                                question: str, timeout_seconds: float, interrupt_id: str = "") -> float:
+    async def open_help_request(
+        self,
+        thread_key: str,
+        platform: str,
+        reference: dict[str, Any],
+        question: str,
+        timeout_seconds: float,
+        interrupt_id: str = "",
+    ) -> float:
         deadline = time.time() + timeout_seconds
         await self._exec(
             "INSERT INTO help_requests (thread_key, platform, reference, question, deadline, created_at, status,"
@@ -193,26 +250,45 @@ class PgBookkeeping:
             " platform = excluded.platform, reference = excluded.reference, question = excluded.question,"
             " deadline = excluded.deadline, created_at = excluded.created_at, status = 'open', resolved_by = '',"
             " interrupt_id = excluded.interrupt_id",
-            (thread_key, platform, json.dumps(reference), question, deadline, time.time(), interrupt_id))
+            (thread_key, platform, json.dumps(reference), question, deadline, time.time(), interrupt_id),
+        )
         return deadline
 
     async def claim_help_request(self, thread_key: str, by: str) -> dict[str, Any] | None:
         row = await self._one(
             "UPDATE help_requests SET status = 'resolved', resolved_by = %s WHERE thread_key = %s AND status = 'open'"
-            " RETURNING platform, reference, question", (by, thread_key))
+            " RETURNING platform, reference, question",
+            (by, thread_key),
+        )
         if row is None:
             return None
         return {"platform": row["platform"], "reference": json.loads(row["reference"]), "question": row["question"]}
 
     async def open_help_requests(self) -> list[dict[str, Any]]:
-        rows = await self._all("SELECT thread_key, platform, reference, deadline, interrupt_id FROM help_requests"
-                               " WHERE status = 'open'")
-        return [{"thread_key": r["thread_key"], "platform": r["platform"], "reference": json.loads(r["reference"]),
-                 "deadline": r["deadline"], "interrupt_id": r["interrupt_id"]} for r in rows]
+        rows = await self._all(
+            "SELECT thread_key, platform, reference, deadline, interrupt_id FROM help_requests WHERE status = 'open'"
+        )
+        return [
+            {
+                "thread_key": r["thread_key"],
+                "platform": r["platform"],
+                "reference": json.loads(r["reference"]),
+                "deadline": r["deadline"],
+                "interrupt_id": r["interrupt_id"],
+            }
+            for r in rows
+        ]
 
     # ---- runs in flight ----------------------------------------------------------------
-    async def run_started(self, run_id: str, thread_key: str, platform: str, reference: dict[str, Any],
-                          graph_input: dict[str, Any], checkpoint_before: str) -> bool:
+    async def run_started(
+        self,
+        run_id: str,
+        thread_key: str,
+        platform: str,
+        reference: dict[str, Any],
+        graph_input: dict[str, Any],
+        checkpoint_before: str,
+    ) -> bool:
         """See :meth:`bot.store.Bookkeeping.run_started`. A run this replica holds (queued
         here, or taken over) is updated under its fence; any other run id (a resume, a
         help-request timeout, ``ask``) gets a new row leased to this replica.
@@ -222,20 +298,21 @@ class PgBookkeeping:
             finished it): the caller must not run it.
         """
         fence = self._fences.get(run_id)
-        values = (thread_key, platform, json.dumps(reference), json.dumps(graph_input), checkpoint_before,
-                  time.time())
+        values = (thread_key, platform, json.dumps(reference), json.dumps(graph_input), checkpoint_before, time.time())
         if fence is not None:
             row = await self._one(
                 "UPDATE runs SET thread_key = %s, platform = %s, reference = %s, input = %s, checkpoint_before = %s,"
                 f" started_at = %s, stage = 'running', lease_expires = {self._lease()}"
                 " WHERE run_id = %s AND owner = %s AND fence = %s RETURNING fence",
-                (*values, run_id, self.replica_id, fence))
+                (*values, run_id, self.replica_id, fence),
+            )
         else:
             row = await self._one(
                 "INSERT INTO runs (run_id, thread_key, platform, reference, input, checkpoint_before, started_at,"
                 f" stage, owner, lease_expires, fence) VALUES (%s, %s, %s, %s, %s, %s, %s, 'running', %s,"
                 f" {self._lease()}, 1) ON CONFLICT (run_id) DO NOTHING RETURNING fence",
-                (run_id, *values, self.replica_id))
+                (run_id, *values, self.replica_id),
+            )
         if row is None:
             self._lost(run_id)
             return False
@@ -247,8 +324,10 @@ class PgBookkeeping:
         """Another replica took ``run_id`` over: stop renewing it and remember it as lost
         (until :meth:`finish_run`), so that :meth:`may_post` says no. One log line per run."""
         if self._fences.get(run_id) != _LOST:
-            log.warning("%s was taken over by another replica (this one's lease had expired): its result is"
-                        " dropped here", run_id)
+            log.warning(
+                "%s was taken over by another replica (this one's lease had expired): its result is dropped here",
+                run_id,
+            )
         self._fences[run_id] = _LOST
         self._active.discard(run_id)
 
@@ -256,16 +335,18 @@ class PgBookkeeping:
         """The WHERE clause naming ``run_id`` as this replica's, under its fence, and its parameters."""
         return "run_id = %s AND owner = %s AND fence = %s", (run_id, self.replica_id, self._fences.get(run_id, _LOST))
 
-    async def update_run(self, run_id: str, *, reference: dict[str, Any] | None = None,
-                         stage: str | None = None) -> None:
+    async def update_run(
+        self, run_id: str, *, reference: dict[str, Any] | None = None, stage: str | None = None
+    ) -> None:
         """See :meth:`bot.store.Bookkeeping.update_run`; only while the run is this replica's."""
         if run_id not in self._fences or (reference is None and stage is None):
             return
         sets = [("reference = %s", json.dumps(reference))] if reference is not None else []
         sets += [("stage = %s", stage)] if stage is not None else []
         where, params = self._mine(run_id)
-        await self._exec(f"UPDATE runs SET {', '.join(c for c, _ in sets)} WHERE {where}",
-                         (*(v for _, v in sets), *params))
+        await self._exec(
+            f"UPDATE runs SET {', '.join(c for c, _ in sets)} WHERE {where}", (*(v for _, v in sets), *params)
+        )
 
     async def finish_run(self, run_id: str) -> None:
         """Forget a run that ended. If the database is away the run is remembered and
@@ -303,7 +384,8 @@ class PgBookkeeping:
             f"UPDATE runs SET owner = %s, fence = fence + 1, lease_expires = {self._lease()} WHERE run_id IN"
             " (SELECT run_id FROM runs WHERE lease_expires < now() AND NOT (owner = %s AND run_id = ANY(%s))"
             f" ORDER BY seq FOR UPDATE SKIP LOCKED) RETURNING {_RUN_COLUMNS}",
-            (self.replica_id, self.replica_id, list(self._fences)))
+            (self.replica_id, self.replica_id, list(self._fences)),
+        )
         runs = sorted((_run_row(r) for r in rows), key=lambda r: r["seq"])
         for r in rows:
             self._fences[r["run_id"]] = int(r["fence"])
@@ -352,8 +434,9 @@ class PgBookkeeping:
             return False
         where, params = self._mine(run_id)
         try:
-            row = await self._one(f"UPDATE runs SET lease_expires = {self._lease()} WHERE {where} RETURNING fence",
-                                  params)
+            row = await self._one(
+                f"UPDATE runs SET lease_expires = {self._lease()} WHERE {where} RETURNING fence", params
+            )
         except Exception:  # noqa: BLE001
             return True
         if row is None and self._fences.get(run_id) == fence:  # (not finished meanwhile)
@@ -378,7 +461,8 @@ class PgBookkeeping:
         rows = await self._all(
             f"UPDATE runs r SET lease_expires = {self._lease()} FROM unnest(%s::text[], %s::bigint[]) AS f(run_id,"
             " fence) WHERE r.run_id = f.run_id AND r.fence = f.fence AND r.owner = %s RETURNING r.run_id",
-            ([h[0] for h in held], [h[1] for h in held], self.replica_id))
+            ([h[0] for h in held], [h[1] for h in held], self.replica_id),
+        )
         renewed = {r["run_id"] for r in rows}
         for run_id, _ in held:
             if run_id not in renewed and run_id in self._active:  # (not finished meanwhile)
@@ -399,12 +483,18 @@ class PgBookkeeping:
         while True:
             row = await self._one(
                 "SELECT count(*) AS n FROM runs r, runs me WHERE me.run_id = %s AND r.thread_key = %s"
-                f" AND ({_ARRIVAL.format(t='r')}, r.seq) < ({_ARRIVAL.format(t='me')}, me.seq)", (run_id, thread_key))
+                f" AND ({_ARRIVAL.format(t='r')}, r.seq) < ({_ARRIVAL.format(t='me')}, me.seq)",
+                (run_id, thread_key),
+            )
             if not row or not row["n"]:
                 return
             if loop.time() > deadline:
-                log.warning("%s: %d earlier runs of the thread are still unfinished; going ahead",
-                            run_id, row["n"], extra=for_thread(thread_key))
+                log.warning(
+                    "%s: %d earlier runs of the thread are still unfinished; going ahead",
+                    run_id,
+                    row["n"],
+                    extra=for_thread(thread_key),
+                )
                 return
             await asyncio.sleep(delay)
             delay = min(0.25, delay * 2)
@@ -422,11 +512,15 @@ class PgBookkeeping:
                 yield
             finally:
                 try:
-                    await asyncio.shield(conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))",
-                                                      (f"thread:{thread_key}",)))
+                    await asyncio.shield(
+                        conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (f"thread:{thread_key}",))
+                    )
                 except Exception as exc:  # noqa: BLE001 - the connection died: so did its lock
-                    log.warning("thread lock release failed (%s): the connection is dropped",
-                                type(exc).__name__, extra=for_thread(thread_key))
+                    log.warning(
+                        "thread lock release failed (%s): the connection is dropped",
+                        type(exc).__name__,
+                        extra=for_thread(thread_key),
+                    )
                     await conn.close()
 
     @asynccontextmanager
@@ -434,8 +528,9 @@ class PgBookkeeping:
         """Try to take the named advisory lock (e.g. :data:`bot.admin.REINDEX_LOCK`) for the body;
         yields False at once when another replica holds it."""
         async with self._lock_pool.connection() as conn:
-            row = await (await conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0)) AS ok",
-                                            (name,))).fetchone()
+            row = await (
+                await conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0)) AS ok", (name,))
+            ).fetchone()
             try:
                 yield bool(row["ok"])
             finally:
@@ -456,20 +551,44 @@ class PgBookkeeping:
         await self._exec(
             "INSERT INTO index_state (name, generation, updated_by) VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE"
             " SET generation = excluded.generation, updated_at = now(), updated_by = excluded.updated_by",
-            (name, generation, self.replica_id))
+            (name, generation, self.replica_id),
+        )
 
     # ---- answer feedback (see bot.store.Bookkeeping for the contracts) -----------------------
-    async def record_answer(self, answer_id: str, *, thread_key: str, platform: str, channel: str, question: str,
-                            answer: str, kind: str, route: str, sources: list[dict[str, str]],
-                            path: list[str]) -> None:
+    async def record_answer(
+        self,
+        answer_id: str,
+        *,
+        thread_key: str,
+        platform: str,
+        channel: str,
+        question: str,
+        answer: str,
+        kind: str,
+        route: str,
+        sources: list[dict[str, str]],
+        path: list[str],
+    ) -> None:
         await self._exec(
             "INSERT INTO answers (answer_id, thread_key, platform, channel, question, answer, kind, route, sources,"
             " path, at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (answer_id) DO UPDATE SET"
             " thread_key = excluded.thread_key, platform = excluded.platform, channel = excluded.channel,"
             " question = excluded.question, answer = excluded.answer, kind = excluded.kind, route = excluded.route,"
             " sources = excluded.sources, path = excluded.path, at = excluded.at",
-            (answer_id, thread_key, platform, channel, question, answer, kind, route, json.dumps(sources),
-             json.dumps(path), time.time()))
+            (
+                answer_id,
+                thread_key,
+                platform,
+                channel,
+                question,
+                answer,
+                kind,
+                route,
+                json.dumps(sources),
+                json.dumps(path),
+                time.time(),
+            ),
+        )
 
     async def answer_record(self, answer_id: str) -> dict[str, Any] | None:
         row = await self._one(f"SELECT {_ANSWER_COLUMNS} FROM answers WHERE answer_id = %s", (answer_id,))
@@ -484,28 +603,41 @@ class PgBookkeeping:
             "INSERT INTO votes (answer_id, user_id, vote, reason, at) VALUES (%s, %s, %s, %s, %s)"
             " ON CONFLICT (answer_id, user_id) DO UPDATE SET vote = excluded.vote, at = excluded.at,"
             " reason = CASE WHEN %s THEN excluded.reason WHEN excluded.vote > 0 THEN '' ELSE votes.reason END",
-            (answer_id, user_id, vote, reason or "", time.time(), reason is not None))
+            (answer_id, user_id, vote, reason or "", time.time(), reason is not None),
+        )
         return True
 
     async def vote_of(self, answer_id: str, user_id: str) -> dict[str, Any] | None:
-        row = await self._one("SELECT vote, reason FROM votes WHERE answer_id = %s AND user_id = %s",
-                              (answer_id, user_id))
+        row = await self._one(
+            "SELECT vote, reason FROM votes WHERE answer_id = %s AND user_id = %s", (answer_id, user_id)
+        )
         return {"vote": row["vote"], "reason": row["reason"]} if row else None
 
     async def feedback_rows(self) -> list[dict[str, Any]]:
         rows = await self._all(
             "SELECT a.answer_id, a.thread_key, a.platform, a.channel, a.question, a.answer, a.kind, a.route,"
             " a.sources, a.path, a.at, v.user_id, v.vote, v.reason, v.at AS voted_at FROM votes v JOIN answers a"
-            " ON a.answer_id = v.answer_id ORDER BY v.at")
-        return [{**_answer_row(r), "user_id": r["user_id"], "vote": r["vote"], "reason": r["reason"],
-                 "voted_at": r["voted_at"]} for r in rows]
+            " ON a.answer_id = v.answer_id ORDER BY v.at"
+        )
+        return [
+            {
+                **_answer_row(r),
+                "user_id": r["user_id"],
+                "vote": r["vote"],
+                "reason": r["reason"],
+                "voted_at": r["voted_at"],
+            }
+            for r in rows
+        ]
 
     # ---- claims and audit -------------------------------------------------------------------
     async def claim_interrupt(self, interrupt_id: str, thread_key: str, by: str) -> bool:
         """True for the first caller on any replica (``INSERT ... ON CONFLICT DO NOTHING``)."""
         row = await self._one(
             "INSERT INTO claims (interrupt_id, thread_key, claimed_by, at) VALUES (%s, %s, %s, %s)"
-            " ON CONFLICT DO NOTHING RETURNING interrupt_id", (interrupt_id, thread_key, by, time.time()))
+            " ON CONFLICT DO NOTHING RETURNING interrupt_id",
+            (interrupt_id, thread_key, by, time.time()),
+        )
         return row is not None
 
     async def forget_claims_before(self, seconds: float) -> int:
@@ -513,8 +645,10 @@ class PgBookkeeping:
         return max(0, cur.rowcount)
 
     async def audit(self, actor: str, command: str, allowed: bool, detail: str = "") -> None:
-        await self._exec("INSERT INTO audit (at, actor, command, allowed, detail) VALUES (%s, %s, %s, %s, %s)",
-                         (time.time(), actor, command, bool(allowed), detail))
+        await self._exec(
+            "INSERT INTO audit (at, actor, command, allowed, detail) VALUES (%s, %s, %s, %s, %s)",
+            (time.time(), actor, command, bool(allowed), detail),
+        )
 
     async def audit_rows(self) -> list[tuple]:
         rows = await self._all("SELECT actor, command, allowed, detail FROM audit ORDER BY at")

@@ -33,6 +33,17 @@ from graphs.knowledge.splitting import split_markdown
 from graphs.terms import STOPWORDS as _STOPWORDS  # noqa: F401 - kept for older imports
 
 __all__ = [
-    "Chunk", "EmbeddingRefusedError", "IndexSnapshot", "IndexStats", "KnowledgeBase", "KnowledgeBaseError",
-    "ProgressFn", "ReindexBusyError", "clean_markdown", "discover_files", "keyword_query", "rrf_fuse", "split_markdown",
+    "Chunk",
+    "EmbeddingRefusedError",
+    "IndexSnapshot",
+    "IndexStats",
+    "KnowledgeBase",
+    "KnowledgeBaseError",
+    "ProgressFn",
+    "ReindexBusyError",
+    "clean_markdown",
+    "discover_files",
+    "keyword_query",
+    "rrf_fuse",
+    "split_markdown",
 ]

@@ -69,8 +69,16 @@ class KeywordPostings:
         generation: the index generation (folder name) the postings were read from.
     """
 
-    def __init__(self, terms: list[str], indptr: np.ndarray, rows: np.ndarray, freqs: np.ndarray,
-                 lengths: np.ndarray, count: int, generation: str = "") -> None:
+    def __init__(
+        self,
+        terms: list[str],
+        indptr: np.ndarray,
+        rows: np.ndarray,
+        freqs: np.ndarray,
+        lengths: np.ndarray,
+        count: int,
+        generation: str = "",
+    ) -> None:
         self.terms = terms
         self.index = {t: i for i, t in enumerate(terms)}
         self.indptr, self.rows, self.freqs = indptr, rows, freqs
@@ -104,8 +112,15 @@ class KeywordPostings:
         count = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         terms = list(ids)
         if not terms:
-            return cls([], np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float64),
-                       np.zeros(1, np.float64), count, generation)
+            return cls(
+                [],
+                np.zeros(1, np.int64),
+                np.zeros(0, np.int32),
+                np.zeros(0, np.float64),
+                np.zeros(1, np.float64),
+                count,
+                generation,
+            )
         doc_arr = np.frombuffer(docs, dtype=np.int64)
         term_arr = np.frombuffer(term_ids, dtype=np.int32).astype(np.int64)
         max_doc = int(doc_arr.max())
@@ -124,9 +139,16 @@ class KeywordPostings:
         per line: FTS5 tokens hold no line breaks)."""
         blob = "\n".join(self.terms).encode("utf-8", "surrogateescape")
         with open(path, "wb") as f:
-            np.savez(f, terms=np.frombuffer(blob, dtype=np.uint8), indptr=self.indptr, rows=self.rows,
-                     freqs=self.freqs, lengths=self.lengths, count=np.array(self.count),
-                     generation=np.frombuffer(self.generation.encode(), dtype=np.uint8))
+            np.savez(
+                f,
+                terms=np.frombuffer(blob, dtype=np.uint8),
+                indptr=self.indptr,
+                rows=self.rows,
+                freqs=self.freqs,
+                lengths=self.lengths,
+                count=np.array(self.count),
+                generation=np.frombuffer(self.generation.encode(), dtype=np.uint8),
+            )
 
     @classmethod
     def load(cls, path: Path, generation: str, count: int) -> KeywordPostings:
@@ -138,8 +160,15 @@ class KeywordPostings:
         """
         with np.load(path, allow_pickle=False) as z:
             text = z["terms"].tobytes().decode("utf-8", "surrogateescape")
-            postings = cls(text.split("\n") if text else [], z["indptr"], z["rows"], z["freqs"], z["lengths"],
-                           int(z["count"]), z["generation"].tobytes().decode())
+            postings = cls(
+                text.split("\n") if text else [],
+                z["indptr"],
+                z["rows"],
+                z["freqs"],
+                z["lengths"],
+                int(z["count"]),
+                z["generation"].tobytes().decode(),
+            )
         postings.check(generation, count)
         return postings
 
@@ -152,8 +181,13 @@ class KeywordPostings:
             (self.count != count, f"{self.count} rows, the index has {count}"),
             (any(a.ndim != 1 for a in (ind, rows, freqs, lengths)), "arrays are not flat"),
             (len(ind) != len(self.terms) + 1 or len(self.index) != len(self.terms), "offsets do not match the terms"),
-            (len(rows) != len(freqs) or int(ind[0]) != 0 or int(ind[-1]) != len(rows)
-             or bool(np.any(np.diff(ind) < 0)), "offsets do not match the postings"),
+            (
+                len(rows) != len(freqs)
+                or int(ind[0]) != 0
+                or int(ind[-1]) != len(rows)
+                or bool(np.any(np.diff(ind) < 0)),
+                "offsets do not match the postings",
+            ),
             (len(rows) > 0 and (int(rows.min()) < 1 or int(rows.max()) >= len(lengths)), "row numbers out of range"),
             (len(lengths) < 1 or len(lengths) - 1 > count, "row lengths do not match the index"),
             (not bool(np.all(np.isfinite(freqs)) and np.all(freqs > 0)), "frequencies are not positive numbers"),
@@ -210,8 +244,13 @@ PhraseScores = Callable[[str], Iterable[tuple[int, float]]]
 """``phrase -> [(rowid, bm25)]`` for one phrase, from FTS5 itself."""
 
 
-def rank(postings: KeywordPostings, tokenizer: QueryTokenizer, phrases: Sequence[str], limit: int,
-         phrase_scores: PhraseScores | None = None) -> list[int]:
+def rank(
+    postings: KeywordPostings,
+    tokenizer: QueryTokenizer,
+    phrases: Sequence[str],
+    limit: int,
+    phrase_scores: PhraseScores | None = None,
+) -> list[int]:
     """Rowids matching any of ``phrases`` (OR), best bm25 first, at most ``limit``; ties in
     rowid order.
 

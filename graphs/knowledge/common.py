@@ -63,5 +63,7 @@ class IndexStats:
     def summary(self) -> str:
         """``"161 files into 2885 chunks (2885 embedded, 0 reused) in 140.2 s"``: what the CLI
         and the admin command report (seconds with one decimal, never in exponent form)."""
-        return (f"{self.files} files into {self.chunks} chunks ({self.embedded_chunks} embedded, "
-                f"{self.reused_chunks} reused) in {self.seconds:.1f} s")
+        return (
+            f"{self.files} files into {self.chunks} chunks ({self.embedded_chunks} embedded, "
+            f"{self.reused_chunks} reused) in {self.seconds:.1f} s"
+        )

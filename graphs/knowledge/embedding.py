@@ -38,10 +38,15 @@ class _DropClientTraceback(logging.Filter):
 
 logging.getLogger("langchain_mistralai.embeddings").addFilter(_DropClientTraceback())
 
-_DENSE = re.compile(r"[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3000-\u9fff\uac00-\ud7af"
-                    r"\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]")
-_TOO_BIG = re.compile(r"too many (?:tokens|inputs)|too large|too long|maximum context|token limit"
-                      r"|max(imum)? .*tokens", re.I)
+_DENSE = re.compile(
+    r"[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3000-\u9fff\uac00-\ud7af"
+    r"\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]"
+)
+_TOO_BIG = re.compile(
+    r"too many (?:tokens|inputs)|too large|too long|maximum context|token limit"
+    r"|max(imum)? .*tokens",
+    re.I,
+)
 
 
 def estimate_tokens(text: str) -> int:
@@ -86,8 +91,14 @@ def is_request_too_large(exc: BaseException) -> bool:
     return status == 413 or bool(_TOO_BIG.search(f"{body} {exc}"))
 
 
-def embed_texts(embeddings: Embeddings, texts: Sequence[str], *, max_items: int, max_tokens: int,
-                progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+def embed_texts(
+    embeddings: Embeddings,
+    texts: Sequence[str],
+    *,
+    max_items: int,
+    max_tokens: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
     """Embed ``texts`` (shortest first) in batches sized by :func:`batches`; a batch refused as too large
     (:func:`is_request_too_large`) is split in halves, down to single texts.
 
@@ -118,7 +129,8 @@ def embed_texts(embeddings: Embeddings, texts: Sequence[str], *, max_items: int,
             if len(idx) == 1:
                 raise EmbeddingRefusedError(
                     f"the embeddings API refused one chunk as too large ({estimate_tokens(texts[idx[0]])} "
-                    "estimated tokens): lower knowledge.chunk_size") from exc
+                    "estimated tokens): lower knowledge.chunk_size"
+                ) from exc
             half = len(idx) // 2
             log.warning("embedding batch of %d texts refused as too large: splitting it in halves", len(idx))
             run(idx[:half])

@@ -93,8 +93,9 @@ class IndexSnapshot:
         self.directory = directory
         try:
             self.manifest = json.loads((directory / "manifest.json").read_text())
-            self._conn = sqlite3.connect(f"file:{directory / 'chunks.sqlite'}?mode=ro", uri=True,
-                                         check_same_thread=False)
+            self._conn = sqlite3.connect(
+                f"file:{directory / 'chunks.sqlite'}?mode=ro", uri=True, check_same_thread=False
+            )
             vec_path = directory / "vectors.npy"
             self.vectors = np.load(vec_path) if vec_path.exists() else None
             self.count = int(self.manifest.get("chunks", 0))
@@ -112,8 +113,13 @@ class IndexSnapshot:
             try:
                 return bm25.KeywordPostings.load(path, name, self.count)
             except Exception as exc:  # noqa: BLE001 - a damaged file: the FTS5 index holds the same
-                log.warning("index generation %s: %s is unreadable (%s: %s): reading the keyword index instead",
-                            name, bm25.POSTINGS_FILE, type(exc).__name__, str(exc)[:200])
+                log.warning(
+                    "index generation %s: %s is unreadable (%s: %s): reading the keyword index instead",
+                    name,
+                    bm25.POSTINGS_FILE,
+                    type(exc).__name__,
+                    str(exc)[:200],
+                )
         return bm25.KeywordPostings.from_fts(self._conn, generation=name)
 
     def close(self) -> None:
@@ -145,9 +151,7 @@ class IndexSnapshot:
         """``[(rowid, bm25)]`` of the rows holding the multi-token ``phrase`` (FTS5's own score
         of a one-phrase query is that phrase's term of the sum)."""
         with self._lock:
-            return self._conn.execute(
-                f"SELECT rowid, {_BM25} FROM fts WHERE fts MATCH ?", (f'"{phrase}"',)
-            ).fetchall()
+            return self._conn.execute(f"SELECT rowid, {_BM25} FROM fts WHERE fts MATCH ?", (f'"{phrase}"',)).fetchall()
 
     def dense(self, query_vector: np.ndarray, limit: int) -> list[int]:
         """Chunk rowids ranked by cosine similarity to ``query_vector`` (best first)."""
@@ -161,9 +165,15 @@ class IndexSnapshot:
         """Every chunk of ``file`` in order, with its vector (None without a dense index)."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT rowid, title, text, file_hash FROM chunks WHERE file = ? ORDER BY rowid", (file,)).fetchall()
-        return [(Chunk(file=file, title=title, text=text, file_hash=h),
-                 self.vectors[rowid - 1] if self.vectors is not None else None) for rowid, title, text, h in rows]
+                "SELECT rowid, title, text, file_hash FROM chunks WHERE file = ? ORDER BY rowid", (file,)
+            ).fetchall()
+        return [
+            (
+                Chunk(file=file, title=title, text=text, file_hash=h),
+                self.vectors[rowid - 1] if self.vectors is not None else None,
+            )
+            for rowid, title, text, h in rows
+        ]
 
     def chunks(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
         """``rowid -> (file, title, text)`` for the given rowids."""
@@ -185,8 +195,9 @@ def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | 
     """Write a complete generation into ``directory`` (an empty folder) and sync it."""
     conn = sqlite3.connect(directory / "chunks.sqlite")
     try:
-        conn.execute("CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, file TEXT, title TEXT, text TEXT,"
-                     " file_hash TEXT)")
+        conn.execute(
+            "CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, file TEXT, title TEXT, text TEXT, file_hash TEXT)"
+        )
         conn.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, title, file, content='', tokenize='{FTS_TOKENIZER}')")
         conn.executemany(
             "INSERT INTO chunks (rowid, file, title, text, file_hash) VALUES (?, ?, ?, ?, ?)",
@@ -194,12 +205,15 @@ def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | 
         )
         conn.executemany(
             "INSERT INTO fts (rowid, text, title, file) VALUES (?, ?, ?, ?)",
-            [(i, terms.index_text(c.text), terms.index_text(c.title), _fts_file(c.file))
-             for i, c in enumerate(chunks, start=1)],
+            [
+                (i, terms.index_text(c.text), terms.index_text(c.title), _fts_file(c.file))
+                for i, c in enumerate(chunks, start=1)
+            ],
         )
         conn.commit()
         bm25.KeywordPostings.from_fts(conn, generation=directory.name.removesuffix(".tmp")).save(
-            directory / bm25.POSTINGS_FILE)
+            directory / bm25.POSTINGS_FILE
+        )
     finally:
         conn.close()
     if matrix is not None:

@@ -175,8 +175,9 @@ class KnowledgeBase:
         self._files_cache = {key: files}  # one entry: the live generation's
         return files
 
-    def search(self, queries: Sequence[str | tuple[str, float]], k: int,
-               sources: Sequence[str] | None = None) -> list[Doc]:
+    def search(
+        self, queries: Sequence[str | tuple[str, float]], k: int, sources: Sequence[str] | None = None
+    ) -> list[Doc]:
         """Hybrid search.
 
         Args:
@@ -208,13 +209,20 @@ class KnowledgeBase:
         texts = list(weighted)
         rankings: list[list[int]] = [snap.keyword(q, self.candidates) for q in texts]
         weights = [weighted[q] for q in texts]
-        if (self.embeddings is not None and snap.vectors is not None and texts
-                and snap.manifest.get("embedder") == self.embedder_id):
+        if (
+            self.embeddings is not None
+            and snap.vectors is not None
+            and texts
+            and snap.manifest.get("embedder") == self.embedder_id
+        ):
             try:
                 qv = self._queries(texts)
             except Exception as exc:  # noqa: BLE001 - a failing embeddings API degrades to keyword search
-                log.warning("query embedding failed (%s: %s): keyword search only", type(exc).__name__,
-                            str(exc).splitlines()[0][:200] if str(exc) else "")
+                log.warning(
+                    "query embedding failed (%s: %s): keyword search only",
+                    type(exc).__name__,
+                    str(exc).splitlines()[0][:200] if str(exc) else "",
+                )
             else:
                 rankings += [snap.dense(v, self.candidates) for v in (qv if qv is not None else [])]
                 weights += weights
@@ -245,8 +253,13 @@ class KnowledgeBase:
         out: dict = {"files": 0, "chunks": 0, "generation": None}
         if snap is not None:
             m = snap.manifest
-            out = {"files": len(m.get("files", {})), "chunks": m.get("chunks", 0), "generation": snap.directory.name,
-                   "built_at": m.get("built_at"), "embedder": m.get("embedder")}
+            out = {
+                "files": len(m.get("files", {})),
+                "chunks": m.get("chunks", 0),
+                "generation": snap.directory.name,
+                "built_at": m.get("built_at"),
+                "embedder": m.get("embedder"),
+            }
         out["last_error"] = f"{self.last_error} (at {self.last_error_at})" if self.last_error else None
         return out
 
@@ -311,8 +324,12 @@ class KnowledgeBase:
         except Exception as exc:  # noqa: BLE001 - embeddings client errors (HTTP, network)
             failure = exc
         fallback = "the last good generation" if self.snapshot is not None else "a keyword-only index"
-        log.error("index build failed: %s: %s; starting with %s", type(failure).__name__,
-                  str(failure).splitlines()[0][:300] if str(failure) else "", fallback)
+        log.error(
+            "index build failed: %s: %s; starting with %s",
+            type(failure).__name__,
+            str(failure).splitlines()[0][:300] if str(failure) else "",
+            fallback,
+        )
         if self.snapshot is not None:
             return None
         try:
@@ -336,8 +353,11 @@ class KnowledgeBase:
     def _all_reusable(self, old: idx.IndexSnapshot | None, files: list[tuple[str, str]]) -> bool:
         """Every ``(display path, sha256)`` has vectors in ``old`` under the configured
         embedder id and chunking (nothing to embed)."""
-        if old is None or old.manifest.get("chunking") != self._chunking_id() \
-                or old.manifest.get("embedder") != self.embedder_id:
+        if (
+            old is None
+            or old.manifest.get("chunking") != self._chunking_id()
+            or old.manifest.get("embedder") != self.embedder_id
+        ):
             return False
         known = old.manifest.get("files", {})
         return all(known.get(d) == h for d, h in files)
@@ -356,8 +376,11 @@ class KnowledgeBase:
         if callable(load) and not self._all_reusable(old, [(d, h) for d, _, h in sources]):
             load()  # a lazily loaded model settles its backend (and embedder id) before reuse is decided
         embedder_id = self.embedder_id if embed else "none"
-        reusable = old is not None and old.manifest.get("chunking") == self._chunking_id() and \
-            old.manifest.get("embedder") == embedder_id
+        reusable = (
+            old is not None
+            and old.manifest.get("chunking") == self._chunking_id()
+            and old.manifest.get("embedder") == embedder_id
+        )
         old_files: dict[str, str] = old.manifest.get("files", {}) if (old and reusable) else {}
 
         chunks: list[Chunk] = []
@@ -384,9 +407,13 @@ class KnowledgeBase:
         matrix: np.ndarray | None = None
         if embed and self.embeddings is not None:
             if todo:
-                fresh = embed_texts(self.embeddings, [index_text(chunks[i]) for i in todo],
-                                    max_items=self.batch_size, max_tokens=self.batch_tokens,
-                                    progress=lambda d, t: progress("embed", d, t))
+                fresh = embed_texts(
+                    self.embeddings,
+                    [index_text(chunks[i]) for i in todo],
+                    max_items=self.batch_size,
+                    max_tokens=self.batch_tokens,
+                    progress=lambda d, t: progress("embed", d, t),
+                )
                 for i, v in zip(todo, fresh, strict=True):
                     vectors[i] = v
             matrix = np.vstack(cast(list[np.ndarray], vectors)).astype(np.float32)  # every vector was filled
@@ -401,15 +428,17 @@ class KnowledgeBase:
             "chunking": self._chunking_id(),
             "embedder": embedder_id,
             "embedder_backend": (getattr(self.embeddings, "backend", None) or type(self.embeddings).__name__)
-            if (embed and self.embeddings is not None) else "none",
+            if (embed and self.embeddings is not None)
+            else "none",
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         idx.write_generation(tmp, chunks, matrix, manifest)
         progress("write", 1, 1)
         idx.publish(self.index_dir, tmp, gen)
         self.snapshot  # noqa: B018 - open the generation just published
-        idx.prune(self.index_dir, keep={gen, old.directory.name if old else gen},
-                  keep_generations=self.keep_generations)
+        idx.prune(
+            self.index_dir, keep={gen, old.directory.name if old else gen}, keep_generations=self.keep_generations
+        )
         embedded = len(todo) if (embed and self.embeddings is not None) else 0
         stats = IndexStats(
             files=len(files),
@@ -420,6 +449,13 @@ class KnowledgeBase:
             generation=gen,
             changed_files=changed,
         )
-        log.info("reindex done: %d files, %d chunks (%d embedded, %d reused) in %.1fs -> %s",
-                 stats.files, stats.chunks, stats.embedded_chunks, stats.reused_chunks, stats.seconds, gen)
+        log.info(
+            "reindex done: %d files, %d chunks (%d embedded, %d reused) in %.1fs -> %s",
+            stats.files,
+            stats.chunks,
+            stats.embedded_chunks,
+            stats.reused_chunks,
+            stats.seconds,
+            gen,
+        )
         return stats

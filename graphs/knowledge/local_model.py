@@ -170,7 +170,7 @@ class OnnxEncoder:
         (as sentence-transformers: whitespace stripped, at most ``max_length`` word pieces)."""
         out = []
         for start in range(0, len(texts), BATCH):
-            enc = self.tokenizer.encode_batch([t.strip() for t in texts[start:start + BATCH]])
+            enc = self.tokenizer.encode_batch([t.strip() for t in texts[start : start + BATCH]])
             ids = np.array([e.ids for e in enc], dtype=np.int64)
             feed = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64)}
             if "token_type_ids" in self.inputs:
@@ -239,8 +239,10 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
         ImportError, OSError: a library is missing, the cache folder is not writable.
     """
     model_path = Path(model_path)
-    final = cache_dir / f"{model_path.parent.name if model_path.name == 'model' else model_path.name}-{backend}-" \
-                        f"{export_key(model_path, backend)}"
+    final = (
+        cache_dir / f"{model_path.parent.name if model_path.name == 'model' else model_path.name}-{backend}-"
+        f"{export_key(model_path, backend)}"
+    )
     if (final / "export.json").exists():
         return final
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -253,8 +255,12 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
     st = SentenceTransformer(str(model_path), device="cpu", model_kwargs={"attn_implementation": "eager"})
     mods = list(st)
     kinds = [type(m).__name__ for m in mods]
-    if not (len(mods) >= 2 and kinds[:2] == ["Transformer", "Pooling"] and _mean_pooling(mods[1])
-            and all(k == "Normalize" for k in kinds[2:])):
+    if not (
+        len(mods) >= 2
+        and kinds[:2] == ["Transformer", "Pooling"]
+        and _mean_pooling(mods[1])
+        and all(k == "Normalize" for k in kinds[2:])
+    ):
         raise ValueError(f"not exportable (needs Transformer + mean Pooling [+ Normalize]): {kinds}")
     bert: Any = mods[0].auto_model  # a transformers PreTrainedModel
     bert.eval()
@@ -266,8 +272,9 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
             self.model = model
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            h = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                           token_type_ids=token_type_ids).last_hidden_state
+            h = self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(h.dtype)
             mean = (h * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(mean, p=2, dim=1)
@@ -275,37 +282,62 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=cache_dir))
     try:
         sample = getattr(st, "preprocess", st.tokenize)(_CHECK_TEXTS[:2])  # two lengths: the padding path is traced too
-        args = (sample["input_ids"], sample["attention_mask"],
-                sample.get("token_type_ids", torch.zeros_like(sample["input_ids"])))
+        args = (
+            sample["input_ids"],
+            sample["attention_mask"],
+            sample.get("token_type_ids", torch.zeros_like(sample["input_ids"])),
+        )
         names = ["input_ids", "attention_mask", "token_type_ids"]
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            torch.onnx.export(Pooled(bert), args, str(tmp / "raw.onnx"), dynamo=False, opset_version=17,
-                              input_names=names, output_names=["sentence_embedding"],
-                              dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names},
-                                            "sentence_embedding": {0: "batch"}})
+            torch.onnx.export(
+                Pooled(bert),
+                args,
+                str(tmp / "raw.onnx"),
+                dynamo=False,
+                opset_version=17,
+                input_names=names,
+                output_names=["sentence_embedding"],
+                dynamic_axes={**{n: {0: "batch", 1: "sequence"} for n in names}, "sentence_embedding": {0: "batch"}},
+            )
         cfg = bert.config
         with _QuietExport():
-            fused = optimizer.optimize_model(str(tmp / "raw.onnx"), model_type="bert",
-                                             num_heads=cfg.num_attention_heads, hidden_size=cfg.hidden_size,
-                                             opt_level=1)
+            fused = optimizer.optimize_model(
+                str(tmp / "raw.onnx"),
+                model_type="bert",
+                num_heads=cfg.num_attention_heads,
+                hidden_size=cfg.hidden_size,
+                opt_level=1,
+            )
             fused.save_model_to_file(str(tmp / "fused.onnx"))
             fusions = {k: v for k, v in fused.get_fused_operator_statistics().items() if v}
             if backend == "onnx-int8":
-                quantize_dynamic(str(tmp / "fused.onnx"), str(tmp / "model.onnx"), weight_type=QuantType.QInt8,
-                                 per_channel=True, op_types_to_quantize=QUANTIZED_OPS,
-                                 extra_options={"DefaultTensorType": 1})  # 1 = FLOAT
+                quantize_dynamic(
+                    str(tmp / "fused.onnx"),
+                    str(tmp / "model.onnx"),
+                    weight_type=QuantType.QInt8,
+                    per_channel=True,
+                    op_types_to_quantize=QUANTIZED_OPS,
+                    extra_options={"DefaultTensorType": 1},
+                )  # 1 = FLOAT
         if backend != "onnx-int8":
             (tmp / "fused.onnx").rename(tmp / "model.onnx")
         for leftover in ("raw.onnx", "fused.onnx"):
             (tmp / leftover).unlink(missing_ok=True)
         tok.backend_tokenizer.save(str(tmp / "tokenizer.json"))
-        meta = {"source": str(model_path), "backend": backend, "recipe": EXPORT_RECIPE,
-                "max_seq_length": int(cast(int, st.max_seq_length)), "pad_id": int(tok.pad_token_id or 0),
-                "pad_token": str(tok.pad_token or "[PAD]"), "fused": fusions}
+        meta = {
+            "source": str(model_path),
+            "backend": backend,
+            "recipe": EXPORT_RECIPE,
+            "max_seq_length": int(cast(int, st.max_seq_length)),
+            "pad_id": int(tok.pad_token_id or 0),
+            "pad_token": str(tok.pad_token or "[PAD]"),
+            "fused": fusions,
+        }
         (tmp / "export.json").write_text(json.dumps(meta, indent=1))
-        reference = st.encode([t.replace("\n", " ") for t in _CHECK_TEXTS], normalize_embeddings=True,
-                              show_progress_bar=False)
+        reference = st.encode(
+            [t.replace("\n", " ") for t in _CHECK_TEXTS], normalize_embeddings=True, show_progress_bar=False
+        )
         got = OnnxEncoder(tmp).encode([t.replace("\n", " ") for t in _CHECK_TEXTS])
         cosine = float(np.min(np.sum(reference * got, axis=1)))
         if cosine < MIN_COSINE[backend]:
@@ -319,7 +351,7 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
                 raise
         prefix = final.name[: -len(final.name.rsplit("-", 1)[-1])]
         for stale in cache_dir.glob(prefix + "*"):  # older exports of this model and backend
-            if stale != final and stale.is_dir() and re.fullmatch(r"[0-9a-f]{16}", stale.name[len(prefix):]):
+            if stale != final and stale.is_dir() and re.fullmatch(r"[0-9a-f]{16}", stale.name[len(prefix) :]):
                 shutil.rmtree(stale, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -354,8 +386,15 @@ class LocalEmbeddings(Embeddings):
         ValueError: ``backend`` is unknown, ``max_tokens`` below 8.
     """
 
-    def __init__(self, path: str, threads: int = 1, backend: str = "auto", cache_dir: Path | None = None,
-                 name: str = "all-MiniLM-L6-v2", max_tokens: int | None = MAX_TOKENS) -> None:
+    def __init__(
+        self,
+        path: str,
+        threads: int = 1,
+        backend: str = "auto",
+        cache_dir: Path | None = None,
+        name: str = "all-MiniLM-L6-v2",
+        max_tokens: int | None = MAX_TOKENS,
+    ) -> None:
         if max_tokens is not None and int(max_tokens) < 8:
             raise ValueError(f"local embeddings: max_tokens {max_tokens} is below 8 word pieces")
         self.max_tokens = int(max_tokens) if max_tokens is not None else None
@@ -374,8 +413,11 @@ class LocalEmbeddings(Embeddings):
         ``max_tokens`` word pieces (``local:all-MiniLM-L6-v2@128``): an index built with
         other vectors (another backend family, another cut) is then rebuilt, not reused.
         Known without loading the model; changes if a fallback to torch happened."""
-        return (f"local:{self.name}" + ("+int8" if self.backend == "onnx-int8" else "")
-                + (f"@{self.max_tokens}" if self.max_tokens is not None else ""))
+        return (
+            f"local:{self.name}"
+            + ("+int8" if self.backend == "onnx-int8" else "")
+            + (f"@{self.max_tokens}" if self.max_tokens is not None else "")
+        )
 
     def load(self) -> None:
         """Load the model now (exporting it first if needed); see :attr:`embedder_id` afterwards."""
@@ -388,11 +430,16 @@ class LocalEmbeddings(Embeddings):
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
                 if self.backend != "torch":
                     try:
-                        self._model = OnnxEncoder(export_onnx(self.path, self.backend, self.cache_dir), self.threads,
-                                                  self.max_tokens)
+                        self._model = OnnxEncoder(
+                            export_onnx(self.path, self.backend, self.cache_dir), self.threads, self.max_tokens
+                        )
                     except Exception as exc:  # noqa: BLE001 - any failure: torch still works
-                        log.warning("local embeddings: %s export/load failed (%s: %s); using torch instead",
-                                    self.backend, type(exc).__name__, (str(exc).splitlines() or [""])[0][:200])
+                        log.warning(
+                            "local embeddings: %s export/load failed (%s: %s); using torch instead",
+                            self.backend,
+                            type(exc).__name__,
+                            (str(exc).splitlines() or [""])[0][:200],
+                        )
                         self.backend = "torch"
                 if self._model is None:
                     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch loads OpenMP
@@ -400,8 +447,11 @@ class LocalEmbeddings(Embeddings):
                     from langchain_huggingface import HuggingFaceEmbeddings
 
                     torch.set_num_threads(min(self.threads, torch.get_num_threads()))
-                    model = HuggingFaceEmbeddings(model_name=self.path, model_kwargs={"device": "cpu"},
-                                                  encode_kwargs={"normalize_embeddings": True})
+                    model = HuggingFaceEmbeddings(
+                        model_name=self.path,
+                        model_kwargs={"device": "cpu"},
+                        encode_kwargs={"normalize_embeddings": True},
+                    )
                     if self.max_tokens is not None:  # the same cut as the ONNX encoder: the same vectors
                         client = model._client
                         client.max_seq_length = min(int(client.max_seq_length or self.max_tokens), self.max_tokens)

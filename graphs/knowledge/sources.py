@@ -48,8 +48,10 @@ def discover_files(sources: Sequence[str | Path], patterns: Sequence[str]) -> li
         else:
             matches = [Path(m) for m in glob.glob(str(p), recursive=True)]
             if not matches:
-                raise KnowledgeBaseError(f"knowledge source not found: {src} (a path in config.toml is relative to "
-                                         "the config file's folder, one given with --source to the current folder)")
+                raise KnowledgeBaseError(
+                    f"knowledge source not found: {src} (a path in config.toml is relative to "
+                    "the config file's folder, one given with --source to the current folder)"
+                )
             for f in matches:
                 if f.is_file():
                     found.setdefault(f.resolve(), f.name)
@@ -88,7 +90,7 @@ def front_matter_title(text: str) -> tuple[str, str]:
     if not title:
         t = re.search(r"^title[ \t]*[:=][ \t]*(.+?)[ \t]*$", body, re.M)
         title = t.group(1).strip("\"'") if t else ""
-    return " ".join(title.split()), text[m.end():]
+    return " ".join(title.split()), text[m.end() :]
 
 
 def clean_markdown(text: str) -> tuple[str, str]:

@@ -94,7 +94,8 @@ def split_markdown(text: str, file: str, file_hash: str, chunk_size: int, overla
     if not body.strip():
         return []
     prose = RecursiveCharacterTextSplitter.from_language(
-        Language.MARKDOWN, chunk_size=chunk_size, chunk_overlap=min(overlap, chunk_size // 2))
+        Language.MARKDOWN, chunk_size=chunk_size, chunk_overlap=min(overlap, chunk_size // 2)
+    )
     chunks: list[Chunk] = []
     for path, blocks in _sections(body):
         if title_prefix and (not path or path[0] != title_prefix):
@@ -123,8 +124,14 @@ def _fit(block: _Block, size: int, prose: RecursiveCharacterTextSplitter) -> lis
     return _pack_lines(block.lines, size, prose, code=block.kind in ("fence", "code_block"))
 
 
-def _pack_lines(lines: list[str], size: int, prose: RecursiveCharacterTextSplitter, *,
-                header: list[str] | None = None, code: bool = False) -> list[str]:
+def _pack_lines(
+    lines: list[str],
+    size: int,
+    prose: RecursiveCharacterTextSplitter,
+    *,
+    header: list[str] | None = None,
+    code: bool = False,
+) -> list[str]:
     """Pack ``lines`` into pieces of at most ``size`` characters, never breaking a line
     unless it alone is too long; ``header`` lines start every piece; a fence open at a
     cut is closed and reopened."""
@@ -168,8 +175,13 @@ def _pack_lines(lines: list[str], size: int, prose: RecursiveCharacterTextSplitt
         m = FENCE_RE.match(line)
         if m and opening is None and not (m.group(2)[0] == "`" and "`" in m.group(3)):
             opening, closing = line, m.group(1) + m.group(2)
-        elif m and opening is not None and m.group(2)[0] == closing.lstrip(" \t>")[0] \
-                and len(m.group(2)) >= len(closing.lstrip(" \t>")) and not m.group(3).strip():
+        elif (
+            m
+            and opening is not None
+            and m.group(2)[0] == closing.lstrip(" \t>")[0]
+            and len(m.group(2)) >= len(closing.lstrip(" \t>"))
+            and not m.group(3).strip()
+        ):
             opening, closing = None, ""
     if len(cur) > base:
         pieces.append("\n".join(cur + ([closing] if opening else [])))
@@ -216,7 +228,7 @@ def fence_indented_code(text: str) -> str:
         indent = min(len(line) - len(line.lstrip()) for line in body if line.strip())
         out += lines[done:start]
         out += ["```", *(line[indent:] if line.strip() else "" for line in body), "```"]
-        out += lines[start + len(body):end]  # the blank lines after it
+        out += lines[start + len(body) : end]  # the blank lines after it
         done = end
     out += lines[done:]
     return "\n".join(out)

@@ -59,16 +59,19 @@ def kind_of_file(name: str) -> str:
         return "text"
     return "markdown"
 
+
 # Tags that print nothing a reader sees: control flow, assignments, includes of other
 # files (their text is not here), layout and comments (Liquid, Jinja, Nunjucks, Jekyll).
-_SILENT_TAGS = frozenset("""
+_SILENT_TAGS = frozenset(
+    """
 if elif elsif else endif unless endunless for endfor while endwhile case when endcase
 assign capture endcapture set endset include include_relative include_cached render import from extends
 block endblock macro endmacro call endcall filter endfilter with endwith autoescape endautoescape
 cycle increment decrement break continue layout tablerow endtablerow liquid do trans endtrans
 pluralize spaceless endspaceless verbatim endverbatim seo feed_meta asset_path stylesheet javascript
 css js endcomment comment raw endraw
-""".split())
+""".split()
+)
 # Shortcodes / tags whose body is code, shown as a fenced block.
 _CODE_TAGS = frozenset({"highlight", "code", "code-toggle", "codeblock", "syntax", "prism"})
 # Arguments that carry the text a tag shows (Hugo figure/img, custom Liquid tags, MDX props).
@@ -92,8 +95,11 @@ _ARG = re.compile(r"""(?:([A-Za-z_][\w-]*)\s*[=:]\s*)?(?:"((?:[^"\\]|\\.)*)"|'((
 # ``{ .md-button }``, Docusaurus / Pandoc heading ids ``{#id}``): styling, not text.
 _ATTRIBUTE_LIST = re.compile(r"[ \t]*\{:?[ \t]*[#.][\w-]+(?:[ \t]+[#.]?[\w-]+(?:=\S+)?)*[ \t]*\}[ \t]*$", re.M)
 _LINK_TARGET = re.compile(r"(?:\]\(|\]:\s*<?|\bhref=[\"']|\bsrc=[\"']|<)$")
-_PATH_LIKE = re.compile(r"^(?:[\w.-]*/[\w./#?=&%-]*|[\w-]+\.(?:html?|md|mdx|png|jpe?g|gif|svg|pdf|docx?|xlsx?|"
-                        r"pptx?|ya?ml|json|csv|txt|liquid|njk|webp))$", re.I)
+_PATH_LIKE = re.compile(
+    r"^(?:[\w.-]*/[\w./#?=&%-]*|[\w-]+\.(?:html?|md|mdx|png|jpe?g|gif|svg|pdf|docx?|xlsx?|"
+    r"pptx?|ya?ml|json|csv|txt|liquid|njk|webp))$",
+    re.I,
+)
 
 
 def strip_templates(text: str, kind: str = "markdown") -> str:
@@ -130,8 +136,9 @@ def strip_templates(text: str, kind: str = "markdown") -> str:
     text = _HUGO_COMMENT.sub("", text)
     text = _code_shortcodes(text, protect)
     paired = _paired_names(text)
-    text = _SHORTCODE.sub(lambda m: _replace_tag(m, m.group(3), m.group(4), paired, closing=bool(m.group(2)),
-                                                  shortcode=True), text)
+    text = _SHORTCODE.sub(
+        lambda m: _replace_tag(m, m.group(3), m.group(4), paired, closing=bool(m.group(2)), shortcode=True), text
+    )
     text = _TAG.sub(lambda m: _replace_tag(m, m.group(1), m.group(2), paired), text)
     text = _LITERAL_OUTPUT.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
     text = _OUTPUT.sub(lambda m: _replace_output(m.group(1)), text)
@@ -172,9 +179,9 @@ def _protect_fences(text: str, protect: Callable[[str], str], mdx: bool) -> str:
                 break
             j += 1
         if mdx and m.group(3).strip() == "mdx-code-block":
-            out += lines[i + 1:j]  # rendered, not shown as code
+            out += lines[i + 1 : j]  # rendered, not shown as code
         else:
-            out.append(protect(_undo_escapes("\n".join(lines[i:j + 1]))))
+            out.append(protect(_undo_escapes("\n".join(lines[i : j + 1]))))
         i = j + 1
     return "\n".join(out)
 
@@ -185,7 +192,9 @@ def _code_shortcodes(text: str, protect: Callable[[str], str]) -> str:
     names = "|".join(re.escape(n) for n in sorted(_CODE_TAGS, key=len, reverse=True))
     pattern = re.compile(
         r"(?:\{\{[<%]\s*(" + names + r")\b([^}]*?)\s*(?<!/)[>%]\}\}(.*?)\{\{[<%]\s*/\s*\1\s*[>%]\}\})"
-        r"|(?:\{%-?\s*(" + names + r")\b([^%]*?)-?%\}(.*?)\{%-?\s*end\4\s*-?%\})", re.S)
+        r"|(?:\{%-?\s*(" + names + r")\b([^%]*?)-?%\}(.*?)\{%-?\s*end\4\s*-?%\})",
+        re.S,
+    )
 
     def fence(m: re.Match[str]) -> str:
         args = m.group(2) if m.group(1) else m.group(5)
@@ -225,8 +234,9 @@ def _args(raw: str, literal_words: bool = True) -> tuple[list[str], list[tuple[s
     return positional, named
 
 
-def _replace_tag(m: re.Match[str], name: str, raw_args: str, paired: set[str], closing: bool = False,
-                 shortcode: bool = False) -> str:
+def _replace_tag(
+    m: re.Match[str], name: str, raw_args: str, paired: set[str], closing: bool = False, shortcode: bool = False
+) -> str:
     """What a reader sees in place of one tag (``shortcode``: a Hugo shortcode) (the rules
     of the module docstring)."""
     base = name.lower().rsplit("/", 1)[-1]
@@ -290,8 +300,10 @@ def _strip_mdx(text: str) -> str:
     def tag(m: re.Match[str]) -> str:
         if m.group(1):
             return ""
-        props = {p.group(1).lower(): p.group(2) if p.group(2) is not None else p.group(3)
-                 for p in _JSX_PROP.finditer(m.group(3))}
+        props = {
+            p.group(1).lower(): p.group(2) if p.group(2) is not None else p.group(3)
+            for p in _JSX_PROP.finditer(m.group(3))
+        }
         label = next((props[k] for k in _TEXT_ARGS if props.get(k)), "")
         return f"{label}: " if label and not m.group(4) else label
 

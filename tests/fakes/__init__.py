@@ -13,7 +13,8 @@ def write_platform_config(tmp_path, kb_files: dict[str, str], sections: str):
         (kb / name).write_text(text, encoding="utf-8")
     data = tmp_path / "data"
     path = tmp_path / "config.toml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [service]
 data_dir = "{data}"
 checkpoint_db = "{data}/checkpoints.sqlite"
@@ -25,5 +26,7 @@ sources = ["{kb}"]
 index_dir = "{data}/index"
 embeddings = "none"
 {sections}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path

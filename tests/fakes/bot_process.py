@@ -45,17 +45,32 @@ class BotProcess:
         args: more arguments after ``run`` (e.g. ``["--log-format", "json"]``).
     """
 
-    def __init__(self, config: Path, port: int, log: Path, env: dict[str, str] | None = None,
-                 args: Sequence[str] = ()) -> None:
-        full = {k: v for k, v in os.environ.items()
-                if not k.startswith(("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_", "THREADWISE_", "LANGSMITH_",
-                                     "LANGCHAIN_"))}
-        full.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET, HF_HUB_OFFLINE="1",
-                    PYTHONPATH=str(ROOT), **(env or {}))
+    def __init__(
+        self, config: Path, port: int, log: Path, env: dict[str, str] | None = None, args: Sequence[str] = ()
+    ) -> None:
+        full = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(
+                ("SLACK_", "DISCORD_", "MISTRAL_", "TAVILY_", "THREADWISE_", "LANGSMITH_", "LANGCHAIN_")
+            )
+        }
+        full.update(
+            SLACK_BOT_TOKEN=BOT_TOKEN,
+            SLACK_SIGNING_SECRET=SIGNING_SECRET,
+            HF_HUB_OFFLINE="1",
+            PYTHONPATH=str(ROOT),
+            **(env or {}),
+        )
         self.port = port
         self.log = log
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "run", "--config", str(config), *args], cwd=ROOT,
-                                     env=full, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "run", "--config", str(config), *args],
+            cwd=ROOT,
+            env=full,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
         self.url = f"http://127.0.0.1:{port}"
 
     def text(self) -> str:

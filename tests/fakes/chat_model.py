@@ -59,8 +59,9 @@ class ScriptedChatModel(BaseChatModel):
             return json.dumps({"query": "rewritten query"})
         if task == "grade_documents":
             ids = [int(i) for i in re.findall(r"^\[(\d+)\]", last, re.M)]
-            return json.dumps({"documents": [{"id": i, "relevant": True, "facts": "relevant facts"} for i in ids],
-                               "feedback": ""})
+            return json.dumps(
+                {"documents": [{"id": i, "relevant": True, "facts": "relevant facts"} for i in ids], "feedback": ""}
+            )
         if task == "generate":
             return "Here is the answer from the knowledge base [1]."
         if task == "grade_answer":
@@ -79,8 +80,13 @@ class ScriptedChatModel(BaseChatModel):
             entry = entry[min(pos, len(entry) - 1)]
         return entry(messages) if callable(entry) else str(entry)
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         system = next((str(m.content) for m in messages if isinstance(m, SystemMessage)), "")
         task = prompts.task_of(system)
         self._calls.append((task, list(messages)))

@@ -351,10 +351,17 @@ class FakeDiscord:
             data["webhook_id"] = webhook_id
         if reply_to is not None:
             data["type"] = 19
-            data["message_reference"] = {"type": 0, "message_id": reply_to["id"], "channel_id": reply_to["channel_id"],
-                                         "guild_id": reply_to.get("guild_id")}
-            referenced = {k: v for k, v in reply_to.items() if k not in ("referenced_message", "posted_components",
-                                                                         "allowed_mentions")}
+            data["message_reference"] = {
+                "type": 0,
+                "message_id": reply_to["id"],
+                "channel_id": reply_to["channel_id"],
+                "guild_id": reply_to.get("guild_id"),
+            }
+            referenced = {
+                k: v
+                for k, v in reply_to.items()
+                if k not in ("referenced_message", "posted_components", "allowed_mentions")
+            }
             data["referenced_message"] = referenced
         return data
 
@@ -384,8 +391,11 @@ class FakeDiscord:
             channel_id = self.dm_channel_for(author)
         if mention_bot is None:
             mention_bot = f"<@{self.bot.id}>" in content or f"<@!{self.bot.id}>" in content
-        others = [u for uid, u in self.users.items()
-                  if uid != self.bot.id and (f"<@{uid}>" in content or f"<@!{uid}>" in content)]
+        others = [
+            u
+            for uid, u in self.users.items()
+            if uid != self.bot.id and (f"<@{uid}>" in content or f"<@!{uid}>" in content)
+        ]
         data = self.message_payload(
             author,
             content,
@@ -404,7 +414,12 @@ class FakeDiscord:
             await self.dispatch("MESSAGE_CREATE", delivered)
             return data
         edited = self.message_payload(
-            author, edit_to, channel_id=data["channel_id"], guild=not dm, message_id=data["id"], reply_to=reply_to,
+            author,
+            edit_to,
+            channel_id=data["channel_id"],
+            guild=not dm,
+            message_id=data["id"],
+            reply_to=reply_to,
             mentions=[self.bot] if (f"<@{self.bot.id}>" in edit_to or f"<@!{self.bot.id}>" in edit_to) else [],
         )
         edited["edited_timestamp"] = _now()
@@ -703,23 +718,37 @@ class FakeDiscord:
         if self.threads_forbidden:
             return self._error(403, 50013, "Missing Permissions")
         # a thread started from a message has the message's id
-        thread = self._thread_payload(message_id, channel_id, self.bot.id, name,
-                                      int(body.get("auto_archive_duration") or 1440))
+        thread = self._thread_payload(
+            message_id, channel_id, self.bot.id, name, int(body.get("auto_archive_duration") or 1440)
+        )
         self.threads[message_id] = thread
         await self.dispatch("THREAD_CREATE", dict(thread, newly_created=True))
         if self.create_thread_delay:  # the thread exists (and users see it) before the bot's call returns
             await asyncio.sleep(self.create_thread_delay)
         return self._json(thread)
 
-    def _thread_payload(self, thread_id: Any, parent_id: Any, owner_id: Any, name: str,
-                        auto_archive_minutes: int) -> dict[str, Any]:
+    def _thread_payload(
+        self, thread_id: Any, parent_id: Any, owner_id: Any, name: str, auto_archive_minutes: int
+    ) -> dict[str, Any]:
         """A public thread channel object (Discord API: Channel, type 11)."""
         return {
-            "id": thread_id, "guild_id": self.guild_id, "parent_id": parent_id, "owner_id": owner_id,
-            "type": 11, "name": name, "last_message_id": None,
-            "thread_metadata": {"archived": False, "auto_archive_duration": auto_archive_minutes,
-                                "archive_timestamp": _now(), "locked": False},
-            "message_count": 0, "member_count": 1, "rate_limit_per_user": 0, "flags": 0,
+            "id": thread_id,
+            "guild_id": self.guild_id,
+            "parent_id": parent_id,
+            "owner_id": owner_id,
+            "type": 11,
+            "name": name,
+            "last_message_id": None,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": auto_archive_minutes,
+                "archive_timestamp": _now(),
+                "locked": False,
+            },
+            "message_count": 0,
+            "member_count": 1,
+            "rate_limit_per_user": 0,
+            "flags": 0,
         }
 
     async def user_thread(self, owner: FakeUser, name: str) -> str:
@@ -851,26 +880,36 @@ KB_FILES = {
 
 def is_help_request(message: dict[str, Any]) -> bool:
     """A message the bot posted with help-request buttons (not only an answer's 👍/👎)."""
-    return any(str(c.get("custom_id", "")).startswith(("tw:a:", "tw:r:", "tw:d:"))
-               for row in message.get("posted_components") or [] for c in row.get("components") or [])
+    return any(
+        str(c.get("custom_id", "")).startswith(("tw:a:", "tw:r:", "tw:d:"))
+        for row in message.get("posted_components") or []
+        for c in row.get("components") or []
+    )
 
 
 def vote_ids(message: dict[str, Any]) -> dict[str, str]:
     """``{"up": custom_id, "down": custom_id}`` of an answer's vote buttons ({} when it has none)."""
-    return {("up" if c["custom_id"].startswith("tw:v:u:") else "down"): c["custom_id"]
-            for row in message.get("components") or [] for c in row.get("components") or []
-            if str(c.get("custom_id", "")).startswith("tw:v:")}
+    return {
+        ("up" if c["custom_id"].startswith("tw:v:u:") else "down"): c["custom_id"]
+        for row in message.get("components") or []
+        for c in row.get("components") or []
+        if str(c.get("custom_id", "")).startswith("tw:v:")
+    }
 
 
-def write_config(tmp_path: Any, fake: FakeDiscord, *, discord: str = "", extra: str = "",
-                 change_interval_seconds: float = 0.0) -> Any:
+def write_config(
+    tmp_path: Any, fake: FakeDiscord, *, discord: str = "", extra: str = "", change_interval_seconds: float = 0.0
+) -> Any:
     """A config.toml for tests: data and a two-file knowledge base under ``tmp_path``, Discord
     pointed at ``fake`` (experts: the fake's expert role; admins: its admin role; slash
     commands published to the fake's server at start, unless ``discord`` sets ``command_guild_ids``).
     ``change_interval_seconds``: ``[discord.reactions]``'s; 0 (every step of a run shown) unless
     a test is about pacing (tests/test_reaction_pacing.py)."""
     guilds = "" if "command_guild_ids" in discord else f"command_guild_ids = [{fake.guild_id}]"
-    return write_platform_config(tmp_path, KB_FILES, f"""
+    return write_platform_config(
+        tmp_path,
+        KB_FILES,
+        f"""
 [web]
 enabled = false
 
@@ -885,7 +924,8 @@ admin_role_ids = [{fake.admin_role_id}]
 [discord.reactions]
 change_interval_seconds = {change_interval_seconds}
 {extra}
-""")
+""",
+    )
 
 
 class DiscordHarness:
@@ -896,11 +936,13 @@ class DiscordHarness:
     (a new process, as far as the bot can tell).
     """
 
-    def __init__(self, tmp_path: Any, fake: FakeDiscord, model: Any, *, discord: str = "",
-                 change_interval_seconds: float = 0.0) -> None:
+    def __init__(
+        self, tmp_path: Any, fake: FakeDiscord, model: Any, *, discord: str = "", change_interval_seconds: float = 0.0
+    ) -> None:
         self.tmp_path, self.fake, self.model = tmp_path, fake, model
-        self.config_path = write_config(tmp_path, fake, discord=discord,
-                                        change_interval_seconds=change_interval_seconds)
+        self.config_path = write_config(
+            tmp_path, fake, discord=discord, change_interval_seconds=change_interval_seconds
+        )
         self.runtime: Any = None
         self.bot: Any = None
         self._stack: Any = None

@@ -41,8 +41,11 @@ def validation_error(messages: list[dict[str, Any]]) -> str | None:
     for i, m in enumerate(messages):
         role = m.get("role")
         content = m.get("content")
-        text = content if isinstance(content, str) else "".join(
-            str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in (content or []))
+        text = (
+            content
+            if isinstance(content, str)
+            else "".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in (content or []))
+        )
         if role not in {"system", "user", "assistant", "tool"}:
             return f"Unknown role {role!r}"
         if pending and role != "tool":
@@ -73,8 +76,10 @@ def validation_error(messages: list[dict[str, Any]]) -> str | None:
     if pending:
         return "Not the same number of function calls and responses"
     if messages[-1]["role"] not in {"user", "tool"}:
-        return (f"Expected last role User or Tool (or Assistant with prefix True) for serving"
-                f" but got {messages[-1]['role']}")
+        return (
+            f"Expected last role User or Tool (or Assistant with prefix True) for serving"
+            f" but got {messages[-1]['role']}"
+        )
     return None
 
 
@@ -116,8 +121,9 @@ class FakeMistral:
             return json.dumps({"query": "container requirements"})
         if task == "grade_documents":
             ids = re.findall(r"^\[(\d+)\]", last, re.M)
-            return json.dumps({"documents": [{"id": int(i), "relevant": i == "1", "facts": "REDIS_URI"} for i in ids],
-                               "feedback": ""})
+            return json.dumps(
+                {"documents": [{"id": int(i), "relevant": i == "1", "facts": "REDIS_URI"} for i in ids], "feedback": ""}
+            )
         if task == "generate":
             return "It needs REDIS_URI and DATABASE_URI [1]."
         if task == "grade_answer":
@@ -141,8 +147,9 @@ class FakeMistral:
         task = task_of(body)
         if self.capacity is not None and self.in_flight >= self.capacity:
             self.rate_limited += 1
-            return web.json_response({"object": "error", "message": "rate limited"}, status=429,
-                                     headers={"Retry-After": "0"})
+            return web.json_response(
+                {"object": "error", "message": "rate limited"}, status=429, headers={"Retry-After": "0"}
+            )
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -154,15 +161,20 @@ class FakeMistral:
         problem = validation_error(body.get("messages") or [])
         if problem:
             self.refused.append((task, problem))
-            return web.json_response({"object": "error", "message": problem, "type": "invalid_request_message_order",
-                                      "code": "3230"}, status=400)
+            return web.json_response(
+                {"object": "error", "message": problem, "type": "invalid_request_message_order", "code": "3230"},
+                status=400,
+            )
         entry = self._next(task)
         reply: dict[str, Any] = entry if isinstance(entry, dict) else {"content": entry}
         if reply.get("delay"):
             await asyncio.sleep(reply["delay"])
         if reply.get("status"):
-            return web.json_response({"object": "error", "message": "scripted error"}, status=reply["status"],
-                                     headers=reply.get("headers") or {})
+            return web.json_response(
+                {"object": "error", "message": "scripted error"},
+                status=reply["status"],
+                headers=reply.get("headers") or {},
+            )
         content = reply.get("content")
         if content is None and "tool_calls" not in reply:
             content = self.default(task, str(body["messages"][-1].get("content") or ""))
@@ -175,12 +187,20 @@ class FakeMistral:
         if reply.get("tool_calls"):
             message["tool_calls"] = reply["tool_calls"]
             finish = reply.get("finish_reason", "tool_calls")
-        return web.json_response({
-            "id": f"cmpl-{len(self.requests)}", "object": "chat.completion", "model": body.get("model", "m"),
-            "created": 0, "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": max(1, len(content) // CHARS_PER_TOKEN),
-                      "total_tokens": 20},
-        })
+        return web.json_response(
+            {
+                "id": f"cmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "model": body.get("model", "m"),
+                "created": 0,
+                "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+                "usage": {
+                    "prompt_tokens": 10,
+                    "completion_tokens": max(1, len(content) // CHARS_PER_TOKEN),
+                    "total_tokens": 20,
+                },
+            }
+        )
 
 
 class HeldEmbeddings:
@@ -201,10 +221,18 @@ class HeldEmbeddings:
         if self.hold is None or self.hold(texts):
             self.arrived.set()
             await self.release.wait()
-        data = [{"object": "embedding", "index": i, "embedding": [1.0, float(len(t) % 5), 0.5]}
-                for i, t in enumerate(texts)]
-        return web.json_response({"id": "e", "object": "list", "model": body["model"], "data": data,
-                                  "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        data = [
+            {"object": "embedding", "index": i, "embedding": [1.0, float(len(t) % 5), 0.5]} for i, t in enumerate(texts)
+        ]
+        return web.json_response(
+            {
+                "id": "e",
+                "object": "list",
+                "model": body["model"],
+                "data": data,
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            }
+        )
 
 
 def task_of(body: dict[str, Any]) -> str:
@@ -214,8 +242,9 @@ def task_of(body: dict[str, Any]) -> str:
 
 
 @asynccontextmanager
-async def mistral_server(script: dict[str, list[Any]] | None = None,
-                         capacity: int | None = None) -> AsyncIterator[tuple[FakeMistral, str]]:
+async def mistral_server(
+    script: dict[str, list[Any]] | None = None, capacity: int | None = None
+) -> AsyncIterator[tuple[FakeMistral, str]]:
     """Serve a :class:`FakeMistral` on 127.0.0.1; yields ``(fake, base_url)`` where
     ``base_url`` ends in ``/v1`` (the value of ``models.mistral_base_url``). ``capacity``:
     requests beyond this many at once get 429 (Retry-After 0)."""
@@ -232,8 +261,13 @@ def mistral_config(base_url: str, extra: str = "") -> str:
 
 
 @asynccontextmanager
-async def mistral_runtime(tmp_path: Any, script: dict[str, list[Any]] | None = None, models: str = "",
-                          sections: str = "", tavily_key: str = "") -> AsyncIterator[tuple[Any, FakeMistral]]:
+async def mistral_runtime(
+    tmp_path: Any,
+    script: dict[str, list[Any]] | None = None,
+    models: str = "",
+    sections: str = "",
+    tavily_key: str = "",
+) -> AsyncIterator[tuple[Any, FakeMistral]]:
     """A real runtime (graph, SQLite, keyword index over the test knowledge base) whose
     chat model is ChatMistralAI talking to a :class:`FakeMistral`. ``models`` adds
     ``[models]`` lines, ``sections`` whole TOML sections (``[graph]``, ``[web]`` ...)."""

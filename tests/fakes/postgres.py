@@ -27,8 +27,10 @@ def url_of(name: str) -> str:
 def terminate(name: str) -> int:
     """Cut every connection to database ``name`` (``pg_terminate_backend``); returns how many."""
     with _admin() as conn:
-        rows = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s"
-                            " AND pid <> pg_backend_pid()", (name,)).fetchall()
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        ).fetchall()
     return len(rows)
 
 
@@ -52,8 +54,10 @@ def pg_database() -> Iterator[tuple[str, str]]:
     try:
         admin = _admin()
     except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is unreachable ({type(exc).__name__}: {exc}); "
-                    "start it (.ci/run does) to run the PostgreSQL tests")
+        pytest.skip(
+            f"PostgreSQL at 127.0.0.1:5432 is unreachable ({type(exc).__name__}: {exc}); "
+            "start it (.ci/run does) to run the PostgreSQL tests"
+        )
     name = f"tw_{uuid.uuid4().hex[:12]}"
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')

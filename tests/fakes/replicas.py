@@ -45,8 +45,12 @@ class ReplicaModel(StallingMistral):
             return f"Use `make rollback VERSION=x` [1]. ({token.group(0) if token else '-'})"
         if task == "grade_documents" and "stuck" in question:
             ids = re.findall(r"^\[(\d+)\]", last, re.M)
-            return json.dumps({"documents": [{"id": int(i), "relevant": False, "facts": ""} for i in ids],
-                               "feedback": "nothing about it"})
+            return json.dumps(
+                {
+                    "documents": [{"id": int(i), "relevant": False, "facts": ""} for i in ids],
+                    "feedback": "nothing about it",
+                }
+            )
         return StallingMistral.default(task, last)
 
     async def chat(self, request: Any) -> Any:
@@ -55,18 +59,30 @@ class ReplicaModel(StallingMistral):
         return await super().chat(request)
 
 
-def storage_section(*, lease_seconds: float = 2.0, interval: float = 0.5, backend: str = "postgres",
-                    connect_timeout: float = 5.0) -> str:
-    return (f'[storage]\nbackend = "{backend}"\nlease_seconds = {lease_seconds}\n'
-            f"recovery_interval_seconds = {interval}\nconnect_timeout_seconds = {connect_timeout}\n")
+def storage_section(
+    *, lease_seconds: float = 2.0, interval: float = 0.5, backend: str = "postgres", connect_timeout: float = 5.0
+) -> str:
+    return (
+        f'[storage]\nbackend = "{backend}"\nlease_seconds = {lease_seconds}\n'
+        f"recovery_interval_seconds = {interval}\nconnect_timeout_seconds = {connect_timeout}\n"
+    )
 
 
 class Replica(BotProcess):
     """One ``python -m bot run`` in Slack HTTP mode, its own port and folder under
     ``root``, the shared database ``db_url`` (or SQLite when ``db_url`` is empty)."""
 
-    def __init__(self, root: Path, fake: FakeSlackAPI, model: StallingMistral, db_url: str, *, name: str,
-                 storage: str = "", service: str = "") -> None:
+    def __init__(
+        self,
+        root: Path,
+        fake: FakeSlackAPI,
+        model: StallingMistral,
+        db_url: str,
+        *,
+        name: str,
+        storage: str = "",
+        service: str = "",
+    ) -> None:
         from tests.test_slack_run import free_port
 
         self.name = name
@@ -74,14 +90,22 @@ class Replica(BotProcess):
         folder = root / name
         folder.mkdir(parents=True, exist_ok=True)
         models = "[models]\n" + f'provider = "mistral"\nmistral_base_url = "{model.base_url}"\nmax_retries = 0\n'
-        config = write_config(folder, fake, slack=f'http_port = {self.port}\nhttp_host = "127.0.0.1"',
-                              extra=models + (storage or storage_section(backend="postgres" if db_url else "sqlite")))
+        config = write_config(
+            folder,
+            fake,
+            slack=f'http_port = {self.port}\nhttp_host = "127.0.0.1"',
+            extra=models + (storage or storage_section(backend="postgres" if db_url else "sqlite")),
+        )
         for line in filter(str.strip, service.splitlines()):  # [service] lines replace the defaults
             key = line.split("=", 1)[0].strip()
             text = re.sub(rf"(?m)^{re.escape(key)} = .*\n", "", config.read_text())
             config.write_text(text.replace("[service]\n", f"[service]\n{line}\n", 1))
-        super().__init__(config, self.port, folder / "threadwise.log",
-                         {"MISTRAL_API_KEY": "test-key", **({"THREADWISE_DATABASE_URL": db_url} if db_url else {})})
+        super().__init__(
+            config,
+            self.port,
+            folder / "threadwise.log",
+            {"MISTRAL_API_KEY": "test-key", **({"THREADWISE_DATABASE_URL": db_url} if db_url else {})},
+        )
 
     async def deliver(self, session: aiohttp.ClientSession, request: tuple[str, dict]) -> int:
         body, headers = request
@@ -92,8 +116,17 @@ class Replica(BotProcess):
 
 def add_users(fake: FakeSlackAPI) -> None:
     """The users and the expert group the Slack harness knows, for subprocess replicas."""
-    fake.users.update({uid: {"id": uid, "name": uid.lower(), "real_name": name,
-                             "profile": {"display_name": name, "real_name": name}} for uid, name in USERS.items()})
+    fake.users.update(
+        {
+            uid: {
+                "id": uid,
+                "name": uid.lower(),
+                "real_name": name,
+                "profile": {"display_name": name, "real_name": name},
+            }
+            for uid, name in USERS.items()
+        }
+    )
     fake.usergroups.setdefault("SEXPERTS", ["UGROUPEXPERT"])
 
 

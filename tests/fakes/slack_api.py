@@ -170,8 +170,15 @@ class FakeSlackAPI:
     ``delays`` (method -> seconds) to answer a method slowly.
     """
 
-    def __init__(self, *, bot_token: str = BOT_TOKEN, app_token: str = APP_TOKEN,
-                 team_id: str = TEAM_ID, bot_user_id: str = BOT_USER_ID, bot_id: str = BOT_ID) -> None:
+    def __init__(
+        self,
+        *,
+        bot_token: str = BOT_TOKEN,
+        app_token: str = APP_TOKEN,
+        team_id: str = TEAM_ID,
+        bot_user_id: str = BOT_USER_ID,
+        bot_id: str = BOT_ID,
+    ) -> None:
         self.bot_token, self.app_token = bot_token, app_token
         self.team_id, self.bot_user_id, self.bot_id = team_id, bot_user_id, bot_id
         self.calls: list[Call] = []
@@ -226,9 +233,16 @@ class FakeSlackAPI:
         return f"http://127.0.0.1:{self.port}/response/{rid or uuid.uuid4().hex[:8]}"
 
     # ---- fault injection and inspection -------------------------------------------
-    def fail(self, method: str, error: str = "ratelimited", *, status: int | None = None,
-             retry_after: int | None = None, times: int = 1,
-             when: Callable[[dict[str, Any]], bool] | None = None) -> None:
+    def fail(
+        self,
+        method: str,
+        error: str = "ratelimited",
+        *,
+        status: int | None = None,
+        retry_after: int | None = None,
+        times: int = 1,
+        when: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
         """Make the next ``times`` calls of ``method`` (whose arguments match ``when``) fail.
 
         ``error="ratelimited"`` answers HTTP 429 with ``Retry-After: retry_after`` (default 1 s),
@@ -246,19 +260,27 @@ class FakeSlackAPI:
 
     def posts(self, channel: str | None = None) -> list[dict[str, Any]]:
         """Arguments of successful chat.postMessage calls (optionally in one channel)."""
-        return [c.args for c in self.calls_to("chat.postMessage", ok_only=True)
-                if channel is None or c.args.get("channel") == channel]
+        return [
+            c.args
+            for c in self.calls_to("chat.postMessage", ok_only=True)
+            if channel is None or c.args.get("channel") == channel
+        ]
 
     def added_at(self, name: str = "white_check_mark") -> dict[str, float]:
         """Message ts -> when reaction ``name`` was (last) added to it successfully (monotonic)."""
-        return {c.args["timestamp"]: c.at for c in self.calls_to("reactions.add", ok_only=True)
-                if c.args.get("name") == name}
+        return {
+            c.args["timestamp"]: c.at
+            for c in self.calls_to("reactions.add", ok_only=True)
+            if c.args.get("name") == name
+        }
 
     def reaction_calls(self, channel: str, ts: str) -> list[tuple[str, str, bool]]:
         """``(method suffix 'add'|'remove', name, ok)`` of reaction calls on one message, in order."""
-        return [(c.method.split(".")[1], c.args.get("name", ""), c.ok)
-                for c in self.calls_to("reactions.add", "reactions.remove")
-                if c.args.get("channel") == channel and c.args.get("timestamp") == ts]
+        return [
+            (c.method.split(".")[1], c.args.get("name", ""), c.ok)
+            for c in self.calls_to("reactions.add", "reactions.remove")
+            if c.args.get("channel") == channel and c.args.get("timestamp") == ts
+        ]
 
     async def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
         """Wait until ``predicate()`` is truthy (re-checked after every call); return its value.
@@ -305,7 +327,8 @@ class FakeSlackAPI:
         self.calls.append(call)
         self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         delay = self.delays.get(method, 0.0) + sum(
-            seconds for (m, value), seconds in self.arg_delays.items() if m == method and value in args.values())
+            seconds for (m, value), seconds in self.arg_delays.items() if m == method and value in args.values()
+        )
         if delay:
             await asyncio.sleep(delay)
         headers: dict[str, str] = {}
@@ -356,8 +379,7 @@ class FakeSlackAPI:
         rid = request.match_info["rid"]
         if sum(1 for r in self.responses if r["rid"] == rid) >= RESPONSE_URL_USES:
             self.refused_responses.append({"rid": rid, **payload})
-            self.calls.append(Call("response_url", payload, 404, {"ok": False, "error": "used_url"},
-                                   time.monotonic()))
+            self.calls.append(Call("response_url", payload, 404, {"ok": False, "error": "used_url"}, time.monotonic()))
             self._changed.set()
             return web.Response(status=404, text="used_url")
         self.responses.append({"rid": rid, **payload})
@@ -367,18 +389,31 @@ class FakeSlackAPI:
 
     # ---- Web API methods (https://docs.slack.dev/reference/methods) -------------------
     def _m_auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"url": "https://fake.slack.test/", "team": "Fake Team", "user": "threadwise",
-                "team_id": self.team_id, "user_id": self.bot_user_id, "bot_id": self.bot_id,
-                "is_enterprise_install": False}
+        return {
+            "url": "https://fake.slack.test/",
+            "team": "Fake Team",
+            "user": "threadwise",
+            "team_id": self.team_id,
+            "user_id": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "is_enterprise_install": False,
+        }
 
     @staticmethod
     def _require(args: dict[str, Any], *names: str) -> None:
         for name in names:
             if not args.get(name):
-                raise SlackAPIError({"channel": "channel_not_found", "ts": "message_not_found",
-                                     "timestamp": "message_not_found", "name": "invalid_name",
-                                     "user": "user_not_found", "trigger_id": "invalid_trigger_id"}
-                                    .get(name, "invalid_arguments"), detail=f"missing {name}")
+                raise SlackAPIError(
+                    {
+                        "channel": "channel_not_found",
+                        "ts": "message_not_found",
+                        "timestamp": "message_not_found",
+                        "name": "invalid_name",
+                        "user": "user_not_found",
+                        "trigger_id": "invalid_trigger_id",
+                    }.get(name, "invalid_arguments"),
+                    detail=f"missing {name}",
+                )
 
     def _check_message(self, args: dict[str, Any]) -> None:
         text, blocks = args.get("text") or "", args.get("blocks")
@@ -397,8 +432,14 @@ class FakeSlackAPI:
         self._require(args, "channel")
         self._check_message(args)
         ts = self.next_ts()
-        message = {"type": "message", "user": self.bot_user_id, "bot_id": self.bot_id, "ts": ts,
-                   "text": args.get("text", ""), "blocks": args.get("blocks") or []}
+        message = {
+            "type": "message",
+            "user": self.bot_user_id,
+            "bot_id": self.bot_id,
+            "ts": ts,
+            "text": args.get("text", ""),
+            "blocks": args.get("blocks") or [],
+        }
         if args.get("thread_ts"):
             message["thread_ts"] = args["thread_ts"]
         self.messages[(args["channel"], ts)] = message
@@ -455,8 +496,10 @@ class FakeSlackAPI:
         """chat.getPermalink (https://docs.slack.dev/reference/methods/chat.getPermalink)."""
         self._require(args, "channel", "message_ts")
         ts = str(args["message_ts"])
-        return {"channel": args["channel"],
-                "permalink": f"https://fake.slack.com/archives/{args['channel']}/p{ts.replace('.', '')}"}
+        return {
+            "channel": args["channel"],
+            "permalink": f"https://fake.slack.com/archives/{args['channel']}/p{ts.replace('.', '')}",
+        }
 
     def _m_users_info(self, args: dict[str, Any]) -> dict[str, Any]:
         self._require(args, "user")
@@ -480,8 +523,9 @@ class FakeSlackAPI:
         await ws.prepare(request)
         self._sockets.append(ws)
         self._changed.set()
-        await ws.send_json({"type": "hello", "num_connections": 1,
-                            "connection_info": {"app_id": API_APP_ID}, "debug_info": {}})
+        await ws.send_json(
+            {"type": "hello", "num_connections": 1, "connection_info": {"app_id": API_APP_ID}, "debug_info": {}}
+        )
         try:
             async for msg in ws:
                 if msg.type == WSMsgType.TEXT:
@@ -503,9 +547,16 @@ class FakeSlackAPI:
         envelope_id = uuid.uuid4().hex
         fut = asyncio.get_running_loop().create_future()
         self._acks[envelope_id] = fut
-        await self._sockets[-1].send_json({"envelope_id": envelope_id, "type": kind, "payload": payload,
-                                           "accepts_response_payload": kind != "events_api",
-                                           "retry_attempt": 0, "retry_reason": ""})
+        await self._sockets[-1].send_json(
+            {
+                "envelope_id": envelope_id,
+                "type": kind,
+                "payload": payload,
+                "accepts_response_payload": kind != "events_api",
+                "retry_attempt": 0,
+                "retry_reason": "",
+            }
+        )
         return await asyncio.wait_for(fut, timeout)
 
 
@@ -516,21 +567,28 @@ class SlackEvents:
     ``signing_secret`` unless ``bad_signature=True``.
     """
 
-    def __init__(self, signing_secret: str = SIGNING_SECRET, team_id: str = TEAM_ID,
-                 api_app_id: str = API_APP_ID) -> None:
+    def __init__(
+        self, signing_secret: str = SIGNING_SECRET, team_id: str = TEAM_ID, api_app_id: str = API_APP_ID
+    ) -> None:
         self.verifier = SignatureVerifier(signing_secret)
         self.team_id, self.api_app_id = team_id, api_app_id
         self._n = itertools.count(1)
 
-    def sign(self, body: str, content_type: str, *, retry_num: int | None = None,
-             retry_reason: str = "http_timeout", bad_signature: bool = False) -> tuple[str, dict[str, str]]:
+    def sign(
+        self,
+        body: str,
+        content_type: str,
+        *,
+        retry_num: int | None = None,
+        retry_reason: str = "http_timeout",
+        bad_signature: bool = False,
+    ) -> tuple[str, dict[str, str]]:
         """Headers for ``body`` with a fresh timestamp and signature (and retry headers)."""
         ts = str(int(time.time()))
         signature = self.verifier.generate_signature(timestamp=ts, body=body)
         if bad_signature:
             signature = "v0=" + "0" * 64
-        headers = {"content-type": content_type, "x-slack-request-timestamp": ts,
-                   "x-slack-signature": signature}
+        headers = {"content-type": content_type, "x-slack-request-timestamp": ts, "x-slack-signature": signature}
         if retry_num is not None:
             headers["x-slack-retry-num"] = str(retry_num)
             headers["x-slack-retry-reason"] = retry_reason
@@ -539,23 +597,56 @@ class SlackEvents:
     # ---- Events API ------------------------------------------------------------------
     def event_body(self, event: dict[str, Any], event_id: str | None = None) -> dict[str, Any]:
         """An ``event_callback`` envelope around ``event`` (a new event id unless given)."""
-        return {"token": "legacy", "team_id": self.team_id, "api_app_id": self.api_app_id,
-                "event": event, "type": "event_callback",
-                "event_id": event_id or f"Ev{next(self._n):08d}", "event_time": int(time.time()),
-                "authorizations": [{"team_id": self.team_id, "user_id": BOT_USER_ID, "is_bot": True}]}
+        return {
+            "token": "legacy",
+            "team_id": self.team_id,
+            "api_app_id": self.api_app_id,
+            "event": event,
+            "type": "event_callback",
+            "event_id": event_id or f"Ev{next(self._n):08d}",
+            "event_time": int(time.time()),
+            "authorizations": [{"team_id": self.team_id, "user_id": BOT_USER_ID, "is_bot": True}],
+        }
 
-    def event(self, event: dict[str, Any], *, event_id: str | None = None, retry_num: int | None = None,
-              bad_signature: bool = False) -> tuple[str, dict[str, str]]:
+    def event(
+        self,
+        event: dict[str, Any],
+        *,
+        event_id: str | None = None,
+        retry_num: int | None = None,
+        bad_signature: bool = False,
+    ) -> tuple[str, dict[str, str]]:
         """A signed Events API request delivering ``event``."""
-        return self.sign(json.dumps(self.event_body(event, event_id)), "application/json",
-                         retry_num=retry_num, bad_signature=bad_signature)
+        return self.sign(
+            json.dumps(self.event_body(event, event_id)),
+            "application/json",
+            retry_num=retry_num,
+            bad_signature=bad_signature,
+        )
 
     @staticmethod
-    def message(*, user: str, channel: str, text: str, ts: str, thread_ts: str | None = None,
-                channel_type: str = "channel", kind: str = "message", **extra: Any) -> dict[str, Any]:
+    def message(
+        *,
+        user: str,
+        channel: str,
+        text: str,
+        ts: str,
+        thread_ts: str | None = None,
+        channel_type: str = "channel",
+        kind: str = "message",
+        **extra: Any,
+    ) -> dict[str, Any]:
         """A ``message`` (or ``app_mention`` with ``kind=``) event as Slack sends it."""
-        event: dict[str, Any] = {"type": kind, "user": user, "text": text, "ts": ts, "channel": channel,
-                                 "event_ts": ts, "team": TEAM_ID, "client_msg_id": str(uuid.uuid4())}
+        event: dict[str, Any] = {
+            "type": kind,
+            "user": user,
+            "text": text,
+            "ts": ts,
+            "channel": channel,
+            "event_ts": ts,
+            "team": TEAM_ID,
+            "client_msg_id": str(uuid.uuid4()),
+        }
         if kind == "message":
             event["channel_type"] = channel_type
         if thread_ts:
@@ -568,56 +659,112 @@ class SlackEvents:
         body = urllib.parse.urlencode({"payload": json.dumps(payload)})
         return self.sign(body, "application/x-www-form-urlencoded")
 
-    def block_action(self, *, user: str, action_id: str, value: str, channel: str, message: dict[str, Any],
-                     trigger_id: str | None = None, user_name: str = "") -> tuple[str, dict[str, str]]:
+    def block_action(
+        self,
+        *,
+        user: str,
+        action_id: str,
+        value: str,
+        channel: str,
+        message: dict[str, Any],
+        trigger_id: str | None = None,
+        user_name: str = "",
+    ) -> tuple[str, dict[str, str]]:
         """A ``block_actions`` payload: ``user`` clicked button ``action_id`` on ``message``."""
         payload = {
-            "type": "block_actions", "team": {"id": self.team_id, "domain": "fake"},
-            "user": {"id": user, "username": user_name or user.lower(), "name": user_name or user.lower(),
-                     "team_id": self.team_id},
-            "api_app_id": self.api_app_id, "token": "legacy",
-            "container": {"type": "message", "message_ts": message["ts"], "channel_id": channel,
-                          "is_ephemeral": False, "thread_ts": message.get("thread_ts")},
+            "type": "block_actions",
+            "team": {"id": self.team_id, "domain": "fake"},
+            "user": {
+                "id": user,
+                "username": user_name or user.lower(),
+                "name": user_name or user.lower(),
+                "team_id": self.team_id,
+            },
+            "api_app_id": self.api_app_id,
+            "token": "legacy",
+            "container": {
+                "type": "message",
+                "message_ts": message["ts"],
+                "channel_id": channel,
+                "is_ephemeral": False,
+                "thread_ts": message.get("thread_ts"),
+            },
             "trigger_id": trigger_id or f"{next(self._n)}.trigger",
             "channel": {"id": channel, "name": "general"},
             "message": message,
             "response_url": "",
-            "actions": [{"action_id": action_id, "block_id": "help", "value": value, "type": "button",
-                         "action_ts": str(time.time())}],
+            "actions": [
+                {
+                    "action_id": action_id,
+                    "block_id": "help",
+                    "value": value,
+                    "type": "button",
+                    "action_ts": str(time.time()),
+                }
+            ],
         }
         return self._form(payload)
 
-    def view_submission(self, *, user: str, view: dict[str, Any], values: dict[str, dict[str, str]],
-                        user_name: str = "") -> tuple[str, dict[str, str]]:
+    def view_submission(
+        self, *, user: str, view: dict[str, Any], values: dict[str, dict[str, str]], user_name: str = ""
+    ) -> tuple[str, dict[str, str]]:
         """A ``view_submission`` of ``view`` (as opened) with ``values`` ``{block_id: {action_id: text}}``."""
-        state = {"values": {b: {a: {"type": "plain_text_input", "value": v} for a, v in acts.items()}
-                            for b, acts in values.items()}}
+        state = {
+            "values": {
+                b: {a: {"type": "plain_text_input", "value": v} for a, v in acts.items()} for b, acts in values.items()
+            }
+        }
         payload = {
-            "type": "view_submission", "team": {"id": self.team_id, "domain": "fake"},
-            "user": {"id": user, "username": user_name or user.lower(), "name": user_name or user.lower(),
-                     "team_id": self.team_id},
-            "api_app_id": self.api_app_id, "token": "legacy", "trigger_id": f"{next(self._n)}.trigger",
+            "type": "view_submission",
+            "team": {"id": self.team_id, "domain": "fake"},
+            "user": {
+                "id": user,
+                "username": user_name or user.lower(),
+                "name": user_name or user.lower(),
+                "team_id": self.team_id,
+            },
+            "api_app_id": self.api_app_id,
+            "token": "legacy",
+            "trigger_id": f"{next(self._n)}.trigger",
             "view": {**view, "state": state, "hash": "h"},
             "response_urls": [],
         }
         return self._form(payload)
 
-    def command(self, *, user: str, text: str, channel: str, command: str = "/threadwise",
-                response_url: str = "", user_name: str = "") -> tuple[str, dict[str, str]]:
+    def command(
+        self,
+        *,
+        user: str,
+        text: str,
+        channel: str,
+        command: str = "/threadwise",
+        response_url: str = "",
+        user_name: str = "",
+    ) -> tuple[str, dict[str, str]]:
         """A slash command request (form encoded, as Slack posts it)."""
-        body = urllib.parse.urlencode({
-            "token": "legacy", "team_id": self.team_id, "team_domain": "fake", "channel_id": channel,
-            "channel_name": "general", "user_id": user, "user_name": user_name or user.lower(),
-            "command": command, "text": text, "api_app_id": self.api_app_id, "response_url": response_url,
-            "trigger_id": f"{next(self._n)}.trigger",
-        })
+        body = urllib.parse.urlencode(
+            {
+                "token": "legacy",
+                "team_id": self.team_id,
+                "team_domain": "fake",
+                "channel_id": channel,
+                "channel_name": "general",
+                "user_id": user,
+                "user_name": user_name or user.lower(),
+                "command": command,
+                "text": text,
+                "api_app_id": self.api_app_id,
+                "response_url": response_url,
+                "trigger_id": f"{next(self._n)}.trigger",
+            }
+        )
         return self.sign(body, "application/x-www-form-urlencoded")
 
 
 # ---- harness: the real runtime + the Slack adapter wired to this fake -----------------
 KB_FILES = {
     "deploy.md": "# Deploying\n\nRun `make deploy` from the main branch. Rollouts take ten minutes.\n\n"
-                 "## Rollback\n\nUse `make rollback VERSION=x` to go back to an earlier release.\n",
+    "## Rollback\n\nUse `make rollback VERSION=x` to go back to an earlier release.\n",
     "oncall.md": "# On-call\n\nThe on-call rota lives in PagerDuty. Page the secondary after 15 minutes.\n",
 }
 
@@ -625,8 +772,15 @@ KB_FILES = {
 USERS = {"UASKER": "Asha", "UEXPERT": "Erik", "UGROUPEXPERT": "Gita", "UADMIN": "Ada", "UOTHER": "Olaf"}
 
 
-def write_config(tmp_path: Any, fake: FakeSlackAPI, *, slack: str = "", extra: str = "",
-                 web: str = "enabled = false", change_interval_seconds: float = 0.0) -> Any:
+def write_config(
+    tmp_path: Any,
+    fake: FakeSlackAPI,
+    *,
+    slack: str = "",
+    extra: str = "",
+    web: str = "enabled = false",
+    change_interval_seconds: float = 0.0,
+) -> Any:
     """Write a config.toml (data and knowledge under ``tmp_path``, Slack pointed at ``fake``).
 
     ``slack`` adds lines to ``[slack]``, ``web`` replaces the body of ``[web]``, ``extra``
@@ -634,7 +788,10 @@ def write_config(tmp_path: Any, fake: FakeSlackAPI, *, slack: str = "", extra: s
     step of a run shown, so tests can follow the stages) unless a test is about pacing
     (tests/test_reaction_pacing.py).
     """
-    return write_platform_config(tmp_path, KB_FILES, f"""
+    return write_platform_config(
+        tmp_path,
+        KB_FILES,
+        f"""
 [web]
 {web}
 
@@ -649,7 +806,8 @@ rate_limit_retries = 2
 [slack.reactions]
 change_interval_seconds = {change_interval_seconds}
 {extra}
-""")
+""",
+    )
 
 
 class SlackHarness:
@@ -660,8 +818,9 @@ class SlackHarness:
     and opens a new one (and a new bot) on the same data files.
     """
 
-    def __init__(self, tmp_path: Any, fake: FakeSlackAPI, config_path: Any, model: Any, *,
-                 tavily_api_key: str = "") -> None:
+    def __init__(
+        self, tmp_path: Any, fake: FakeSlackAPI, config_path: Any, model: Any, *, tavily_api_key: str = ""
+    ) -> None:
         self.tmp_path, self.fake, self.config_path, self.model = tmp_path, fake, config_path, model
         self.tavily_api_key = tavily_api_key
         self.events = SlackEvents()
@@ -678,11 +837,20 @@ class SlackHarness:
         from bot.runtime import open_runtime
 
         settings = load_settings(self.config_path)
-        secrets = Secrets(slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET,
-                          tavily_api_key=self.tavily_api_key)
-        self.fake.users.update({uid: {"id": uid, "name": uid.lower(), "real_name": name,
-                                      "profile": {"display_name": name, "real_name": name}}
-                                for uid, name in USERS.items()})
+        secrets = Secrets(
+            slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET, tavily_api_key=self.tavily_api_key
+        )
+        self.fake.users.update(
+            {
+                uid: {
+                    "id": uid,
+                    "name": uid.lower(),
+                    "real_name": name,
+                    "profile": {"display_name": name, "real_name": name},
+                }
+                for uid, name in USERS.items()
+            }
+        )
         self.fake.usergroups.setdefault("SEXPERTS", ["UGROUPEXPERT"])
         self._stack = AsyncExitStack()
         self.runtime = await self._stack.enter_async_context(open_runtime(settings, secrets, chat_model=self.model))
@@ -714,19 +882,50 @@ class SlackHarness:
         return resp
 
     # event shortcuts: each returns the request and the message's ts
-    def mention(self, user: str, text: str, *, channel: str | None = None, thread_ts: str | None = None,
-                ts: str | None = None, **kw: Any) -> tuple[tuple[str, dict[str, str]], str]:
+    def mention(
+        self,
+        user: str,
+        text: str,
+        *,
+        channel: str | None = None,
+        thread_ts: str | None = None,
+        ts: str | None = None,
+        **kw: Any,
+    ) -> tuple[tuple[str, dict[str, str]], str]:
         ts = ts or self.fake.next_ts()
-        event = self.events.message(user=user, channel=channel or self.channel, ts=ts, thread_ts=thread_ts,
-                                    text=f"<@{BOT_USER_ID}> {text}", kind="app_mention")
+        event = self.events.message(
+            user=user,
+            channel=channel or self.channel,
+            ts=ts,
+            thread_ts=thread_ts,
+            text=f"<@{BOT_USER_ID}> {text}",
+            kind="app_mention",
+        )
         return self.events.event(event, **kw), ts
 
-    def message(self, user: str, text: str, *, channel: str | None = None, thread_ts: str | None = None,
-                ts: str | None = None, channel_type: str = "channel", event_id: str | None = None,
-                retry_num: int | None = None, **extra: Any) -> tuple[tuple[str, dict[str, str]], str]:
+    def message(
+        self,
+        user: str,
+        text: str,
+        *,
+        channel: str | None = None,
+        thread_ts: str | None = None,
+        ts: str | None = None,
+        channel_type: str = "channel",
+        event_id: str | None = None,
+        retry_num: int | None = None,
+        **extra: Any,
+    ) -> tuple[tuple[str, dict[str, str]], str]:
         ts = ts or self.fake.next_ts()
-        event = self.events.message(user=user, channel=channel or self.channel, ts=ts, thread_ts=thread_ts,
-                                    text=text, channel_type=channel_type, **extra)
+        event = self.events.message(
+            user=user,
+            channel=channel or self.channel,
+            ts=ts,
+            thread_ts=thread_ts,
+            text=text,
+            channel_type=channel_type,
+            **extra,
+        )
         return self.events.event(event, event_id=event_id, retry_num=retry_num), ts
 
     # what reached Slack
@@ -752,9 +951,14 @@ class SlackHarness:
 
 def is_help_request(post: dict[str, Any]) -> bool:
     """A help request: it has the Answer / Retry / Dismiss buttons (not only 👍/👎 ones)."""
-    return any(b.get("type") == "actions" and any(str(e.get("action_id", "")).startswith(
-        ("threadwise_answer", "threadwise_retry", "threadwise_dismiss")) for e in b.get("elements") or [])
-        for b in post.get("blocks") or [])
+    return any(
+        b.get("type") == "actions"
+        and any(
+            str(e.get("action_id", "")).startswith(("threadwise_answer", "threadwise_retry", "threadwise_dismiss"))
+            for e in b.get("elements") or []
+        )
+        for b in post.get("blocks") or []
+    )
 
 
 def route_note(post: dict[str, Any]) -> str:
@@ -764,8 +968,13 @@ def route_note(post: dict[str, Any]) -> str:
 
 def vote_buttons(post: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The 👍/👎 buttons of an answer post, by action id ({} when it has none)."""
-    return {e["action_id"]: e for b in post.get("blocks") or [] if b.get("type") == "actions"
-            for e in b.get("elements") or [] if str(e.get("action_id", "")).startswith("threadwise_vote")}
+    return {
+        e["action_id"]: e
+        for b in post.get("blocks") or []
+        if b.get("type") == "actions"
+        for e in b.get("elements") or []
+        if str(e.get("action_id", "")).startswith("threadwise_vote")
+    }
 
 
 def section_texts(post: dict[str, Any]) -> list[str]:

@@ -137,8 +137,9 @@ class ThreadwiseBot(discord.Client):
         self.tree.on_error = on_command_error  # type: ignore[method-assign]
         self._tasks = BackgroundTasks("discord", log)
         self._thread_channels: dict[str, tuple[str, str]] = {}  # thread key -> (channel id, name)
-        self.service.register_platform("discord", lambda ref: DiscordResponder.from_reference(self, ref),
-                                       ready=self.wait_until_ready)
+        self.service.register_platform(
+            "discord", lambda ref: DiscordResponder.from_reference(self, ref), ready=self.wait_until_ready
+        )
 
     # ------------------------------------------------------------------ per-channel settings
     @staticmethod
@@ -202,8 +203,10 @@ class ThreadwiseBot(discord.Client):
         self.add_dynamic_items(HelpButton, VoteButton, EscalateButton)
         guild_ids = list(self.discord_settings.command_guild_ids)
         if not guild_ids:
-            log.info("discord: slash commands not published on start; run `threadwise discord sync` once "
-                     "(or set [discord] command_guild_ids) if /threadwise is missing")
+            log.info(
+                "discord: slash commands not published on start; run `threadwise discord sync` once "
+                "(or set [discord] command_guild_ids) if /threadwise is missing"
+            )
             return
         try:
             await publish(self.tree, guild_ids)
@@ -251,8 +254,12 @@ class ThreadwiseBot(discord.Client):
             except Exception as exc:  # noqa: BLE001 - discord.py ends connect() on any error parsing one event
                 if self.is_closed():
                     return
-                log.error("discord: gateway event could not be handled (%s: %s); reconnecting in %.0f s",
-                          type(exc).__name__, str(exc)[:200], backoff)
+                log.error(
+                    "discord: gateway event could not be handled (%s: %s); reconnecting in %.0f s",
+                    type(exc).__name__,
+                    str(exc)[:200],
+                    backoff,
+                )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 60.0)
 

@@ -67,8 +67,9 @@ def may_answer_help(
     Args:
         settings: the conversation's ``[discord]`` settings (its channel's experts applied).
     """
-    return policy.may_answer_help(expert=is_expert(user, settings, permissions),
-                                  admin=is_admin(user, settings, permissions))
+    return policy.may_answer_help(
+        expert=is_expert(user, settings, permissions), admin=is_admin(user, settings, permissions)
+    )
 
 
 def expert_mentions(settings: DiscordSettings) -> tuple[str, discord.AllowedMentions]:

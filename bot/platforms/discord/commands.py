@@ -65,8 +65,9 @@ class ThreadwiseCommands(app_commands.Group):
 
     @app_commands.command(name="learned", description="List or remove what I learned from experts (admins only)")
     @app_commands.describe(action="list the entries, or forget one", entry="the entry number to forget")
-    async def learned(self, interaction: discord.Interaction, action: Literal["list", "forget"] = "list",
-                      entry: int | None = None) -> None:
+    async def learned(
+        self, interaction: discord.Interaction, action: Literal["list", "forget"] = "list", entry: int | None = None
+    ) -> None:
         await self.run_admin(interaction, f"learned {action}" + (f" {entry}" if entry is not None else ""))
 
     @app_commands.command(name="remember", description="Experts: save an answer to this thread's question")
@@ -86,12 +87,25 @@ class ThreadwiseCommands(app_commands.Group):
         bot = self._bot()
         user = interaction.user
         admin = is_admin(user, bot.discord_settings, permissions_of(interaction))
-        thread_key = thread_key_for(interaction.channel or discord.Object(interaction.channel_id or 0),
-                                    interaction.guild_id)
-        out = InteractionResponder(bot, interaction, ephemeral=not admin, thread_key=thread_key,
-                                   channel_id=interaction.channel_id or 0, author_id=user.id)
-        slash = SlashCommand("discord", command, str(user.id), admin,
-                             outsider=bot.outsider_guild(interaction.guild_id), thread_key=thread_key)
+        thread_key = thread_key_for(
+            interaction.channel or discord.Object(interaction.channel_id or 0), interaction.guild_id
+        )
+        out = InteractionResponder(
+            bot,
+            interaction,
+            ephemeral=not admin,
+            thread_key=thread_key,
+            channel_id=interaction.channel_id or 0,
+            author_id=user.id,
+        )
+        slash = SlashCommand(
+            "discord",
+            command,
+            str(user.id),
+            admin,
+            outsider=bot.outsider_guild(interaction.guild_id),
+            thread_key=thread_key,
+        )
         keep_alive = asyncio.create_task(out.keep_alive(bot.defer_after_seconds))
         try:
             await bot.spawn(on_command(bot.service, slash, out), name=f"discord admin {command}")  # tracked
@@ -107,13 +121,25 @@ class ThreadwiseCommands(app_commands.Group):
         thread_key = thread_key_for(channel, interaction.guild_id)
         channel_id, channel_name = bot.channel_ref(interaction.channel)
         here = bot.settings_for(channel_id, channel_name)
-        msg = IncomingMessage(platform="discord", thread_key=thread_key, message_id=f"discord:{interaction.id}",
-                              author_id=str(user.id), text=f"remember: {text}",
-                              author_name=getattr(user, "display_name", "") or user.name,
-                              is_expert=may_answer_help(user, here, permissions_of(interaction)),
-                              channel=channel_id, channel_name=channel_name)
-        out = InteractionResponder(bot, interaction, ephemeral=True, thread_key=thread_key,
-                                   channel_id=interaction.channel_id or 0, author_id=user.id)
+        msg = IncomingMessage(
+            platform="discord",
+            thread_key=thread_key,
+            message_id=f"discord:{interaction.id}",
+            author_id=str(user.id),
+            text=f"remember: {text}",
+            author_name=getattr(user, "display_name", "") or user.name,
+            is_expert=may_answer_help(user, here, permissions_of(interaction)),
+            channel=channel_id,
+            channel_name=channel_name,
+        )
+        out = InteractionResponder(
+            bot,
+            interaction,
+            ephemeral=True,
+            thread_key=thread_key,
+            channel_id=interaction.channel_id or 0,
+            author_id=user.id,
+        )
         log.info("discord: /threadwise remember by user=%s", user.id, extra=for_thread(thread_key))
         await bot.spawn(bot.service.remember(msg, text.strip(), out), name=f"discord remember {thread_key}")
 

@@ -36,6 +36,7 @@ _HEADING = re.compile(r"^(\s{0,3})#{4,6}\s+(.*?)\s*#*\s*$")  # Discord renders o
 
 size = utf16_size  # how Discord counts a message's length
 
+
 def strip_mentions(text: str, user_ids: Iterable[int], role_ids: Iterable[int] = ()) -> str:
     """Remove mentions of the given users (both ``<@id>`` and the nickname form ``<@!id>``)
     and roles (``<@&id>``).
@@ -132,8 +133,9 @@ def format_answer(answer: Answer, limit: int = DISCORD_MESSAGE_LIMIT) -> list[st
     return split_message(text, limit)
 
 
-def format_help_request(request: HelpRequest, mentions: str, limit: int = DISCORD_MESSAGE_LIMIT,
-                        open_for: str = "") -> str:
+def format_help_request(
+    request: HelpRequest, mentions: str, limit: int = DISCORD_MESSAGE_LIMIT, open_for: str = ""
+) -> str:
     """Render a help request as one message of at most ``limit`` characters, in the shared
     words (:mod:`bot.chat.help`).
 

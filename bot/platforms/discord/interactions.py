@@ -54,16 +54,24 @@ class Interactions:
     def __init__(self, bot: ThreadwiseBot) -> None:
         self.bot = bot
 
-    def _help_click(self, interaction: discord.Interaction, action: HumanAction, thread_key: str,
-                    text: str | None = None) -> help.HelpClick:
+    def _help_click(
+        self, interaction: discord.Interaction, action: HumanAction, thread_key: str, text: str | None = None
+    ) -> help.HelpClick:
         """A help request's button (``text`` None) or submitted modal as :class:`bot.chat.help.HelpClick`."""
         user, settings = interaction.user, self.bot.settings_for_thread(thread_key)
         permissions = permissions_of(interaction)
         experts = [Mention(str(r), "role") for r in settings.expert_role_ids]
         experts += [Mention(str(u)) for u in settings.expert_user_ids]
-        return help.HelpClick(action, thread_key, str(user.id), expert=is_expert(user, settings, permissions),
-                              admin=is_admin(user, settings, permissions),
-                              outsider=self.bot.outsider_guild(interaction.guild_id), experts=experts, text=text)
+        return help.HelpClick(
+            action,
+            thread_key,
+            str(user.id),
+            expert=is_expert(user, settings, permissions),
+            admin=is_admin(user, settings, permissions),
+            outsider=self.bot.outsider_guild(interaction.guild_id),
+            experts=experts,
+            text=text,
+        )
 
     async def on_help_button(
         self, interaction: discord.Interaction, action: HumanAction, thread_key: str, interrupt_id: str
@@ -72,39 +80,56 @@ class Interactions:
         :func:`bot.chat.help.on_help_click` (refusals are the click's ephemeral reply; Answer and
         Retry open a modal, Dismiss resumes at once)."""
         log.info("discord: help button %s by user=%s", action.value, interaction.user.id, extra=for_thread(thread_key))
-        await help.on_help_click(self._help_click(interaction, action, thread_key),
-                                 _DiscordHelp(self, interaction, thread_key, interrupt_id))
+        await help.on_help_click(
+            self._help_click(interaction, action, thread_key), _DiscordHelp(self, interaction, thread_key, interrupt_id)
+        )
 
     async def on_vote_button(self, interaction: discord.Interaction, vote: int, answer_id: str) -> None:
         """👍 / 👎 under an answer: :func:`bot.chat.feedback.on_vote` (a 👎's reason modal is the
         interaction's response, so it opens first)."""
         log.info("discord: vote %+d on answer %s by user=%s", vote, answer_id, interaction.user.id)
-        click = feedback.VoteClick(answer_id, str(interaction.user.id), vote,
-                                   outsider=self.bot.outsider_guild(interaction.guild_id))
-        await self.bot.spawn(feedback.on_vote(self.bot.service, click, _DiscordFeedback(interaction)),
-                             name=f"discord vote {answer_id}")
+        click = feedback.VoteClick(
+            answer_id, str(interaction.user.id), vote, outsider=self.bot.outsider_guild(interaction.guild_id)
+        )
+        await self.bot.spawn(
+            feedback.on_vote(self.bot.service, click, _DiscordFeedback(interaction)), name=f"discord vote {answer_id}"
+        )
 
     async def _on_vote_reason(self, interaction: discord.Interaction, answer_id: str) -> None:
         given = feedback.ReasonGiven(answer_id, str(interaction.user.id), modal_text(interaction))
         await feedback.on_reason(self.bot.service, given, _DiscordFeedback(interaction))
 
     async def on_escalate_button(self, interaction: discord.Interaction, answer_id: str) -> None:
-        """"Ask the experts" after a 👎: :func:`bot.chat.feedback.on_escalate`, in the answer's conversation."""
+        """ "Ask the experts" after a 👎: :func:`bot.chat.feedback.on_escalate`, in the answer's conversation."""
         user = interaction.user
-        click = feedback.EscalateClick(answer_id, str(user.id), getattr(user, "display_name", "") or user.name,
-                                       outsider=self.bot.outsider_guild(interaction.guild_id))
+        click = feedback.EscalateClick(
+            answer_id,
+            str(user.id),
+            getattr(user, "display_name", "") or user.name,
+            outsider=self.bot.outsider_guild(interaction.guild_id),
+        )
 
         def responder_for(record: dict[str, Any]) -> InteractionResponder:
             key = record["thread_key"]
             target = self.bot.get_channel(channel_of(key))
             # a thread or DM is the key's last id; an answer given in a channel is keyed on its question
             channel_id = channel_of(key) if target is not None else int(record["channel"] or channel_of(key))
-            return InteractionResponder(self.bot, interaction, ephemeral=True, in_thread=True, thread_key=key,
-                                        channel_id=channel_id, author_id=user.id)
+            return InteractionResponder(
+                self.bot,
+                interaction,
+                ephemeral=True,
+                in_thread=True,
+                thread_key=key,
+                channel_id=channel_id,
+                author_id=user.id,
+            )
 
-        await self.bot.spawn(feedback.on_escalate(self.bot.service, click, _DiscordFeedback(interaction),
-                                                  platform="discord", responder_for=responder_for),
-                             name=f"discord escalate {answer_id}")
+        await self.bot.spawn(
+            feedback.on_escalate(
+                self.bot.service, click, _DiscordFeedback(interaction), platform="discord", responder_for=responder_for
+            ),
+            name=f"discord escalate {answer_id}",
+        )
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         """Handle help-modal submits (``tw:m:...``) and 👎 reasons (``tw:vr:...``); other
@@ -120,10 +145,16 @@ class Interactions:
         if parsed is None:
             return
         action, thread_key, interrupt_id = parsed
-        log.info("discord: help modal %s submitted by user=%s", action.value, interaction.user.id,
-                 extra=for_thread(thread_key))
-        await help.on_help_click(self._help_click(interaction, action, thread_key, modal_text(interaction)),
-                                 _DiscordHelp(self, interaction, thread_key, interrupt_id))
+        log.info(
+            "discord: help modal %s submitted by user=%s",
+            action.value,
+            interaction.user.id,
+            extra=for_thread(thread_key),
+        )
+        await help.on_help_click(
+            self._help_click(interaction, action, thread_key, modal_text(interaction)),
+            _DiscordHelp(self, interaction, thread_key, interrupt_id),
+        )
 
     async def _resume(
         self,
@@ -154,9 +185,20 @@ class Interactions:
                     await message.edit(content=f"{message.content}\n\n-# {discord_text(note)}", view=None)
 
         channel = self.bot._thread_channels.get(thread_key, self.bot.channel_ref(interaction.channel))[0]
-        await help.resume(self.bot.service, thread_key, action, text, actor=Mention(str(user.id)),
-                          actor_name=getattr(user, "display_name", "") or user.name, allowed=True, out=out,
-                          interrupt_id=interrupt_id, channel=channel, close=close, confirm=True)
+        await help.resume(
+            self.bot.service,
+            thread_key,
+            action,
+            text,
+            actor=Mention(str(user.id)),
+            actor_name=getattr(user, "display_name", "") or user.name,
+            allowed=True,
+            out=out,
+            interrupt_id=interrupt_id,
+            channel=channel,
+            close=close,
+            confirm=True,
+        )
 
 
 class _DiscordHelp:
@@ -167,8 +209,9 @@ class _DiscordHelp:
     background, its confirmation following up.
     """
 
-    def __init__(self, owner: Interactions, interaction: discord.Interaction, thread_key: str,
-                 interrupt_id: str) -> None:
+    def __init__(
+        self, owner: Interactions, interaction: discord.Interaction, thread_key: str, interrupt_id: str
+    ) -> None:
         self.owner, self.interaction, self.thread_key, self.interrupt_id = owner, interaction, thread_key, interrupt_id
 
     async def tell(self, text: list[Part]) -> None:
@@ -190,7 +233,8 @@ class _DiscordHelp:
             await self.interaction.response.defer(**({"ephemeral": True, "thinking": True} if submitted else {}))
         await self.owner.bot.spawn(
             self.owner._resume(self.interaction, action, text, self.thread_key, self.interrupt_id),
-            name=f"discord resume {self.thread_key}")
+            name=f"discord resume {self.thread_key}",
+        )
 
 
 class _DiscordFeedback:

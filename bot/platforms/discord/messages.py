@@ -106,13 +106,23 @@ class Messages:
         """One polite refusal (a reply) per message addressed to the bot from a server outside
         the allow-list; no thread, no LLM call."""
         guild = message.guild.id if message.guild else "dm"
-        out = DiscordResponder(self.bot, thread_key=thread_key("discord", guild, message.id),
-                               channel_id=message.channel.id, status_channel_id=message.channel.id,
-                               status_message_id=message.id, author_id=message.author.id)
-        if await policy.refuse_outsider_once(self.bot.service.store, f"discord:{message.id}", out.thread_key,
-                                      out.post_notice):
-            log.info("discord: message %s from user=%s in guild=%s refused: guild not allowed", message.id,
-                     message.author.id, guild)
+        out = DiscordResponder(
+            self.bot,
+            thread_key=thread_key("discord", guild, message.id),
+            channel_id=message.channel.id,
+            status_channel_id=message.channel.id,
+            status_message_id=message.id,
+            author_id=message.author.id,
+        )
+        if await policy.refuse_outsider_once(
+            self.bot.service.store, f"discord:{message.id}", out.thread_key, out.post_notice
+        ):
+            log.info(
+                "discord: message %s from user=%s in guild=%s refused: guild not allowed",
+                message.id,
+                message.author.id,
+                guild,
+            )
 
     def _wanted(self, message: discord.Message) -> bool:
         """Cheap filters: system messages, then the shared author rule
@@ -123,9 +133,14 @@ class Messages:
             return False
         author = message.author
         is_bot = bool(author.bot or message.webhook_id)
-        reason = policy.ignore_reason(author=author.id, own_id=me.id, is_bot=is_bot, bot_id=author.id,
-                               allowed_bots=self.bot.discord_settings.allowed_bot_ids,
-                               mentions_bot=is_bot and self._mentions_me(message))
+        reason = policy.ignore_reason(
+            author=author.id,
+            own_id=me.id,
+            is_bot=is_bot,
+            bot_id=author.id,
+            allowed_bots=self.bot.discord_settings.allowed_bot_ids,
+            mentions_bot=is_bot and self._mentions_me(message),
+        )
         if reason:
             log.debug("discord: ignored message %s from %s: %s", message.id, author.id, reason)
         return not reason

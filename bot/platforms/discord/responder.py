@@ -109,8 +109,10 @@ class DiscordResponder:
         self.status_message_id = status_message_id
         self.author_id = author_id
         self.reply_always = reply_always  # every part replies to the question (answers in a channel)
-        self._reactions = ReactionState(list(dict.fromkeys(e for e in stale_reactions if e)),
-                                        min_interval=bot.discord_settings.reactions.change_interval_seconds)
+        self._reactions = ReactionState(
+            list(dict.fromkeys(e for e in stale_reactions if e)),
+            min_interval=bot.discord_settings.reactions.change_interval_seconds,
+        )
         self._typing: asyncio.Task[None] | None = None
         self._progress: discord.Message | None = None
         self.last_error = ""
@@ -205,8 +207,9 @@ class DiscordResponder:
         message = self._status_message()
         if message is None:
             return
-        log.debug("discord: status %s message=%s", status.value, self.status_message_id,
-                  extra=for_thread(self.thread_key))
+        log.debug(
+            "discord: status %s message=%s", status.value, self.status_message_id, extra=for_thread(self.thread_key)
+        )
 
         async def add(e: str) -> bool:
             try:
@@ -253,8 +256,9 @@ class DiscordResponder:
         except asyncio.CancelledError:
             raise
         except TimeoutError:
-            log.info("discord: typing indicator stopped after %ss", TYPING_MAX_SECONDS,
-                     extra=for_thread(self.thread_key))
+            log.info(
+                "discord: typing indicator stopped after %ss", TYPING_MAX_SECONDS, extra=for_thread(self.thread_key)
+            )
         except Exception as exc:  # noqa: BLE001 - typing is cosmetic
             log.info("discord: typing indicator failed: %s", _describe(exc), extra=for_thread(self.thread_key))
 
@@ -313,8 +317,9 @@ class DiscordResponder:
             view = vote_view(answer.answer_id) if last and answer.answer_id else None
             if await self._send(chunk, reply=(i == 0 or self.reply_always), view=view) is None:
                 # the channel is gone or forbidden: later parts would fail too
-                raise PostError(f"discord answer: {i} of {len(chunks)} message(s) posted thread={self.thread_key}",
-                                self.last_error)
+                raise PostError(
+                    f"discord answer: {i} of {len(chunks)} message(s) posted thread={self.thread_key}", self.last_error
+                )
 
     async def post_help_request(self, request: HelpRequest) -> None:
         """Post the help request mentioning the configured expert roles/users, with Answer /
@@ -327,12 +332,16 @@ class DiscordResponder:
         mentions, allowed = expert_mentions(self.settings)
         timeout = request.timeout_seconds or self.bot.runtime.settings.service.help_timeout_seconds
         text = format_help_request(request, mentions, self.settings.max_message_characters, duration(timeout))
-        sent = await self._send(text, allowed=allowed, view=help_view(self.thread_key, request.interrupt_id),
-                                reply=True)
+        sent = await self._send(
+            text, allowed=allowed, view=help_view(self.thread_key, request.interrupt_id), reply=True
+        )
         if sent is None:
             raise PostError(f"discord help request not posted thread={self.thread_key}", self.last_error)
-        log.info("discord: help request posted experts=%s", mentions or "(none configured)",
-                 extra=for_thread(self.thread_key))
+        log.info(
+            "discord: help request posted experts=%s",
+            mentions or "(none configured)",
+            extra=for_thread(self.thread_key),
+        )
 
     async def post_notice(self, text: str | list[Part]) -> None:
         """Post a short notice in the conversation (split if ever too long)."""
@@ -359,8 +368,7 @@ class DiscordResponder:
             return
         try:
             dm = await self.bot.create_dm(discord.Object(self.author_id))  # POST /users/@me/channels
-            await dm.send(text[: self.settings.max_message_characters], allowed_mentions=NO_PINGS,
-                          suppress_embeds=True)
+            await dm.send(text[: self.settings.max_message_characters], allowed_mentions=NO_PINGS, suppress_embeds=True)
             log.info("discord: private note sent user=%s", self.author_id, extra=for_thread(self.thread_key))
         except discord.HTTPException as exc:
             log.info(
@@ -417,8 +425,9 @@ class InteractionResponder(DiscordResponder):
                     await self.interaction.response.defer(ephemeral=self.ephemeral, thinking=True)
                     self._original = "deferred"
                 except discord.HTTPException as exc:
-                    log.warning("discord: could not defer interaction: %s", _describe(exc),
-                                extra=for_thread(self.thread_key))
+                    log.warning(
+                        "discord: could not defer interaction: %s", _describe(exc), extra=for_thread(self.thread_key)
+                    )
 
     async def _reply(self, text: str | list[Part], *, ephemeral: bool, edit: bool = False) -> bool:
         """Answer the interaction: the first reply is its response (or replaces the "thinking"
@@ -429,14 +438,16 @@ class InteractionResponder(DiscordResponder):
             try:
                 if not self.interaction.response.is_done():
                     await self.interaction.response.send_message(
-                        text, ephemeral=ephemeral, allowed_mentions=NO_PINGS, suppress_embeds=True)
+                        text, ephemeral=ephemeral, allowed_mentions=NO_PINGS, suppress_embeds=True
+                    )
                     self._original = "sent"
                 elif self._original == "deferred" or (edit and self._original == "sent"):
                     await self.interaction.edit_original_response(content=text, allowed_mentions=NO_PINGS)
                     self._original = "sent"
                 else:
                     await self.interaction.followup.send(
-                        text, ephemeral=ephemeral, allowed_mentions=NO_PINGS, suppress_embeds=True)
+                        text, ephemeral=ephemeral, allowed_mentions=NO_PINGS, suppress_embeds=True
+                    )
                 return True
             except discord.HTTPException as exc:
                 self.last_error = f"HTTP {exc.status} code {exc.code}"

@@ -130,9 +130,13 @@ class VoteButton(discord.ui.DynamicItem[discord.ui.Button], template=VOTE_ID):
 
     def __init__(self, vote: int, answer_id: str) -> None:
         up = vote > 0
-        super().__init__(discord.ui.Button(
-            label=feedback.UP_LABEL if up else feedback.DOWN_LABEL, style=discord.ButtonStyle.secondary,
-            custom_id=f"tw:v:{'u' if up else 'd'}:{answer_id}"))
+        super().__init__(
+            discord.ui.Button(
+                label=feedback.UP_LABEL if up else feedback.DOWN_LABEL,
+                style=discord.ButtonStyle.secondary,
+                custom_id=f"tw:v:{'u' if up else 'd'}:{answer_id}",
+            )
+        )
         self.vote = feedback.UP if up else feedback.DOWN
         self.answer_id = answer_id
 
@@ -159,18 +163,28 @@ def vote_reason_modal(answer_id: str) -> discord.ui.Modal:
     """The optional-reason modal a 👎 opens; its submit (``tw:vr:<answer id>``) is handled in
     ``Interactions.on_interaction``."""
     modal = discord.ui.Modal(title=feedback.REASON_TITLE, timeout=None, custom_id=f"tw:vr:{answer_id}")
-    modal.add_item(discord.ui.TextInput(
-        label=feedback.REASON_LABEL[:45], placeholder=feedback.REASON_PLACEHOLDER, custom_id=TEXT_INPUT_ID,
-        style=discord.TextStyle.paragraph, max_length=feedback.REASON_MAX_CHARACTERS, required=False))
+    modal.add_item(
+        discord.ui.TextInput(
+            label=feedback.REASON_LABEL[:45],
+            placeholder=feedback.REASON_PLACEHOLDER,
+            custom_id=TEXT_INPUT_ID,
+            style=discord.TextStyle.paragraph,
+            max_length=feedback.REASON_MAX_CHARACTERS,
+            required=False,
+        )
+    )
     return modal
 
 
 class EscalateButton(discord.ui.DynamicItem[discord.ui.Button], template=ESCALATE_ID):
-    """"Ask the experts", offered privately after a 👎 (custom_id ``tw:ve:<answer id>``)."""
+    """ "Ask the experts", offered privately after a 👎 (custom_id ``tw:ve:<answer id>``)."""
 
     def __init__(self, answer_id: str) -> None:
-        super().__init__(discord.ui.Button(label=feedback.ESCALATE_LABEL, style=discord.ButtonStyle.primary,
-                                           custom_id=f"tw:ve:{answer_id}"))
+        super().__init__(
+            discord.ui.Button(
+                label=feedback.ESCALATE_LABEL, style=discord.ButtonStyle.primary, custom_id=f"tw:ve:{answer_id}"
+            )
+        )
         self.answer_id = answer_id
 
     @classmethod

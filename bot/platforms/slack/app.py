@@ -108,14 +108,20 @@ class SlackBot:
         secrets: Secrets = runtime.secrets
         self.settings = settings.slack
         self.help_timeout_seconds = settings.service.help_timeout_seconds
-        self.client = client or make_client(secrets.slack_bot_token, self.settings.api_base_url,
-                                            rate_limit_retries=self.settings.rate_limit_retries)
+        self.client = client or make_client(
+            secrets.slack_bot_token, self.settings.api_base_url, rate_limit_retries=self.settings.rate_limit_retries
+        )
         self.quiet_client = best_effort_copy(self.client)
         self.directory = SlackDirectory(self.client, self.settings)
         bolt_log = logging.getLogger("slack_bolt")
         bolt_log.addFilter(_quiet_token_warning)
-        self.app = AsyncApp(client=self.client, signing_secret=secrets.slack_signing_secret,
-                            process_before_response=True, logger=bolt_log, name="threadwise")
+        self.app = AsyncApp(
+            client=self.client,
+            signing_secret=secrets.slack_signing_secret,
+            process_before_response=True,
+            logger=bolt_log,
+            name="threadwise",
+        )
         self._tasks = BackgroundTasks("slack", log)
         # threads this process posted in or was mentioned in (besides the store)
         self.threads_joined: set[str] = set()
@@ -144,9 +150,15 @@ class SlackBot:
 
     def responder(self, place: SlackPlace) -> SlackResponder:
         """A responder writing to ``place`` with this bot's clients and settings."""
-        return SlackResponder(self.client, self.quiet_client, self.settings, place,
-                              help_timeout_seconds=self.help_timeout_seconds, on_post=self.threads_joined.add,
-                              experts=self.experts_for(place.channel))
+        return SlackResponder(
+            self.client,
+            self.quiet_client,
+            self.settings,
+            place,
+            help_timeout_seconds=self.help_timeout_seconds,
+            on_post=self.threads_joined.add,
+            experts=self.experts_for(place.channel),
+        )
 
     def experts_for(self, channel: str) -> list[str]:
         """The experts of a channel: its ``[[channels]] experts``, else ``[slack] experts``."""
@@ -171,12 +183,14 @@ class SlackBot:
             self.messages.on_event(body, event, context, via="message")
 
         for action_id in (ACTION_ANSWER, ACTION_RETRY, ACTION_DISMISS):
+
             @app.action(action_id)
             async def on_button(ack: Callable, body: dict, action: dict) -> None:
                 await ack()
                 self.spawn(self.interactions.on_help_button(body, action), f"button {action.get('action_id')}")
 
         for callback_id in (MODAL_ANSWER, MODAL_RETRY):
+
             @app.view(callback_id)
             async def on_submit(ack: Callable, body: dict, view: dict) -> None:
                 if not modal_text(view):
@@ -186,6 +200,7 @@ class SlackBot:
                 self.spawn(self.interactions.on_modal(body, view), f"modal {view.get('callback_id')}")
 
         for action_id in (ACTION_VOTE_UP, ACTION_VOTE_DOWN):
+
             @app.action(action_id)
             async def on_vote(ack: Callable, body: dict, action: dict) -> None:
                 await ack()
@@ -218,8 +233,9 @@ class SlackBot:
 
     async def may_answer_help(self, user: str, channel: str) -> bool:
         """:func:`bot.chat.policy.may_answer_help`: the channel's experts and ``[slack] admins``."""
-        return may_answer_help(expert=await self.directory.is_expert(user, self.experts_for(channel)),
-                               admin=self.directory.is_admin(user))
+        return may_answer_help(
+            expert=await self.directory.is_expert(user, self.experts_for(channel)), admin=self.directory.is_admin(user)
+        )
 
 
 def build_slack_app(runtime: Runtime, *, client: AsyncWebClient | None = None) -> SlackBot:

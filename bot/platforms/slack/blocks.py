@@ -77,8 +77,11 @@ class HelpRef:
         """Parse a button value / private_metadata. Raises ValueError when it is not ours."""
         try:
             data = json.loads(raw)
-            return cls(**{k: str(data[k]) for k in ("thread_key", "channel", "root", "question_ts")},
-                       interrupt_id=str(data.get("interrupt_id", "")), help_ts=str(data.get("help_ts", "")))
+            return cls(
+                **{k: str(data[k]) for k in ("thread_key", "channel", "root", "question_ts")},
+                interrupt_id=str(data.get("interrupt_id", "")),
+                help_ts=str(data.get("help_ts", "")),
+            )
         except (TypeError, KeyError, json.JSONDecodeError) as exc:
             raise ValueError(f"not a Threadwise help reference: {raw[:80]!r}") from exc
 
@@ -166,37 +169,69 @@ def block_plain_text(block: dict[str, Any]) -> str:
 
 def feedback_block(answer_id: str) -> dict[str, Any]:
     """The 👍 / 👎 buttons under an answer; both carry the answer id as their value."""
-    return {"type": "actions", "block_id": FEEDBACK_BLOCK, "elements": [
-        {"type": "button", "action_id": ACTION_VOTE_UP, "value": answer_id,
-         "text": {"type": "plain_text", "text": feedback.UP_LABEL, "emoji": True}},
-        {"type": "button", "action_id": ACTION_VOTE_DOWN, "value": answer_id,
-         "text": {"type": "plain_text", "text": feedback.DOWN_LABEL, "emoji": True}},
-    ]}
+    return {
+        "type": "actions",
+        "block_id": FEEDBACK_BLOCK,
+        "elements": [
+            {
+                "type": "button",
+                "action_id": ACTION_VOTE_UP,
+                "value": answer_id,
+                "text": {"type": "plain_text", "text": feedback.UP_LABEL, "emoji": True},
+            },
+            {
+                "type": "button",
+                "action_id": ACTION_VOTE_DOWN,
+                "value": answer_id,
+                "text": {"type": "plain_text", "text": feedback.DOWN_LABEL, "emoji": True},
+            },
+        ],
+    }
 
 
 def escalate_offer_blocks(answer_id: str, text: str = feedback.ESCALATE_OFFER) -> list[dict[str, Any]]:
     """The private offer after a 👎: ``text`` (Markdown) and an "Ask the experts" button (value: the answer id)."""
-    return [_section(escape(text)),
-            {"type": "actions", "block_id": "threadwise_escalate", "elements": [
-                {"type": "button", "action_id": ACTION_VOTE_ESCALATE, "value": answer_id,
-                 "text": {"type": "plain_text", "text": feedback.ESCALATE_LABEL}}]}]
+    return [
+        _section(escape(text)),
+        {
+            "type": "actions",
+            "block_id": "threadwise_escalate",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": ACTION_VOTE_ESCALATE,
+                    "value": answer_id,
+                    "text": {"type": "plain_text", "text": feedback.ESCALATE_LABEL},
+                }
+            ],
+        },
+    ]
 
 
 def vote_reason_modal(answer_id: str) -> dict[str, Any]:
     """The modal a 👎 opens: an optional reason (views.open ``view``); private_metadata is the answer id."""
     return {
-        "type": "modal", "callback_id": MODAL_VOTE_REASON,
+        "type": "modal",
+        "callback_id": MODAL_VOTE_REASON,
         "title": {"type": "plain_text", "text": feedback.REASON_TITLE[:24]},
         "submit": {"type": "plain_text", "text": "Send"},
         "close": {"type": "plain_text", "text": "Skip"},
         "private_metadata": answer_id,
-        "blocks": [{
-            "type": "input", "block_id": INPUT_BLOCK, "optional": True,
-            "label": {"type": "plain_text", "text": feedback.REASON_LABEL},
-            "element": {"type": "plain_text_input", "action_id": INPUT_ACTION, "multiline": True,
-                        "max_length": feedback.REASON_MAX_CHARACTERS,
-                        "placeholder": {"type": "plain_text", "text": feedback.REASON_PLACEHOLDER}},
-        }],
+        "blocks": [
+            {
+                "type": "input",
+                "block_id": INPUT_BLOCK,
+                "optional": True,
+                "label": {"type": "plain_text", "text": feedback.REASON_LABEL},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": INPUT_ACTION,
+                    "multiline": True,
+                    "max_length": feedback.REASON_MAX_CHARACTERS,
+                    "placeholder": {"type": "plain_text", "text": feedback.REASON_PLACEHOLDER},
+                },
+            }
+        ],
     }
 
 
@@ -223,8 +258,9 @@ def _question_block(question: str) -> dict[str, Any]:
     return _section(quoted[:2900])
 
 
-def help_request_message(request: HelpRequest, *, experts: list[str], ref: HelpRef,
-                         timeout_text: str = "") -> dict[str, Any]:
+def help_request_message(
+    request: HelpRequest, *, experts: list[str], ref: HelpRef, timeout_text: str = ""
+) -> dict[str, Any]:
     """The help request posted in the thread: mentions, question, reason, attempts, buttons.
 
     Args:
@@ -246,14 +282,34 @@ def help_request_message(request: HelpRequest, *, experts: list[str], ref: HelpR
     blocks = [_section(lead), _question_block(request.question)]
     if details:
         blocks.append(_section("\n".join(details)[:3000]))
-    blocks.append({"type": "actions", "block_id": HELP_BLOCK, "elements": [
-        {"type": "button", "action_id": ACTION_ANSWER, "style": "primary", "value": value,
-         "text": {"type": "plain_text", "text": "Answer"}},
-        {"type": "button", "action_id": ACTION_RETRY, "value": value,
-         "text": {"type": "plain_text", "text": "Retry with hint"}},
-        {"type": "button", "action_id": ACTION_DISMISS, "style": "danger", "value": value,
-         "text": {"type": "plain_text", "text": "Dismiss"}},
-    ]})
+    blocks.append(
+        {
+            "type": "actions",
+            "block_id": HELP_BLOCK,
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": ACTION_ANSWER,
+                    "style": "primary",
+                    "value": value,
+                    "text": {"type": "plain_text", "text": "Answer"},
+                },
+                {
+                    "type": "button",
+                    "action_id": ACTION_RETRY,
+                    "value": value,
+                    "text": {"type": "plain_text", "text": "Retry with hint"},
+                },
+                {
+                    "type": "button",
+                    "action_id": ACTION_DISMISS,
+                    "style": "danger",
+                    "value": value,
+                    "text": {"type": "plain_text", "text": "Dismiss"},
+                },
+            ],
+        }
+    )
     blocks.append(_context(hint))
     text = f"{who} help needed: {_preview(escape(request.question))}"
     return {"text": text, "blocks": blocks}
@@ -279,15 +335,27 @@ def help_modal(action: HumanAction, ref: HelpRef, question_block: dict[str, Any]
     """The modal opened by "Answer" or "Retry with hint" (views.open ``view``)."""
     answer = action == HumanAction.ANSWER
     blocks = [question_block] if question_block else []
-    blocks.append({
-        "type": "input", "block_id": INPUT_BLOCK,
-        "label": {"type": "plain_text", "text": "Your answer" if answer else "A hint for the search"},
-        "element": {"type": "plain_text_input", "action_id": INPUT_ACTION, "multiline": answer,
-                    "max_length": 3000,
-                    "placeholder": {"type": "plain_text", "text": (
-                        "Posted in the thread as the answer" if answer
-                        else "e.g. look in the deployment runbook, it's called 'rollout'")}},
-    })
+    blocks.append(
+        {
+            "type": "input",
+            "block_id": INPUT_BLOCK,
+            "label": {"type": "plain_text", "text": "Your answer" if answer else "A hint for the search"},
+            "element": {
+                "type": "plain_text_input",
+                "action_id": INPUT_ACTION,
+                "multiline": answer,
+                "max_length": 3000,
+                "placeholder": {
+                    "type": "plain_text",
+                    "text": (
+                        "Posted in the thread as the answer"
+                        if answer
+                        else "e.g. look in the deployment runbook, it's called 'rollout'"
+                    ),
+                },
+            },
+        }
+    )
     return {
         "type": "modal",
         "callback_id": MODAL_ANSWER if answer else MODAL_RETRY,

@@ -56,9 +56,15 @@ def make_client(token: str, base_url: str, *, rate_limit_retries: int, timeout: 
 
 def best_effort_copy(client: AsyncWebClient) -> AsyncWebClient:
     """A client like ``client`` (same token and base URL) that does not wait out rate limits."""
-    return AsyncWebClient(token=client.token, base_url=client.base_url, timeout=client.timeout,
-                          retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=1),
-                                          AsyncServerErrorRetryHandler(max_retry_count=1)])
+    return AsyncWebClient(
+        token=client.token,
+        base_url=client.base_url,
+        timeout=client.timeout,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=1),
+            AsyncServerErrorRetryHandler(max_retry_count=1),
+        ],
+    )
 
 
 def open_shared_session(*clients: AsyncWebClient, connections: int = 100) -> aiohttp.ClientSession:
@@ -71,8 +77,9 @@ def open_shared_session(*clients: AsyncWebClient, connections: int = 100) -> aio
         connections: most connections open at once to the Slack API (aiohttp's ``limit``).
     """
     timeout = max((c.timeout for c in clients), default=30)
-    session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout),
-                                    connector=aiohttp.TCPConnector(limit=connections))
+    session = aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=timeout), connector=aiohttp.TCPConnector(limit=connections)
+    )
     for client in clients:
         if client.session is None or client.session.closed:
             client.session = session
@@ -167,6 +174,11 @@ class SlackDirectory:
             log.info("slack users.info %s failed: %s", user_id, slack_error(exc))
             return user_id, _NAME_RETRY_SECONDS
         profile = user.get("profile") or {}
-        name = (profile.get("display_name") or profile.get("real_name") or user.get("real_name")
-                or user.get("name") or user_id)
+        name = (
+            profile.get("display_name")
+            or profile.get("real_name")
+            or user.get("real_name")
+            or user.get("name")
+            or user_id
+        )
         return name, NAME_TTL_SECONDS

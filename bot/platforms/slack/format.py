@@ -111,7 +111,7 @@ def incoming_text(text: str, bot_user_id: str = "") -> str:
                 return label or "@" + name.split("^", 1)[1]
             return label or "@" + name.split("^", 1)[0]
         if target.startswith("mailto:"):
-            return label or target[len("mailto:"):]
+            return label or target[len("mailto:") :]
         if label and label != target:
             return f"{label} ({target})"
         return target

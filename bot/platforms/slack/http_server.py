@@ -59,8 +59,7 @@ async def verified_request(request: web.Request, verifier: SignatureVerifier) ->
         log.warning("slack HTTP: refused a request with an invalid or stale signature (401)")
         return web.Response(status=401, text="invalid request")
     try:
-        return AsyncBoltRequest(body=raw.decode("utf-8"), query=request.query_string,
-                                headers=request.headers)  # type: ignore[arg-type]
+        return AsyncBoltRequest(body=raw.decode("utf-8"), query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         log.warning("slack HTTP: signed request with an unreadable body (400): %s", type(exc).__name__)
         return web.Response(status=400, text="bad request")

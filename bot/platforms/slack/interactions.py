@@ -72,37 +72,57 @@ class Interactions:
         team = key["team"] if key is not None and key.platform == "slack" else ""
         return SlackPlace(team=team, channel=ref.channel, thread_ts=ref.root, user=user, **extra)
 
-    async def _help_click(self, body: dict, ref: HelpRef, user: str, action: HumanAction,
-                          text: str | None = None) -> help.HelpClick:
+    async def _help_click(
+        self, body: dict, ref: HelpRef, user: str, action: HumanAction, text: str | None = None
+    ) -> help.HelpClick:
         """A help request's button (``text`` None) or submitted form as :class:`bot.chat.help.HelpClick`."""
         experts = self.bot.experts_for(ref.channel)
-        return help.HelpClick(action, ref.thread_key, user, expert=await self.bot.directory.is_expert(user, experts),
-                              admin=self.bot.directory.is_admin(user), outsider=await self.outsider_user(body),
-                              experts=expert_mentions(experts), text=text)
+        return help.HelpClick(
+            action,
+            ref.thread_key,
+            user,
+            expert=await self.bot.directory.is_expert(user, experts),
+            admin=self.bot.directory.is_admin(user),
+            outsider=await self.outsider_user(body),
+            experts=expert_mentions(experts),
+            text=text,
+        )
 
     async def on_help_button(self, body: dict, action: dict) -> None:
         """A help request button: :func:`bot.chat.help.on_help_click` (Dismiss resumes at once;
         Answer/Retry open a modal)."""
         ref = HelpRef.loads(str(action.get("value") or ""))
         message = body.get("message") or {}
-        ref = HelpRef(ref.thread_key, ref.channel, ref.root, ref.question_ts, ref.interrupt_id,
-                      help_ts=str(message.get("ts") or ""))
+        ref = HelpRef(
+            ref.thread_key,
+            ref.channel,
+            ref.root,
+            ref.question_ts,
+            ref.interrupt_id,
+            help_ts=str(message.get("ts") or ""),
+        )
         user = str((body.get("user") or {}).get("id") or "")
         kind = {ACTION_ANSWER: HumanAction.ANSWER, ACTION_RETRY: HumanAction.RETRY}.get(
-            str(action.get("action_id")), HumanAction.DISMISS)
-        await help.on_help_click(await self._help_click(body, ref, user, kind),
-                                 _SlackHelp(self.bot, self, body, ref, user, question_block_of(message.get("blocks"))))
+            str(action.get("action_id")), HumanAction.DISMISS
+        )
+        await help.on_help_click(
+            await self._help_click(body, ref, user, kind),
+            _SlackHelp(self.bot, self, body, ref, user, question_block_of(message.get("blocks"))),
+        )
 
     async def on_modal(self, body: dict, view: dict) -> None:
         """A submitted Answer / Retry modal: :func:`bot.chat.help.on_help_click`."""
         ref = HelpRef.loads(str(view.get("private_metadata") or ""))
         user = str((body.get("user") or {}).get("id") or "")
         kind = HumanAction.ANSWER if view.get("callback_id") == MODAL_ANSWER else HumanAction.RETRY
-        await help.on_help_click(await self._help_click(body, ref, user, kind, modal_text(view)),
-                                 _SlackHelp(self.bot, self, body, ref, user, question_block_of(view.get("blocks"))))
+        await help.on_help_click(
+            await self._help_click(body, ref, user, kind, modal_text(view)),
+            _SlackHelp(self.bot, self, body, ref, user, question_block_of(view.get("blocks"))),
+        )
 
-    async def resume(self, ref: HelpRef, action: HumanAction, text: str, user: str, body: dict,
-                      question: dict | None) -> None:
+    async def resume(
+        self, ref: HelpRef, action: HumanAction, text: str, user: str, body: dict, question: dict | None
+    ) -> None:
         """Resume the paused run once; a second attempt gets an ephemeral "already handled"."""
         fallback = str((body.get("user") or {}).get("name") or "")
         name = await self.bot.directory.display_name(user, fallback)
@@ -115,47 +135,73 @@ class Interactions:
             try:
                 await self.bot.client.chat_update(channel=ref.channel, ts=ref.help_ts, **msg)
             except Exception as exc:  # noqa: BLE001
-                log.warning("slack chat.update of help request failed: %s", slack_error(exc),
-                            extra=for_thread(ref.thread_key))
+                log.warning(
+                    "slack chat.update of help request failed: %s", slack_error(exc), extra=for_thread(ref.thread_key)
+                )
 
-        if not await help.resume(self.service, ref.thread_key, action, text, actor=Mention(user), actor_name=name,
-                                 allowed=True, out=out, interrupt_id=ref.interrupt_id, channel=ref.channel,
-                                 close=close if ref.help_ts else None):
-            log.info("slack help request: %s by %s not resumed (already handled)",
-                     action.value, user, extra=for_thread(ref.thread_key))
+        if not await help.resume(
+            self.service,
+            ref.thread_key,
+            action,
+            text,
+            actor=Mention(user),
+            actor_name=name,
+            allowed=True,
+            out=out,
+            interrupt_id=ref.interrupt_id,
+            channel=ref.channel,
+            close=close if ref.help_ts else None,
+        ):
+            log.info(
+                "slack help request: %s by %s not resumed (already handled)",
+                action.value,
+                user,
+                extra=for_thread(ref.thread_key),
+            )
 
     # ---- feedback ----------------------------------------------------------------------
     def _vote_place(self, body: dict) -> SlackPlace:
         container = body.get("container") or {}
         message = body.get("message") or {}
         channel = str(container.get("channel_id") or (body.get("channel") or {}).get("id") or "")
-        return SlackPlace(team=str((body.get("team") or {}).get("id") or ""), channel=channel,
-                          thread_ts=str(message.get("thread_ts") or container.get("thread_ts") or ""),
-                          user=str((body.get("user") or {}).get("id") or ""))
+        return SlackPlace(
+            team=str((body.get("team") or {}).get("id") or ""),
+            channel=channel,
+            thread_ts=str(message.get("thread_ts") or container.get("thread_ts") or ""),
+            user=str((body.get("user") or {}).get("id") or ""),
+        )
 
     async def on_vote(self, body: dict, action: dict) -> None:
         """👍 / 👎 under an answer: :func:`bot.chat.feedback.on_vote`."""
         place = self._vote_place(body)
         vote = feedback.UP if action.get("action_id") == ACTION_VOTE_UP else feedback.DOWN
-        click = feedback.VoteClick(str(action.get("value") or ""), place.user, vote,
-                                   outsider=await self.outsider_user(body))
+        click = feedback.VoteClick(
+            str(action.get("value") or ""), place.user, vote, outsider=await self.outsider_user(body)
+        )
         await feedback.on_vote(self.service, click, _SlackFeedback(self.bot, body, place))
 
     async def on_escalate(self, body: dict, action: dict) -> None:
-        """"Ask the experts" after a 👎: :func:`bot.chat.feedback.on_escalate`."""
+        """ "Ask the experts" after a 👎: :func:`bot.chat.feedback.on_escalate`."""
         user = str((body.get("user") or {}).get("id") or "")
         name = await self.bot.directory.display_name(user, str((body.get("user") or {}).get("name") or ""))
-        click = feedback.EscalateClick(str(action.get("value") or ""), user, name,
-                                       outsider=await self.outsider_user(body))
+        click = feedback.EscalateClick(
+            str(action.get("value") or ""), user, name, outsider=await self.outsider_user(body)
+        )
 
         def responder_for(record: dict[str, Any]) -> SlackResponder:
             key = parse_thread_key(record["thread_key"])
             assert key is not None
-            return self.bot.responder(SlackPlace(team=key["team"], channel=key["channel"], thread_ts=key["root"],
-                                             user=user))
+            return self.bot.responder(
+                SlackPlace(team=key["team"], channel=key["channel"], thread_ts=key["root"], user=user)
+            )
 
-        await feedback.on_escalate(self.service, click, _SlackFeedback(self.bot, body, self._vote_place(body)),
-                                   platform="slack", responder_for=responder_for)
+        await feedback.on_escalate(
+            self.service,
+            click,
+            _SlackFeedback(self.bot, body, self._vote_place(body)),
+            platform="slack",
+            responder_for=responder_for,
+        )
 
     async def on_vote_reason(self, body: dict, view: dict) -> None:
         """The 👎 reason modal was submitted: :func:`bot.chat.feedback.on_reason`."""
@@ -171,18 +217,29 @@ class Interactions:
         """``/threadwise <words>``: :func:`bot.chat.commands.on_command` (outsiders refused,
         :meth:`_outsider_user`)."""
         user, channel = str(body.get("user_id") or ""), str(body.get("channel_id") or "")
-        place = SlackPlace(team=str(body.get("team_id") or ""), channel=channel, user=user,
-                           response_url=str(body.get("response_url") or ""))
-        command = SlashCommand("slack", str(body.get("text") or ""), user, self.bot.directory.is_admin(user),
-                               outsider=await self.outsider_user(body), thread_key=place.thread_key)
+        place = SlackPlace(
+            team=str(body.get("team_id") or ""),
+            channel=channel,
+            user=user,
+            response_url=str(body.get("response_url") or ""),
+        )
+        command = SlashCommand(
+            "slack",
+            str(body.get("text") or ""),
+            user,
+            self.bot.directory.is_admin(user),
+            outsider=await self.outsider_user(body),
+            thread_key=place.thread_key,
+        )
         await on_command(self.service, command, self.bot.responder(place))
 
 
 class _SlackHelp:
     """:class:`bot.chat.help.HelpControls` on Slack: ephemeral notes, ``views.open`` and the resume."""
 
-    def __init__(self, bot: SlackBot, interactions: Interactions, body: dict, ref: HelpRef, user: str,
-                 question: dict | None) -> None:
+    def __init__(
+        self, bot: SlackBot, interactions: Interactions, body: dict, ref: HelpRef, user: str, question: dict | None
+    ) -> None:
         self.bot, self.interactions = bot, interactions
         self.body, self.ref, self.user, self.question = body, ref, user, question
 
@@ -192,13 +249,20 @@ class _SlackHelp:
     async def open_form(self, action: HumanAction) -> None:
         key = self.ref.thread_key
         try:
-            await self.bot.client.views_open(trigger_id=self.body["trigger_id"],
-                                             view=help_modal(action, self.ref, self.question))
+            await self.bot.client.views_open(
+                trigger_id=self.body["trigger_id"], view=help_modal(action, self.ref, self.question)
+            )
             log.info("slack help modal (%s) opened by %s", action.value, self.user, extra=for_thread(key))
         except Exception as exc:  # noqa: BLE001
             log.warning("slack views.open failed: %s", slack_error(exc), extra=for_thread(key))
-            await self.tell([(f"I couldn't open the form ({slack_error(exc)}). Reply in the thread with "
-                              f"`{action.value}: ...` instead.")])
+            await self.tell(
+                [
+                    (
+                        f"I couldn't open the form ({slack_error(exc)}). Reply in the thread with "
+                        f"`{action.value}: ...` instead."
+                    )
+                ]
+            )
 
     async def resume(self, action: HumanAction, text: str) -> None:
         await self.interactions.resume(self.ref, action, text, self.user, self.body, self.question)
@@ -233,8 +297,12 @@ class _SlackFeedback:
             return False
 
     async def offer_experts(self, answer_id: str, text: str) -> None:
-        kwargs: dict[str, Any] = {"channel": self.place.channel, "user": self.place.user, "text": text,
-                                  "blocks": escalate_offer_blocks(answer_id, text)}
+        kwargs: dict[str, Any] = {
+            "channel": self.place.channel,
+            "user": self.place.user,
+            "text": text,
+            "blocks": escalate_offer_blocks(answer_id, text),
+        }
         if self.place.thread_ts:
             kwargs["thread_ts"] = self.place.thread_ts
         try:

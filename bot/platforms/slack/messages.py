@@ -64,16 +64,33 @@ class Messages:
             log.debug("slack %s %s:%s ignored: %s", via, channel, ts, reason or "no channel/ts")
             return
         team = str(body.get("team_id") or context.get("team_id") or event.get("team") or "")
-        place = SlackPlace(team=team, channel=channel, thread_ts=str(event.get("thread_ts") or ts), message_ts=ts,
-                           user=str(event["user"]))
+        place = SlackPlace(
+            team=team,
+            channel=channel,
+            thread_ts=str(event.get("thread_ts") or ts),
+            message_ts=ts,
+            user=str(event["user"]),
+        )
         addressing = self._addressing(event, bot_user_id, via)
         policy = reply_policy(self.bot.runtime.settings, "slack", self.settings.reply_policy, channel)
-        self.bot.spawn(self._on_message(place, event, bot_user_id, addressing, policy,
-                                    outsider=self._outsider(body, event, context), via=via),
-                   f"message {place.thread_key}")
+        self.bot.spawn(
+            self._on_message(
+                place, event, bot_user_id, addressing, policy, outsider=self._outsider(body, event, context), via=via
+            ),
+            f"message {place.thread_key}",
+        )
 
-    async def _on_message(self, place: SlackPlace, event: dict, bot_user_id: str, addressing: Addressing,
-                          policy: str, *, outsider: bool, via: str) -> None:
+    async def _on_message(
+        self,
+        place: SlackPlace,
+        event: dict,
+        bot_user_id: str,
+        addressing: Addressing,
+        policy: str,
+        *,
+        outsider: bool,
+        via: str,
+    ) -> None:
         """Answer a message the shared rule accepts (:func:`bot.chat.policy.decline_reason`: the
         reply policy, and follow-ups only in threads the bot takes part in); an outsider's gets
         one refusal instead. The message's place in its thread is taken first (before the
@@ -90,12 +107,14 @@ class Messages:
 
         try:
             in_conversation = place.thread_ts != place.message_ts
-            reason = await decline_reason(policy, addressing, in_conversation=in_conversation,
-                                          bot_in_thread=bot_in_thread)
+            reason = await decline_reason(
+                policy, addressing, in_conversation=in_conversation, bot_in_thread=bot_in_thread
+            )
             if reason:
                 quiet = reason in (NOT_TAKING_PART, CHANNEL_CHATTER)
-                (log.debug if quiet else log.info)("slack message %s:%s ignored: %s", place.channel,
-                                                   place.message_ts, reason, extra=for_thread(key))
+                (log.debug if quiet else log.info)(
+                    "slack message %s:%s ignored: %s", place.channel, place.message_ts, reason, extra=for_thread(key)
+                )
             elif outsider:
                 await self._refuse_outsider(place, event)
             else:
@@ -123,10 +142,19 @@ class Messages:
     async def _refuse_outsider(self, place: SlackPlace, event: dict) -> None:
         """One polite refusal per message (duplicate deliveries ignored), no LLM call."""
         key = place.thread_key
-        if await refuse_outsider_once(self.service.store, f"slack:{place.channel}:{place.message_ts}", key,
-                                      self.bot.responder(place).notify_private):
-            log.info("slack message %s from %s of team %s refused: outside the workspace", place.message_ts,
-                     place.user, event.get("user_team") or event.get("team"), extra=for_thread(key))
+        if await refuse_outsider_once(
+            self.service.store,
+            f"slack:{place.channel}:{place.message_ts}",
+            key,
+            self.bot.responder(place).notify_private,
+        ):
+            log.info(
+                "slack message %s from %s of team %s refused: outside the workspace",
+                place.message_ts,
+                place.user,
+                event.get("user_team") or event.get("team"),
+                extra=for_thread(key),
+            )
 
     def _ignore_reason(self, event: dict, bot_user_id: str) -> str:
         """Why an event must not start an answer ("" when it may)."""
@@ -136,10 +164,14 @@ class Messages:
         if event.get("hidden") or event.get("edited"):
             return "edit or hidden"
         text = str(event.get("text") or "")
-        return ignore_reason(author=event.get("user"), own_id=bot_user_id,
-                             is_bot=bool(event.get("bot_id") or event.get("bot_profile")), bot_id=event.get("bot_id"),
-                             allowed_bots=self.settings.allowed_bots,
-                             mentions_bot=bool(bot_user_id) and f"<@{bot_user_id}>" in text)
+        return ignore_reason(
+            author=event.get("user"),
+            own_id=bot_user_id,
+            is_bot=bool(event.get("bot_id") or event.get("bot_profile")),
+            bot_id=event.get("bot_id"),
+            allowed_bots=self.settings.allowed_bots,
+            mentions_bot=bool(bot_user_id) and f"<@{bot_user_id}>" in text,
+        )
 
     async def _turn(self, place: SlackPlace, event: dict, bot_user_id: str, *, via: str, ticket: Ticket) -> None:
         """One user message -> ChatService.handle (which never raises: a failing run ends in
@@ -147,14 +179,22 @@ class Messages:
         key = place.thread_key
         user = place.user
         msg = IncomingMessage(
-            platform="slack", thread_key=key, message_id=f"slack:{place.channel}:{place.message_ts}",
-            author_id=user, text=incoming_text(str(event.get("text") or ""), bot_user_id), channel=place.channel)
+            platform="slack",
+            thread_key=key,
+            message_id=f"slack:{place.channel}:{place.message_ts}",
+            author_id=user,
+            text=incoming_text(str(event.get("text") or ""), bot_user_id),
+            channel=place.channel,
+        )
         out = self.bot.responder(place)
         await self.service.acknowledge(msg, out)  # the first reaction before the user lookups (issue 11)
         try:
-            msg = replace(msg, author_name=await self.bot.directory.display_name(user),
-                          is_admin=self.bot.directory.is_admin(user),
-                          is_expert=await self.bot.may_answer_help(user, place.channel))
+            msg = replace(
+                msg,
+                author_name=await self.bot.directory.display_name(user),
+                is_admin=self.bot.directory.is_admin(user),
+                is_expert=await self.bot.may_answer_help(user, place.channel),
+            )
             log.info("slack message %s from %s (via %s)", msg.message_id, user, via, extra=for_thread(key))
             await self.service.handle(msg, out, ticket)
         finally:

@@ -91,9 +91,17 @@ class SlackResponder:
         experts: who a help request mentions here (default ``[slack] experts``).
     """
 
-    def __init__(self, client: AsyncWebClient, quiet_client: AsyncWebClient, settings: SlackSettings,
-                 place: SlackPlace, *, help_timeout_seconds: float = 0.0,
-                 on_post: Callable[[str], None] | None = None, experts: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        quiet_client: AsyncWebClient,
+        settings: SlackSettings,
+        place: SlackPlace,
+        *,
+        help_timeout_seconds: float = 0.0,
+        on_post: Callable[[str], None] | None = None,
+        experts: list[str] | None = None,
+    ) -> None:
         self.client, self.quiet_client, self.settings, self.place = client, quiet_client, settings, place
         self.help_timeout_seconds = help_timeout_seconds
         self.experts = settings.experts if experts is None else experts  # the channel's, see [[channels]]
@@ -126,13 +134,22 @@ class SlackResponder:
             return
         name = self.reaction_for(status)
         client = self.client if status in _RESTING else self.quiet_client
-        shown = await self._reactions.move_to(name, add=lambda n: self._reaction(client, "add", n),
-                                              remove=lambda n: self._reaction(client, "remove", n),
-                                              settle=status not in STEP_STATUSES)
+        shown = await self._reactions.move_to(
+            name,
+            add=lambda n: self._reaction(client, "add", n),
+            remove=lambda n: self._reaction(client, "remove", n),
+            settle=status not in STEP_STATUSES,
+        )
         # resting statuses and failures at INFO; the steps of a run at DEBUG (issue 11: log cost per question)
-        log.log(logging.INFO if status in _RESTING or not shown else logging.DEBUG, "slack status %s (%s)%s on %s",
-                status.value, name, "" if shown else " NOT shown", self.place.message_ts,
-                extra=for_thread(self.place.thread_key))
+        log.log(
+            logging.INFO if status in _RESTING or not shown else logging.DEBUG,
+            "slack status %s (%s)%s on %s",
+            status.value,
+            name,
+            "" if shown else " NOT shown",
+            self.place.message_ts,
+            extra=for_thread(self.place.thread_key),
+        )
 
     async def clear_status(self) -> None:
         """Remove the status reactions from the user's message (best effort)."""
@@ -154,8 +171,12 @@ class SlackResponder:
     # ---- posts ---------------------------------------------------------------------
     async def _post(self, text: str, blocks: list[dict[str, Any]] | None = None) -> str:
         """chat.postMessage in the place's thread; returns the new ts ("" on failure, logged)."""
-        kwargs: dict[str, Any] = {"channel": self.place.channel, "text": text,
-                                  "unfurl_links": False, "unfurl_media": False}
+        kwargs: dict[str, Any] = {
+            "channel": self.place.channel,
+            "text": text,
+            "unfurl_links": False,
+            "unfurl_media": False,
+        }
         if blocks:
             kwargs["blocks"] = blocks
         if self.place.thread_ts:
@@ -178,11 +199,13 @@ class SlackResponder:
         self._url_uses += 1
         try:
             resp = await AsyncWebhookClient(self.place.response_url).send(
-                text=text, response_type="ephemeral", replace_original=replace)
+                text=text, response_type="ephemeral", replace_original=replace
+            )
             return resp.status_code == 200
         except Exception as exc:  # noqa: BLE001
-            log.warning("slack response_url post failed: %s", type(exc).__name__,
-                        extra=for_thread(self.place.thread_key))
+            log.warning(
+                "slack response_url post failed: %s", type(exc).__name__, extra=for_thread(self.place.thread_key)
+            )
             return False
 
     async def _post_chunks(self, mrkdwn: str) -> bool:
@@ -204,8 +227,9 @@ class SlackResponder:
             PostError: some part of the answer could not be posted (e.g. ``not_in_channel``,
                 or rate limited after every retry).
         """
-        messages = answer_messages(answer, max_section=self.settings.max_section_characters,
-                                   max_message=self.settings.max_message_characters)
+        messages = answer_messages(
+            answer, max_section=self.settings.max_section_characters, max_message=self.settings.max_message_characters
+        )
         posted = 0
         for msg in messages:
             if await self._post(msg["text"], msg["blocks"]):
@@ -217,11 +241,18 @@ class SlackResponder:
         self.posted_answer = self.posted_answer or posted > 0
         if posted:
             await self._close_help_request(_closing_note(answer))
-        log.info("slack answer (%s, %d message(s), %d posted)", answer.kind, len(messages), posted,
-                 extra=for_thread(self.place.thread_key))
+        log.info(
+            "slack answer (%s, %d message(s), %d posted)",
+            answer.kind,
+            len(messages),
+            posted,
+            extra=for_thread(self.place.thread_key),
+        )
         if posted < len(messages):
-            raise PostError(f"slack answer: {posted} of {len(messages)} message(s) posted in {self.place.thread_key}",
-                            self.last_error)
+            raise PostError(
+                f"slack answer: {posted} of {len(messages)} message(s) posted in {self.place.thread_key}",
+                self.last_error,
+            )
 
     async def _close_help_request(self, note: str) -> None:
         """Replace the buttons of this thread's earlier help request by ``note`` (best effort)."""
@@ -229,11 +260,16 @@ class SlackResponder:
             return
         ts, self.place.help_ts = self.place.help_ts, ""
         try:
-            await self.client.chat_update(channel=self.place.channel, ts=ts, text=note,
-                                          blocks=[{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}])
+            await self.client.chat_update(
+                channel=self.place.channel,
+                ts=ts,
+                text=note,
+                blocks=[{"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}],
+            )
         except Exception as exc:  # noqa: BLE001
-            log.info("slack help request %s not closed: %s", ts, slack_error(exc),
-                     extra=for_thread(self.place.thread_key))
+            log.info(
+                "slack help request %s not closed: %s", ts, slack_error(exc), extra=for_thread(self.place.thread_key)
+            )
 
     async def post_help_request(self, request: HelpRequest) -> None:
         """Post the help request with Answer / Retry with hint / Dismiss buttons, mentioning experts.
@@ -242,14 +278,23 @@ class SlackResponder:
             PostError: Slack refused the post.
         """
         experts = list(dict.fromkeys(self.experts))
-        ref = HelpRef(request.thread_key or self.place.thread_key, self.place.channel, self.place.thread_ts,
-                      self.place.message_ts, str(getattr(request, "interrupt_id", "") or ""))
+        ref = HelpRef(
+            request.thread_key or self.place.thread_key,
+            self.place.channel,
+            self.place.thread_ts,
+            self.place.message_ts,
+            str(getattr(request, "interrupt_id", "") or ""),
+        )
         timeout = request.timeout_seconds or self.help_timeout_seconds
         msg = help_request_message(request, experts=experts, ref=ref, timeout_text=duration(timeout))
         await self._close_help_request("A newer help request follows below.")
         self.place.help_ts = await self._post(msg["text"], msg["blocks"])
-        log.info("slack help request %s (experts: %s)", "posted" if self.place.help_ts else "NOT posted",
-                 ", ".join(experts) or "none", extra=for_thread(self.place.thread_key))
+        log.info(
+            "slack help request %s (experts: %s)",
+            "posted" if self.place.help_ts else "NOT posted",
+            ", ".join(experts) or "none",
+            extra=for_thread(self.place.thread_key),
+        )
         if not self.place.help_ts:
             raise PostError(f"slack help request not posted in {self.place.thread_key}", self.last_error)
 
@@ -277,8 +322,10 @@ class SlackResponder:
             if final or self._url_uses < RESPONSE_URL_USES - 1:
                 await self._respond(mrkdwn, replace=True)
             else:
-                log.debug("slack progress step skipped (response_url budget kept for the result)",
-                          extra=for_thread(self.place.thread_key))
+                log.debug(
+                    "slack progress step skipped (response_url budget kept for the result)",
+                    extra=for_thread(self.place.thread_key),
+                )
             return
         if self._progress_ts:
             try:
@@ -304,8 +351,9 @@ class SlackResponder:
         try:
             await self.client.chat_postEphemeral(**kwargs)
         except Exception as exc:  # noqa: BLE001
-            log.warning("slack chat.postEphemeral failed: %s", slack_error(exc),
-                        extra=for_thread(self.place.thread_key))
+            log.warning(
+                "slack chat.postEphemeral failed: %s", slack_error(exc), extra=for_thread(self.place.thread_key)
+            )
             await self._respond(mrkdwn)
 
     async def permalink(self) -> str:
@@ -322,9 +370,16 @@ class SlackResponder:
 
     def reference(self) -> dict[str, Any]:
         """JSON-able place of this responder; :func:`place_from_reference` rebuilds it."""
-        return {"platform": "slack", "team": self.place.team, "channel": self.place.channel,
-                "thread_ts": self.place.thread_ts, "message_ts": self.place.message_ts,
-                "user": self.place.user, "shown": list(self.place.shown), "help_ts": self.place.help_ts}
+        return {
+            "platform": "slack",
+            "team": self.place.team,
+            "channel": self.place.channel,
+            "thread_ts": self.place.thread_ts,
+            "message_ts": self.place.message_ts,
+            "user": self.place.user,
+            "shown": list(self.place.shown),
+            "help_ts": self.place.help_ts,
+        }
 
 
 def place_from_reference(ref: dict[str, Any], also_shown: Sequence[str] = ()) -> SlackPlace:
@@ -335,9 +390,15 @@ def place_from_reference(ref: dict[str, Any], also_shown: Sequence[str] = ()) ->
     received, so it does not name the status the run showed last, nor "waiting for a human").
     """
     shown = list(dict.fromkeys([*(str(s) for s in ref.get("shown") or []), *(s for s in also_shown if s)]))
-    return SlackPlace(team=str(ref.get("team", "")), channel=str(ref.get("channel", "")),
-                      thread_ts=str(ref.get("thread_ts", "")), message_ts=str(ref.get("message_ts", "")),
-                      user=str(ref.get("user", "")), shown=shown, help_ts=str(ref.get("help_ts", "")))
+    return SlackPlace(
+        team=str(ref.get("team", "")),
+        channel=str(ref.get("channel", "")),
+        thread_ts=str(ref.get("thread_ts", "")),
+        message_ts=str(ref.get("message_ts", "")),
+        user=str(ref.get("user", "")),
+        shown=shown,
+        help_ts=str(ref.get("help_ts", "")),
+    )
 
 
 def _closing_note(answer: Answer) -> str:

@@ -31,8 +31,9 @@ def slack_enabled(settings: Settings, secrets: Secrets) -> bool:
     need = "SLACK_APP_TOKEN" if settings.slack.mode == "socket" else "SLACK_SIGNING_SECRET"
     have = secrets.slack_app_token if settings.slack.mode == "socket" else secrets.slack_signing_secret
     if not have:
-        log.warning("Slack disabled: SLACK_BOT_TOKEN is set but %s is missing ([slack] mode = %r)",
-                    need, settings.slack.mode)
+        log.warning(
+            "Slack disabled: SLACK_BOT_TOKEN is set but %s is missing ([slack] mode = %r)", need, settings.slack.mode
+        )
         return False
     return True
 
@@ -51,8 +52,9 @@ async def serve_socket(bot: SlackBot, app_token: str, stop: asyncio.Event) -> No
         await handler.close_async()
 
 
-async def run_slack(runtime: Runtime, *, stop: asyncio.Event | None = None,
-                    client: AsyncWebClient | None = None) -> None:
+async def run_slack(
+    runtime: Runtime, *, stop: asyncio.Event | None = None, client: AsyncWebClient | None = None
+) -> None:
     """Run the Slack adapter in the current event loop until ``stop`` is set (or cancelled).
 
     Checks the bot token with auth.test first, then serves in ``[slack] mode`` ("socket"
@@ -72,8 +74,13 @@ async def run_slack(runtime: Runtime, *, stop: asyncio.Event | None = None,
 
 async def _serve(bot: SlackBot, runtime: Runtime, stop: asyncio.Event) -> None:
     auth = await bot.client.auth_test()
-    log.info("slack connected as %s (%s) in team %s, mode %s", auth.get("user"), auth.get("user_id"),
-             auth.get("team_id"), bot.settings.mode)
+    log.info(
+        "slack connected as %s (%s) in team %s, mode %s",
+        auth.get("user"),
+        auth.get("user_id"),
+        auth.get("team_id"),
+        bot.settings.mode,
+    )
     bot.home_team_id = str(auth.get("team_id") or "") or None
     try:
         if bot.settings.mode == "http":
