@@ -175,7 +175,8 @@ async def thread_bytes(saver: Any, thread_key: str) -> int:
         a = (
             await (
                 await conn.execute(
-                    "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints WHERE thread_id = ?",
+                    "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints"
+                    " WHERE thread_id = ?",
                     (thread_key,),
                 )
             ).fetchone()

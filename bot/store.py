@@ -177,7 +177,8 @@ class Bookkeeping:
         """All open help requests: thread_key, platform, reference, deadline."""
         rows = await (
             await self._conn.execute(
-                "SELECT thread_key, platform, reference, deadline, interrupt_id FROM help_requests WHERE status = 'open'"
+                "SELECT thread_key, platform, reference, deadline, interrupt_id FROM help_requests"
+                " WHERE status = 'open'"
             )
         ).fetchall()
         return [

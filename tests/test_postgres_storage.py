@@ -79,8 +79,8 @@ def test_db_upgrade_command_and_a_missing_database_url(tmp_path, pg_database):
     name, url = pg_database
     config = write_config(tmp_path, '[storage]\nbackend = "postgres"\n')
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
-    run = lambda *a, **kw: subprocess.run(
-        [sys.executable, "-m", "bot", *a, "--config", str(config)],  # noqa: E731
+    run = lambda *a, **kw: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "bot", *a, "--config", str(config)],
         cwd=ROOT,
         capture_output=True,
         text=True,

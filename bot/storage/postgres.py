@@ -189,12 +189,13 @@ class PgBookkeeping:
                 fence = (
                     await (
                         await conn.execute(
-                            "INSERT INTO runs (run_id, thread_key, platform, reference, message, started_at, stage, owner,"
-                            f" lease_expires, fence) VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, {self._lease()}, 1)"
+                            "INSERT INTO runs (run_id, thread_key, platform, reference, message, started_at, stage,"
+                            " owner, lease_expires, fence)"
+                            f" VALUES (%s, %s, %s, %s, %s, %s, 'queued', %s, {self._lease()}, 1)"
                             " ON CONFLICT (run_id) DO UPDATE SET thread_key = excluded.thread_key, platform ="
-                            " excluded.platform, reference = excluded.reference, message = excluded.message, started_at ="
-                            " excluded.started_at, stage = 'queued', owner = excluded.owner, lease_expires ="
-                            " excluded.lease_expires, fence = runs.fence + 1 RETURNING fence",
+                            " excluded.platform, reference = excluded.reference, message = excluded.message,"
+                            " started_at = excluded.started_at, stage = 'queued', owner = excluded.owner,"
+                            " lease_expires = excluded.lease_expires, fence = runs.fence + 1 RETURNING fence",
                             (
                                 message_id,
                                 thread_key,
