@@ -41,9 +41,10 @@ ask: $(STAMP)
 console: $(STAMP)
 	$(BIN)/threadwise console
 
-# ruff over the whole tree, mypy over bot/ and graphs/ (both configured in pyproject.toml)
+# ruff (lint and format) over the whole tree, mypy over bot/ and graphs/ (configured in pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 test: $(STAMP) lint
