@@ -3,31 +3,62 @@
 The settings models below are the one source of every setting: its type, range, default
 and ``Field(description=...)``. config.toml is generated from them
 (``threadwise config show-defaults > config.toml``, :mod:`bot.config_template`) and a test
-fails when the two disagree. Secrets come only from the environment (:class:`Secrets`),
-never from config.toml. A broken config.toml raises :class:`ConfigError` naming the key
-and the problem, e.g. ``config.toml: graph.max_generations: Input should be a valid
-integer (got 'x')``. Settings that are valid one by one but cannot work together (budgets
-whose worst case exceeds ``graph.recursion_limit``) are refused the same way, naming every
-key involved. Values keep their units: seconds stay floats all the way to the clients.
+fails when the two disagree. Every key can be overridden by an environment variable
+``THREADWISE_<SECTION>__<KEY>`` (``THREADWISE_GRAPH__MAX_GENERATIONS=3``; lists and tables
+as JSON), also written in a ``.env`` file in the working directory; the environment wins
+over ``.env``, which wins over config.toml (pydantic-settings, :func:`load_settings`).
+Secrets come only from the environment, ``.env`` or secret files (``/run/secrets``,
+:class:`Secrets`), never from config.toml. A broken config.toml raises :class:`ConfigError`
+naming the key and the problem, e.g. ``config.toml: graph.max_generations: Input should be
+a valid integer (got 'x')``; a broken variable names the variable the same way
+(``THREADWISE_GRAPH__MAX_GENERATIONS: Input should be a valid integer (got 'x')``).
+Settings that are valid one by one but cannot work together (budgets whose worst case
+exceeds ``graph.recursion_limit``) are refused the same way, naming every key involved.
+Values keep their units: seconds stay floats all the way to the clients.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import tempfile
 import tomllib
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from graphs.settings import GraphSettings
 from graphs.settings import SettingsSection as _Section
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "config.toml"
+
+#: Prefix of the variables that override config.toml keys: ``THREADWISE_<SECTION>__<KEY>``.
+ENV_PREFIX = "THREADWISE_"
+#: Separator of the section and the key (and of nested tables) in those variables.
+ENV_NESTED_DELIMITER = "__"
+#: The ``.env`` file read (relative to the working directory): settings and secrets.
+ENV_FILE = ".env"
+#: Variables with :data:`ENV_PREFIX` that are not config.toml keys.
+OTHER_VARIABLES = ("THREADWISE_CONFIG", "THREADWISE_DATABASE_URL", "THREADWISE_SECRETS_DIR")
+#: Folders of secret files (one file per secret, named like its variable, any case): Docker
+#: and Compose secrets, and the Kubernetes Secret mount of deploy/kubernetes/; more with
+#: ``THREADWISE_SECRETS_DIR`` (folders separated by ``:``).
+SECRETS_DIRS = ("/run/secrets", "/run/secrets/threadwise")
 
 
 #: ``(section, key, file name)``: the data files that go under ``[service] data_dir`` when
@@ -705,9 +736,34 @@ class Settings(_Section):
                 ) from exc
 
 
+class _SecretValues(BaseSettings):
+    """Where :class:`Secrets` come from (pydantic-settings): the environment, then the
+    ``.env`` file, then secret files in :func:`secrets_dirs`."""
+
+    model_config = SettingsConfigDict(env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore",
+                                      str_strip_whitespace=True)
+
+    mistral_api_key: str = Field("", validation_alias="MISTRAL_API_KEY")
+    tavily_api_key: str = Field("", validation_alias="TAVILY_API_KEY")
+    slack_bot_token: str = Field("", validation_alias="SLACK_BOT_TOKEN")
+    slack_app_token: str = Field("", validation_alias="SLACK_APP_TOKEN")
+    slack_signing_secret: str = Field("", validation_alias="SLACK_SIGNING_SECRET")
+    discord_token: str = Field("", validation_alias="DISCORD_TOKEN")
+    # the PostgreSQL DSN ([storage] backend = "postgres")
+    database_url: str = Field("", validation_alias="THREADWISE_DATABASE_URL")
+
+
+def secrets_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
+    """The existing folders of secret files: :data:`SECRETS_DIRS`, then those of
+    ``THREADWISE_SECRETS_DIR`` (``:``-separated; a later folder wins)."""
+    env = os.environ if env is None else env
+    extra = [d for d in env.get("THREADWISE_SECRETS_DIR", "").split(os.pathsep) if d.strip()]
+    return [Path(d) for d in (*SECRETS_DIRS, *extra) if Path(d).is_dir()]
+
+
 @dataclass(frozen=True)
 class Secrets:
-    """API keys and tokens, read only from the environment. ``repr`` hides values."""
+    """API keys and tokens: never from config.toml. ``repr`` hides values."""
 
     mistral_api_key: str = ""
     tavily_api_key: str = ""
@@ -718,17 +774,21 @@ class Secrets:
     database_url: str = ""  # THREADWISE_DATABASE_URL: the PostgreSQL DSN ([storage] backend = "postgres")
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Secrets:
-        env = dict(os.environ if env is None else env)
-        return cls(
-            mistral_api_key=env.get("MISTRAL_API_KEY", "").strip(),
-            tavily_api_key=env.get("TAVILY_API_KEY", "").strip(),
-            slack_bot_token=env.get("SLACK_BOT_TOKEN", "").strip(),
-            slack_app_token=env.get("SLACK_APP_TOKEN", "").strip(),
-            slack_signing_secret=env.get("SLACK_SIGNING_SECRET", "").strip(),
-            discord_token=env.get("DISCORD_TOKEN", "").strip(),
-            database_url=env.get("THREADWISE_DATABASE_URL", "").strip(),
-        )
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Secrets:
+        """The secrets of this process: each from its variable (``MISTRAL_API_KEY``,
+        ``TAVILY_API_KEY``, ``SLACK_BOT_TOKEN``, ``SLACK_APP_TOKEN``, ``SLACK_SIGNING_SECRET``,
+        ``DISCORD_TOKEN``, ``THREADWISE_DATABASE_URL``), else the ``.env`` file, else a file
+        of that name in a folder of :func:`secrets_dirs` (``/run/secrets/SLACK_BOT_TOKEN``).
+        Surrounding whitespace (a secret file's last newline) is dropped.
+
+        Args:
+            env: read only this mapping instead (no ``.env``, no files).
+        """
+        if env is not None:
+            values = _SecretValues.model_validate(dict(env))
+        else:
+            values = _SecretValues(_secrets_dir=secrets_dirs() or None)
+        return cls(**values.model_dump())
 
     def __repr__(self) -> str:  # never leak secrets into logs
         present = [k for k, v in self.__dict__.items() if v]
@@ -813,8 +873,99 @@ def _combination_errors(path: Path, settings: Settings) -> list[str]:
     ]
 
 
+class _Layered(Settings, BaseSettings):
+    """:class:`Settings` read by pydantic-settings in layers: ``THREADWISE_*`` variables,
+    then the ``.env`` file, then config.toml (given as the init values). Only
+    :func:`load_settings` builds it, and it returns a plain :class:`Settings`."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_NESTED_DELIMITER,
+                                      env_file=ENV_FILE, env_file_encoding="utf-8", dotenv_filtering="only_existing",
+                                      extra="forbid")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return env_settings, dotenv_settings, init_settings
+
+
+def _field_at(path: list[str]) -> FieldInfo | None:
+    """The settings field a variable's path names (``["graph", "max_generations"]``), walking
+    into section models; None when there is no such key (``base_dir`` is not a key)."""
+    model: type[BaseModel] | None = Settings
+    found = None
+    for i, part in enumerate(path):
+        if model is None or part not in model.model_fields or (i == 0 and part == "base_dir"):
+            return None
+        found = model.model_fields[part]
+        annotation = found.annotation
+        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return found
+
+
+def _is_complex(annotation: Any) -> bool:
+    """The value of a field of this type is written as JSON in a variable (a list, a table)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (list, dict, tuple, set):
+        return True
+    return origin is not None and origin is not Literal and any(_is_complex(a) for a in typing.get_args(annotation))
+
+
+def _variable_errors(variables: Mapping[str, str | None], where: str) -> list[str]:
+    """``THREADWISE_*`` variables (names lower-cased, as pydantic-settings reads them) that
+    name no config.toml key, or hold a list or table that is not JSON: one line each."""
+    problems = []
+    others = {v.lower() for v in OTHER_VARIABLES}
+    for name, value in sorted(variables.items()):
+        if not name.startswith(ENV_PREFIX.lower()) or name in others:
+            continue
+        path = name[len(ENV_PREFIX):].split(ENV_NESTED_DELIMITER)
+        field = _field_at(path)
+        shown = f"{where}{name.upper()}"
+        if field is None:
+            problems.append(f"{shown}: unknown setting (variables are THREADWISE_<SECTION>__<KEY> for the keys of "
+                            "config.toml, e.g. THREADWISE_GRAPH__MAX_GENERATIONS; check the spelling)")
+        elif _is_complex(field.annotation) and value is not None:
+            try:
+                json.loads(value)
+            except ValueError as exc:
+                problems.append(f"{shown}: not valid JSON ({exc}); lists and tables are written as JSON, e.g. "
+                                "THREADWISE_KNOWLEDGE__SOURCES='[\"docs\", \"/srv/handbook\"]'")
+    return problems
+
+
+def _variable_of(loc: tuple[int | str, ...], layers: list[tuple[str, Mapping[str, str | None]]]) -> tuple[str, str]:
+    """The variable that set the value at ``loc`` (a validation error's location) and the
+    rest of the location below it (a list or table written as JSON), or ``("", "")`` when
+    config.toml set it."""
+    for where, variables in layers:
+        for cut in range(len(loc), 0, -1):
+            name = (ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(p) for p in loc[:cut])).lower()
+            if name in variables:
+                return f"{where}{name.upper()}", ".".join(str(p) for p in loc[cut:])
+    return "", ""
+
+
+def _format_layered_error(path: Path, err: ValidationError,
+                          layers: list[tuple[str, Mapping[str, str | None]]]) -> str:
+    """:func:`_format_error`, naming the variable instead of the key where one set the value."""
+    lines = []
+    for e, line in zip(err.errors(), _format_error(path, err).splitlines(), strict=True):
+        variable, below = _variable_of(tuple(e["loc"]), layers)
+        if variable:
+            key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+            line = line.replace(f"{path.name}: {key}: ", f"{variable}: " + (f"{key}: " if below else ""), 1)
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def load_settings(path: str | Path | None = None) -> Settings:
-    """Read and validate config.toml.
+    """Read and validate config.toml, overridden by ``THREADWISE_<SECTION>__<KEY>`` variables
+    (from the environment, else the ``.env`` file in the working directory).
 
     Args:
         path: config file; default ``$THREADWISE_CONFIG`` or the project's config.toml.
@@ -822,8 +973,9 @@ def load_settings(path: str | Path | None = None) -> Settings:
 
     Raises:
         ConfigError: the file is missing (when given explicitly), is not valid TOML
-            (with line and column), a key has an invalid value (naming the key), or
-            settings cannot work together (naming the keys).
+            (with line and column), a key has an invalid value (naming the key, or the
+            variable that set it), a ``THREADWISE_*`` variable names no key or holds
+            invalid JSON, or settings cannot work together (naming the keys).
     """
     explicit = path is not None or "THREADWISE_CONFIG" in os.environ
     cfg_path = Path(path or os.environ.get("THREADWISE_CONFIG") or DEFAULT_CONFIG).expanduser().resolve()
@@ -842,10 +994,17 @@ def load_settings(path: str | Path | None = None) -> Settings:
     if "base_dir" in data:
         raise ConfigError(f"{cfg_path.name}: base_dir: unknown key (paths are relative to the config file)")
     data["base_dir"] = str(cfg_path.parent)
+    layers = [("", EnvSettingsSource(_Layered).env_vars), (f"{ENV_FILE}: ", DotEnvSettingsSource(_Layered).env_vars)]
+    problems = [line for where, variables in layers for line in _variable_errors(variables, where)]
+    if problems:
+        raise ConfigError("\n".join(problems))
     try:
-        settings = Settings.model_validate(data)
+        layered = _Layered(**data)
     except ValidationError as exc:
-        raise ConfigError(_format_error(cfg_path, exc)) from None
+        raise ConfigError(_format_layered_error(cfg_path, exc, layers)) from None
+    except SettingsError as exc:  # a variable pydantic-settings cannot parse (checked above: not expected)
+        raise ConfigError(f"environment: {exc}: {exc.__cause__}") from None
+    settings = Settings.model_construct(_fields_set=layered.model_fields_set, **dict(layered))
     problems = _combination_errors(cfg_path, settings)
     if problems:
         raise ConfigError("\n".join(problems))

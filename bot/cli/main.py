@@ -18,7 +18,7 @@ import warnings
 from bot.cli.output import check_output, out
 from bot.cli.parser import build_parser
 from bot.cli.signals import ctrl_c, interrupted
-from bot.config import ConfigError, load_settings
+from bot.config import ConfigError, Secrets, load_settings
 from bot.event_loop import loop_factory, run_async
 from bot.failures import advice, describe_failure, failure_kind
 from bot.logs import setup_logging
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         out.err.print(f"Configuration error: {exc}", style="red")
         return 2
-    if settings.storage.backend == "postgres" and not os.environ.get("THREADWISE_DATABASE_URL", "").strip():
+    if settings.storage.backend == "postgres" and not Secrets.from_env().database_url:
         from bot.storage import database_url  # langgraph's checkpointers load with it
 
         try:

@@ -126,14 +126,15 @@ class Storage:
 
 
 def database_url(env: dict[str, str] | None = None) -> str:
-    """The PostgreSQL DSN from ``THREADWISE_DATABASE_URL``.
+    """The PostgreSQL DSN from ``THREADWISE_DATABASE_URL`` (the variable, the ``.env`` file or a
+    secret file: :meth:`bot.config.Secrets.from_env`), or from ``env`` when given.
 
     Raises:
         StorageError: it is not set (one line saying what to do).
     """
-    import os
+    from bot.config import Secrets
 
-    url = (os.environ if env is None else env).get(DATABASE_URL_ENV, "").strip()
+    url = Secrets.from_env(env).database_url
     if not url:
         raise StorageError(
             f'[storage] backend = "postgres" needs {DATABASE_URL_ENV} in the environment '
