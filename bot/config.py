@@ -740,8 +740,9 @@ class _SecretValues(BaseSettings):
     """Where :class:`Secrets` come from (pydantic-settings): the environment, then the
     ``.env`` file, then secret files in :func:`secrets_dirs`."""
 
-    model_config = SettingsConfigDict(env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore",
-                                      str_strip_whitespace=True)
+    model_config = SettingsConfigDict(
+        env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore", str_strip_whitespace=True
+    )
 
     mistral_api_key: str = Field("", validation_alias="MISTRAL_API_KEY")
     tavily_api_key: str = Field("", validation_alias="TAVILY_API_KEY")
@@ -878,16 +879,24 @@ class _Layered(Settings, BaseSettings):
     then the ``.env`` file, then config.toml (given as the init values). Only
     :func:`load_settings` builds it, and it returns a plain :class:`Settings`."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_NESTED_DELIMITER,
-                                      env_file=ENV_FILE, env_file_encoding="utf-8", dotenv_filtering="only_existing",
-                                      extra="forbid")
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_NESTED_DELIMITER,
+        env_file=ENV_FILE,
+        env_file_encoding="utf-8",
+        dotenv_filtering="only_existing",
+        extra="forbid",
+    )
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         return env_settings, dotenv_settings, init_settings
 
 
@@ -923,18 +932,22 @@ def _variable_errors(variables: Mapping[str, str | None], where: str) -> list[st
     for name, value in sorted(variables.items()):
         if not name.startswith(ENV_PREFIX.lower()) or name in others:
             continue
-        path = name[len(ENV_PREFIX):].split(ENV_NESTED_DELIMITER)
+        path = name[len(ENV_PREFIX) :].split(ENV_NESTED_DELIMITER)
         field = _field_at(path)
         shown = f"{where}{name.upper()}"
         if field is None:
-            problems.append(f"{shown}: unknown setting (variables are THREADWISE_<SECTION>__<KEY> for the keys of "
-                            "config.toml, e.g. THREADWISE_GRAPH__MAX_GENERATIONS; check the spelling)")
+            problems.append(
+                f"{shown}: unknown setting (variables are THREADWISE_<SECTION>__<KEY> for the keys of "
+                "config.toml, e.g. THREADWISE_GRAPH__MAX_GENERATIONS; check the spelling)"
+            )
         elif _is_complex(field.annotation) and value is not None:
             try:
                 json.loads(value)
             except ValueError as exc:
-                problems.append(f"{shown}: not valid JSON ({exc}); lists and tables are written as JSON, e.g. "
-                                "THREADWISE_KNOWLEDGE__SOURCES='[\"docs\", \"/srv/handbook\"]'")
+                problems.append(
+                    f"{shown}: not valid JSON ({exc}); lists and tables are written as JSON, e.g. "
+                    'THREADWISE_KNOWLEDGE__SOURCES=\'["docs", "/srv/handbook"]\''
+                )
     return problems
 
 
@@ -950,8 +963,7 @@ def _variable_of(loc: tuple[int | str, ...], layers: list[tuple[str, Mapping[str
     return "", ""
 
 
-def _format_layered_error(path: Path, err: ValidationError,
-                          layers: list[tuple[str, Mapping[str, str | None]]]) -> str:
+def _format_layered_error(path: Path, err: ValidationError, layers: list[tuple[str, Mapping[str, str | None]]]) -> str:
     """:func:`_format_error`, naming the variable instead of the key where one set the value."""
     lines = []
     for e, line in zip(err.errors(), _format_error(path, err).splitlines(), strict=True):

@@ -22,8 +22,14 @@ ROOT = Path(__file__).resolve().parent.parent
 def _clean_environment(monkeypatch, tmp_path):
     """No THREADWISE_/secret variables of the caller, and a working directory without .env."""
     for name in list(os.environ):
-        if name.startswith("THREADWISE_") or name in ("MISTRAL_API_KEY", "TAVILY_API_KEY", "SLACK_BOT_TOKEN",
-                                                      "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "DISCORD_TOKEN"):
+        if name.startswith("THREADWISE_") or name in (
+            "MISTRAL_API_KEY",
+            "TAVILY_API_KEY",
+            "SLACK_BOT_TOKEN",
+            "SLACK_APP_TOKEN",
+            "SLACK_SIGNING_SECRET",
+            "DISCORD_TOKEN",
+        ):
             monkeypatch.delenv(name)
     work = tmp_path / "work"
     work.mkdir()
@@ -74,8 +80,13 @@ def test_every_config_key_has_a_variable(tmp_path, monkeypatch):
             value = getattr(value, part)
         if value is None:
             continue
-        text = json.dumps(value) if isinstance(value, list | dict) else str(value).lower() if isinstance(
-            value, bool) else str(value)
+        text = (
+            json.dumps(value)
+            if isinstance(value, list | dict)
+            else str(value).lower()
+            if isinstance(value, bool)
+            else str(value)
+        )
         monkeypatch.setenv("THREADWISE_" + "__".join(path).upper(), text)
     s = load_settings(config(tmp_path, ""))
     for path, _field in keys:
@@ -86,21 +97,36 @@ def test_every_config_key_has_a_variable(tmp_path, monkeypatch):
             assert path[-1] in section.model_fields_set, path  # set by the variable, not left at the default
 
 
-@pytest.mark.parametrize(("name", "value", "message"), [
-    ("THREADWISE_GRAPH__MAX_GENERATIONS", "x",
-     "THREADWISE_GRAPH__MAX_GENERATIONS: Input should be a valid integer, unable to parse string as an integer "
-     "(got 'x')"),
-    ("THREADWISE_GRAPH__MAX_GENERATIONS", "99", "THREADWISE_GRAPH__MAX_GENERATIONS: Input should be less than or "
-                                                "equal to 10 (got '99')"),
-    ("THREADWISE_GRAPH__MAX_GENERATION", "3", "THREADWISE_GRAPH__MAX_GENERATION: unknown setting"),
-    ("THREADWISE_GRAPHS__MAX_GENERATIONS", "3", "THREADWISE_GRAPHS__MAX_GENERATIONS: unknown setting"),
-    ("THREADWISE_BASE_DIR", "/", "THREADWISE_BASE_DIR: unknown setting"),
-    ("THREADWISE_KNOWLEDGE__SOURCES", "docs", "THREADWISE_KNOWLEDGE__SOURCES: not valid JSON"),
-    ("THREADWISE_GRAPH", '{"max_generations": "y"}', "THREADWISE_GRAPH: graph.max_generations: Input should be a "
-                                                     "valid integer"),
-    ("THREADWISE_CHANNELS", '[{"platform": "slack"}]', "THREADWISE_CHANNELS: channels.0: Value error, a "
-                                                       "[[channels]] entry needs an id or a name"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        (
+            "THREADWISE_GRAPH__MAX_GENERATIONS",
+            "x",
+            "THREADWISE_GRAPH__MAX_GENERATIONS: Input should be a valid integer, unable to parse string as an integer "
+            "(got 'x')",
+        ),
+        (
+            "THREADWISE_GRAPH__MAX_GENERATIONS",
+            "99",
+            "THREADWISE_GRAPH__MAX_GENERATIONS: Input should be less than or equal to 10 (got '99')",
+        ),
+        ("THREADWISE_GRAPH__MAX_GENERATION", "3", "THREADWISE_GRAPH__MAX_GENERATION: unknown setting"),
+        ("THREADWISE_GRAPHS__MAX_GENERATIONS", "3", "THREADWISE_GRAPHS__MAX_GENERATIONS: unknown setting"),
+        ("THREADWISE_BASE_DIR", "/", "THREADWISE_BASE_DIR: unknown setting"),
+        ("THREADWISE_KNOWLEDGE__SOURCES", "docs", "THREADWISE_KNOWLEDGE__SOURCES: not valid JSON"),
+        (
+            "THREADWISE_GRAPH",
+            '{"max_generations": "y"}',
+            "THREADWISE_GRAPH: graph.max_generations: Input should be a valid integer",
+        ),
+        (
+            "THREADWISE_CHANNELS",
+            '[{"platform": "slack"}]',
+            "THREADWISE_CHANNELS: channels.0: Value error, a [[channels]] entry needs an id or a name",
+        ),
+    ],
+)
 def test_bad_variable_names_itself(tmp_path, monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError) as exc:
@@ -115,8 +141,10 @@ def test_bad_key_in_the_file_is_still_named_as_a_key(tmp_path, monkeypatch):
 
 
 def test_dotenv_file_is_read_and_the_environment_wins(tmp_path, monkeypatch):
-    Path(".env").write_text("# settings and secrets\nTHREADWISE_GRAPH__MAX_GENERATIONS=4\n"
-                            "THREADWISE_WEB__MAX_RESULTS=7\nMISTRAL_API_KEY=from-dotenv\nOTHER_TOOL_SETTING=1\n")
+    Path(".env").write_text(
+        "# settings and secrets\nTHREADWISE_GRAPH__MAX_GENERATIONS=4\n"
+        "THREADWISE_WEB__MAX_RESULTS=7\nMISTRAL_API_KEY=from-dotenv\nOTHER_TOOL_SETTING=1\n"
+    )
     monkeypatch.setenv("THREADWISE_WEB__MAX_RESULTS", "3")
     s = load_settings(config(tmp_path))
     assert (s.graph.max_generations, s.web.max_results) == (4, 3)
@@ -144,7 +172,11 @@ def test_secrets_from_files(tmp_path, monkeypatch):
     monkeypatch.setenv("SLACK_SIGNING_SECRET", "from-env")
     s = Secrets.from_env()
     assert (s.slack_bot_token, s.database_url, s.mistral_api_key, s.slack_signing_secret) == (
-        "xoxb-from-file", "postgresql://bot@db/threadwise", "mk-from-file", "from-env")
+        "xoxb-from-file",
+        "postgresql://bot@db/threadwise",
+        "mk-from-file",
+        "from-env",
+    )
     monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-from-env")
     assert Secrets.from_env().slack_bot_token == "xoxb-from-env"
     assert "xoxb" not in repr(Secrets.from_env())
@@ -161,8 +193,14 @@ def test_database_url_from_a_secret_file(tmp_path, monkeypatch):
 def test_cli_bad_variable_exit_code_and_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("THREADWISE_")}
     env.update(PYTHONPATH=str(ROOT), THREADWISE_GRAPH__MAX_GENERATIONS="many")
-    proc = subprocess.run([sys.executable, "-m", "bot", "graph", "--config", str(config(tmp_path))], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot", "graph", "--config", str(config(tmp_path))],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "THREADWISE_GRAPH__MAX_GENERATIONS: Input should be a valid integer" in proc.stderr
     assert "Traceback" not in proc.stderr
