@@ -23,10 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot import checkpoints  # noqa: E402
 from bot.config import Secrets, load_settings  # noqa: E402
 from bot.platforms.console import ConsoleResponder  # noqa: E402
 from bot.runtime import open_runtime  # noqa: E402
+from bot.storage import checkpoints  # noqa: E402
 from tests.fakes.chat_model import ScriptedChatModel  # noqa: E402
 
 DOCS = {

@@ -48,6 +48,13 @@ class StorageError(RuntimeError):
     """A data file could not be opened or written; the message names the file and the cause."""
 
 
+class DatabaseError(StorageError):
+    """The PostgreSQL database cannot be used as configured (THREADWISE_DATABASE_URL unset or
+    malformed, host unknown, port closed, database missing, login refused, or the replica's
+    connection budget does not fit the server); the message is one line naming the cause and
+    the setting to change. Commands report it as a configuration error (exit code 2)."""
+
+
 class RemoteFailure(RuntimeError):
     """A failure in another process of the bot (a graph worker, :mod:`bot.graph_worker`), as
     :func:`failure_kind` and :func:`describe_failure` saw it there: an exception's causes

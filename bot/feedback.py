@@ -1,6 +1,6 @@
 """``threadwise feedback``: what the team thought of the answers.
 
-Reads the votes from the bookkeeping database (:meth:`bot.store.Bookkeeping.feedback_rows`)
+Reads the votes from the bookkeeping database (:meth:`bot.storage.base.BookkeepingStore.feedback_rows`)
 and summarises them per channel, per route and per cited source document, with the
 worst-rated documents first; ``--json`` exports one row per voted answer in the eval
 JSONL shape (README "Evaluation": ``id``, ``kind``, ``question``, ``history``,
@@ -21,7 +21,7 @@ def _tally() -> dict[str, int]:
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Vote counts from :meth:`~bot.store.Bookkeeping.feedback_rows` rows.
+    """Vote counts from :meth:`~bot.storage.base.BookkeepingStore.feedback_rows` rows.
 
     Returns:
         ``{"answers": n voted answers, "up": n, "down": n, "by_channel": {channel: {"up", "down"}},

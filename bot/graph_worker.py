@@ -135,9 +135,9 @@ async def _build(init: dict[str, Any]) -> tuple[Any, Any]:
 
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from bot import checkpoints
     from bot.config import Secrets
     from bot.runtime import _chat_model, build_knowledge_base, freeze_startup_objects, graph_deps
+    from bot.storage import checkpoints
     from graphs.adaptive_rag import build_graph
     from graphs.models import build_embeddings, close_chat_model
 

@@ -25,7 +25,7 @@ from bot.monitoring import PlatformHealth
 from bot.service import ChatService
 from bot.service.graph_pool import GraphPool, GraphWorkerGone, default_workers
 from bot.storage import open_storage
-from bot.storage import opened as _opened  # a SQLite file opening: its failure names the file
+from bot.storage.sqlite import open_learned
 from graphs.adaptive_rag import RAGGraph, build_graph
 from graphs.knowledge import KnowledgeBase, ProgressFn
 from graphs.learned import LearnedStore
@@ -239,17 +239,20 @@ async def graph_deps(
     *,
     degraded: str = "",
     sources: Sequence[str] | None = None,
+    learned: LearnedStore | None = None,
 ) -> GraphDeps:
     """What the graph's nodes use: the model caller (at most ``max_calls`` LLM calls in flight),
     ``knowledge``, web search, the learned entries and the graph's settings. Built the same way
-    by the chat process and by every graph worker (:mod:`bot.graph_worker`).
+    by the chat process and by every graph worker (:mod:`bot.graph_worker`). ``learned``: the
+    storage backend's (:attr:`bot.storage.Storage.learned`); None: the SQLite file of
+    ``[learning] index_db`` (a graph worker beside the SQLite backend).
 
     Raises:
         StorageError: the learned entries' file cannot be opened.
     """
     m = settings.models
-    learned_path = settings.path(settings.learning.index_db)
-    learned = await _opened(learned_path, asyncio.to_thread(LearnedStore, learned_path))
+    if learned is None:
+        learned = await open_learned(settings)
     return GraphDeps(
         caller=ModelCaller(
             model,
@@ -332,12 +335,14 @@ async def open_runtime(
         # `status`; the bot starts with the last good generation, or keyword-only
         await asyncio.to_thread(knowledge.ensure_index, progress)  # embedding calls must not block the loop
     max_calls, _ = resolve_concurrency(m.max_concurrent_calls, settings.service.max_concurrent_runs, model)
-    deps = await graph_deps(settings, secrets, model, knowledge, max_calls, degraded=degraded, sources=sources)
-    web, learned = deps.web, deps.learned
     g = settings.graph
     s = settings.service
     async with open_storage(settings, secrets.database_url or None) as storage:
         saver, store = storage.checkpointer, storage.bookkeeping
+        deps = await graph_deps(
+            settings, secrets, model, knowledge, max_calls, degraded=degraded, sources=sources, learned=storage.learned
+        )
+        web, learned = deps.web, deps.learned
         graph = build_graph(deps, checkpointer=saver)
         workers = (
             resolve_graph_workers(s.graph_workers, model, storage.backend, given_model=chat_model is not None)

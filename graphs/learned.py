@@ -8,10 +8,12 @@ cites them as "answered by NAME on DATE". They never override documents silently
 generate prompt says an entry is a teammate's answer and that a conflict with a document
 must be stated (:data:`graphs.prompts.LEARNED_RULE`, added to the generate prompt).
 
-Storage: one small SQLite file with an FTS5 index (BM25) over the question and answer,
-tokenised like the knowledge index (:func:`graphs.terms.index_text`), so any script
-matches. Each call opens its own connection (calls come from worker threads); writes
-are single statements in a transaction.
+Storage is behind :class:`LearnedStore`, so every process that answers reads the same
+entries: :class:`SqliteLearnedStore` here (one small SQLite file with an FTS5 index (BM25)
+over the question and answer, tokenised like the knowledge index
+(:func:`graphs.terms.index_text`), so any script matches), and the bot's PostgreSQL backend
+one in the shared database for replicas (:mod:`bot.storage.postgres.learned`). Calls are
+synchronous: the graph and the chat runtime make them from worker threads.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from graphs import terms
 from graphs.knowledge.index import FTS_TOKENIZER, keyword_query
@@ -94,7 +96,73 @@ def entry_doc(entry: LearnedEntry, limit: int = 1500) -> Doc:
     )
 
 
-class LearnedStore:
+@runtime_checkable
+class LearnedStore(Protocol):
+    """Where the learned entries live. Every method may be called from any thread.
+
+    An entry saved through one store object is found by :meth:`search` of every other
+    object on the same storage (another process, another replica), and one removed by
+    :meth:`forget` is no longer returned by any of them.
+    """
+
+    def add(
+        self,
+        question: str,
+        answer: str,
+        answered_by: str,
+        *,
+        thread_key: str = "",
+        permalink: str = "",
+        platform: str = "",
+        channel: str = "",
+        answered_at: float | None = None,
+    ) -> LearnedEntry:
+        """Save an entry and index it; returns it with its id.
+
+        Raises:
+            ValueError: ``answer`` is empty.
+        """
+        ...
+
+    def forget(self, entry_id: int) -> bool:
+        """Remove an entry; False when there is none with that id."""
+        ...
+
+    def get(self, entry_id: int) -> LearnedEntry | None:
+        """The entry ``entry_id``, or None."""
+        ...
+
+    def entries(self) -> list[LearnedEntry]:
+        """Every entry, oldest first."""
+        ...
+
+    def search(self, queries: Sequence[str | tuple[str, float]], k: int) -> list[LearnedEntry]:
+        """Entries matching the query variants, best first (at most ``k``).
+
+        Args:
+            queries: plain or ``(query, weight)``, as ``KnowledgeBase.search`` takes them.
+        """
+        ...
+
+
+def fuse(ranked: Sequence[tuple[Sequence[int], float]], k: int) -> list[int]:
+    """Reciprocal rank fusion of per-query rankings: ``(ids best first, weight)`` each;
+    returns the best ``k`` ids. Score ``sum(weight / (60 + rank))`` (Cormack, Clarke and
+    Buettcher, "Reciprocal Rank Fusion outperforms Condorcet and individual rank learning
+    methods", SIGIR 2009; k = 60 as there)."""
+    scores: dict[int, float] = {}
+    for ids, weight in ranked:
+        for rank, i in enumerate(ids, start=1):
+            scores[i] = scores.get(i, 0.0) + weight / (60 + rank)
+    return sorted(scores, key=lambda i: -scores[i])[:k]
+
+
+def query_weights(queries: Sequence[str | tuple[str, float]]) -> list[tuple[str, float]]:
+    """``queries`` as ``(text, weight)`` pairs (a plain string weighs 1)."""
+    return [(q, 1.0) if isinstance(q, str) else (q[0], float(q[1])) for q in queries]
+
+
+class SqliteLearnedStore:
     """The learned entries in one SQLite file (see the module docstring).
 
     Args:
@@ -190,10 +258,9 @@ class LearnedStore:
             queries: plain or ``(query, weight)``, as ``KnowledgeBase.search`` takes them.
             k: most entries returned.
         """
-        scores: dict[int, float] = {}
+        ranked: list[tuple[list[int], float]] = []
         with self._connect() as conn:
-            for q in queries:
-                text, weight = (q, 1.0) if isinstance(q, str) else (q[0], float(q[1]))
+            for text, weight in query_weights(queries):
                 match = keyword_query(text)
                 if not match:
                     continue
@@ -204,11 +271,9 @@ class LearnedStore:
                     ).fetchall()
                 except sqlite3.OperationalError:
                     continue
-                for rank, (rowid,) in enumerate(rows, start=1):
-                    scores[rowid] = scores.get(rowid, 0.0) + weight / (60 + rank)
-            best = sorted(scores, key=lambda i: -scores[i])[:k]
+                ranked.append(([r[0] for r in rows], weight))
             out = []
-            for i in best:
+            for i in fuse(ranked, k):
                 row = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (i,)).fetchone()
                 if row:
                     out.append(LearnedEntry(*row))

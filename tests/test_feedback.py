@@ -179,9 +179,9 @@ def test_feedback_summary_before_any_vote(tmp_path, capsys):
 
 
 async def test_store_keeps_one_vote_per_user_and_the_reason_until_a_thumbs_up(tmp_path):
-    from bot.store import Bookkeeping
+    from bot.storage.sqlite import SqliteBookkeeping
 
-    store = await Bookkeeping.open(tmp_path / "book.sqlite")
+    store = await SqliteBookkeeping.open(tmp_path / "book.sqlite")
     try:
         assert not await store.record_vote("abc123", "U1", -1)  # unknown answer
         await store.record_answer(

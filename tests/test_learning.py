@@ -160,9 +160,9 @@ def test_a_deleted_learned_entries_file_is_an_error_not_a_silent_loss(tmp_path):
     inode and report success): saving fails with the missing table, as without kept connections."""
     import sqlite3
 
-    from graphs.learned import LearnedStore
+    from graphs.learned import SqliteLearnedStore
 
-    store = LearnedStore(tmp_path / "learned.sqlite")
+    store = SqliteLearnedStore(tmp_path / "learned.sqlite")
     store.add("who approves a hotfix?", "The on-call lead.", "Erik")
     for suffix in ("", "-wal", "-shm"):
         (tmp_path / f"learned.sqlite{suffix}").unlink(missing_ok=True)

@@ -17,8 +17,9 @@ import psycopg
 import pytest
 
 from bot.config import Secrets, load_settings
-from bot.storage import migrations, open_storage
-from bot.storage.pg_checkpoints import SAVER_SCHEMA
+from bot.storage import open_storage
+from bot.storage.postgres import migrations
+from bot.storage.postgres.checkpoints import SAVER_SCHEMA
 from tests.conftest import scripted_runtime, write_config
 from tests.fakes.postgres import pg_database  # noqa: F401 - fixture
 
@@ -160,7 +161,7 @@ async def test_postgres_runtime_answers_and_prunes(tmp_path, pg_database, keep):
         for q in ("how do I deploy?", "and roll back?"):
             result = await rt.service.ask("console:pg", q, out)
             assert result and result.answer and result.answer.kind != "apology", result
-        from bot.storage import pg_checkpoints
+        from bot.storage.postgres import checkpoints as pg_checkpoints
 
         counts = await pg_checkpoints.thread_counts(rt.graph.checkpointer, "console:pg")
         assert counts["checkpoints"] == keep  # pruned to keep_checkpoints_per_thread
@@ -290,7 +291,7 @@ async def test_a_thread_s_later_message_waits_for_the_earlier_one_and_a_taken_ru
         await A.finish_run("m4")  # a's late finish leaves b's run alone
         assert [r["run_id"] for r in await B.unfinished_runs()] == [] and await B.may_post("m4") is True
         await B.finish_run("m4")
-        async with b.pool.connection() as conn:
+        async with b.pools["queries"].connection() as conn:
             assert (await (await conn.execute("SELECT count(*) AS n FROM runs")).fetchone())["n"] == 2  # m2, m3
 
 
@@ -329,7 +330,7 @@ async def test_a_run_taken_over_and_finished_by_another_replica_is_not_posted_by
         await A.update_run("m2", stage="posted", reference={"channel": "stale"})
         assert await A.may_post("m2") is False and await A.holds("m2") is False
         await A.finish_run("m2")
-        async with b.pool.connection() as conn:
+        async with b.pools["queries"].connection() as conn:
             row = await (await conn.execute("SELECT owner, stage, reference FROM runs WHERE run_id = 'm2'")).fetchone()
         assert row["owner"] == B.replica_id and row["stage"] == "queued" and "stale" not in row["reference"]
         assert await B.holds("m2") is True and await B.may_post("m2") is True
@@ -340,9 +341,9 @@ async def test_a_run_taken_over_and_finished_by_another_replica_is_not_posted_by
 
 
 async def test_answer_feedback_in_postgres_behaves_like_sqlite(tmp_path, pg_database):
-    """The votes tables (migration 3) with bot/store.py's semantics: one vote per user and
+    """The votes tables (migration 3) with the SQLite bookkeeping's semantics: one vote per user and
     answer, the latest counts, a 👍 clears a 👎's reason, unknown answers refused."""
-    from bot.store import Bookkeeping
+    from bot.storage.sqlite import SqliteBookkeeping
 
     name, url = pg_database
     answer = dict(
@@ -357,7 +358,7 @@ async def test_answer_feedback_in_postgres_behaves_like_sqlite(tmp_path, pg_data
         path=["route"],
     )
     results = []
-    sqlite = await Bookkeeping.open(tmp_path / "b.sqlite")
+    sqlite = await SqliteBookkeeping.open(tmp_path / "b.sqlite")
     async with open_storage(pg_settings(tmp_path), url) as storage:
         for store in (sqlite, storage.bookkeeping):
             await store.record_answer("a1", **answer)

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from bot import checkpoints
 from bot.config import load_settings
 from bot.platforms.console import ConsoleResponder
+from bot.storage import checkpoints
+from bot.storage.sqlite import checkpoints as sqlite_checkpoints
 from tests.conftest import scripted_runtime, write_config
 from tests.fakes.mistral_stall import mistral_server
 
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 async def test_raw_sql_is_pinned_to_the_savers_schema(tmp_path):
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.sqlite")) as saver:
         await saver.setup()
-        for table, columns in checkpoints.SAVER_SCHEMA.items():
+        for table, columns in sqlite_checkpoints.SAVER_SCHEMA.items():
             rows = await (await saver.conn.execute(f"PRAGMA table_info({table})")).fetchall()
             assert tuple(r[1] for r in rows) == columns, f"langgraph-checkpoint-sqlite changed table {table}"
         pk = await (await saver.conn.execute("PRAGMA table_info(checkpoints)")).fetchall()

@@ -142,7 +142,7 @@ async def refuse_outsider_once(
     its twin message event, a Discord gateway replay) is not refused again. No LLM call.
 
     Args:
-        store: the bookkeeping store (:meth:`bot.store.Bookkeeping.mark_seen`: the same dedup
+        store: the bookkeeping store (:meth:`bot.storage.base.BookkeepingStore.mark_seen`: the same dedup
             record as answered messages, persisted across restarts).
         message_id: the platform message id (``slack:<channel>:<ts>``, ``discord:<id>``).
         say: the platform's way to tell the author (:data:`OUTSIDER_REFUSAL` is passed).

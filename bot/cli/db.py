@@ -21,7 +21,8 @@ async def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     """``threadwise db upgrade``: create or upgrade the PostgreSQL schema (also done at every
     start); ``threadwise db status``: print its version. Both need [storage] backend = "postgres"."""
     # the storage libraries (langgraph's checkpointers, psycopg) load only here
-    from bot.storage import database_url, describe_dsn, migrations, open_storage
+    from bot.storage import database_url, open_storage
+    from bot.storage.postgres import describe_dsn, migrations
 
     if settings.storage.backend != "postgres":
         out.console.print(

@@ -24,7 +24,7 @@ def add_parsers(
 async def cmd_feedback(args: argparse.Namespace, settings: Settings) -> int:
     """Summarise the 👍/👎 votes (or export them as eval-shaped JSONL with ``--json``)."""
     # the storage libraries (aiosqlite, langgraph, psycopg) load only here
-    from bot.store import Bookkeeping
+    from bot.storage.sqlite import SqliteBookkeeping
 
     path = settings.path(settings.service.bookkeeping_db)
     if settings.storage.backend == "postgres":  # replicas: the votes are in the database
@@ -35,7 +35,7 @@ async def cmd_feedback(args: argparse.Namespace, settings: Settings) -> int:
     elif not path.exists():
         rows = []
     else:
-        store = await Bookkeeping.open(path)
+        store = await SqliteBookkeeping.open(path)
         try:
             rows = await store.feedback_rows()
         finally:

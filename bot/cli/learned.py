@@ -24,9 +24,9 @@ def add_parsers(
 def cmd_learned(args: argparse.Namespace, settings: Settings) -> int:
     """``threadwise learned list|forget ID``: the experts' answers saved as knowledge; exit code
     1 when the entry to forget does not exist, 2 when its number is missing."""
-    from graphs.learned import LearnedStore  # the graphs package (and its index libraries) load only here
+    from graphs.learned import SqliteLearnedStore  # the graphs package (and its index libraries) load only here
 
-    store = LearnedStore(settings.path(settings.learning.index_db))
+    store = SqliteLearnedStore(settings.path(settings.learning.index_db))
     if args.action == "forget":
         if args.id is None:
             out.err.print(

@@ -18,15 +18,9 @@ def add_parsers(
 def cmd_threads(args: argparse.Namespace, settings: Settings) -> int:
     """Print one line per saved thread: its key and number of checkpoints."""
     # the checkpoint libraries (langgraph, psycopg) load only here
-    from bot.checkpoints import list_threads
+    from bot.storage.checkpoints import list_threads
 
-    if settings.storage.backend == "postgres":
-        from bot.storage import database_url
-        from bot.storage.pg_checkpoints import list_threads as list_pg_threads
-
-        rows = list_pg_threads(database_url())
-    else:
-        rows = list_threads(settings.path(settings.service.checkpoint_db))
+    rows = list_threads(settings)
     if not rows:
         out.console.print("(no threads yet)")
         return 0

@@ -19,7 +19,7 @@ threads             one message of a thread at a time (locks spanning replicas)
 errors              a failure becomes one log line and the apology
 ==================  ==================================================================
 
-Raw SQL on the checkpointer lives in :mod:`bot.checkpoints`; the contract with the graph
+Raw SQL on the checkpointer lives in :mod:`bot.storage.checkpoints`; the contract with the graph
 (progress phases, help payload, resume value) in :mod:`graphs.state`.
 """
 

@@ -5,7 +5,7 @@ command | reply to a pending help request | new graph run) -> statuses, answer, 
 or help request out through the adapter's :class:`~bot.protocol.Responder`.
 
 Guarantees (failure-modes.md):
-- a message id is handled once, persisted across restarts (:class:`bot.store.Bookkeeping`);
+- a message id is handled once, persisted across restarts (:mod:`bot.storage`);
 - messages of one thread run in arrival order (a ticket per message, taken on receipt:
   :mod:`bot.service.threads`), different
   threads run concurrently (capped by ``service.max_concurrent_runs``);
@@ -33,7 +33,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.types import Durability, Interrupt
 
-from bot import checkpoints
 from bot.metrics import TurnObserver
 from bot.protocol import HumanAction, IncomingMessage, Responder
 from bot.service import acknowledge, dispatch, feedback, help_requests, learning, recovery
@@ -43,7 +42,7 @@ from bot.service.responders import Responders
 from bot.service.run_slots import RunSlots, SlotPromise
 from bot.service.runs import TurnResult
 from bot.service.threads import ThreadLocks, Ticket
-from bot.storage import BookkeepingStore
+from bot.storage import BookkeepingStore, checkpoints
 from graphs.adaptive_rag import seed_history
 from graphs.learned import LearnedStore
 from graphs.state import RAGState

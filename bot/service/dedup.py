@@ -4,7 +4,7 @@ Slack @mention in a channel comes as ``app_mention`` and as ``message``; Slack r
 event not acknowledged within 3 s; Socket Mode and the Discord gateway may deliver an
 event again after a reconnect); the id is the message's identity
 (``IncomingMessage.message_id``, e.g. ``slack:C1:1700000000.000200``), not the delivery's.
-Marks live in the bookkeeping (:meth:`bot.store.Bookkeeping.mark_seen`)."""
+Marks live in the bookkeeping (:meth:`bot.storage.base.BookkeepingStore.mark_seen`)."""
 
 from __future__ import annotations
 

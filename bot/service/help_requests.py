@@ -203,7 +203,7 @@ def arm_timeout(svc: ChatService, thread_key: str, delay: float, interrupt_id: s
 
 def rearm(svc: ChatService, rows: list[dict[str, Any]], *, missing_only: bool = False) -> None:
     """Arm the timeouts of open help requests (rows of
-    :meth:`bot.store.Bookkeeping.open_help_requests`); ``missing_only``: only those with
+    :meth:`bot.storage.base.BookkeepingStore.open_help_requests`); ``missing_only``: only those with
     no live timer in this process (replicas)."""
     for row in rows:
         timer = svc.timers.get(row["thread_key"])

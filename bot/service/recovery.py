@@ -1,7 +1,7 @@
 """Finish the runs an earlier process left unfinished (a crash, ``kill -9``, power loss).
 
 Every user message is recorded in the bookkeeping as a run in flight together with its
-dedup mark (one transaction, :meth:`bot.store.Bookkeeping.mark_seen`); the record is
+dedup mark (one transaction, :meth:`bot.storage.base.BookkeepingStore.mark_seen`); the record is
 refreshed when the graph starts (input, the checkpoint id before the run, the responder
 reference) and when the answer is posted (stage), not at each status shown: the rebuilt
 responder clears every status a run may show (:data:`bot.protocol.UNFINISHED_STATUSES`);
@@ -24,7 +24,7 @@ being posted when its replica stopped          as above (nothing lost; it may sh
 
 Replicas (PostgreSQL): a run is taken over when its replica's lease expired, which can
 happen to a replica that is alive but late (busy, cut from the database, stopped); the
-run's fence (:mod:`bot.storage.postgres`) then lets exactly one of the two post it.
+run's fence (:mod:`bot.storage.postgres.bookkeeping`) then lets exactly one of the two post it.
 
 Why start again or continue rather than apologise: the run's state is saved when it ends or
 pauses (``[service] checkpoint_durability = "exit"``, the default), so a run cut off by a
@@ -88,7 +88,7 @@ def queue_places(service: ChatService, runs: list[dict[str, Any]]) -> Places:
 
 
 async def recover_runs(service: ChatService, places: Places) -> None:
-    """Finish the runs of :func:`queue_places` (rows of :meth:`bot.store.Bookkeeping.unfinished_runs`):
+    """Finish the runs of :func:`queue_places` (rows of :meth:`bot.storage.base.BookkeepingStore.unfinished_runs`):
     threads in parallel, each thread's runs in the order they arrived, holding the thread
     from its place in the queue until they are done. Never raises."""
 

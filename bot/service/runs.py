@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
-from bot import checkpoints
 from bot.failures import describe_failure
 from bot.logs import for_thread, with_log_context
 from bot.protocol import Answer, HelpRequest, Responder, Source, Status
 from bot.service import feedback, help_requests, learning
 from bot.service.errors import apology_for, best_effort, finish_run
 from bot.service.graph_pool import GraphWorkerGone
+from bot.storage import checkpoints
 from bot.tracing import run_config
 from graphs.state import Phase, ProgressEvent
 
@@ -291,7 +291,7 @@ async def post_final(svc: ChatService, thread_key: str, run_id: str, answer: Ans
 
 async def prune(svc: ChatService, thread_key: str) -> None:
     """Keep only the newest checkpoints of a thread (they hold the messages and any
-    pending interrupt) and give the freed pages back (:func:`bot.checkpoints.prune`)."""
+    pending interrupt) and give the freed pages back (:func:`bot.storage.checkpoints.prune`)."""
     try:
         await checkpoints.prune(svc.saver, thread_key, svc.keep_checkpoints)
     except Exception as exc:  # noqa: BLE001 - pruning is best effort

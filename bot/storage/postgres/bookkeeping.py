@@ -1,4 +1,4 @@
-"""The bookkeeping of :class:`bot.store.Bookkeeping` in PostgreSQL, shared by replicas.
+"""The bookkeeping (:class:`bot.storage.base.BookkeepingStore`) in PostgreSQL, shared by replicas.
 
 Same methods, same meaning; what changes is who else is looking:
 
@@ -100,7 +100,7 @@ def _run_row(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class PgBookkeeping:
+class PostgresBookkeeping:
     """Bookkeeping in PostgreSQL (see the module docstring).
 
     Args:
@@ -174,7 +174,7 @@ class PgBookkeeping:
     ) -> bool:
         """Record a message id; True for the first delivery on any replica, False after.
         With ``run`` the message is queued as a run in flight owned by this replica, in the
-        same transaction (see :meth:`bot.store.Bookkeeping.mark_seen`)."""
+        same transaction (see :meth:`bot.storage.base.BookkeepingStore.mark_seen`)."""
         async with self._pool.connection() as conn, conn.transaction():
             row = await (
                 await conn.execute(
@@ -290,7 +290,7 @@ class PgBookkeeping:
         graph_input: dict[str, Any],
         checkpoint_before: str,
     ) -> bool:
-        """See :meth:`bot.store.Bookkeeping.run_started`. A run this replica holds (queued
+        """See :meth:`bot.storage.base.BookkeepingStore.run_started`. A run this replica holds (queued
         here, or taken over) is updated under its fence; any other run id (a resume, a
         help-request timeout, ``ask``) gets a new row leased to this replica.
 
@@ -339,7 +339,7 @@ class PgBookkeeping:
     async def update_run(
         self, run_id: str, *, reference: dict[str, Any] | None = None, stage: str | None = None
     ) -> None:
-        """See :meth:`bot.store.Bookkeeping.update_run`; only while the run is this replica's."""
+        """See :meth:`bot.storage.base.BookkeepingStore.update_run`; only while the run is this replica's."""
         if run_id not in self._fences or (reference is None and stage is None):
             return
         sets = [("reference = %s", json.dumps(reference))] if reference is not None else []
@@ -372,7 +372,7 @@ class PgBookkeeping:
 
     async def run_in_flight(self, run_id: str) -> bool:
         """True while the run ``run_id`` is queued or running on any replica
-        (see :meth:`bot.store.Bookkeeping.run_in_flight`)."""
+        (see :meth:`bot.storage.base.BookkeepingStore.run_in_flight`)."""
         return await self._one("SELECT 1 AS one FROM runs WHERE run_id = %s", (run_id,)) is not None
 
     async def unfinished_runs(self) -> list[dict[str, Any]]:
@@ -380,7 +380,7 @@ class PgBookkeeping:
         older schema left them), oldest first; each is leased to this replica under the
         row's next fence and returned to it only (the replica it was taken from can no
         longer post it: :meth:`may_post`). The runs this replica itself holds are not
-        taken again. Rows as :meth:`bot.store.Bookkeeping.unfinished_runs` (plus ``seq``)."""
+        taken again. Rows as :meth:`bot.storage.base.BookkeepingStore.unfinished_runs` (plus ``seq``)."""
         rows = await self._all(
             f"UPDATE runs SET owner = %s, fence = fence + 1, lease_expires = {self._lease()} WHERE run_id IN"
             " (SELECT run_id FROM runs WHERE lease_expires < now() AND NOT (owner = %s AND run_id = ANY(%s))"
@@ -555,7 +555,7 @@ class PgBookkeeping:
             (name, generation, self.replica_id),
         )
 
-    # ---- answer feedback (see bot.store.Bookkeeping for the contracts) -----------------------
+    # ---- answer feedback (see bot.storage.base.BookkeepingStore for the contracts) -----------------------
     async def record_answer(
         self,
         answer_id: str,

@@ -3,17 +3,11 @@
 LangGraph offers no API to list threads, prune old checkpoints or reclaim space, so the
 few statements we need are written here against the schema of
 ``langgraph-checkpoint-sqlite`` (tables ``checkpoints`` and ``writes``, see
-:data:`SAVER_SCHEMA`). ``tests/test_storage.py`` pins that schema: an upgrade of the
+:data:`SAVER_SCHEMA`). ``tests/test_storage_conformance.py`` pins that schema: an upgrade of the
 saver that changes it fails that test before it can break pruning.
 
-Storage policy (issue 8, item 12): a run's state is saved when it ends or pauses for a
-human (``[service] checkpoint_durability = "exit"``, the default since issue 11: every
-intermediate step was a checkpoint write) or after every step too (``"async"``); a crashed
-run starts again from its input, or continues from its last step (:mod:`bot.service.recovery`).
-When a run ends (answer, apology or a pause for a human) only the
-newest ``keep`` checkpoints of the thread are kept with their pending writes (the newest
-holds the messages and, for a paused run, the interrupt), and the freed pages are given
-back to the file system (``auto_vacuum = INCREMENTAL`` + ``PRAGMA incremental_vacuum``).
+Pruning gives the freed pages back to the file system (``auto_vacuum = INCREMENTAL`` +
+``PRAGMA incremental_vacuum``).
 
 All async functions take the ``AsyncSqliteSaver`` and use its connection under its lock.
 """
@@ -26,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
-
-from bot.storage import pg_checkpoints as _pg  # noqa: E402 - the PostgreSQL variant ([storage] backend)
 
 #: Columns of the saver's tables that the statements here rely on (pinned by a test).
 SAVER_SCHEMA: dict[str, tuple[str, ...]] = {
@@ -68,11 +60,9 @@ async def prepare(saver: Any) -> None:
     ``synchronous = NORMAL`` in WAL mode (the saver's) commits without an fsync per
     transaction: a killed process loses nothing committed (the WAL is in the OS's hands),
     a power loss may lose the last steps, and recovery then continues from an earlier
-    checkpoint (https://www.sqlite.org/pragma.html#pragma_synchronous). Issue 11: every
-    graph step writes checkpoints, and the fsync per commit serialised the runs.
+    checkpoint (https://www.sqlite.org/pragma.html#pragma_synchronous). Every
+    graph step may write checkpoints, and an fsync per commit serialises the runs.
     """
-    if _pg.is_postgres(saver):
-        return
     conn = _conn(saver)
     if conn is None:
         return
@@ -94,8 +84,6 @@ async def prepare(saver: Any) -> None:
 
 async def thread_keys(saver: Any, prefix: str = "") -> list[str]:
     """Thread ids with at least one checkpoint, starting with ``prefix``, sorted."""
-    if _pg.is_postgres(saver):
-        return await _pg.thread_keys(saver, prefix)
     conn = _conn(saver)
     if conn is None:
         return []
@@ -118,8 +106,6 @@ async def prune(saver: Any, thread_key: str, keep: int) -> int:
     Raises:
         sqlite3.Error: the statements failed (e.g. the disk is full).
     """
-    if _pg.is_postgres(saver):
-        return await _pg.prune(saver, thread_key, keep)
     conn = _conn(saver)
     if conn is None:
         return 0
@@ -148,8 +134,6 @@ async def prune(saver: Any, thread_key: str, keep: int) -> int:
 
 async def latest_checkpoint_id(saver: Any, thread_key: str) -> str:
     """The id of the newest checkpoint of a thread (root namespace), "" if none."""
-    if _pg.is_postgres(saver):
-        return await _pg.latest_checkpoint_id(saver, thread_key)
     conn = _conn(saver)
     if conn is None:
         return ""
@@ -166,8 +150,6 @@ async def latest_checkpoint_id(saver: Any, thread_key: str) -> str:
 
 async def thread_bytes(saver: Any, thread_key: str) -> int:
     """Bytes of checkpoint data stored for a thread (checkpoints + metadata + writes)."""
-    if _pg.is_postgres(saver):
-        return await _pg.thread_bytes(saver, thread_key)
     conn = _conn(saver)
     if conn is None:
         return 0

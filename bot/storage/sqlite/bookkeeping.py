@@ -1,10 +1,11 @@
-"""Bot bookkeeping in its own SQLite file (never the checkpoint file, platform-notes.md):
-seen message ids (deduplication across restarts), runs in flight (found again after a
-crash, :mod:`bot.service.recovery`), claims on help requests (exactly one human reply resumes a
-paused run), open help requests (timeouts after a restart), the admin audit log, and
-answer feedback (every posted answer, and one 👍/👎 vote per user per answer).
+"""The bookkeeping (:class:`bot.storage.base.BookkeepingStore`) in its own SQLite file, never
+the checkpoint file (platform-notes.md): seen message ids (deduplication across restarts),
+runs in flight (found again after a crash, :mod:`bot.service.recovery`), claims on help
+requests (exactly one human reply resumes a paused run), open help requests (timeouts after
+a restart), the admin audit log, and answer feedback (every posted answer, and one 👍/👎
+vote per user per answer).
 
-One aiosqlite connection per process, opened by :meth:`Bookkeeping.open`.
+One aiosqlite connection per process, opened by :meth:`SqliteBookkeeping.open`.
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ CREATE TABLE IF NOT EXISTS audit (
 """
 
 
-class Bookkeeping:
-    """Dedup, help requests and audit, persisted in ``path`` (SQLite, WAL). One process:
-    ``shared`` is False, so runs need no leases and threads no lock beyond the service's
-    own (the PostgreSQL variant for replicas: :class:`bot.storage.postgres.PgBookkeeping`)."""
+class SqliteBookkeeping:
+    """The bookkeeping persisted in ``path`` (SQLite, WAL). One process: ``shared`` is
+    False, so runs need no leases and threads no lock beyond the service's own (the
+    variant for replicas: :class:`bot.storage.postgres.PostgresBookkeeping`)."""
 
     shared = False
 
@@ -56,13 +57,13 @@ class Bookkeeping:
         self._lock = asyncio.Lock()  # statements that must commit together
 
     @classmethod
-    async def open(cls, path: str | Path) -> Bookkeeping:
+    async def open(cls, path: str | Path) -> SqliteBookkeeping:
         """Open (and create) the bookkeeping database at ``path``."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         conn = await aiosqlite.connect(str(path))
         try:
             await conn.execute("PRAGMA journal_mode=WAL")
-            # no fsync per commit (issue 11: it serialised the dedup marks of a burst); in WAL
+            # no fsync per commit (it serialised the dedup marks of a burst); in WAL
             # mode a killed process still loses nothing committed, only a power loss might
             await conn.execute("PRAGMA synchronous=NORMAL")
             await conn.executescript(_SCHEMA)
@@ -204,7 +205,7 @@ class Bookkeeping:
     ) -> bool:
         """Record that the graph is about to run (a queued message's row is updated).
         Returns True: one process owns every run (replicas: False when another replica
-        took the run over, :meth:`bot.storage.postgres.PgBookkeeping.run_started`).
+        took the run over, :meth:`bot.storage.postgres.PostgresBookkeeping.run_started`).
 
         Args:
             run_id: the message id for a user message, else a made-up unique id.
@@ -281,7 +282,7 @@ class Bookkeeping:
         return row is not None
 
     async def renew_leases(self) -> int:
-        """No leases in a file of one process (see :class:`bot.storage.postgres.PgBookkeeping`)."""
+        """No leases in a file of one process (see :class:`bot.storage.postgres.PostgresBookkeeping`)."""
         return 0
 
     async def may_post(self, run_id: str) -> bool:
@@ -290,7 +291,7 @@ class Bookkeeping:
 
     async def holds(self, run_id: str) -> bool:
         """One process owns every run: always True (replicas: False once another replica
-        took the run over, :meth:`bot.storage.postgres.PgBookkeeping.holds`)."""
+        took the run over, :meth:`bot.storage.postgres.PostgresBookkeeping.holds`)."""
         return True
 
     async def wait_turn(self, run_id: str, thread_key: str) -> None:

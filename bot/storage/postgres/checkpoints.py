@@ -1,6 +1,6 @@
-"""The queries of :mod:`bot.checkpoints` for LangGraph's ``AsyncPostgresSaver``
+"""The queries of :mod:`bot.storage.checkpoints` for LangGraph's ``AsyncPostgresSaver``
 (tables ``checkpoints``, ``checkpoint_blobs``, ``checkpoint_writes`` of
-``langgraph-checkpoint-postgres``; pinned by ``tests/test_postgres_storage.py``).
+``langgraph-checkpoint-postgres``; pinned by ``tests/test_storage_conformance.py``).
 
 Pruning with ``keep = 1`` is the saver's own ``aprune(strategy="keep_latest")`` (it keeps
 the newest checkpoint with the blobs and writes it needs, in one snapshot, so what a run
