@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -81,10 +81,43 @@ ReplyPolicyName = Literal["all", "unless_addressed_to_others", "mentions_only"]
 class ModelSettings(_Section):
     """``[models]``: the chat model and the embedding model."""
 
-    provider: Literal["auto", "mistral", "llamacpp"] = Field(
+    chat_model: str = Field(
+        "",
+        description='The chat model, LangChain\'s way: "provider:model", e.g. "openai:gpt-4.1-mini", '
+        '"anthropic:claude-haiku-4-5", "mistralai:mistral-small-latest", "ollama:llama3.1", '
+        '"google_genai:gemini-2.5-flash", "azure_openai:DEPLOYMENT", "bedrock_converse:MODEL" '
+        "(its package: pip install 'threadwise[openai]' ...; its key from the environment under the "
+        'provider\'s usual name, e.g. OPENAI_API_KEY), or "llamacpp" (the offline model). Empty: '
+        "provider decides. docs/choosing-a-model.md.",
+    )
+    base_url: str = Field(
+        "",
+        description="API base URL of the chat model, for any OpenAI-compatible server (vLLM, "
+        "llama.cpp's server, LM Studio, Ollama's /v1) with chat_model = "
+        '"openai:MODEL"; empty: the provider\'s own.',
+    )
+    embedding_model: str = Field(
+        "",
+        description='The embedding model: "provider:model" (e.g. "openai:text-embedding-3-small", '
+        '"ollama:nomic-embed-text"), "local" (MiniLM on this machine) or "none" (keyword '
+        "search only). Empty: [knowledge] embeddings decides. Changing it rebuilds the index.",
+    )
+    embedding_base_url: str = Field(
+        "",
+        description="API base URL of the embedding model; empty: base_url when "
+        "both models have the same provider, else the provider's own.",
+    )
+    structured_output: Literal["auto", "json_schema", "function_calling", "json_mode", "prompt"] = Field(
         "auto",
-        description="auto: Mistral when MISTRAL_API_KEY is set, else the offline llama.cpp model. Or "
-        '"mistral" / "llamacpp".',
+        description='How the chat model is asked for JSON (routing, grades): "auto" = the provider\'s '
+        "best (JSON schema, else a tool call, else JSON mode; a server that refuses one gets the "
+        'next), or one of them; "prompt" = in the prompt only.',
+    )
+    provider: str = Field(
+        "auto",
+        description="Used when chat_model is empty. auto: the first provider whose key is set "
+        "(MISTRAL_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY, GOOGLE_API_KEY), else the offline "
+        'llama.cpp model. Or "mistral" (mistral_chat_model) / "llamacpp".',
     )
     mistral_chat_model: str = Field("mistral-small-latest", description="Mistral chat model name.")
     mistral_embedding_model: str = Field("mistral-embed", description="Mistral embedding model name.")
@@ -133,15 +166,34 @@ class ModelSettings(_Section):
     max_retry_wait_seconds: float = Field(
         30.0, ge=0, le=600, description="Longest wait before one retry, in seconds (caps Retry-After and the backoff)."
     )
-    # a hosted model's 429s shrink the limit adaptively (graphs/models.py, AdaptiveLimit);
+    # a hosted model's 429s shrink the limit adaptively (graphs/models/limits.py, AdaptiveLimit);
     # "auto" is resolved in bot/runtime.py (AUTO_CONCURRENCY)
     max_concurrent_calls: int | Literal["auto"] = Field(
         "auto",
         description='LLM calls in flight at once (shared out between graph workers): a number, or "auto" '
-        "= 1 for the offline model (one llama.cpp context), 64 for Mistral (lowered by itself "
-        "while the API answers 429, raised again after).",
+        "= 1 for the offline model (one llama.cpp context), 64 for a model behind an API (lowered "
+        "by itself while the API answers 429, raised again after).",
     )
     threads: int = Field(2, ge=1, le=64, description="CPU threads for the offline model.")
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, v: str) -> str:
+        if v not in ("auto", "mistral", "llamacpp"):
+            raise ValueError(
+                f'provider knows "auto", "mistral" and "llamacpp": for {v} write '
+                f'chat_model = "{v}:MODEL" instead (docs/choosing-a-model.md)'
+            )
+        return v
+
+    @field_validator("chat_model", "embedding_model")
+    @classmethod
+    def _provider_and_model(cls, v: str, info: ValidationInfo) -> str:
+        v = v.strip()
+        special = ("llamacpp",) if info.field_name == "chat_model" else ("local", "none")
+        if v and v.lower() not in special and not (v.partition(":")[0] and v.partition(":")[2]):
+            raise ValueError(f'write it as "provider:model", e.g. "openai:{v or "MODEL"}" (docs/choosing-a-model.md)')
+        return v
 
     @field_validator("max_concurrent_calls")
     @classmethod

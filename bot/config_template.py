@@ -24,7 +24,8 @@ from bot.config import Settings
 HEADER = """\
 Threadwise configuration. Every setting has a sane default; paths are relative to this file.
 Secrets never go here: MISTRAL_API_KEY, TAVILY_API_KEY, SLACK_BOT_TOKEN, SLACK_APP_TOKEN,
-SLACK_SIGNING_SECRET, DISCORD_TOKEN and THREADWISE_DATABASE_URL come only from the environment.
+SLACK_SIGNING_SECRET, DISCORD_TOKEN and THREADWISE_DATABASE_URL come only from the environment,
+as do the model providers' keys (OPENAI_API_KEY, ANTHROPIC_API_KEY, GOOGLE_API_KEY, ...).
 Generated from the settings models in bot/config.py: `threadwise config show-defaults > config.toml`."""
 
 WIDTH = 110  # comment lines are wrapped at this many characters

@@ -1,6 +1,7 @@
 """``threadwise eval``: run an eval set (format: ../shared/eval/README.md) through the
 real graph and measure route accuracy, retrieval recall@1/@5 of the expected source
-files, facts found in the answers, LLM calls and wall time per question.
+files, facts found in the answers, LLM calls, input and output tokens (as the provider
+counted them) and wall time per question.
 
 Recall is measured on the graph's first knowledge-base search of the question. When the
 router sent a kb/followup question elsewhere (so nothing was retrieved), recall is
@@ -44,6 +45,8 @@ class EvalRow:
     facts_found: float | None
     llm_calls: int
     first_pass: bool
+    input_tokens: int
+    output_tokens: int
     outcome: str
     seconds: float
     path: list[str] = field(default_factory=list)
@@ -135,6 +138,8 @@ async def run_eval(runtime: Runtime, rows: list[dict[str, Any]], console: Consol
                 llm_calls=int(values.get("llm_calls", 0)),
                 first_pass=first_pass,
                 outcome=outcome,
+                input_tokens=int(values.get("input_tokens", 0)),
+                output_tokens=int(values.get("output_tokens", 0)),
                 seconds=round(seconds, 2),
                 path=path,
                 answer=answer[:500],
@@ -144,7 +149,8 @@ async def run_eval(runtime: Runtime, rows: list[dict[str, Any]], console: Consol
         route_ok = "ok" if r.route_ok else "expected " + r.expected_route
         console.print(
             f"[{i}/{len(rows)}] {r.id} route={r.route or '-'} ({route_ok}) "
-            f"r@5={r.recall_at_5} calls={r.llm_calls} {r.seconds:.1f}s",
+            f"r@5={r.recall_at_5} calls={r.llm_calls} tokens={r.input_tokens}+{r.output_tokens} "
+            f"{r.seconds:.1f}s",
             highlight=False,
         )
     return {"rows": [asdict(r) for r in out_rows], "totals": totals(out_rows)}
@@ -174,6 +180,13 @@ def totals(rows: list[EvalRow]) -> dict[str, Any]:
         "first_pass_questions": len(first),
         "median_llm_calls": statistics.median([r.llm_calls for r in rows]) if rows else None,
         "median_seconds": statistics.median([r.seconds for r in rows]) if rows else None,
+        # cost per question, to compare models on a team's own questions (docs/choosing-a-model.md)
+        "llm_calls_per_question": _mean([float(r.llm_calls) for r in rows]),
+        "input_tokens_per_question": _mean([float(r.input_tokens) for r in rows]),
+        "output_tokens_per_question": _mean([float(r.output_tokens) for r in rows]),
+        "seconds_per_question": _mean([r.seconds for r in rows]),
+        "input_tokens": sum(r.input_tokens for r in rows),
+        "output_tokens": sum(r.output_tokens for r in rows),
         "outcomes": {o: sum(r.outcome == o for r in rows) for o in sorted({r.outcome for r in rows})},
         # help requests on kb/followup questions whose expected page was in the first search
         "help_requests_page_retrieved": sum(r.outcome == "help_request" and bool(r.recall_at_5) for r in kb_rows),

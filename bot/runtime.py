@@ -36,7 +36,9 @@ from graphs.models import (
     build_chat_model,
     build_embeddings,
     close_chat_model,
-    resolve_provider,
+    model_kind,
+    model_name,
+    resolve_chat_spec,
 )
 from graphs.nodes import GraphDeps
 from graphs.settings import GraphConfig
@@ -104,8 +106,9 @@ def build_web_search(settings: Settings, secrets: Secrets) -> WebSearch | None:
 
 
 def json_mode_for(model: BaseChatModel) -> str:
-    name = type(model).__name__
-    return {"ChatLlamaCpp": "llamacpp", "ChatMistralAI": "mistral"}.get(name, "none")
+    """``llamacpp`` (the in-process offline model), ``hosted`` (a model behind an API) or
+    ``none`` (a model object of unknown kind, e.g. a test's): :func:`graphs.models.model_kind`."""
+    return model_kind(model)
 
 
 def resolve_graders(graders: str, model: BaseChatModel) -> str:
@@ -209,8 +212,8 @@ DEGRADED_NOTE = "the chat model is unavailable, so this quotes the documents (an
 def _chat_model(settings: Settings, secrets: Secrets, given: BaseChatModel | None) -> tuple[BaseChatModel, str]:
     """The chat model, and why it is unavailable ("" when it works).
 
-    When the offline model was chosen by default (``provider = "auto"`` and no
-    MISTRAL_API_KEY) and cannot run (its backend died in its self-check, or the offline
+    When the offline model was chosen by default (``provider = "auto"``, no ``chat_model``
+    and no provider's key in the environment) and cannot run (its backend died in its self-check, or the offline
     extra is not installed), the bot keeps serving: one error line in the log, and the
     graph answers extractively with no model call. A model the operator chose explicitly
     must work: its failure is raised (the CLI exits 2).
@@ -221,10 +224,11 @@ def _chat_model(settings: Settings, secrets: Secrets, given: BaseChatModel | Non
     if given is not None:
         return given, ""
     m = settings.models
+    spec = resolve_chat_spec(m, secrets.mistral_api_key)
     try:
-        return build_chat_model(m, secrets.mistral_api_key), ""
+        return build_chat_model(m, secrets.mistral_api_key, spec=spec), ""
     except ModelUnavailableError as exc:
-        if m.provider != "auto" or secrets.mistral_api_key:
+        if not spec.by_default:
             raise
         log.error("%s; answering with the documents' own sentences until it is fixed", exc)
         return UnavailableChatModel(reason=str(exc)), str(exc)
@@ -256,7 +260,7 @@ async def graph_deps(
     return GraphDeps(
         caller=ModelCaller(
             model,
-            json_mode_for(model),
+            m.structured_output,
             max_calls,
             m.max_retries,
             m.request_timeout_seconds,
@@ -350,7 +354,7 @@ async def open_runtime(
             else 0
         )
         _, max_runs = resolve_concurrency(m.max_concurrent_calls, s.max_concurrent_runs, model, workers)
-        provider = "scripted/test" if chat_model else resolve_provider(m.provider, secrets.mistral_api_key)
+        provider = "scripted/test" if chat_model else model_name(model)
         if degraded:
             provider = f"unavailable, answers quote the documents ({degraded})"
         admin = AdminCommands(

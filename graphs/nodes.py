@@ -112,7 +112,14 @@ class Nodes:
         return self.web_available and scope_of(state)["web"]
 
     def _step(self, state: RAGState, name: str, calls: int = 0) -> dict[str, Any]:
-        return {"path": [*state.get("path", []), name], "llm_calls": state.get("llm_calls", 0) + calls}
+        """The path and the turn's LLM calls and tokens (``calls`` may be a
+        :class:`graphs.models.Calls`, which carries the tokens) after node ``name``."""
+        return {
+            "path": [*state.get("path", []), name],
+            "llm_calls": state.get("llm_calls", 0) + calls,
+            "input_tokens": state.get("input_tokens", 0) + getattr(calls, "input_tokens", 0),
+            "output_tokens": state.get("output_tokens", 0) + getattr(calls, "output_tokens", 0),
+        }
 
     # ---- turn start --------------------------------------------------------------
     async def start(self, state: RAGState, config: RunnableConfig) -> dict[str, Any]:

@@ -151,6 +151,8 @@ class RAGState(TypedDict, total=False):
     kb_searches: int
     web_searches: int
     llm_calls: int
+    input_tokens: int  # tokens sent to the chat model this turn, as the provider counted them
+    output_tokens: int  # tokens it wrote this turn
     path: list[str]  # nodes visited this turn, in order
     outcome: str  # answer | direct | human | apology
     answer_route: AnswerRoute  # set by ``finish``: how the answer was found
@@ -180,6 +182,8 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
     "kb_searches": 0,
     "web_searches": 0,
     "llm_calls": 0,
+    "input_tokens": 0,
+    "output_tokens": 0,
     "path": [],
     "outcome": "",
     "answer_route": "direct",

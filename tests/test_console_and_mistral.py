@@ -161,7 +161,8 @@ async def test_mistral_backend_end_to_end(tmp_path, mistral):
     assert out.answers[0].sources[0].location == "deploy/container.md"
     assert result.values["llm_calls"] == 4
     assert fake.embedding_requests >= 2  # index build + query
-    # the 429 was retried; structured calls asked for JSON output
+    # the 429 was retried; structured calls asked for JSON of the schema (Mistral's best method)
     assert len(fake.chat_requests) == 5
-    assert fake.chat_requests[1]["response_format"] == {"type": "json_object"}
+    assert fake.chat_requests[1]["response_format"]["type"] == "json_schema"
+    assert fake.chat_requests[1]["response_format"]["json_schema"]["name"] == "RouteDecision"
     assert all(r["model"] == "mistral-small-latest" for r in fake.chat_requests)

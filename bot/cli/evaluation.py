@@ -48,7 +48,7 @@ async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         report = await run_eval(rt, rows, out.err)
         t = report["totals"]
         table = Table(title=f"eval: {args.file} ({t['questions']} questions)")
-        for col in ("id", "kind", "route", "r@1", "r@5", "facts", "calls", "outcome", "s"):
+        for col in ("id", "kind", "route", "r@1", "r@5", "facts", "calls", "tokens in/out", "outcome", "s"):
             table.add_column(col)
         for r in report["rows"]:
             table.add_row(
@@ -59,6 +59,7 @@ async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
                 str(r["recall_at_5"] if r["recall_at_5"] is not None else "-"),
                 f"{r['facts_found']:.2f}" if r["facts_found"] is not None else "-",
                 str(r["llm_calls"]),
+                f"{r['input_tokens']}/{r['output_tokens']}",
                 r["outcome"],
                 f"{r['seconds']:.1f}",
             )
