@@ -48,6 +48,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
@@ -81,6 +82,23 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMMAND = "/threadwise"
+
+
+def request_kind(body: Any) -> str:
+    """A request's kind for a log line: its type and the id of what it is about (an action,
+    a view's callback or an event type), never its text."""
+    if not isinstance(body, dict):
+        return "a request"
+    parts = [str(body.get("type") or ("slash command" if "command" in body else "request"))]
+    actions = body.get("actions")
+    if isinstance(actions, list) and actions and isinstance(actions[0], dict):
+        parts.append(str(actions[0].get("action_id")))
+    for key, field in (("view", "callback_id"), ("event", "type")):
+        if isinstance(body.get(key), dict):
+            parts.append(str(body[key].get(field)))
+    if isinstance(body.get("command"), str):
+        parts.append(body["command"])
+    return " ".join(parts)[:200]
 
 
 def _quiet_token_warning(record: logging.LogRecord) -> bool:
@@ -119,6 +137,7 @@ class SlackBot:
             client=self.client,
             signing_secret=secrets.slack_signing_secret,
             process_before_response=True,
+            raise_error_for_unhandled_request=True,  # answered by _on_error: 200 and one line, not bolt's 404
             logger=bolt_log,
             name="threadwise",
         )
@@ -173,6 +192,7 @@ class SlackBot:
     # ---- listeners -------------------------------------------------------------------
     def _register(self) -> None:
         app = self.app
+        app.error(self._on_error)
 
         @app.event("app_mention")
         async def on_mention(body: dict, event: dict, context: dict) -> None:
@@ -220,6 +240,20 @@ class SlackBot:
         async def on_command(ack: Callable, body: dict) -> None:
             await ack()
             self.spawn(self.interactions.on_command(body), "command")
+
+    async def _on_error(self, error: Exception, body: Any, request: AsyncBoltRequest) -> BoltResponse:
+        """Bolt's error handler: a request no listener takes gets 200 (an event or a button we do
+        not serve: Slack would retry a 404, and show the user an error), a request that failed in
+        bolt or a listener gets 400 (in Socket Mode an acknowledgement: a redelivery would fail
+        the same way); one log line each, naming the request kind, no traceback (the payload's
+        shape is checked before: :mod:`bot.platforms.slack.payloads`)."""
+        what = request_kind(body)
+        if isinstance(error, BoltUnhandledRequestError):
+            log.info("slack: no listener for %s; acknowledged", what)
+            return BoltResponse(status=200, body="")
+        status = 200 if request.mode == "socket_mode" else 400
+        log.warning("slack: %s failed (%d): %s", what, status, type(error).__name__)
+        return BoltResponse(status=status, body="")
 
     async def home_team(self) -> str:
         """Our own team id (``auth.test``, asked once; "" while Slack cannot be asked)."""

@@ -326,8 +326,9 @@ def help_handled_message(question_block: dict[str, Any] | None, note: list[Part]
 def question_block_of(blocks: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     """The quoted-question section of a help request (or of its modal), if present."""
     for b in blocks or []:
-        if b.get("type") == "section" and str(b.get("text", {}).get("text", "")).startswith(">"):
-            return {"type": "section", "text": {"type": "mrkdwn", "text": b["text"]["text"]}}
+        text = b.get("text") if isinstance(b, dict) else None
+        if isinstance(text, dict) and b.get("type") == "section" and str(text.get("text", "")).startswith(">"):
+            return {"type": "section", "text": {"type": "mrkdwn", "text": str(text["text"])}}
     return None
 
 

@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.request.internals import parse_body
 from slack_sdk.signature import SignatureVerifier
+
+from bot.platforms.slack.payloads import payload_problem
 
 if TYPE_CHECKING:
     from bot.platforms.slack.app import SlackBot
@@ -47,7 +50,8 @@ async def verified_request(request: web.Request, verifier: SignatureVerifier) ->
     Returns:
         The bolt request to dispatch, or the response to send: 401 when the signature
         headers are missing or wrong (no body read when the headers are missing), 400 when
-        a correctly signed body is not valid UTF-8 / JSON / form data. One log line each.
+        a correctly signed body is not valid UTF-8 / JSON / form data or not shaped as Slack
+        sends it (:func:`bot.platforms.slack.payloads.payload_problem`). One log line each.
     """
     timestamp = request.headers.get("X-Slack-Request-Timestamp")
     signature = request.headers.get("X-Slack-Signature")
@@ -59,10 +63,15 @@ async def verified_request(request: web.Request, verifier: SignatureVerifier) ->
         log.warning("slack HTTP: refused a request with an invalid or stale signature (401)")
         return web.Response(status=401, text="invalid request")
     try:
-        return AsyncBoltRequest(body=raw.decode("utf-8"), query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
+        text = raw.decode("utf-8")
+        problem = payload_problem(parse_body(text, request.content_type))
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         log.warning("slack HTTP: signed request with an unreadable body (400): %s", type(exc).__name__)
         return web.Response(status=400, text="bad request")
+    if problem:
+        log.warning("slack HTTP: signed request with a malformed body (400): %s", problem)
+        return web.Response(status=400, text="bad request")
+    return AsyncBoltRequest(body=text, query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
 
 
 async def serve_http(bot: SlackBot, stop: asyncio.Event) -> None:

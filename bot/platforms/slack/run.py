@@ -6,12 +6,17 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Secrets, Settings
 from bot.platforms.slack.app import SlackBot, build_slack_app
 from bot.platforms.slack.client import open_shared_session
 from bot.platforms.slack.http_server import serve_http
+from bot.platforms.slack.payloads import payload_problem
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -38,11 +43,23 @@ def slack_enabled(settings: Settings, secrets: Secrets) -> bool:
     return True
 
 
+class _CheckedSocketModeHandler(AsyncSocketModeHandler):
+    """Socket Mode with the payload's shape checked before bolt reads it (as the HTTP server
+    does): a malformed envelope is acknowledged with one log line, never dispatched. (The
+    override narrows the client type exactly as slack-bolt's own handler does.)"""
+
+    async def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
+        problem = payload_problem(req.payload)
+        if problem:
+            log.warning("slack Socket Mode: malformed %s envelope acknowledged, not handled: %s", req.type, problem)
+            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+            return
+        await super().handle(client, req)
+
+
 async def serve_socket(bot: SlackBot, app_token: str, stop: asyncio.Event) -> None:
     """Connect with Socket Mode (SLACK_APP_TOKEN) and serve until ``stop`` is set."""
-    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-
-    handler = AsyncSocketModeHandler(bot.app, app_token, logger=logging.getLogger("slack_sdk.socket_mode"))
+    handler = _CheckedSocketModeHandler(bot.app, app_token, logger=logging.getLogger("slack_sdk.socket_mode"))
     await handler.connect_async()
     log.info("slack Socket Mode connected")
     bot.runtime.health.watch("slack", handler.client.is_connected)
