@@ -156,7 +156,10 @@ class ModelCaller:
         self.first_user = PROVIDERS[self.provider].first_user if self.provider in PROVIDERS else False
         self.timeout = float(timeout)
         self.max_retries = max_retries
-        self.max_tokens = int(max_tokens or getattr(model, "max_tokens", None) or 512)
+        budget_field = PROVIDERS[self.provider].max_tokens if self.provider in PROVIDERS else "max_tokens"
+        self.max_tokens = int(
+            max_tokens or getattr(model, budget_field, None) or getattr(model, "max_tokens", None) or 512
+        )
         self._bindings: dict[tuple[type[BaseModel], str, bool], Any] = {}
         # one local llama.cpp call at a time: queued calls wait here, outside their timeout
         self._sem = asyncio.Semaphore(1) if local else None
