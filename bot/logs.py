@@ -15,7 +15,9 @@ Formats (``[logging] format`` in config.toml, or ``--log-format``):
   "message_id": "slack:C1:1.2"}``, plus ``"exception"`` (the traceback) when one is logged.
 
 Messages never hold secrets or documents (the developers' guide); the JSON formatter adds
-no other field of the record, so whatever a library attaches to it stays out.
+no other field of the record, so whatever a library attaches to it stays out, and the
+libraries' DEBUG lines (request bodies, gateway frames) are dropped even with ``-v``
+(:class:`LibraryDebugFilter`).
 """
 
 from __future__ import annotations
@@ -149,11 +151,30 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False)
 
 
+#: Our own loggers: the only ones whose DEBUG lines are written (``-v``).
+OWN_LOGGERS = ("bot", "graphs", "threadwise")
+
+
+class LibraryDebugFilter(logging.Filter):
+    """Drops the libraries' DEBUG lines, keeps ours. With ``-v`` the libraries dump what they
+    send and receive at DEBUG: slack_sdk's request bodies and Socket Mode frames, discord.py's
+    gateway events and REST payloads, the model clients' request options, aiosqlite's
+    statements with their parameters, so message, document and answer text. Our own DEBUG
+    lines name events, never that text; the libraries' INFO and higher lines pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.INFO:
+            return True
+        name = record.name
+        return any(name == own or name.startswith(own + ".") for own in OWN_LOGGERS)
+
+
 def setup_logging(level: str, fmt: LogFormat = "text", stream=None) -> logging.Handler:
     """Send every log record of the process to ``stream`` (default stderr) at ``level``
     (``DEBUG``, ``INFO``...) in format ``fmt``, replacing the root logger's handlers.
     Returns the handler (tests remove it)."""
     handler = logging.StreamHandler(stream or sys.stderr)
+    handler.addFilter(LibraryDebugFilter())
     handler.addFilter(ContextFilter())
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
