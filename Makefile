@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml scripts/build-llama-portable.sh
 	# llama.cpp built for any x86-64-v3 CPU (AVX2/FMA/F16C, no AVX-512/AMX), cached by version
 	# and flags: a native build dies with SIGILL on other CPUs (scripts/build-llama-portable.sh)
 	$(BIN)/pip install "$$(scripts/build-llama-portable.sh $(BIN)/python)"
-	$(BIN)/pip install -e ".[offline,postgres,metrics,test]"
+	$(BIN)/pip install -e ".[offline,postgres,metrics,documents,test]"
 	$(BIN)/python scripts/check_isa.py $(VENV)/lib/python*/site-packages/llama_cpp
 	touch $(STAMP)
 

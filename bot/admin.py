@@ -1,5 +1,5 @@
-"""Admin commands from chat: ``reindex`` (admins only), ``status``, ``help``, and
-``learned list`` / ``learned forget ID`` (admins only: the experts' answers saved as knowledge).
+"""Admin commands from chat: ``reindex [SOURCE]`` (admins only), ``sources``, ``status``, ``help``,
+and ``learned list`` / ``learned forget ID`` (admins only: the experts' answers saved as knowledge).
 
 The same words work as a slash command (``/threadwise reindex``) and as the whole text
 after a mention. Every reindex attempt is written to the audit log; refusals are logged.
@@ -15,15 +15,17 @@ import time
 from bot.chat.text import REPLY_SYNTAX
 from bot.protocol import Responder
 from bot.storage import BookkeepingStore
+from bot.sync import SYNC_LOCK, SourceSync, SyncBusy, sources_text, sync_summary
 from graphs.knowledge import KnowledgeBase
 from graphs.learned import LearnedEntry, LearnedStore
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("reindex", "status", "help")
+COMMANDS = ("reindex", "sources", "status", "help")
 _LEARNED = re.compile(r"^learned(?:\s+(list|forget)(?:\s+#?(\S+))?)?$")
+_REINDEX = re.compile(r"^reindex\s+(\S+)$")
 LIST_LIMIT = 30  # entries shown by `learned list` (a chat message stays readable)
-REINDEX_LOCK = "threadwise:reindex"  # the store's cross-replica lock of a reindex (bot.storage)
+REINDEX_LOCK = SYNC_LOCK  # the store's cross-replica lock of a reindex (bot.storage)
 
 HELP_TEXT = (
     "I answer questions from {kb}. Ask me in words: mention me in a channel, write to me in a DM, "
@@ -34,7 +36,8 @@ HELP_TEXT = (
     + REPLY_SYNTAX
     + " (or use the buttons).\n"
     "• Rate an answer with its 👍 / 👎 buttons. Experts can teach me with `remember: <the answer>` in a thread.\n"
-    "• Admin commands: `reindex`, `learned list`, `learned forget ID` (admins only), `status`, `help`. "
+    "• Admin commands: `reindex` or `reindex SOURCE`, `learned list`, `learned forget ID` (admins only), "
+    "`sources`, `status`, `help`. "
     "This help is shown only to you."
 )
 
@@ -50,6 +53,7 @@ class AdminCommands:
         kb_description: ``[knowledge] description``.
         apology: ``[service] apology`` (shared with the service).
         learned: the learned entries (``learned list|forget``); None when learning is off.
+        sync: runs syncs one at a time (default: one over ``knowledge`` and ``store``).
     """
 
     def __init__(
@@ -62,6 +66,7 @@ class AdminCommands:
         describe: dict[str, str] | None = None,
         progress_interval: float = 2.0,
         learned: LearnedStore | None = None,
+        sync: SourceSync | None = None,
     ):
         self.knowledge = knowledge
         self.store = store
@@ -70,7 +75,7 @@ class AdminCommands:
         self.progress_interval = progress_interval
         self.apology = apology
         self.learned = learned
-        self._reindexing = asyncio.Lock()
+        self.sync = sync or SourceSync(knowledge, store)
 
     @staticmethod
     def parse(text: str) -> str | None:
@@ -78,7 +83,7 @@ class AdminCommands:
         leading ``/`` or ``!`` ignored), else None: questions that merely contain the
         word are questions."""
         word = " ".join(text.strip().lstrip("/!").strip().lower().split())
-        if word in COMMANDS or _LEARNED.match(word):
+        if word in COMMANDS or _LEARNED.match(word) or _REINDEX.match(word):
             return word
         return None
 
@@ -89,13 +94,26 @@ class AdminCommands:
             await out.notify_private(HELP_TEXT.format(kb=self.kb_description))
         elif command == "status":
             await out.post_notice(await self.status_text())
-        elif command == "reindex":
-            await self.store.audit(actor_id, "reindex", is_admin)
+        elif command == "sources":
+            await out.post_notice(sources_text(self.knowledge, self.sync.schedules))
+        elif command == "reindex" or _REINDEX.match(command):
+            await self.store.audit(actor_id, command, is_admin)
             if not is_admin:
                 log.warning("reindex refused for non-admin %s", actor_id)
                 await out.notify_private("Sorry, only admins can reindex the knowledge base.")
                 return
-            await self.reindex(out)
+            m = _REINDEX.match(command)
+            if m:
+                name = next((s for s in self.knowledge.sources if s.lower() == m.group(1)), None)
+                if name is None:
+                    await out.notify_private(
+                        f"There is no source `{m.group(1)}`. Sources: "
+                        + ", ".join(f"`{s}`" for s in self.knowledge.sources)
+                    )
+                    return
+                await self.reindex(out, [name])
+            else:
+                await self.reindex(out)
         elif _LEARNED.match(command):
             await self.store.audit(actor_id, command, is_admin)
             if not is_admin:
@@ -137,46 +155,50 @@ class AdminCommands:
             f"(built {stats.get('built_at') or 'never'}, embeddings: {stats.get('embedder') or 'none'})",
             *(f"{k}: {v}" for k, v in self.describe.items()),
             f"Open help requests: {pending}",
-            f"Reindex running: {'yes' if self._reindexing.locked() else 'no'}",
+            f"Reindex running: {'yes' if self.sync.running else 'no'}",
             *([f"Last index build failed: {stats['last_error']}"] if stats.get("last_error") else []),
         ]
         return "\n".join(lines)
 
-    async def reindex(self, out: Responder) -> None:
-        """Rebuild the index in a worker thread (questions keep being answered from the
-        old index), editing one progress message, ending with files, chunks and seconds."""
-        if self._reindexing.locked():
+    async def reindex(self, out: Responder, sources: list[str] | None = None) -> None:
+        """Sync the sources (all, or those named) in a worker thread (questions keep being
+        answered from the old index), editing one progress message, ending with the totals
+        and one line per source (a failed source names its cause and keeps its documents)."""
+        if self.sync.running:
             await out.post_notice("A reindex is already running.")
             return
-        async with self._reindexing:
-            loop = asyncio.get_running_loop()
-            last = [0.0]
-            await out.update_progress("Reindexing the knowledge base…")
+        loop = asyncio.get_running_loop()
+        last = [0.0]
+        await out.update_progress(
+            "Reindexing the knowledge base…" if not sources else f"Reindexing {', '.join(sources)}…"
+        )
 
-            def progress(phase: str, done: int, total: int) -> None:
-                now = time.monotonic()
-                if now - last[0] >= self.progress_interval:
-                    last[0] = now
-                    text = f"Reindexing… {phase}: {done}/{total}"
-                    asyncio.run_coroutine_threadsafe(out.update_progress(text), loop)
+        def progress(phase: str, done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= self.progress_interval:
+                last[0] = now
+                text = f"Reindexing… {phase}: {done}/{total}"
+                asyncio.run_coroutine_threadsafe(out.update_progress(text), loop)
 
-            try:
-                # replicas on one database: one reindex at a time; the others load what it publishes
-                async with self.store.exclusive(REINDEX_LOCK) as ours:
-                    if not ours:
-                        await out.update_progress("A reindex is already running on another replica.", final=True)
-                        return
-                    stats = await asyncio.to_thread(self.knowledge.reindex, progress)
-                    await self.store.set_index_generation(stats.generation)
-            except Exception as exc:  # noqa: BLE001
-                log.error("reindex failed: %s", exc)
-                log.debug("reindex failed", exc_info=True)
-                await out.update_progress(f"Reindex failed: {exc}. The previous index is still in use.", final=True)
-                return
-            await out.update_progress(
-                f"Reindex done: {stats.summary()}.",
-                final=True,
+        try:
+            stats = await self.sync.run(sources, progress)
+        except SyncBusy as exc:
+            text = (
+                "A reindex is already running on another replica."
+                if "replica" in str(exc)
+                else f"Reindex not started: {exc}."
             )
+            await out.update_progress(text, final=True)
+            return
+        except Exception as exc:  # noqa: BLE001
+            log.error("reindex failed: %s", exc)
+            log.debug("reindex failed", exc_info=True)
+            await out.update_progress(f"Reindex failed: {exc}. The previous index is still in use.", final=True)
+            return
+        if len(stats.sources) <= 1 and not stats.failed and not any(r.problems for r in stats.sources):
+            await out.update_progress(f"Reindex done: {stats.summary()}.", final=True)
+            return
+        await out.update_progress(sync_summary(stats).replace("Sync done:", "Reindex done:", 1), final=True)
 
 
 def format_learned(entries: list[LearnedEntry], limit: int = LIST_LIMIT) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import tempfile
 import tomllib
 import typing
@@ -256,6 +257,122 @@ class KnowledgeSettings(_Section):
         "and sent again.",
     )
     keep_generations: int = Field(2, ge=1, le=20, description="Old index generations kept on disk after a swap.")
+
+
+_SCHEDULE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")
+
+
+def schedule_seconds(text: str) -> float | None:
+    """``"30m"``, ``"6h"``, ``"1d"`` (also ``s``) as seconds; ``""`` as None (no schedule).
+
+    Raises:
+        ValueError: any other text.
+    """
+    if not text.strip():
+        return None
+    m = _SCHEDULE.match(text.lower())
+    if not m:
+        raise ValueError(f'{text!r} is not a period like "30m", "6h" or "1d"')
+    seconds = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    if seconds < 60:
+        raise ValueError(f"{text!r} is shorter than a minute")
+    return seconds
+
+
+class SourceSettings(_Section):
+    """One ``[[sources]]`` entry: a knowledge source synced into the index by name
+    (graphs/knowledge/connectors/; docs/knowledge-base.md)."""
+
+    name: str = Field(
+        description="the source's name (what [[channels]] sources, `threadwise sync NAME` and citations use)",
+        examples=["handbook"],
+    )
+    type: Literal["files", "web", "git"] = Field(
+        description='"files" (a folder, file or glob: Markdown, MDX, text, HTML, PDF, DOCX, PPTX, XLSX), "web" '
+        '(a site from a start page or a sitemap.xml) or "git" (a branch of a repository)',
+        examples=["files"],
+    )
+    path: list[str] | str = Field(
+        "", examples=[["handbook/"]], description="files: folders, files or globs (relative to this file)"
+    )
+    patterns: list[str] = Field(
+        [
+            "**/*.md",
+            "**/*.markdown",
+            "**/*.mdx",
+            "**/*.txt",
+            "**/*.html",
+            "**/*.htm",
+            "**/*.pdf",
+            "**/*.docx",
+            "**/*.pptx",
+            "**/*.xlsx",
+        ],
+        examples=[["**/*.md", "**/*.pdf"]],
+        description="files: the files of a folder that are read (globs)",
+    )
+    url: str = Field(
+        "",
+        examples=["https://docs.example.com/"],
+        description="web: the start page, or a sitemap.xml (then its pages only)",
+    )
+    max_depth: int = Field(3, ge=0, le=50, examples=[3], description="web: links followed from the start page")
+    max_pages: int = Field(500, ge=1, le=1_000_000, examples=[500], description="web: most pages read per sync")
+    prefix: str = Field(
+        "", examples=["/docs/"], description="web: only addresses under this path (default: the whole host)"
+    )
+    timeout_seconds: float = Field(
+        20.0, gt=0, le=600, examples=[20.0], description="web: the longest one page may take to arrive, in seconds"
+    )
+    max_page_bytes: int = Field(
+        5_000_000, ge=1000, examples=[5_000_000], description="web: a larger page is skipped (one log line)"
+    )
+    repo: str = Field(
+        "",
+        examples=["https://github.com/example/handbook.git"],
+        description="git: the repository, an https or ssh URL or a local path (no credentials are "
+        "asked for: the URL or ssh key must work unattended)",
+    )
+    branch: str = Field("", examples=["main"], description="git: the branch read (empty: the default branch)")
+    paths: list[str] = Field(
+        [],
+        examples=[["docs/", "README.md"]],
+        description="git: folders or globs inside the repository (empty: every supported file)",
+    )
+    web_url: str = Field(
+        "",
+        examples=["https://github.com/example/handbook/blob/{branch}/{path}"],
+        description="files and git: the address an answer cites, with {path} (and for git "
+        "{branch}, {commit}); empty: the file's path",
+    )
+    max_file_bytes: int = Field(
+        50_000_000, ge=1000, examples=[50_000_000], description="files and git: a larger file is skipped (one log line)"
+    )
+    schedule: str = Field(
+        "",
+        examples=["6h"],
+        description='sync every this long inside `threadwise run` ("30m", '
+        '"6h", "1d"); empty: only `threadwise sync` and the '
+        "admin reindex",
+    )
+
+    @model_validator(mode="after")
+    def _complete(self) -> SourceSettings:
+        self.name = self.name.strip()
+        if not self.name or "/" in self.name or self.name != " ".join(self.name.split()):
+            raise ValueError("name: a short name without '/' is required")
+        if isinstance(self.path, str):
+            self.path = [self.path] if self.path.strip() else []
+        need = {"files": ("path", self.path), "web": ("url", self.url), "git": ("repo", self.repo)}[self.type]
+        if not need[1]:
+            raise ValueError(f"a {self.type} source needs {need[0]}")
+        schedule_seconds(self.schedule)
+        return self
+
+    @property
+    def schedule_seconds(self) -> float | None:
+        """``schedule`` in seconds (None: not scheduled)."""
+        return schedule_seconds(self.schedule)
 
 
 class WebSettings(_Section):
@@ -611,9 +728,9 @@ class ChannelSettings(_Section):
     sources: list[str] | None = Field(
         None,
         examples=[["docs"]],
-        description="entries of [knowledge] sources this channel searches (exactly as "
-        "written there, or the folder name); unset: all. Answers here never "
-        "cite other sources",
+        description="the [[sources]] names, or entries of [knowledge] sources (exactly as "
+        "written there, or the folder name), this channel searches; unset: "
+        "all. Answers here never cite other sources",
     )
     experts: list[str] | None = Field(
         None,
@@ -701,6 +818,11 @@ class Settings(_Section):
         KnowledgeSettings(), description="The documents searched and how they are indexed."
     )
     web: WebSettings = Field(WebSettings(), description="Web search (Tavily).")
+    sources: list[SourceSettings] = Field(
+        [],
+        description="Knowledge sources by name, synced into the index beside [knowledge] sources: one "
+        "[[sources]] entry each (docs/knowledge-base.md).",
+    )
     graph: GraphSettings = Field(GraphSettings(), description="Budgets and strategies of the adaptive RAG graph.")
     service: ServiceSettings = Field(
         ServiceSettings(), description="The chat runtime, its replies, and where its files live."
@@ -738,16 +860,24 @@ class Settings(_Section):
         return next((c for c in self.channels if c.matches(platform, channel_id, channel_name)), None)
 
     def channel_sources(self, entry: ChannelSettings | None) -> list[str] | None:
-        """The ``[knowledge] sources`` entries (resolved paths, as the knowledge base holds
-        them) a channel may search; None for all."""
+        """The knowledge base's source names a channel may search (a ``[[sources]]`` entry's
+        name, or the resolved path of a ``[knowledge] sources`` entry); None for all."""
         if entry is None or entry.sources is None:
             return None
         out = []
         for want in entry.sources:
-            for src in self.knowledge.sources:
+            out += [s.name for s in self.sources if s.name == want.strip()]
+            for src in self.legacy_sources():
                 if want.strip().rstrip("/") in (src.rstrip("/"), Path(src.rstrip("/")).name):
                     out.append(str(self.path(src)))
         return sorted(set(out))
+
+    def legacy_sources(self) -> list[str]:
+        """``[knowledge] sources`` as indexed: as written, except that its default (this
+        project's guide) is left out when ``[[sources]]`` entries exist and it was not set."""
+        if self.sources and "sources" not in self.knowledge.model_fields_set:
+            return []
+        return list(self.knowledge.sources)
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config.toml against the config file's folder."""
@@ -864,9 +994,14 @@ def _format_error(path: Path, err: ValidationError) -> str:
 def _channel_errors(path: Path, settings: Settings) -> list[str]:
     """``[[channels]]`` entries naming sources that ``[knowledge] sources`` lacks, or repeated."""
     problems, seen = [], set()
-    names = {s.rstrip("/") for s in settings.knowledge.sources} | {
-        Path(s.rstrip("/")).name for s in settings.knowledge.sources
-    }
+    legacy = settings.legacy_sources()
+    names = {s.rstrip("/") for s in legacy} | {Path(s.rstrip("/")).name for s in legacy}
+    names |= {s.name for s in settings.sources}
+    named: set[str] = set()
+    for i, src in enumerate(settings.sources):
+        if src.name in named:
+            problems.append(f"{path.name}: sources.{i}.name: {src.name!r} names an earlier [[sources]] entry too")
+        named.add(src.name)
     for i, ch in enumerate(settings.channels):
         where = f"{path.name}: channels.{i}"
         key = (ch.platform, ch.id or "#" + ch.name.lower())
@@ -876,8 +1011,8 @@ def _channel_errors(path: Path, settings: Settings) -> list[str]:
         for want in ch.sources or []:
             if want.strip().rstrip("/") not in names:
                 problems.append(
-                    f"{where}.sources: {want!r} is not one of [knowledge] sources "
-                    f"({', '.join(settings.knowledge.sources)})"
+                    f"{where}.sources: {want!r} is not one of the [[sources]] names or [knowledge] "
+                    f"sources ({', '.join([*(s.name for s in settings.sources), *legacy])})"
                 )
         if ch.sources == []:
             problems.append(f"{where}.sources: empty (leave it out to search every source)")

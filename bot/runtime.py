@@ -26,8 +26,10 @@ from bot.service import ChatService
 from bot.service.graph_pool import GraphPool, GraphWorkerGone, default_workers
 from bot.storage import open_storage
 from bot.storage.sqlite import open_learned
+from bot.sync import SourceSync
 from graphs.adaptive_rag import RAGGraph, build_graph
 from graphs.knowledge import KnowledgeBase, ProgressFn
+from graphs.knowledge.connectors import Connector
 from graphs.learned import LearnedStore
 from graphs.models import (
     ModelCaller,
@@ -59,14 +61,61 @@ class Runtime:
     chat_model: BaseChatModel
     web: WebSearch | None
     health: PlatformHealth = field(default_factory=PlatformHealth)  # connected or not, per platform
+    sync: SourceSync | None = None  # knowledge source syncs (bot.sync)
+
+
+def source_connectors(settings: Settings, index_dir: Path) -> list[Connector]:
+    """The ``[[sources]]`` entries as connectors (paths relative to the config file; Git
+    clones kept under ``index_dir``/repos)."""
+    from graphs.knowledge.connectors import FilesConnector, GitConnector, WebConnector
+
+    out: list[Connector] = []
+    for s in settings.sources:
+        if s.type == "files":
+            out.append(
+                FilesConnector(
+                    s.name,
+                    [str(settings.path(p)) for p in s.path],
+                    s.patterns,
+                    web_url=s.web_url,
+                    max_file_bytes=s.max_file_bytes,
+                )
+            )
+        elif s.type == "web":
+            out.append(
+                WebConnector(
+                    s.name,
+                    s.url,
+                    max_depth=s.max_depth,
+                    max_pages=s.max_pages,
+                    prefix=s.prefix,
+                    timeout_seconds=s.timeout_seconds,
+                    max_page_bytes=s.max_page_bytes,
+                )
+            )
+        else:
+            local = s.repo if "://" in s.repo or "@" in s.repo.split("/")[0] else str(settings.path(s.repo))
+            out.append(
+                GitConnector(
+                    s.name,
+                    local,
+                    s.branch,
+                    s.paths,
+                    cache_dir=index_dir / "repos",
+                    web_url=s.web_url,
+                    max_file_bytes=s.max_file_bytes,
+                )
+            )
+    return out
 
 
 def build_knowledge_base(
     settings: Settings, embeddings: Embeddings | None, embedder_id: str, sources: Sequence[str] | None = None
 ) -> KnowledgeBase:
-    """The knowledge base from ``[knowledge]`` (``sources`` overrides config.toml's)."""
+    """The knowledge base from ``[knowledge]`` and ``[[sources]]`` (``sources``, the
+    command line's ``--source``, replaces both)."""
     k = settings.knowledge
-    srcs = list(sources) if sources else [str(settings.path(s)) for s in k.sources]
+    srcs = list(sources) if sources else [str(settings.path(s)) for s in settings.legacy_sources()]
     index_dir = settings.path(k.index_dir)
     if sources:  # other sources get their own index, so the configured one is not replaced
         import hashlib
@@ -87,6 +136,7 @@ def build_knowledge_base(
         keep_generations=k.keep_generations,
         batch_size=k.embedding_batch_size,
         batch_tokens=k.embedding_batch_tokens,
+        connectors=[] if sources else source_connectors(settings, index_dir),
     )
 
 
@@ -308,6 +358,7 @@ async def open_runtime(
     build_index: bool = True,
     progress: ProgressFn | None = None,
     graph_workers: bool = False,
+    sync_schedule: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Open everything for the process lifetime; close it on exit.
 
@@ -321,6 +372,8 @@ async def open_runtime(
         graph_workers: run the graph in worker processes as ``[service] graph_workers`` says
             (``threadwise run``, a long-lived server); False: in this process (``ask``,
             ``console``, ``eval``: one question at a time gains nothing from them).
+        sync_schedule: sync the ``[[sources]]`` that have a ``schedule`` in the background
+            (``threadwise run``), one sync at a time across replicas (:mod:`bot.sync`).
 
     Raises:
         ModelUnavailableError: the configured model cannot be built.
@@ -357,6 +410,11 @@ async def open_runtime(
         provider = "scripted/test" if chat_model else model_name(model)
         if degraded:
             provider = f"unavailable, answers quote the documents ({degraded})"
+        sync = SourceSync(
+            knowledge,
+            store,
+            {} if sources else {src.name: p for src in settings.sources if (p := src.schedule_seconds)},
+        )
         admin = AdminCommands(
             knowledge,
             store,
@@ -364,6 +422,7 @@ async def open_runtime(
             apology=s.apology,
             describe={"Chat model": provider, "Web search": "on (Tavily)" if web else "off"},
             learned=learned,
+            sync=sync,
         )
         service = ChatService(
             graph,
@@ -399,9 +458,15 @@ async def open_runtime(
             f" last build failed: {stats['last_error']}" if stats.get("last_error") else "",
             storage.backend,
         )
+        stop_sync = asyncio.Event()
+        scheduled = asyncio.create_task(sync.run_schedule(stop_sync), name="sync-schedule") if sync_schedule else None
         try:
-            yield Runtime(settings, secrets, service, knowledge, graph, model, web)
+            yield Runtime(settings, secrets, service, knowledge, graph, model, web, sync=sync)
         finally:
+            if scheduled is not None:
+                stop_sync.set()
+                scheduled.cancel()  # a sync in its worker thread finishes and publishes on its own
+                await asyncio.gather(scheduled, return_exceptions=True)
             await service.close()
             if service.graph_pool is not None:
                 await service.graph_pool.close()

@@ -36,6 +36,13 @@ def cited_numbers(generation: str, count: int) -> set[int]:
     return {n for m in _CITATION.finditer(prose) for n in map(int, m.group(1).split(",")) if 1 <= n <= count}
 
 
+def _source(doc: Doc) -> dict[str, str]:
+    """A cited source: its title and where it is, the document's URL when it has one (a web
+    page, the file on its Git host) so every platform links it, else its path."""
+    where = doc.get("url") or doc["location"]
+    return {"title": doc.get("title") or doc["location"], "location": where}
+
+
 def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, str]]]:
     """Number the sources by file, in citation order, and renumber the answer's
     citations (``[n]`` or ``[n, m]``, ``n`` = position in ``docs``) to match, so ``[k]``
@@ -45,7 +52,8 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
     Indented code blocks are written as fenced ones first (chat platforms render only
     fences as code; :func:`graphs.knowledge.splitting.fence_indented_code`).
 
-    Returns ``(text, sources)``; with no valid citation, every document is listed and
+    Returns ``(text, sources)``, each source ``{"title", "location"}`` (the URL when the
+    document has one, else its path); with no valid citation, every document is listed and
     the text is otherwise unchanged. Citations of documents that do not exist are dropped.
     """
     generation = fence_indented_code(generation)
@@ -61,7 +69,7 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
             loc = docs[i]["location"]
             if loc not in sources:
                 order.append(loc)
-                sources[loc] = {"title": docs[i].get("title") or loc, "location": loc}
+                sources[loc] = _source(docs[i])
             if order.index(loc) + 1 not in numbers:
                 numbers.append(order.index(loc) + 1)
         return "".join(f"[{n}]" for n in numbers)
@@ -73,7 +81,7 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
     pieces.append(_CITATION.sub(number, generation[last:]))
     if not order:
         for d in docs:
-            sources.setdefault(d["location"], {"title": d.get("title") or d["location"], "location": d["location"]})
+            sources.setdefault(d["location"], _source(d))
         return generation, list(sources.values())
     text = re.sub(r"(\[\d+\])(\1)+", r"\1", "".join(pieces))  # "[1][1]" after merging -> "[1]"
     return text, [sources[loc] for loc in order]

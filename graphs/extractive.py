@@ -336,7 +336,7 @@ class Extractive:
         if snap is None or not hasattr(snap, "file_chunks"):
             return doc
         try:
-            chunks = [c for c, _ in snap.file_chunks(doc["location"])]
+            chunks = [c for c, _ in snap.file_chunks(doc["location"], doc.get("source"))]
         except Exception:  # noqa: BLE001 - a section is an optional extra
             return doc
         section = [c.text for c in chunks if c.title == doc.get("title", "")]

@@ -40,6 +40,8 @@ class Doc(TypedDict, total=False):
     score: float  # fused rank score, higher is better
     facts: str  # facts extracted by the document grader
     kind: str  # "learned" for a teammate's earlier answer (graphs/learned.py); absent for documents
+    url: str  # the address an answer cites (web page, file on a Git host), when the document has one
+    source: str  # the knowledge source's name ([[sources]] name or [knowledge] sources path)
 
 
 class Phase(str, enum.Enum):

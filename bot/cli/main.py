@@ -27,7 +27,7 @@ from bot.protocol import clean_text
 log = logging.getLogger("threadwise")
 
 #: Commands that write data files: their paths are checked before any work.
-WRITING_COMMANDS = ("run", "ask", "console", "reindex", "eval")
+WRITING_COMMANDS = ("run", "ask", "console", "reindex", "sync", "eval")
 #: Commands that answer questions: Ctrl-C stops them at once with one line.
 ONE_SHOT_COMMANDS = ("ask", "eval", "console")
 

@@ -28,7 +28,8 @@ async def with_runtime(
         sources: ``--source`` folders instead of config.toml's (None: config.toml's).
         body: the command's work; its result is the exit code.
         build_index: build the knowledge index first when it is missing or stale.
-        graph_workers: start ``[service] graph_workers`` worker processes (``run`` only).
+        graph_workers: start ``[service] graph_workers`` worker processes and the sources'
+            sync schedule (``run`` only: a long-lived server).
 
     Returns:
         ``body``'s exit code.
@@ -46,6 +47,7 @@ async def with_runtime(
             build_index=build_index,
             progress=bar,
             graph_workers=graph_workers,
+            sync_schedule=graph_workers,
         )
         runtime = await cm.__aenter__()
     try:

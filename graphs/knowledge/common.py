@@ -39,13 +39,63 @@ class Chunk:
             front matter ``title:`` is its first element.
         text: chunk text (at most ``chunk_size`` characters unless one line of code or a
             table row is longer), code and tables byte for byte.
-        file_hash: sha256 of the whole file's bytes.
+        file_hash: the document's version (sha256 of a file's bytes, a blob id, a page's hash).
+        source: the name of the source the document came from.
+        url: the address an answer cites ('' when there is none: ``file`` is shown).
     """
 
     file: str
     title: str
     text: str
     file_hash: str
+    source: str = ""
+    url: str = ""
+
+
+@dataclass
+class SourceReport:
+    """What one sync did to one source.
+
+    Attributes:
+        name, kind: the source.
+        ok: False when the source as a whole failed (``error`` says why; its last good
+            documents stayed in the index).
+        added, updated, removed, unchanged: documents.
+        problems: one line per document that could not be read (kept as it was if it had
+            been indexed before).
+        skipped: documents left out on purpose (not a supported format, robots.txt).
+        documents, chunks: what the index holds for the source afterwards.
+        seconds: the source's share of the sync.
+        synced: False when the source was not asked to sync (its documents were carried over).
+    """
+
+    name: str
+    kind: str
+    ok: bool = True
+    error: str = ""
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    problems: list[str] = field(default_factory=list)
+    skipped: int = 0
+    documents: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+    synced: bool = True
+
+    def summary(self) -> str:
+        """One line: ``"handbook: 3 added, 1 updated, 0 removed, 40 unchanged; 2 problems (41 documents, 380 chunks)"``
+        or ``"handbook: FAILED: <why> (kept 41 documents)"``."""
+        if not self.ok:
+            return f"{self.name}: FAILED: {self.error} (kept {self.documents} documents, {self.chunks} chunks)"
+        extra = f"; {len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}" if self.problems else ""
+        extra += f"; {self.skipped} skipped" if self.skipped else ""
+        return (
+            f"{self.name}: {self.added} added, {self.updated} updated, {self.removed} removed, "
+            f"{self.unchanged} unchanged{extra} ({self.documents} documents, {self.chunks} chunks, "
+            f"{self.seconds:.1f} s)"
+        )
 
 
 @dataclass
@@ -59,6 +109,12 @@ class IndexStats:
     seconds: float = 0.0
     generation: str = ""
     changed_files: list[str] = field(default_factory=list)
+    sources: list[SourceReport] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[SourceReport]:
+        """The sources that failed as a whole in this sync."""
+        return [r for r in self.sources if not r.ok]
 
     def summary(self) -> str:
         """``"161 files into 2885 chunks (2885 embedded, 0 reused) in 140.2 s"``: what the CLI

@@ -42,6 +42,10 @@ FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 _MAX_QUERY_TERMS = 64
 
+FORMAT = 2
+"""The generation format: 2 = chunks carry their source and URL, the manifest lists each
+source's documents and sync state (generations of format 1 are read, and rebuilt at the next sync)."""
+
 log = logging.getLogger(__name__)
 
 _BM25 = f"bm25(fts, {', '.join(str(w) for w in bm25.COLUMN_WEIGHTS)})"
@@ -161,30 +165,53 @@ class IndexSnapshot:
         top = np.argsort(-sims)[:limit]
         return [int(i) + 1 for i in top]
 
-    def file_chunks(self, file: str) -> list[tuple[Chunk, np.ndarray | None]]:
-        """Every chunk of ``file`` in order, with its vector (None without a dense index)."""
+    def file_chunks(self, file: str, source: str | None = None) -> list[tuple[Chunk, np.ndarray | None]]:
+        """Every chunk of document ``file`` (of ``source`` when given) in order, with its
+        vector (None without a dense index)."""
+        sql = f"SELECT rowid, title, text, file_hash, {self._extra} FROM chunks WHERE file = ?"
+        args: list[str] = [file]
+        if source is not None and self.has_sources:
+            sql, args = sql + " AND source = ?", [file, source]
         with self._lock:
-            rows = self._conn.execute(
-                "SELECT rowid, title, text, file_hash FROM chunks WHERE file = ? ORDER BY rowid", (file,)
-            ).fetchall()
+            rows = self._conn.execute(sql + " ORDER BY rowid", args).fetchall()
         return [
             (
-                Chunk(file=file, title=title, text=text, file_hash=h),
+                Chunk(file=file, title=title, text=text, file_hash=h, source=src, url=url),
                 self.vectors[rowid - 1] if self.vectors is not None else None,
             )
-            for rowid, title, text, h in rows
+            for rowid, title, text, h, src, url in rows
         ]
 
-    def chunks(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
-        """``rowid -> (file, title, text)`` for the given rowids."""
+    def chunks(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str, str, str]]:
+        """``rowid -> (file, title, text, source, url)`` for the given rowids."""
         if not rowids:
             return {}
         marks = ",".join("?" * len(rowids))
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT rowid, file, title, text FROM chunks WHERE rowid IN ({marks})", list(rowids)
+                f"SELECT rowid, file, title, text, {self._extra} FROM chunks WHERE rowid IN ({marks})", list(rowids)
             ).fetchall()
-        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+        return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
+
+    def all_chunks(self) -> list[tuple[int, Chunk]]:
+        """Every ``(rowid, chunk)`` of the generation in rowid order (carried into the next one)."""
+        conn = sqlite3.connect(f"file:{self.directory / 'chunks.sqlite'}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(
+                f"SELECT rowid, file, title, text, file_hash, {self._extra} FROM chunks ORDER BY rowid"
+            ).fetchall()
+        finally:
+            conn.close()
+        return [(r[0], Chunk(r[1], r[2], r[3], r[4], r[5], r[6])) for r in rows]
+
+    @property
+    def has_sources(self) -> bool:
+        """The chunk table names each chunk's source and URL (generations of format 2)."""
+        return int(self.manifest.get("format", 1)) >= 2
+
+    @property
+    def _extra(self) -> str:
+        return "source, url" if self.has_sources else "'', ''"
 
 
 def _fts_file(file: str) -> str:
@@ -196,13 +223,15 @@ def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | 
     conn = sqlite3.connect(directory / "chunks.sqlite")
     try:
         conn.execute(
-            "CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, file TEXT, title TEXT, text TEXT, file_hash TEXT)"
+            "CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, file TEXT, title TEXT, text TEXT,"
+            " file_hash TEXT, source TEXT, url TEXT)"
         )
         conn.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, title, file, content='', tokenize='{FTS_TOKENIZER}')")
         conn.executemany(
-            "INSERT INTO chunks (rowid, file, title, text, file_hash) VALUES (?, ?, ?, ?, ?)",
-            [(i, c.file, c.title, c.text, c.file_hash) for i, c in enumerate(chunks, start=1)],
+            "INSERT INTO chunks (rowid, file, title, text, file_hash, source, url) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(i, c.file, c.title, c.text, c.file_hash, c.source, c.url) for i, c in enumerate(chunks, start=1)],
         )
+        conn.execute("CREATE INDEX chunks_document ON chunks (file, source)")
         conn.executemany(
             "INSERT INTO fts (rowid, text, title, file) VALUES (?, ?, ?, ?)",
             [
@@ -218,7 +247,7 @@ def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | 
         conn.close()
     if matrix is not None:
         np.save(directory / "vectors.npy", matrix)
-    (directory / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    (directory / "manifest.json").write_text(json.dumps({"format": FORMAT, **manifest}, separators=(",", ":")))
     for name in ("chunks.sqlite", bm25.POSTINGS_FILE, "vectors.npy", "manifest.json"):
         if (directory / name).exists():
             _fsync(directory / name)

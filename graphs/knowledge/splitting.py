@@ -76,7 +76,7 @@ def _sections(text: str) -> list[tuple[list[str], list[_Block]]]:
     return out
 
 
-def split_markdown(text: str, file: str, file_hash: str, chunk_size: int, overlap: int) -> list[Chunk]:
+def split_markdown(text: str, file: str, file_hash: str, chunk_size: int, overlap: int, title: str = "") -> list[Chunk]:
     """Split one Markdown or text file into heading-aware chunks (see the module docstring).
 
     Args:
@@ -86,11 +86,15 @@ def split_markdown(text: str, file: str, file_hash: str, chunk_size: int, overla
         chunk_size: the longest chunk, in characters (a single line of code or a table
             row longer than that is cut into pieces of this size).
         overlap: characters shared by consecutive pieces of a long prose line.
+        title: the document's title from its source (a web page's ``<title>``, a PDF's
+            metadata): the first element of every heading path when the text has no front
+            matter title.
 
     Returns:
         The chunks in document order.
     """
     title_prefix, body = clean_markdown(text)
+    title_prefix = title_prefix or " ".join(title.split())
     if not body.strip():
         return []
     prose = RecursiveCharacterTextSplitter.from_language(
