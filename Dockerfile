@@ -52,7 +52,9 @@ LABEL org.opencontainers.image.title="Threadwise" \
       org.opencontainers.image.description="Team Q&A bot for Slack and Discord (adaptive RAG)" \
       org.opencontainers.image.licenses="Apache-2.0" \
       io.threadwise.variant="${VARIANT}"
-RUN useradd --system --uid 10001 --user-group --home-dir /home/threadwise --create-home threadwise \
+# uid and gid 10001: what deploy/kubernetes/deployment.yaml's securityContext names
+RUN groupadd --system --gid 10001 threadwise \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /home/threadwise --create-home threadwise \
     && mkdir -p /data && chown threadwise:threadwise /data
 COPY --from=build /opt/threadwise /opt/threadwise
 # the default knowledge base (this project's user guide) and config.toml at its defaults

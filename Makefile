@@ -2,6 +2,8 @@
 #   make run                 set up (first time) and start the bot: Slack/Discord with tokens, else console chat
 #   make ask Q="question"    set up (first time) and answer one question
 #   make test                set up (first time), lint (ruff, mypy) and run the tests
+#   make run HOSTED=1        hosted models only (MISTRAL_API_KEY): wheels only, no compiler, no PyTorch or llama.cpp
+#   make test-containers     build the image and run it and compose.yaml with podman (tests/test_container.py)
 #   make bench               load benchmark (issue 11), reindex/search timings, py-spy profile -> bench/README.md
 PY ?= python3
 TORCH_PIP_ARGS ?=
@@ -10,8 +12,20 @@ export Q
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# HOSTED=1 (run, ask, console): the lean install for hosted models, `pip install threadwise[postgres,metrics]`
+HOSTED ?=
+ifeq ($(HOSTED),1)
+STAMP := $(VENV)/.installed-hosted
+endif
 
-.PHONY: run ask console lint test eval bench bench-profile bench-embeddings clean rebuild-offline
+.PHONY: run ask console lint test test-containers eval bench bench-profile bench-embeddings clean rebuild-offline
+
+# Hosted models only: every dependency a wheel (nothing compiled), no PyTorch, no llama.cpp.
+$(VENV)/.installed-hosted: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install --only-binary=:all: -e ".[postgres,metrics]"
+	touch $@
 
 $(STAMP): pyproject.toml scripts/build-llama-portable.sh
 	$(PY) -m venv $(VENV)
@@ -47,8 +61,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# the container tests build images: `make test-containers` (.ci/run runs both)
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not container"
+
+test-containers: $(STAMP)
+	$(BIN)/python -m pytest -q -m container tests/test_container.py
 
 eval: $(STAMP)
 	$(BIN)/threadwise eval ../shared/eval/dev.jsonl --source ../shared/corpus/langgraph-docs --json bench/results/eval-dev.json

@@ -54,8 +54,16 @@ ENV_PREFIX = "THREADWISE_"
 ENV_NESTED_DELIMITER = "__"
 #: The ``.env`` file read (relative to the working directory): settings and secrets.
 ENV_FILE = ".env"
-#: Variables with :data:`ENV_PREFIX` that are not config.toml keys.
-OTHER_VARIABLES = ("THREADWISE_CONFIG", "THREADWISE_DATABASE_URL", "THREADWISE_SECRETS_DIR")
+#: Variables with :data:`ENV_PREFIX` that are not config.toml keys: the config file, the
+#: database, more secret folders, and compose.yaml's own (they reach the bot with .env).
+OTHER_VARIABLES = (
+    "THREADWISE_CONFIG",
+    "THREADWISE_DATABASE_URL",
+    "THREADWISE_SECRETS_DIR",
+    "THREADWISE_IMAGE",
+    "THREADWISE_REPLICAS",
+    "THREADWISE_VARIANT",
+)
 #: Folders of secret files (one file per secret, named like its variable, any case): Docker
 #: and Compose secrets, and the Kubernetes Secret mount of deploy/kubernetes/; more with
 #: ``THREADWISE_SECRETS_DIR`` (folders separated by ``:``).
