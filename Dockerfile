@@ -19,13 +19,14 @@ ARG VARIANT=hosted
 ARG EXTRAS=postgres,metrics
 # where the CPU build of PyTorch comes from (the offline variant): a plain `torch` would be the CUDA build
 ARG TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
 RUN python3 -m venv /opt/threadwise
-# The dependencies first, from pyproject.toml alone: this layer is rebuilt only when they change.
+# The dependencies first, from pyproject.toml alone: this layer is rebuilt only when it
+# changes, and then from pip's cache (a cache mount: not part of the image).
 COPY pyproject.toml ./
 COPY scripts/build-llama-portable.sh scripts/check_isa.py scripts/
-RUN set -eu; \
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=cache,target=/root/.cache/threadwise set -eu; \
     extras="$EXTRAS"; [ "$VARIANT" = hosted ] || extras="offline,$EXTRAS"; \
     python3 -c 'import sys, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
 print("\n".join(p["dependencies"] + [r for e in sys.argv[1].split(",") if e for r in p["optional-dependencies"][e]]))' \
@@ -43,7 +44,8 @@ COPY bot bot
 COPY graphs graphs
 COPY threadwise threadwise
 # pip and setuptools are not needed to run: the final image goes without them
-RUN /opt/threadwise/bin/pip install --no-deps . && /opt/threadwise/bin/threadwise --help >/dev/null \
+RUN --mount=type=cache,target=/root/.cache/pip /opt/threadwise/bin/pip install --no-deps . \
+    && /opt/threadwise/bin/threadwise --help >/dev/null \
     && /opt/threadwise/bin/pip uninstall --yes --quiet pip setuptools
 
 FROM ${PYTHON_IMAGE}

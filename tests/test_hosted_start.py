@@ -54,8 +54,13 @@ async def test_hosted_start_imports_no_offline_library(tmp_path, fake):
                 await bot.wait_ready(session)
                 events = SlackEvents()
                 ts = fake.next_ts()
-                ev = events.message(user="UASKER", channel="C0GENERAL", ts=ts, kind="app_mention",
-                                    text=f"<@{BOT_USER_ID}> qtok-7-1 what does the container need?")
+                ev = events.message(
+                    user="UASKER",
+                    channel="C0GENERAL",
+                    ts=ts,
+                    kind="app_mention",
+                    text=f"<@{BOT_USER_ID}> qtok-7-1 what does the container need?",
+                )
                 body, headers = events.event(ev)
                 async with session.post(bot.url + "/slack/events", data=body.encode(), headers=headers) as resp:
                     assert resp.status == 200
