@@ -2,6 +2,7 @@
 #
 #   docker build -t threadwise .                            # lean: hosted models (Mistral), PostgreSQL, metrics
 #   docker build -t threadwise:offline --build-arg VARIANT=offline .   # + llama.cpp, SmolLM2, local embeddings
+#   docker build -t threadwise --build-arg EXTRAS=postgres,metrics,openai .    # + a provider extra (pyproject.toml)
 #   docker run -e SLACK_BOT_TOKEN=... -e SLACK_APP_TOKEN=... -e MISTRAL_API_KEY=... -v threadwise-data:/data threadwise
 #
 # The lean image installs wheels only (no compiler anywhere) and holds no PyTorch or
