@@ -417,6 +417,13 @@ class ServiceSettings(_Section):
     help_timeout_seconds: float = Field(
         3600.0, gt=0, description="Seconds a help request waits for a human before the bot apologises."
     )
+    stop_grace_seconds: float = Field(
+        10.0,
+        ge=0,
+        description="On SIGTERM (or Ctrl-C in `run` with Slack/Discord), seconds the answers in flight may "
+        "take to finish before the bot stops anyway, in every mode; unfinished ones are answered at the "
+        "next start. Keep it below the orchestrator's kill timeout (Kubernetes: 30 s).",
+    )
     # "auto" is resolved in bot/runtime.py (AUTO_CONCURRENCY)
     max_concurrent_runs: int | Literal["auto"] = Field(
         "auto",

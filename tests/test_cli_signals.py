@@ -54,3 +54,58 @@ async def test_sigterm_finishes_the_answer_in_flight(tmp_path, command):
     output = (out + err).decode()
     assert proc.returncode == 0, output
     assert "make rollback" in output
+
+
+def _with_grace(cfg: Path, seconds: float) -> Path:
+    text = cfg.read_text()
+    cfg.write_text(text.replace("[service]\n", f"[service]\nstop_grace_seconds = {seconds}\n", 1))
+    return cfg
+
+
+async def _read_until(stream: asyncio.StreamReader, needle: str, timeout: float) -> str:
+    seen = ""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while needle not in seen:
+        line = await asyncio.wait_for(stream.readline(), max(0.1, deadline - loop.time()))
+        if not line:
+            break
+        seen += line.decode(errors="replace")
+    return seen
+
+
+@pytest.mark.parametrize("command", ["console", "run", "ask"])
+async def test_sigterm_with_a_stalled_model_stops_within_the_grace(tmp_path, command):
+    """A model that never answers: SIGTERM stops the process within [service]
+    stop_grace_seconds (plus the time to close its files), with one warning and no traceback;
+    in the chat modes the unfinished question is answered at the next start."""
+    question = "how do I roll back a deploy?"
+    async with mistral_server(stall_on={"generate"}) as model:
+        cfg = _with_grace(write_platform_config(tmp_path, KB_FILES, models_section(model)), 2)
+        proc = await start(["ask", question] if command == "ask" else [command], cfg)
+        if command != "ask":
+            proc.stdin.write(f"{question}\n".encode())
+            await proc.stdin.drain()
+        await asyncio.wait_for(model.stalled.wait(), 90)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        proc.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        took = loop.time() - t0
+    output = (out + err).decode()
+    assert took < 2 + 6, (took, output)  # the grace, then at most CLOSE_SECONDS to close files
+    assert "Traceback" not in output and "make rollback" not in output, output
+    assert "did not finish within 2 s" in output, output
+    if command == "ask":
+        assert proc.returncode == 1 and "the question was not answered" in output, output
+        return
+    assert proc.returncode == 0, output
+    async with mistral_server() as model:  # the next start, the model well again
+        cfg = _with_grace(write_platform_config(tmp_path, KB_FILES, models_section(model)), 2)
+        proc = await start(["console"], cfg)
+        try:
+            seen = await _read_until(proc.stdout, "make rollback", 90)
+            assert "make rollback" in seen, seen
+        finally:
+            proc.stdin.close()
+            await asyncio.wait_for(proc.communicate(), 60)

@@ -43,7 +43,9 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
 
     async def body(rt: Runtime) -> int:
         responder = ConsoleResponder(args.thread, out.err, show_status=not args.json, show_answers=False)
-        with graceful_stop():
+        async with graceful_stop(
+            settings.service.stop_grace_seconds, exit_code=1, unfinished="the question was not answered"
+        ):
             result = await rt.service.ask(f"console:{args.thread}", args.question, responder)
         v = result.values if result else {}
         answer = result.answer if result else None
@@ -91,7 +93,7 @@ async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
 
     async def body(rt: Runtime) -> int:
         stop = asyncio.Event()
-        with graceful_stop(on_stop=stop.set):
+        async with graceful_stop(settings.service.stop_grace_seconds, on_stop=stop.set):
             await run_console(rt, thread=args.thread, stop=stop)
         return 0
 

@@ -17,7 +17,7 @@ import warnings
 
 from bot.cli.output import check_output, out
 from bot.cli.parser import build_parser
-from bot.cli.signals import ctrl_c, interrupted
+from bot.cli.signals import StopGraceExpired, ctrl_c, interrupted
 from bot.config import ConfigError, Secrets, load_settings
 from bot.event_loop import loop_factory, run_async
 from bot.failures import advice, describe_failure, failure_kind
@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_async(result, loop) if asyncio.iscoroutine(result) else result
     except KeyboardInterrupt:
         return 130
+    except StopGraceExpired as exc:  # logged where it happened
+        return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - one clear line, no traceback for users
         from graphs.knowledge import KnowledgeBaseError  # loaded already by the commands that raise them
         from graphs.models import ModelUnavailableError

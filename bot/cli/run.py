@@ -154,7 +154,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             if not args.verbose:  # the chat and the event log would share one terminal
                 logging.getLogger().setLevel(max(logging.WARNING, logging.getLogger().level))
             stop_console = asyncio.Event()
-            with graceful_stop(on_stop=stop_console.set):
+            async with graceful_stop(settings.service.stop_grace_seconds, on_stop=stop_console.set):
                 await run_console(rt, stop=stop_console)
             return 0
         for t in tasks:
@@ -162,7 +162,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         monitoring = _start_monitoring(settings, rt, metrics, stop, sockets)
         done, _ = await asyncio.wait(tasks + monitoring, return_when=asyncio.FIRST_EXCEPTION)
         # a recovered run (bot.service.recovery) is finished too; after a stop it already had the
-        # adapters' grace (10 s, in parallel), so the whole stop stays within ~12 s
+        # adapters' grace ([service] stop_grace_seconds, in parallel), so the whole stop stays within it + 2 s
         await rt.service.drain(2 if stop.is_set() else 10)
         for t in done:
             if t.exception():

@@ -75,7 +75,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("threadwise.discord")
 
-SHUTDOWN_GRACE_SECONDS = 10.0  # in-flight answers may finish this long after a stop request
 
 INTENT_HELP = (
     "Discord refused the privileged MESSAGE CONTENT intent (gateway close code 4014). "
@@ -309,7 +308,7 @@ async def run_discord(runtime: Runtime, *, stop: asyncio.Event | None = None, bo
 
     Args:
         runtime: the opened runtime; ``runtime.secrets.discord_token`` must be set.
-        stop: set it to disconnect; in-flight answers get SHUTDOWN_GRACE_SECONDS to finish.
+        stop: set it to disconnect; in-flight answers get ``[service] stop_grace_seconds`` to finish.
         bot: a client from :func:`build_discord_bot` (tests); default: a new one.
     Raises:
         ValueError: no DISCORD_TOKEN.
@@ -339,7 +338,7 @@ async def run_discord(runtime: Runtime, *, stop: asyncio.Event | None = None, bo
             if runner.done():
                 runner.result()  # re-raise a fatal gateway error
             log.info("discord: stopping")
-            await bot.drain(SHUTDOWN_GRACE_SECONDS)
+            await bot.drain(runtime.settings.service.stop_grace_seconds)
         finally:
             for task in waits:
                 task.cancel()

@@ -167,6 +167,10 @@ class SlackBot:
         """
         await self._tasks.wait_idle(timeout)
 
+    async def shutdown(self, grace: float) -> None:
+        """Give the background work up to ``grace`` seconds to finish, then cancel the rest."""
+        await self._tasks.shutdown(grace)
+
     def responder(self, place: SlackPlace) -> SlackResponder:
         """A responder writing to ``place`` with this bot's clients and settings."""
         return SlackResponder(

@@ -75,7 +75,8 @@ async def run_slack(
     """Run the Slack adapter in the current event loop until ``stop`` is set (or cancelled).
 
     Checks the bot token with auth.test first, then serves in ``[slack] mode`` ("socket"
-    or "http"). On the way out, waits up to 10 s for answers in progress.
+    or "http"). On the way out, waits up to ``[service] stop_grace_seconds`` for answers in
+    progress, then cancels them (they are answered at the next start).
 
     Raises:
         slack_sdk.errors.SlackApiError: the bot token is refused (e.g. ``invalid_auth``).
@@ -105,4 +106,4 @@ async def _serve(bot: SlackBot, runtime: Runtime, stop: asyncio.Event) -> None:
         else:
             await serve_socket(bot, runtime.secrets.slack_app_token, stop)
     finally:
-        await bot._tasks.shutdown(grace=10)
+        await bot.shutdown(bot.runtime.settings.service.stop_grace_seconds)
