@@ -3,6 +3,8 @@
 #   docker build -t threadwise .                            # lean: hosted models (Mistral), PostgreSQL, metrics
 #   docker build -t threadwise:offline --build-arg VARIANT=offline .   # + llama.cpp, SmolLM2, local embeddings
 #   docker build -t threadwise --build-arg EXTRAS=postgres,metrics,openai .    # + a provider extra (pyproject.toml)
+#   docker build -t threadwise --build-arg EXTRAS=postgres,metrics,documents --build-arg SYSTEM_PACKAGES=git .
+#                                                     # PDF/Office documents and git sources (docs/knowledge-base.md)
 #   docker run -e SLACK_BOT_TOKEN=... -e SLACK_APP_TOKEN=... -e MISTRAL_API_KEY=... -v threadwise-data:/data threadwise
 #
 # The lean image installs wheels only (no compiler anywhere) and holds no PyTorch or
@@ -51,10 +53,15 @@ RUN --mount=type=cache,target=/root/.cache/pip /opt/threadwise/bin/pip install -
 
 FROM ${PYTHON_IMAGE}
 ARG VARIANT=hosted
+# Debian packages the bot may need at run time, e.g. "git" for [[sources]] of type git
+ARG SYSTEM_PACKAGES=""
 LABEL org.opencontainers.image.title="Threadwise" \
       org.opencontainers.image.description="Team Q&A bot for Slack and Discord (adaptive RAG)" \
       org.opencontainers.image.licenses="Apache-2.0" \
       io.threadwise.variant="${VARIANT}"
+RUN if [ -n "$SYSTEM_PACKAGES" ]; then \
+      apt-get update && apt-get install -y --no-install-recommends $SYSTEM_PACKAGES && rm -rf /var/lib/apt/lists/*; \
+    fi
 # uid and gid 10001: what deploy/kubernetes/deployment.yaml's securityContext names
 RUN groupadd --system --gid 10001 threadwise \
     && useradd --system --uid 10001 --gid 10001 --home-dir /home/threadwise --create-home threadwise \

@@ -55,7 +55,8 @@ ENV_NESTED_DELIMITER = "__"
 #: The ``.env`` file read (relative to the working directory): settings and secrets.
 ENV_FILE = ".env"
 #: Variables with :data:`ENV_PREFIX` that are not config.toml keys: the config file, the
-#: database, more secret folders, and compose.yaml's own (they reach the bot with .env).
+#: database, more secret folders, compose.yaml's own (they reach the bot with .env) and the
+#: build scripts' (scripts/build-llama-portable.sh, scripts/build-base-image.sh).
 OTHER_VARIABLES = (
     "THREADWISE_CONFIG",
     "THREADWISE_DATABASE_URL",
@@ -63,6 +64,8 @@ OTHER_VARIABLES = (
     "THREADWISE_IMAGE",
     "THREADWISE_REPLICAS",
     "THREADWISE_VARIANT",
+    "THREADWISE_WHEEL_DIR",
+    "THREADWISE_CACHE",
 )
 #: Folders of secret files (one file per secret, named like its variable, any case): Docker
 #: and Compose secrets, and the Kubernetes Secret mount of deploy/kubernetes/; more with

@@ -1,0 +1,85 @@
+"""One rule for the text we post: what comes from people and models is data.
+
+Text parts (answers, questions, reasons, our own notices) go through the platform's
+renderer, which escapes everything that could act (Slack: ``&``, ``<``, ``>``); the
+mentions we mean (experts in a help request, the user we refuse) are :class:`Mention`
+parts, rendered by the platform's mention builder *after* the text is escaped, from ids
+we validate. A model or a document therefore never produces ``<!channel>``, ``<@U…>``,
+``<#C…>`` or ``<!subteam^…>``: links are only made for the schemes in
+:data:`LINK_SCHEMES`, and broadcast words (``@channel``, ``@here``, ``@everyone``) are
+broken with a word joiner so no client or setting turns them into a ping.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.protocol import HumanAction
+
+# Link targets that may become a clickable link; anything else (``!channel``, ``@U1``,
+# ``#C1``, ``!subteam^S1``, relative paths) is shown as text.
+LINK_SCHEMES = ("http://", "https://", "mailto:")
+_WORD_JOINER = "\u2060"
+_BROADCAST = re.compile(r"(?<![\w@])@(channel|here|everyone)\b", re.I)
+
+# The help-request reply syntax: how it is shown (Markdown; escaped like any other text by
+# the renderers) and how it is read (parse_human_reply). Written here only.
+REPLY_SYNTAX = "`answer: <your answer>`, `retry: <a hint for a new search>` or `dismiss`"
+_REPLY_RE = re.compile(r"^\s*(?:(answer|retry)\s*:\s*(.*)|(dismiss)\s*[:.!]?\s*)$", re.I | re.S)
+
+
+def parse_human_reply(text: str) -> tuple[HumanAction, str] | None:
+    """Parse an expert's text reply to a help request (:data:`REPLY_SYNTAX`).
+
+    ``answer: ...`` / ``retry: ...`` (with the colon) or ``dismiss`` alone
+    (case-insensitive). Returns ``(action, text)``, or None for any other text (chatter
+    such as "let me check" must not become the answer).
+    """
+    m = _REPLY_RE.match(text)
+    if not m:
+        return None
+    if m.group(3):
+        return HumanAction.DISMISS, ""
+    return HumanAction(m.group(1).lower()), m.group(2).strip()
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A mention the bot means to make (never built from user, document or model text).
+
+    Attributes:
+        id: a platform id (Slack ``U…``/``W…`` user, ``S…`` user group; Discord snowflake).
+        kind: ``"user"``, ``"group"`` (Slack user group) or ``"role"`` (Discord role).
+    """
+
+    id: str
+    kind: Literal["user", "group", "role"] = "user"
+
+
+Part = str | Mention
+
+
+def parts_of(text: str | Iterable[Part]) -> list[Part]:
+    """``text`` as a list of parts (a plain string is one text part)."""
+    return [text] if isinstance(text, str) else list(text)
+
+
+def compose(text: str | Iterable[Part], *, render: Callable[[str], str], mention: Callable[[Mention], str]) -> str:
+    """Render text parts with ``render`` (the platform's escaping Markdown converter) and
+    :class:`Mention` parts with ``mention`` (the platform's mention builder), in order."""
+    return "".join(mention(p) if isinstance(p, Mention) else render(p) for p in parts_of(text))
+
+
+def link_target(url: str) -> str | None:
+    """``url`` if it may become a link (http, https, mailto), else None (show it as text)."""
+    u = url.strip()
+    return u if u.lower().startswith(LINK_SCHEMES) and len(u) > len("mailto:") else None
+
+
+def break_broadcasts(text: str) -> str:
+    """Insert a word joiner into ``@channel`` / ``@here`` / ``@everyone`` (any case), so the
+    word reads the same but can never become a broadcast ping."""
+    return _BROADCAST.sub(lambda m: "@" + _WORD_JOINER + m.group(1), text)

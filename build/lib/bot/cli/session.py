@@ -1,0 +1,56 @@
+"""The runtime a command works with, opened for its duration (a progress bar while the index builds)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from bot.cli.output import ProgressBar
+from bot.config import Secrets, Settings
+
+if TYPE_CHECKING:
+    from bot.runtime import Runtime
+
+
+async def with_runtime(
+    settings: Settings,
+    sources: list[str] | None,
+    body: Callable[[Runtime], Awaitable[int]],
+    *,
+    build_index: bool = True,
+    graph_workers: bool = False,
+) -> int:
+    """Open the runtime (:func:`bot.runtime.open_runtime`), run ``body`` with it, close it.
+
+    Args:
+        settings: the loaded settings.
+        sources: ``--source`` folders instead of config.toml's (None: config.toml's).
+        body: the command's work; its result is the exit code.
+        build_index: build the knowledge index first when it is missing or stale.
+        graph_workers: start ``[service] graph_workers`` worker processes and the sources'
+            sync schedule (``run`` only: a long-lived server).
+
+    Returns:
+        ``body``'s exit code.
+    """
+    # bot.runtime loads langgraph and the model libraries: imported when a command needs them,
+    # so that `--help`, `config` and argument errors answer at once
+    from bot.runtime import open_runtime
+
+    # JSON logs: stderr holds only JSON lines, so no progress bar (the index build is logged)
+    with ProgressBar() if settings.logging.format == "text" else contextlib.nullcontext() as bar:
+        cm = open_runtime(
+            settings,
+            Secrets.from_env(),
+            sources=sources,
+            build_index=build_index,
+            progress=bar,
+            graph_workers=graph_workers,
+            sync_schedule=graph_workers,
+        )
+        runtime = await cm.__aenter__()
+    try:
+        return await body(runtime)
+    finally:
+        await cm.__aexit__(None, None, None)

@@ -1,0 +1,112 @@
+"""``threadwise sync [SOURCE...]``, ``threadwise reindex`` and ``threadwise sources``: the knowledge
+sources from the terminal.
+
+``sync`` syncs the named sources (all without a name; ``reindex`` is ``sync`` of all) with a
+progress bar per source and phase, prints the totals and one line per source, and exits 1
+when a source failed (its last good documents stay searchable) or another sync is running,
+2 when nothing could be synced. ``sources`` lists each source: documents, chunks, last sync,
+schedule and last error (``--json`` for scripts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+from bot.cli.output import ProgressBar, out
+from bot.config import Secrets, Settings
+
+
+def add_parsers(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser, source: argparse.ArgumentParser
+) -> None:
+    """Add ``reindex``, ``sync`` and ``sources`` to the command parser ``sub``."""
+    sub.add_parser(
+        "reindex", parents=[common, source], help="sync every knowledge source into the index (see sync)"
+    ).set_defaults(handler=cmd_reindex)
+    s = sub.add_parser("sync", parents=[common], help="sync knowledge sources into the index (all, or those named)")
+    s.add_argument("names", nargs="*", metavar="SOURCE", help="[[sources]] names (default: every source)")
+    s.set_defaults(handler=cmd_sync)
+    ls = sub.add_parser("sources", parents=[common], help="list the knowledge sources: documents, chunks, last sync")
+    ls.add_argument("--json", action="store_true", help="one JSON object per source")
+    ls.set_defaults(handler=cmd_sources)
+
+
+def schedules(settings: Settings) -> dict[str, float]:
+    """``{name: seconds}`` of the ``[[sources]]`` entries with a ``schedule``."""
+    return {s.name: p for s in settings.sources if (p := s.schedule_seconds)}
+
+
+async def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
+    """``threadwise reindex [--source DIR]``: :func:`cmd_sync` of every source."""
+    return await _sync(settings, None, args.source)
+
+
+async def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
+    """``threadwise sync [SOURCE...]`` (see the module docstring)."""
+    return await _sync(settings, list(args.names) or None, None)
+
+
+async def _sync(settings: Settings, names: list[str] | None, source_dirs: list[str] | None) -> int:
+    # the embedding model and the index libraries (torch, onnxruntime) load only here
+    from bot.runtime import build_knowledge_base
+    from bot.storage import open_storage
+    from bot.sync import SourceSync, SyncBusy, sync_summary
+    from graphs.models import build_embeddings
+
+    secrets = Secrets.from_env()
+    emb, emb_id = build_embeddings(settings.knowledge.embeddings, settings.models, secrets.mistral_api_key)
+    kb = build_knowledge_base(settings, emb, emb_id, source_dirs)
+    unknown = [n for n in names or [] if n not in kb.sources]
+    if unknown:
+        out.err.print(
+            f"Unknown source {', '.join(unknown)}: the sources are {', '.join(kb.sources) or 'none'} "
+            "(`threadwise sources` lists them)",
+            style="red",
+            markup=False,
+        )
+        return 2
+    try:
+        if settings.storage.backend == "postgres" and not source_dirs:  # replicas: once, and recorded for all
+            async with open_storage(settings) as storage:
+                with ProgressBar() as bar:
+                    stats = await SourceSync(kb, storage.bookkeeping).run(names, bar)
+        else:
+            with ProgressBar() as bar:
+                stats = await asyncio.to_thread(kb.reindex, bar, names)
+    except SyncBusy as exc:
+        out.err.print(f"Not synced: {exc}; try again when it is done.", markup=False)
+        return 1
+    lines = sync_summary(stats).split("\n")
+    lines[0] = f"Indexed {stats.summary()} -> {kb.index_dir / stats.generation}"
+    out.console.print("\n".join(lines), markup=False, highlight=False)
+    return 1 if stats.failed else 0
+
+
+def cmd_sources(args: argparse.Namespace, settings: Settings) -> int:
+    """``threadwise sources [--json]`` (see the module docstring)."""
+    from rich.table import Table
+
+    from bot.runtime import build_knowledge_base
+    from bot.sync import sources_table
+
+    rows = sources_table(build_knowledge_base(settings, None, "none"), schedules(settings))
+    if args.json:
+        for r in rows:
+            out.console.print(json.dumps(r, ensure_ascii=False), markup=False, highlight=False, soft_wrap=True)
+        return 0
+    table = Table("source", "type", "documents", "chunks", "last sync", "schedule", "last error")
+    for r in rows:
+        error = r["last_error"] or (f"{len(r['problems'])} documents unreadable" if r["problems"] else "")
+        table.add_row(
+            r["name"],
+            r["kind"],
+            str(r["documents"]),
+            str(r["chunks"]),
+            r["last_sync"] or "never",
+            r["schedule"] or "-",
+            error,
+        )
+    out.console.print(table)
+    return 0

@@ -1,0 +1,180 @@
+"""Text for Discord: questions in, answers and help requests out.
+
+Discord renders (a subset of) Markdown itself, so answers need little conversion; what it
+does not take is messages over 2000 characters ("content: Must be 2000 or fewer in
+length", https://discord.com/developers/docs/resources/message#create-message). This module:
+
+* turns a message's text into a question (bot mentions ``<@id>`` / ``<@!id>`` / its role stripped),
+* names a thread from a question (Discord: 1-100 characters),
+* renders an :class:`~bot.protocol.Answer` with its sources and route note,
+* renders a :class:`~bot.protocol.HelpRequest`,
+* splits long text into messages of at most ``limit`` characters, in order, at paragraph or
+  line boundaries, closing a code fence at a cut and reopening it (with its language) in the
+  next message, so nothing but whitespace at the cuts is lost.
+
+Lengths are counted in UTF-16 code units (what Discord's clients count; never fewer than
+Python's code points), so an emoji-heavy answer is not rejected.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from bot.chat import sources
+from bot.chat.help import HELP_LEAD, how_to_answer
+from bot.chat.sources import SourceLine
+from bot.chat.split import MARKDOWN_FENCE, split_text, utf16_size
+from bot.protocol import Answer, HelpRequest
+
+DISCORD_MESSAGE_LIMIT = 2000  # characters per message (Discord API: Create Message)
+DISCORD_THREAD_NAME_LIMIT = 100  # characters per thread name (Discord API: Start Thread from Message)
+
+_FENCE = MARKDOWN_FENCE
+_HEADING = re.compile(r"^(\s{0,3})#{4,6}\s+(.*?)\s*#*\s*$")  # Discord renders only #, ##, ###
+
+
+size = utf16_size  # how Discord counts a message's length
+
+
+def strip_mentions(text: str, user_ids: Iterable[int], role_ids: Iterable[int] = ()) -> str:
+    """Remove mentions of the given users (both ``<@id>`` and the nickname form ``<@!id>``)
+    and roles (``<@&id>``).
+
+    Args:
+        text: raw message content.
+        user_ids: ids whose mentions are removed (the bot's own id).
+        role_ids: role ids whose mentions are removed (the bot's managed role).
+    Returns:
+        The text without those mentions, with whitespace runs inside lines collapsed and
+        the whole stripped; newlines are kept (they matter for code blocks).
+    """
+    for uid in user_ids:
+        text = re.sub(rf"<@!?{int(uid)}>", " ", text)
+    for rid in role_ids:
+        text = text.replace(f"<@&{int(rid)}>", " ")
+    lines = [re.sub(r"[ \t]{2,}", " ", line).rstrip() for line in text.split("\n")]
+    return "\n".join(lines).strip()
+
+
+def thread_name(question: str, limit: int = 90) -> str:
+    """A thread name from a question: its first non-empty line, without Markdown markers.
+
+    Args:
+        question: the question text (mentions already stripped).
+        limit: maximum characters (config ``discord.thread_name_characters``, capped at
+            Discord's 100).
+    Returns:
+        1..limit characters; cut at a word boundary with an ellipsis when too long;
+        ``"Question"`` when nothing usable is left.
+    """
+    limit = max(10, min(limit, DISCORD_THREAD_NAME_LIMIT))
+    first = next((ln.strip() for ln in question.splitlines() if ln.strip() and not _FENCE.match(ln)), "")
+    first = re.sub(r"[`*_~|>#]+", "", first)
+    first = re.sub(r"<[@#][!&]?\d+>", "", first)  # other mentions read badly in a thread title
+    first = re.sub(r"\s+", " ", first).strip()
+    if not first:
+        return "Question"
+    if size(first) <= limit:
+        return first
+    cut = first[: limit - 1]
+    while size(cut) > limit - 1:
+        cut = cut[:-1]
+    if " " in cut[limit // 2 :]:
+        cut = cut[: cut.rfind(" ")]
+    return cut.rstrip(" ,.;:-") + "…"
+
+
+def to_discord_markdown(markdown: str) -> str:
+    """Adapt a model's Markdown to what Discord renders: headings deeper than ``###``
+    become bold lines (Discord shows ``####`` literally); code blocks are left untouched."""
+    out: list[str] = []
+    in_code = False
+    for line in markdown.split("\n"):
+        if _FENCE.match(line):
+            in_code = not in_code
+        elif not in_code:
+            m = _HEADING.match(line)
+            if m:
+                line = f"{m.group(1)}**{m.group(2)}**"
+        out.append(line)
+    return "\n".join(out)
+
+
+def _source_line(src: SourceLine) -> str:
+    label = src.label.replace("[", "(").replace("]", ")").strip()
+    if src.is_url:
+        return f"{src.number}. [{label}](<{src.location}>)"
+    return f"{src.number}. {label} — `{src.location}`" if src.title else f"{src.number}. `{label}`"
+
+
+def format_sources(answer: Answer) -> str:
+    """The sources block (:mod:`bot.chat.sources`): numbered like the answer's citations.
+
+    URLs become masked links in angle brackets (no embed preview); file paths are shown as
+    code. Followed by the route note as Discord subtext (``-# ...``).
+    """
+    lines = sources.render(answer, _source_line, lambda heading: f"**{heading}**")
+    note = sources.footer(answer).note
+    if note:
+        lines.append(f"-# {note}")
+    return "\n".join(lines)
+
+
+def format_answer(answer: Answer, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
+    """Render an answer (text + sources + route note) as Discord messages of at most ``limit``.
+
+    Returns:
+        One or more non-empty message texts, in posting order.
+    """
+    body = to_discord_markdown(answer.text.strip()) or "…"
+    tail = format_sources(answer)
+    text = f"{body}\n\n{tail}" if tail else body
+    return split_message(text, limit)
+
+
+def format_help_request(
+    request: HelpRequest, mentions: str, limit: int = DISCORD_MESSAGE_LIMIT, open_for: str = ""
+) -> str:
+    """Render a help request as one message of at most ``limit`` characters, in the shared
+    words (:mod:`bot.chat.help`).
+
+    Args:
+        request: what the graph could not answer and why.
+        mentions: the expert mentions (``<@&role> <@user>``), may be empty.
+        limit: message limit; the question and attempts are shortened to fit.
+        open_for: how long the request stays open (:func:`bot.chat.help.duration`); "" : not said.
+    """
+    question = request.question.strip() or "(no question text)"
+    head = f"🙋 {mentions + ' ' if mentions else ''}{HELP_LEAD}"
+    how = how_to_answer("in this thread (or to this message)", open_for)
+    attempts = [a.strip() for a in request.attempts if a.strip()][:8]
+
+    def render(q: str, tried: list[str]) -> str:
+        parts = [head, "", "> " + q.replace("\n", "\n> ")]
+        if request.reason:
+            parts += ["", f"**Why:** {request.reason.strip()}"]
+        if tried:
+            parts += ["**Tried:**"] + [f"- {a}" for a in tried]
+        parts += ["", how]
+        return "\n".join(parts)
+
+    text = render(question, attempts)
+    while size(text) > limit and attempts:
+        attempts = attempts[:-1]
+        text = render(question, attempts)
+    if size(text) > limit:
+        room = max(20, len(question) - (size(text) - limit) - 1)
+        text = render(question[:room].rstrip() + "…", [])
+    return text[:limit] if size(text) > limit else text
+
+
+def split_message(text: str, limit: int = DISCORD_MESSAGE_LIMIT) -> list[str]:
+    """Split ``text`` into messages of at most ``limit`` UTF-16 units (Discord's limit is
+    2000, Create Message): the shared :func:`bot.chat.split.split_text` with CommonMark
+    fences (reopened with their language).
+
+    Raises:
+        ValueError: ``limit`` is too small to hold a fence pair and some text (< 40).
+    """
+    return split_text(text, limit, size=size)

@@ -1,0 +1,217 @@
+"""The composers: who routes, rewrites queries, searches and writes the answer.
+
+One strategy per writer, chosen once when the graph is built (:func:`composer_for`) or
+injected through :attr:`graphs.nodes.GraphDeps.composer`:
+
+- :class:`LLMComposer` - the chat model routes (:data:`graphs.prompts.ROUTE`), rewrites
+  queries, answers directly and writes the cited answer;
+- :class:`ExtractiveComposer` - ``[graph] composer = "extractive"``: no chat-model call
+  at all; the embedding router (:mod:`graphs.offline_router`) routes, canned replies
+  answer small talk, and the answer quotes the documents' best sentences
+  (:mod:`graphs.extractive`). Also the fallback when the offline model's backend is broken.
+
+The nodes (:mod:`graphs.nodes`) keep what both share: budgets, the path, the state update.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+from langchain_core.messages import HumanMessage
+
+from graphs import prompts, signals
+from graphs.citations import format_docs
+from graphs.graders import Graders
+from graphs.knowledge import KnowledgeBase
+from graphs.messages import history_before_last, last_user_message, message_text
+from graphs.models import ModelCaller
+from graphs.offline import OfflineKit, offline_questions, offline_search_queries
+from graphs.offline_router import canned_reply
+from graphs.schemas import RewrittenQuery, RouteDecision
+from graphs.state import Doc, RAGState
+
+if TYPE_CHECKING:
+    from graphs.settings import GraphConfig
+
+log = logging.getLogger(__name__)
+
+
+class Composer(Protocol):
+    """How the graph routes, rewrites, searches and writes (one implementation per writer).
+    Every method returns its result and the LLM calls it made, where it can make any."""
+
+    async def route(self, state: RAGState) -> tuple[RouteDecision, int]:
+        """The standalone question, the route and the first query for the newest message."""
+        ...
+
+    async def direct(self, state: RAGState) -> tuple[str, int]:
+        """An answer without retrieval ("" when none was written)."""
+        ...
+
+    async def rewrite(self, state: RAGState, target: str) -> tuple[str, int]:
+        """A new search query for ``target`` (e.g. "a web search engine") after query feedback."""
+        ...
+
+    async def search(self, state: RAGState, queries: list[str], k: int, sources: list[str] | None) -> list[Doc]:
+        """Up to ``k`` knowledge-base chunks for the query variants ``queries`` (restricted
+        to ``sources``, None: all)."""
+        ...
+
+    async def generate(self, state: RAGState) -> tuple[str, int]:
+        """The answer from ``state["documents"]``, citing them as ``[n]``."""
+        ...
+
+
+class LLMComposer:
+    """The chat model writes (``[graph] composer = "llm"``).
+
+    Args:
+        caller: the model caller (retries, budgets, structured output).
+        knowledge: the knowledge base searched.
+        config: budgets and sizes (``history_messages``, ``max_document_characters``, ``kb_description``).
+        graders: the graders (a redraft after a failed check may come from them, and
+            their extracted facts are shown to the writer).
+    """
+
+    def __init__(self, caller: ModelCaller, knowledge: KnowledgeBase, config: GraphConfig, graders: Graders) -> None:
+        self.caller = caller
+        self.knowledge = knowledge
+        self.cfg = config
+        self.graders = graders
+
+    async def route(self, state: RAGState) -> tuple[RouteDecision, int]:
+        """Contextualise the newest message with the history, route it and write the first
+        query in one structured call; on bad output: the knowledge base, with the message."""
+        raw = last_user_message(state)
+        history = history_before_last(state, self.cfg.history_messages)
+        convo = (
+            "\n".join(
+                f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {message_text(m)[:600]}" for m in history
+            )
+            or "(none)"
+        )
+        default = RouteDecision(question=raw, route="vectorstore", query=raw)
+        decision, calls = await self.caller.structured(
+            prompts.ROUTE.format(kb_description=self.cfg.kb_description),
+            f"Conversation so far:\n{convo}\n\nNew message: {raw}",
+            RouteDecision,
+            default,
+        )
+        return decision, calls
+
+    async def direct(self, state: RAGState) -> tuple[str, int]:
+        history = history_before_last(state, self.cfg.history_messages)
+        return await self.caller.complete(prompts.DIRECT, last_user_message(state), history)
+
+    async def rewrite(self, state: RAGState, target: str) -> tuple[str, int]:
+        tried = "\n".join(f"- {q}" for q in state.get("queries", [])) or "- (none)"
+        feedback = "\n".join(f"- {f}" for f in state.get("query_feedback", [])) or "- (none)"
+        default = RewrittenQuery(query=state.get("question") or last_user_message(state))
+        out, calls = await self.caller.structured(
+            prompts.REWRITE.format(target=target),
+            f"Question: {state.get('question')}\nEarlier queries:\n{tried}\nFeedback:\n{feedback}",
+            RewrittenQuery,
+            default,
+        )
+        return out.query.strip() or default.query, calls
+
+    async def search(self, state: RAGState, queries: list[str], k: int, sources: list[str] | None) -> list[Doc]:
+        """Hybrid search (:meth:`graphs.knowledge.KnowledgeBase.search`) fusing ``queries``."""
+        return await asyncio.to_thread(self.knowledge.search, queries, k, sources=sources)
+
+    async def generate(self, state: RAGState) -> tuple[str, int]:
+        """A cited answer from the documents and the generation feedback; after a failed
+        draft, the graders' redraft when they have one (lexical graders: the documents'
+        own key sentences, so a small model never shows a hallucination to the user)."""
+        if state.get("generations", 0) >= 1:
+            redrafted = self.graders.redraft(state)
+            if redrafted:
+                return redrafted, 0
+        fb = state.get("generation_feedback", [])
+        feedback = (
+            prompts.GENERATION_FEEDBACK.format(items=prompts.data_block("feedback", "\n".join(f"- {f}" for f in fb)))
+            if fb
+            else ""
+        )
+        user = prompts.GENERATE_INPUT.format(  # retrieved text is data: user message, never the system prompt
+            question=state.get("question") or last_user_message(state),
+            sources=prompts.data_block(
+                "sources",
+                format_docs(
+                    state.get("documents", []),
+                    self.cfg.max_document_characters,
+                    with_facts=self.graders.facts_in_prompt,
+                ),
+            ),
+            feedback=feedback,
+        )
+        learned = any(d.get("kind") == "learned" for d in state.get("documents", []))
+        system = prompts.GENERATE + prompts.LEARNED_RULE if learned else prompts.GENERATE
+        return await self.caller.complete(system, user)
+
+
+class ExtractiveComposer:
+    """No chat model (``[graph] composer = "extractive"``): embedding routing, canned
+    replies, quoted answers. Never makes an LLM call.
+
+    Args:
+        kit: the extractive scorer and the embedding router (built on first use).
+        config: ``history_messages`` and ``kb_description``.
+    """
+
+    def __init__(self, kit: OfflineKit, config: GraphConfig) -> None:
+        self.kit = kit
+        self.cfg = config
+
+    async def route(self, state: RAGState) -> tuple[RouteDecision, int]:
+        """The embedding router's decision; the question and the queries are the message."""
+        raw = last_user_message(state)
+        history = history_before_last(state, self.cfg.history_messages)
+        route, sig = await asyncio.to_thread(self.kit.router.route, raw, bool(history))
+        log.info(
+            "offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",
+            route,
+            sig.kb,
+            sig.small_talk,
+            sig.general,
+            sig.current,
+        )
+        return RouteDecision.model_validate({"question": raw, "route": route, "query": raw}), 0
+
+    async def direct(self, state: RAGState) -> tuple[str, int]:
+        """A canned reply (a greeting, thanks, or what the bot can answer)."""
+        raw = last_user_message(state)
+        small_talk = await asyncio.to_thread(self.kit.router.is_small_talk, raw)
+        return canned_reply(raw, self.cfg.kb_description, small_talk), 0
+
+    async def rewrite(self, state: RAGState, target: str) -> tuple[str, int]:
+        """A human's latest hint with the question, else the question's own terms."""
+        hints = [f.split(": ", 1)[1] for f in state.get("query_feedback", []) if f.startswith("Hint from ")]
+        question = state.get("question") or last_user_message(state)
+        query = " ".join([*hints[-1:], question]) if hints else " ".join(sorted(signals.terms(question)))
+        return query or question, 0
+
+    async def search(self, state: RAGState, queries: list[str], k: int, sources: list[str] | None) -> list[Doc]:
+        """More candidates, reranked by embeddings, widened to their sections
+        (:meth:`graphs.extractive.Extractive.retrieve`), from the offline query variants."""
+        return await asyncio.to_thread(
+            self.kit.extractive.retrieve, offline_search_queries(state, self.cfg.history_messages), k, sources=sources
+        )
+
+    async def generate(self, state: RAGState) -> tuple[str, int]:
+        """The documents' best sentences for the question, cited."""
+        answer = await asyncio.to_thread(
+            self.kit.extractive.compose, offline_questions(state, self.cfg.history_messages), state.get("documents", [])
+        )
+        return answer, 0
+
+
+def composer_for(
+    config: GraphConfig, caller: ModelCaller, knowledge: KnowledgeBase, kit: OfflineKit, graders: Graders
+) -> Composer:
+    """The composer ``config`` asks for: extractive for ``composer = "extractive"``, else the LLM."""
+    if config.composer == "extractive":
+        return ExtractiveComposer(kit, config)
+    return LLMComposer(caller, knowledge, config, graders)

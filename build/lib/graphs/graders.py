@@ -1,0 +1,225 @@
+"""The graders: is a retrieved document relevant, is a draft grounded and useful?
+
+One strategy per kind of judge, chosen once when the graph is built
+(:func:`graders_for`) or injected through :attr:`graphs.nodes.GraphDeps.graders`:
+
+- :class:`LLMGraders` - the chat model grades (one batched structured call for the
+  documents, extracting their key facts; one for the draft);
+- :class:`LexicalGraders` - ``[graph] graders = "lexical"``: a chat model too small to
+  judge writes, cheap term overlap grades (:mod:`graphs.signals`); its "direct" route is
+  trusted only for small talk, and a redraft quotes the sources instead of calling it;
+- :class:`ExtractiveGraders` - ``[graph] composer = "extractive"``: no chat model at
+  all; embedding + lexical scores (:mod:`graphs.extractive`), and a composed quote is
+  grounded by construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Protocol
+
+from graphs import prompts, signals
+from graphs.citations import cited_numbers, format_docs
+from graphs.messages import history_before_last, last_user_message
+from graphs.models import ModelCaller
+from graphs.offline import OfflineKit, offline_questions
+from graphs.schemas import AnswerGrade, DocGrade, DocGrades
+from graphs.state import Doc, RAGState
+
+if TYPE_CHECKING:
+    from graphs.settings import GraphConfig
+
+
+class Graders(Protocol):
+    """How the graph judges documents and drafts (one implementation per judge).
+
+    Attributes:
+        facts_in_prompt: the document grades carry extracted key facts worth showing to
+            the writer (``generate``).
+    """
+
+    facts_in_prompt: bool
+
+    async def grade_documents(self, state: RAGState, retrieved: list[Doc]) -> tuple[DocGrades, int]:
+        """Grade ``retrieved`` (non-empty) for the turn's question. Returns the grades
+        (``id`` = 1-based position in ``retrieved``) and the LLM calls made."""
+        ...
+
+    async def grade_answer(self, state: RAGState) -> tuple[AnswerGrade, int]:
+        """Grade the turn's non-empty draft (``state["generation"]``) against
+        ``state["documents"]``. Returns the grade and the LLM calls made."""
+        ...
+
+    def check_route(self, message: str, route: str) -> str:
+        """The route to take for ``message`` given the chat model's choice ``route``."""
+        ...
+
+    def redraft(self, state: RAGState) -> str | None:
+        """An answer written without the chat model after a draft failed its check, or
+        None to ask the chat model again."""
+        ...
+
+
+class LLMGraders:
+    """The chat model grades (``[graph] graders = "llm"``).
+
+    Args:
+        caller: the model caller (retries, budgets, structured output).
+        max_document_characters: each document is cut to this many characters in prompts.
+    """
+
+    facts_in_prompt = True
+
+    def __init__(self, caller: ModelCaller, max_document_characters: int) -> None:
+        self.caller = caller
+        self.max_document_characters = max_document_characters
+
+    async def grade_documents(self, state: RAGState, retrieved: list[Doc]) -> tuple[DocGrades, int]:
+        """One batched structured call; on unparseable output every document is kept (the
+        answer checks still guard)."""
+        default = DocGrades(documents=[DocGrade(id=i, relevant=True) for i in range(1, len(retrieved) + 1)])
+        grades, calls = await self.caller.structured(
+            prompts.GRADE_DOCUMENTS,
+            prompts.GRADE_DOCUMENTS_INPUT.format(
+                question=state.get("question") or last_user_message(state),
+                documents=prompts.data_block("documents", format_docs(retrieved, self.max_document_characters)),
+            ),
+            DocGrades,
+            default,
+        )
+        return grades, calls
+
+    async def grade_answer(self, state: RAGState) -> tuple[AnswerGrade, int]:
+        """Grounding and usefulness in one structured call, against the sources the draft
+        cites (all when it cites none): a claim is checked against what it names, and the
+        prompt does not carry every chunk a third time (issue 11). On unparseable output the
+        draft passes (it cites retrieved sources)."""
+        docs = state.get("documents", [])
+        cited = cited_numbers(state.get("generation", ""), len(docs)) or None
+        grade, calls = await self.caller.structured(
+            prompts.GRADE_ANSWER,
+            prompts.GRADE_ANSWER_INPUT.format(
+                question=state.get("question") or last_user_message(state),
+                sources=prompts.data_block("sources", format_docs(docs, self.max_document_characters, only=cited)),
+                draft=prompts.data_block("draft", state.get("generation", "")),
+            ),
+            AnswerGrade,
+            AnswerGrade(grounded=True, useful=True),
+        )
+        return grade, calls
+
+    def check_route(self, message: str, route: str) -> str:
+        return route
+
+    def redraft(self, state: RAGState) -> str | None:
+        return None
+
+
+class LexicalGraders:
+    """Term-overlap graders for a chat model too small to judge (``[graph] graders =
+    "lexical"``, :mod:`graphs.signals`); no LLM call.
+
+    Args:
+        relevance_threshold: share of the question's terms a relevant document holds.
+        grounding_threshold: share of the draft's terms found in the sources.
+    """
+
+    facts_in_prompt = False
+
+    def __init__(self, relevance_threshold: float, grounding_threshold: float) -> None:
+        self.relevance_threshold = relevance_threshold
+        self.grounding_threshold = grounding_threshold
+
+    @staticmethod
+    def _question(state: RAGState) -> str:
+        return f"{state.get('question', '')} {last_user_message(state)}"
+
+    async def grade_documents(self, state: RAGState, retrieved: list[Doc]) -> tuple[DocGrades, int]:
+        question = self._question(state)
+        return DocGrades(
+            documents=[
+                DocGrade(
+                    id=i,
+                    relevant=signals.relevance(question, f"{d.get('title', '')} {d['text']}")
+                    >= self.relevance_threshold,
+                    facts=" ".join(signals.key_sentences(question, d["text"])),
+                )
+                for i, d in enumerate(retrieved, start=1)
+            ]
+        ), 0
+
+    async def grade_answer(self, state: RAGState) -> tuple[AnswerGrade, int]:
+        docs = [f"{d.get('title', '')} {d['text']}" for d in state.get("documents", [])]
+        draft = state.get("generation", "")
+        grounded = signals.grounding(draft, docs) >= self.grounding_threshold
+        useful = signals.is_useful(self._question(state), draft)
+        return AnswerGrade(
+            grounded=grounded, useful=useful, feedback="" if grounded else "use only words and facts from the sources"
+        ), 0
+
+    def check_route(self, message: str, route: str) -> str:
+        """A model too small to judge: its "direct" is trusted only for greetings and
+        thanks, and a greeting never costs a search."""
+        return "direct" if signals.is_small_talk(message) else ("vectorstore" if route == "direct" else route)
+
+    def redraft(self, state: RAGState) -> str | None:
+        """After a draft failed the grounding check: the sources' own key sentences, cited
+        (so a small model never shows a hallucination to the user); None when none fits."""
+        if state.get("generations", 0) < 1:
+            return None
+        return signals.extractive_answer(self._question(state), [dict(d) for d in state.get("documents", [])]) or None
+
+
+class ExtractiveGraders:
+    """Embedding + lexical graders for the extractive composer (``[graph] composer =
+    "extractive"``, :mod:`graphs.extractive`); no chat-model call.
+
+    Args:
+        kit: the extractive scorer and the embedding router (built on first use).
+        history_messages: earlier messages a follow-up is read with.
+    """
+
+    facts_in_prompt = False
+
+    def __init__(self, kit: OfflineKit, history_messages: int) -> None:
+        self.kit = kit
+        self.history_messages = history_messages
+
+    async def grade_documents(self, state: RAGState, retrieved: list[Doc]) -> tuple[DocGrades, int]:
+        """A document is relevant when its best unit scores over the threshold; a
+        current-events question the knowledge base must answer strongly (a higher one)."""
+        extractive = self.kit.extractive
+        scores = await asyncio.to_thread(extractive.grade, offline_questions(state, self.history_messages), retrieved)
+        threshold = extractive.relevance_threshold
+        if state.get("source") == "kb":
+            history = history_before_last(state, self.history_messages)
+            route, _ = await asyncio.to_thread(self.kit.router.route, last_user_message(state), bool(history))
+            threshold = extractive.current_relevance_threshold if route == "websearch" else threshold
+        return DocGrades(
+            documents=[DocGrade(id=i, relevant=score >= threshold) for i, score in enumerate(scores, start=1)]
+        ), 0
+
+    async def grade_answer(self, state: RAGState) -> tuple[AnswerGrade, int]:
+        """Quotes are grounded by construction; an empty composition is not useful."""
+        draft = state.get("generation", "")
+        return AnswerGrade(
+            grounded=True,
+            useful=bool(draft.strip()),
+            feedback="" if draft.strip() else "no sentence of the documents answers it",
+        ), 0
+
+    def check_route(self, message: str, route: str) -> str:
+        return route
+
+    def redraft(self, state: RAGState) -> str | None:
+        return None
+
+
+def graders_for(config: GraphConfig, caller: ModelCaller, kit: OfflineKit) -> Graders:
+    """The graders ``config`` asks for: extractive with the extractive composer (whatever
+    ``graders`` says), lexical for ``graders = "lexical"``, else the LLM graders."""
+    if config.composer == "extractive":
+        return ExtractiveGraders(kit, config.history_messages)
+    if config.graders == "lexical":
+        return LexicalGraders(config.relevance_threshold, config.grounding_threshold)
+    return LLMGraders(caller, config.max_document_characters)

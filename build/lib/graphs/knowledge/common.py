@@ -1,0 +1,125 @@
+"""Types shared by the knowledge-base modules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+class KnowledgeBaseError(RuntimeError):
+    """The index is missing or unreadable, a source folder does not exist, or an index
+    build failed (the message says which)."""
+
+
+class EmbeddingRefusedError(KnowledgeBaseError):
+    """The embeddings API refused a request that cannot be made smaller (one chunk)."""
+
+
+class ReindexBusyError(KnowledgeBaseError):
+    """Another process (or thread) holds the reindex lock of this index folder.
+
+    Attributes:
+        pid: the process id written by the holder (0 if unknown).
+    """
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        super().__init__(f"another reindex is running (pid {pid or 'unknown'}); try again when it has finished")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One indexed piece of a source file.
+
+    Attributes:
+        file: path relative to its source folder (what users and the eval see).
+        title: heading path, e.g. ``"Deploy > Standalone container"`` ('' if none); the
+            front matter ``title:`` is its first element.
+        text: chunk text (at most ``chunk_size`` characters unless one line of code or a
+            table row is longer), code and tables byte for byte.
+        file_hash: the document's version (sha256 of a file's bytes, a blob id, a page's hash).
+        source: the name of the source the document came from.
+        url: the address an answer cites ('' when there is none: ``file`` is shown).
+    """
+
+    file: str
+    title: str
+    text: str
+    file_hash: str
+    source: str = ""
+    url: str = ""
+
+
+@dataclass
+class SourceReport:
+    """What one sync did to one source.
+
+    Attributes:
+        name, kind: the source.
+        ok: False when the source as a whole failed (``error`` says why; its last good
+            documents stayed in the index).
+        added, updated, removed, unchanged: documents.
+        problems: one line per document that could not be read (kept as it was if it had
+            been indexed before).
+        skipped: documents left out on purpose (not a supported format, robots.txt).
+        documents, chunks: what the index holds for the source afterwards.
+        seconds: the source's share of the sync.
+        synced: False when the source was not asked to sync (its documents were carried over).
+    """
+
+    name: str
+    kind: str
+    ok: bool = True
+    error: str = ""
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    problems: list[str] = field(default_factory=list)
+    skipped: int = 0
+    documents: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+    synced: bool = True
+
+    def summary(self) -> str:
+        """One line: ``"handbook: 3 added, 1 updated, 0 removed, 40 unchanged; 2 problems (41 documents, 380 chunks)"``
+        or ``"handbook: FAILED: <why> (kept 41 documents)"``."""
+        if not self.ok:
+            return f"{self.name}: FAILED: {self.error} (kept {self.documents} documents, {self.chunks} chunks)"
+        extra = f"; {len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}" if self.problems else ""
+        extra += f"; {self.skipped} skipped" if self.skipped else ""
+        return (
+            f"{self.name}: {self.added} added, {self.updated} updated, {self.removed} removed, "
+            f"{self.unchanged} unchanged{extra} ({self.documents} documents, {self.chunks} chunks, "
+            f"{self.seconds:.1f} s)"
+        )
+
+
+@dataclass
+class IndexStats:
+    """Result of a reindex: counts and wall time (seconds)."""
+
+    files: int = 0
+    chunks: int = 0
+    embedded_chunks: int = 0
+    reused_chunks: int = 0
+    seconds: float = 0.0
+    generation: str = ""
+    changed_files: list[str] = field(default_factory=list)
+    sources: list[SourceReport] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[SourceReport]:
+        """The sources that failed as a whole in this sync."""
+        return [r for r in self.sources if not r.ok]
+
+    def summary(self) -> str:
+        """``"161 files into 2885 chunks (2885 embedded, 0 reused) in 140.2 s"``: what the CLI
+        and the admin command report (seconds with one decimal, never in exponent form)."""
+        return (
+            f"{self.files} files into {self.chunks} chunks ({self.embedded_chunks} embedded, "
+            f"{self.reused_chunks} reused) in {self.seconds:.1f} s"
+        )

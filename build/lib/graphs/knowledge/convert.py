@@ -1,0 +1,285 @@
+"""Documents of any supported format as Markdown: the one conversion every connector uses.
+
+- Markdown, MDX and plain text are decoded as UTF-8 (a byte-order mark honoured); bytes
+  that are not text (NUL bytes, or not UTF-8 and mostly control characters: a binary file
+  named ``.md``) are refused.
+- HTML goes through :func:`html_to_markdown`: navigation chrome (``nav``, ``header``,
+  ``footer``, ``aside``, scripts, forms) is dropped, ``main``/``article`` is preferred, and
+  markdownify writes ATX headings, pipe tables and fenced code (its language from a
+  ``language-*`` class). The encoding comes from the HTTP header, then ``<meta charset>``,
+  then detection (charset-normalizer), so non-UTF-8 pages read correctly.
+- PDF, DOCX, PPTX and XLSX go through Microsoft's markitdown (pdfminer.six, mammoth,
+  python-pptx, openpyxl under it): headings and tables of office files are kept; a PDF
+  gives its text in reading order (PDFs carry no headings; see docs/knowledge-base.md for
+  why markitdown and not docling).
+
+Template syntax (Liquid/Jinja tags, Hugo shortcodes, MDX imports and components) is removed
+by :func:`graphs.knowledge.templates.strip_templates` from Markdown, MDX and converted HTML,
+here, before the text is split (plain text and office files are left as they are).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from graphs.knowledge.templates import strip_templates
+
+log = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".mdx": "mdx",
+    ".txt": "text",
+    ".text": "text",
+    ".rst": "text",
+}
+HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
+OFFICE_SUFFIXES = {".pdf", ".docx", ".pptx", ".xlsx"}
+SUPPORTED_SUFFIXES = frozenset(TEXT_SUFFIXES) | HTML_SUFFIXES | OFFICE_SUFFIXES
+"""File name endings :func:`convert` reads (lower case)."""
+
+
+class ConversionError(ValueError):
+    """A document cannot be converted (the message says why in a few words)."""
+
+
+@dataclass(frozen=True)
+class Converted:
+    """A converted document: its title ('' if none) and Markdown text."""
+
+    title: str
+    text: str
+
+
+def kind_of(name: str) -> str | None:
+    """``"markdown"``, ``"mdx"``, ``"text"``, ``"html"``, ``"pdf"``, ``"docx"``, ``"pptx"``,
+    ``"xlsx"`` by the name's ending, or None when it is not supported."""
+    suffix = PurePosixPath(name.lower()).suffix
+    if suffix in TEXT_SUFFIXES:
+        return TEXT_SUFFIXES[suffix]
+    if suffix in HTML_SUFFIXES:
+        return "html"
+    if suffix in OFFICE_SUFFIXES:
+        return suffix[1:]
+    return None
+
+
+def convert(data: bytes, name: str, *, content_type: str = "", base_url: str = "") -> Converted:
+    """Convert one document to Markdown.
+
+    Args:
+        data: the document's bytes.
+        name: its file name or URL path (the ending picks the format unless ``content_type``
+            says HTML).
+        content_type: an HTTP ``Content-Type`` (its charset is honoured for HTML).
+        base_url: the page's address, for HTML's relative links.
+
+    Raises:
+        ConversionError: the format is not supported, the bytes are not what the name says
+            (binary in a text file), the file is damaged or password-protected, or the
+            converter failed.
+    """
+    kind = "html" if "html" in content_type.lower() else kind_of(name)
+    if kind is None:
+        raise ConversionError(f"unsupported file type {PurePosixPath(name).suffix or '(none)'}")
+    if kind in ("markdown", "mdx", "text"):
+        text = decode_text(data)
+        return Converted("", strip_templates(text, kind) if kind != "text" else text)
+    if kind == "html":
+        html = decode_html(data, content_type)
+        title, md = html_to_markdown(html, base_url)
+        return Converted(title, strip_templates(md, "html"))
+    return _office(data, kind)
+
+
+def decode_text(data: bytes) -> str:
+    """Text file bytes as str: UTF-8 (with or without BOM), else the detected encoding.
+
+    Raises:
+        ConversionError: NUL bytes or mostly control characters (a binary file).
+    """
+    head = data[:65536]
+    if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ConversionError("binary content (NUL bytes), not text")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = _detect(data)
+    sample = text[:20000]
+    controls = sum(1 for ch in sample if ord(ch) < 32 and ch not in "\n\r\t\f")
+    if sample and controls / len(sample) > 0.05:
+        raise ConversionError("binary content (control characters), not text")
+    return text.replace("\x00", "")
+
+
+def _detect(data: bytes) -> str:
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data[:1_000_000]).best()
+    if best is None:
+        raise ConversionError("binary content (no text encoding fits), not text")
+    return data.decode(best.encoding, errors="replace")
+
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.I)
+
+
+def decode_html(data: bytes, content_type: str = "") -> str:
+    """HTML bytes as str: the header's charset, else ``<meta charset>``/``http-equiv``, else
+    UTF-8, else detected (a Latin-1 or Shift-JIS page reads correctly)."""
+    candidates = []
+    m = re.search(r"charset=([\w\-:.]+)", content_type, re.I)
+    if m:
+        candidates.append(m.group(1))
+    m2 = _META_CHARSET.search(data[:4096])
+    if m2:
+        candidates.append(m2.group(1).decode("ascii", "ignore"))
+    candidates.append("utf-8")
+    for enc in candidates:
+        try:
+            return data.decode(enc)
+        except (LookupError, UnicodeDecodeError):
+            continue
+    try:
+        return _detect(data)
+    except ConversionError:
+        return data.decode("utf-8", errors="replace")
+
+
+_CHROME = [
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "nav",
+    "header",
+    "footer",
+    "aside",
+    "form",
+    "button",
+    "iframe",
+    "svg",
+    "canvas",
+    "select",
+    "dialog",
+]
+_CHROME_ROLES = ["navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "toolbar"]
+_CHROME_CLASS = re.compile(
+    r"(^|[\s_-])(nav|navbar|navigation|sidebar|breadcrumbs?|toc|table-of-contents|footer|"
+    r"header|menu|skip-link|cookie|edit-this-page|pagination|theme-doc-footer)($|[\s_-])",
+    re.I,
+)
+
+
+def html_to_markdown(html: str, base_url: str = "") -> tuple[str, str]:
+    """The readable part of an HTML page as Markdown (see the module docstring).
+
+    Returns:
+        ``(title, markdown)``: the title from ``<title>`` (or the first ``<h1>``).
+    """
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup: Any = BeautifulSoup(html, "html.parser")  # bs4's overloads do not type attribute filters
+    title = ""
+    if soup.title and soup.title.string:
+        title = " ".join(soup.title.string.split())
+    root: Any = soup.find("main") or soup.find("article") or soup.find(attrs={"role": "main"}) or soup.body or soup
+    for tag in root.find_all(_CHROME):
+        tag.decompose()
+    for tag in root.find_all(attrs={"role": _CHROME_ROLES}):
+        tag.decompose()
+    for tag in root.find_all(True):
+        if tag.decomposed or tag.attrs is None:
+            continue
+        classes = " ".join(tag.get("class") or []) + " " + str(tag.get("id") or "")
+        if tag.name not in ("main", "article", "body", "pre", "code", "table") and _CHROME_CLASS.search(classes):
+            tag.decompose()
+    h1 = root.find("h1")
+    if not title and h1 is not None:
+        title = " ".join(h1.get_text(" ").split())
+
+    def language(el: Any) -> str:
+        for node in (el, el.find("code")):
+            for cls in (node.get("class") or []) if node is not None else []:
+                for prefix in ("language-", "lang-", "highlight-source-"):
+                    if cls.startswith(prefix):
+                        return cls[len(prefix) :]
+        return ""
+
+    md = MarkdownConverter(
+        heading_style="ATX",
+        bullets="-",
+        code_language_callback=language,
+        escape_underscores=False,
+        escape_asterisks=False,
+    ).convert_soup(root)
+    md = re.sub(r"\n{3,}", "\n\n", md).strip() + "\n"
+    return title, md
+
+
+def _office(data: bytes, kind: str) -> Converted:
+    try:
+        from markitdown import StreamInfo
+    except ImportError as exc:  # the 'documents' extra is not installed
+        raise ConversionError(
+            f"{kind.upper()} needs the 'documents' extra: pip install 'threadwise[documents]'"
+        ) from exc
+    # the format's own converter, not MarkItDown's dispatcher: that one falls back to reading
+    # a damaged PDF or DOCX as plain text, and would index its raw bytes
+    try:
+        if kind == "docx":
+            text, title = _docx(data), ""
+        else:
+            result = _converter(kind).convert(io.BytesIO(data), StreamInfo(extension="." + kind))
+            text, title = result.markdown or "", (result.title or "").strip()
+    except Exception as exc:  # noqa: BLE001 - every converter's own errors: one line, this document only
+        raise ConversionError(f"cannot read this {kind.upper()} ({_why(exc)})") from None
+    if kind == "pdf":
+        text = text.replace("\x0c", "\n\n")
+    if not text.strip():
+        raise ConversionError(f"no text in this {kind.upper()} (a scanned PDF needs OCR, which is not done)")
+    return Converted(title, text)
+
+
+_CONVERTERS: dict[str, Any] = {}
+
+
+def _converter(kind: str) -> Any:
+    """markitdown's converter of ``kind`` (made once per process)."""
+    if kind not in _CONVERTERS:
+        from markitdown import converters
+
+        cls = {"pdf": converters.PdfConverter, "pptx": converters.PptxConverter, "xlsx": converters.XlsxConverter}[kind]
+        _CONVERTERS[kind] = cls()
+    return _CONVERTERS[kind]
+
+
+def _why(exc: BaseException) -> str:
+    """The real cause of a converter's error in one short line ("password-protected" for
+    pdfminer's password errors)."""
+    causes = [exc]
+    while causes[-1].__cause__ is not None and len(causes) < 5:
+        causes.append(causes[-1].__cause__)
+    text = " ".join(f"{type(c).__name__} {c}" for c in causes)
+    if "Password" in text or "password" in text or "encrypt" in text.lower():
+        return "password-protected"
+    cause = causes[-1]
+    return f"{type(cause).__name__}: {' '.join(str(cause).split())[:200]}"
+
+
+def _docx(data: bytes) -> str:
+    """DOCX to Markdown through mammoth (Word's headings, lists and tables as HTML), as
+    markitdown does, without markitdown's equation pre-pass: with beautifulsoup4 4.15 that
+    pre-pass loses the ``w:`` namespace of the body, after which mammoth finds no body
+    ("Could not find the body element") in ordinary files, e.g. every file python-docx
+    writes, and it cost ~2.4 s per file. Equations are kept as their text."""
+    import mammoth
+
+    return html_to_markdown(mammoth.convert_to_html(io.BytesIO(data)).value)[1]

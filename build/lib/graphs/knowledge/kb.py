@@ -1,0 +1,627 @@
+"""The :class:`KnowledgeBase`: hybrid search over the live generation, reindex, start-up build."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from graphs.knowledge import index as idx
+from graphs.knowledge.common import (
+    Chunk,
+    EmbeddingRefusedError,
+    IndexStats,
+    KnowledgeBaseError,
+    ProgressFn,
+    SourceReport,
+)
+from graphs.knowledge.connectors.base import Connector, Document, SourceError
+from graphs.knowledge.connectors.files import FilesConnector
+from graphs.knowledge.embedding import TextEmbedder, embed_texts
+from graphs.knowledge.splitting import SPLITTER_ID, index_text, split_markdown
+from graphs.knowledge.templates import TEMPLATES_ID
+from graphs.state import Doc
+
+log = logging.getLogger(__name__)
+
+
+def rrf_fuse(rankings: Iterable[Sequence[int]], rrf_k: int, weights: Sequence[float] | None = None) -> dict[int, float]:
+    """Weighted Reciprocal Rank Fusion (Cormack et al., SIGIR 2009):
+    ``sum(weight / (rrf_k + rank))`` over the rankings (ids best first, rank from 1)."""
+    scores: dict[int, float] = {}
+    for i, ranking in enumerate(rankings):
+        w = weights[i] if weights else 1.0
+        for rank, cid in enumerate(ranking, start=1):
+            scores[cid] = scores.get(cid, 0.0) + w / (rrf_k + rank)
+    return scores
+
+
+STATUS_FILE = "sources.json"
+"""Per-source sync status beside the generations (last sync, last success, last error)."""
+
+
+class KnowledgeBase:
+    """Hybrid (BM25 + dense) retriever over the configured sources, with atomic, per-source sync.
+
+    One sync at a time per index folder, across processes (:class:`index.ReindexLock`:
+    others are refused with "another reindex is running (pid N)"). Every search first
+    checks ``CURRENT`` (one ``stat``) and opens a generation another process published.
+
+    Args:
+        index_dir: folder holding the index generations (created if missing).
+        sources: folders, files or globs of ``[knowledge] sources`` (each becomes a
+            ``files`` source named by the path as given).
+        patterns: file globs inside those folders.
+        embeddings: a LangChain ``Embeddings`` or ``None`` for keyword-only search.
+        embedder_id: names the embedding model; vectors are reused only for the same id.
+            An ``embeddings`` object with its own ``embedder_id`` attribute (the local
+            model, whose backend may fall back when it loads) overrides it.
+        chunk_size, chunk_overlap: characters.
+        candidates: ranked list length per query and retriever before fusion.
+        rrf_k: the RRF constant (60 in the paper).
+        max_chunks_per_file: at most this many chunks of one document in a result.
+        keep_generations: old generations kept on disk after a swap.
+        batch_size: most chunks per embedding request.
+        batch_tokens: most estimated tokens per embedding request (see
+            :mod:`graphs.knowledge.embedding`).
+        connectors: the ``[[sources]]`` entries as connectors (see
+            :mod:`graphs.knowledge.connectors`), beside ``sources``.
+    """
+
+    def __init__(
+        self,
+        index_dir: str | Path,
+        sources: Sequence[str | Path] = (),
+        patterns: Sequence[str] = ("**/*.md", "**/*.txt"),
+        embeddings: Embeddings | None = None,
+        embedder_id: str = "none",
+        chunk_size: int = 1000,
+        chunk_overlap: int = 100,
+        candidates: int = 40,
+        rrf_k: int = 60,
+        max_chunks_per_file: int = 2,
+        keep_generations: int = 2,
+        batch_size: int = 64,
+        batch_tokens: int = 8000,
+        connectors: Sequence[Connector] = (),
+    ):
+        self.index_dir = Path(index_dir)
+        self.patterns = list(patterns)
+        self.connectors: dict[str, Connector] = {}
+        for src in sources:
+            self.connectors.setdefault(str(src), FilesConnector(str(src), [src], self.patterns))
+        for conn in connectors:
+            if conn.name in self.connectors:
+                raise KnowledgeBaseError(f"two knowledge sources are named {conn.name!r}")
+            self.connectors[conn.name] = conn
+        self.sources = list(self.connectors)
+        self.embeddings = embeddings
+        self._embedder_id = embedder_id if embeddings is not None else "none"
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self.candidates = candidates
+        self.rrf_k = rrf_k
+        self.max_chunks_per_file = max_chunks_per_file
+        self.keep_generations = keep_generations
+        self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
+        self.last_error: str | None = None
+        self.last_error_at: str | None = None
+        self._snapshot: idx.IndexSnapshot | None = None
+        self._stamp: tuple[int, int] | None = None
+        self._open_lock = threading.Lock()
+        # query vectors by text: the same question's variants, follow-ups and retries cost one embedding
+        self._queries = TextEmbedder(embeddings, cache_size=4096)
+
+    @property
+    def embedder_id(self) -> str:
+        """Names the vector space of the embeddings (stored in the manifest as ``embedder``):
+        the embeddings' own ``embedder_id`` when they have one, else the id given."""
+        own = getattr(self.embeddings, "embedder_id", None) if self.embeddings is not None else None
+        return own if isinstance(own, str) and own else self._embedder_id
+
+    # ---- reading -------------------------------------------------------------------
+    @property
+    def snapshot(self) -> idx.IndexSnapshot | None:
+        """The live generation (``None`` if never indexed). ``CURRENT`` is checked on every
+        access (one ``stat``): a generation published by another process is opened here.
+        Searches already running keep the snapshot they started with."""
+        stamp = idx.current_stamp(self.index_dir)
+        if stamp is not None and stamp == self._stamp and self._snapshot is not None:
+            return self._snapshot
+        with self._open_lock:
+            name, stamp = idx.read_current(self.index_dir)
+            if name is None:
+                return self._snapshot
+            if self._snapshot is None or self._snapshot.directory.name != name:
+                try:
+                    snap = idx.open_generation(self.index_dir, name)
+                except KnowledgeBaseError as exc:
+                    log.error("cannot open the live index generation: %s", exc)
+                    self._stamp = stamp  # logged once per change of CURRENT
+                    return self._snapshot
+                if self._snapshot is not None:
+                    log.info("index generation %s is live (was %s)", name, self._snapshot.directory.name)
+                self._snapshot = snap
+            self._stamp = stamp
+        return self._snapshot
+
+    def is_built(self) -> bool:
+        return self.snapshot is not None
+
+    def needs_rebuild(self) -> bool:
+        """True if there is no index, it was built with other chunking or embeddings, or a
+        configured source was never synced into it (or one in it is no longer configured)."""
+        snap = self.snapshot
+        if snap is None:
+            return True
+        return bool(self._unsynced(snap)) or self._settings_changed(snap)
+
+    def _unsynced(self, snap: idx.IndexSnapshot) -> list[str]:
+        """Configured sources the live generation holds nothing about, or with another configuration."""
+        m = snap.manifest
+        if not snap.has_sources:
+            return list(self.sources)
+        seen = m.get("config", {})
+        out = [n for n in self.sources if seen.get(n) != self._config_id(n)]
+        return out + [n for n in m.get("docs", {}) if n not in self.connectors]
+
+    def _config_id(self, name: str) -> str:
+        return f"{self.connectors[name].kind}:{self.connectors[name].describe()}"
+
+    def files_of(self, sources: Sequence[str]) -> frozenset[str]:
+        """The document ids of the live generation that come from ``sources``.
+
+        Raises:
+            KnowledgeBaseError: an entry of ``sources`` is not one of :attr:`sources`.
+        """
+        self._check_names(sources)
+        snap = self.snapshot
+        docs = snap.manifest.get("docs", {}) if snap is not None else {}
+        return frozenset(d for s in sources for d in docs.get(str(s), {}))
+
+    def _check_names(self, sources: Sequence[str]) -> None:
+        unknown = [str(s) for s in sources if str(s) not in self.connectors]
+        if unknown:
+            raise KnowledgeBaseError(f"not a source of this knowledge base: {', '.join(unknown)}")
+
+    def search(
+        self, queries: Sequence[str | tuple[str, float]], k: int, sources: Sequence[str] | None = None
+    ) -> list[Doc]:
+        """Hybrid search.
+
+        Args:
+            queries: query variants (e.g. the standalone question, the rewritten query,
+                the raw message), plain or as ``(query, weight)``; each is ranked by BM25
+                and by the dense index, and all rankings are fused with weighted RRF.
+                Any script works (see :mod:`graphs.terms`).
+            k: number of chunks to return.
+            sources: only chunks of these sources (names as in :attr:`sources`); None
+                searches every source.
+
+        Returns:
+            Up to ``k`` :class:`Doc` dicts, best first, at most ``max_chunks_per_file``
+            per document; ``location`` is the document's id, ``url`` the address to cite
+            (when it has one), ``source`` its source's name. Dense ranking is used only
+            when the live generation was embedded with this knowledge base's embedder and
+            the query embedding succeeds (else keyword only).
+
+        Raises:
+            KnowledgeBaseError: no index has been built, or a name in ``sources`` is unknown.
+        """
+        snap = self.snapshot
+        if snap is None:
+            raise KnowledgeBaseError("the knowledge base has no index yet: run `threadwise reindex`")
+        if sources is not None:
+            self._check_names(sources)
+        weighted: dict[str, float] = {}
+        for q in queries:
+            text, weight = (q, 1.0) if isinstance(q, str) else (q[0], float(q[1]))
+            if text.strip():
+                weighted[text.strip()] = max(weight, weighted.get(text.strip(), 0.0))
+        texts = list(weighted)
+        rankings: list[list[int]] = [snap.keyword(q, self.candidates) for q in texts]
+        weights = [weighted[q] for q in texts]
+        if (
+            self.embeddings is not None
+            and snap.vectors is not None
+            and texts
+            and snap.manifest.get("embedder") == self.embedder_id
+        ):
+            try:
+                qv = self._queries(texts)
+            except Exception as exc:  # noqa: BLE001 - a failing embeddings API degrades to keyword search
+                log.warning(
+                    "query embedding failed (%s: %s): keyword search only",
+                    type(exc).__name__,
+                    str(exc).splitlines()[0][:200] if str(exc) else "",
+                )
+            else:
+                rankings += [snap.dense(v, self.candidates) for v in (qv if qv is not None else [])]
+                weights += weights
+        scores = rrf_fuse(rankings, self.rrf_k, weights)
+        ordered = sorted(scores, key=lambda cid: -scores[cid])
+        allowed = {str(s) for s in sources} if sources is not None else None
+        allowed_files: set[str] = set()
+        if allowed is not None and not snap.has_sources:
+            allowed_files = self._legacy_files(snap, allowed)
+        rows = snap.chunks(ordered if allowed is not None else ordered[: max(k * 6, 30)])
+        per_file: dict[tuple[str, str], int] = {}
+        docs: list[Doc] = []
+        for cid in ordered:
+            if cid not in rows:
+                continue
+            file, title, text, source, url = rows[cid]
+            if allowed is not None and (source not in allowed if snap.has_sources else file not in allowed_files):
+                continue
+            key = (source, file)
+            if per_file.get(key, 0) >= self.max_chunks_per_file:
+                continue
+            per_file[key] = per_file.get(key, 0) + 1
+            doc = Doc(id=f"{file}#{cid}", text=text, location=file, title=title, score=round(scores[cid], 5))
+            if url:
+                doc["url"] = url
+            if source:
+                doc["source"] = source
+            docs.append(doc)
+            if len(docs) >= k:
+                break
+        return docs
+
+    def _legacy_files(self, snap: idx.IndexSnapshot, allowed: set[str]) -> set[str]:
+        """A generation of format 1 holds no source names: the files the allowed folders list now."""
+        from graphs.knowledge.sources import discover_files
+
+        mine: set[str] = set()
+        for name in allowed:
+            try:
+                mine |= {rel for _, rel in discover_files([name], self.patterns)}
+            except KnowledgeBaseError:
+                continue
+        return mine
+
+    def stats(self) -> dict:
+        """Counts of the live index: files, chunks, generation, built_at, embedder, and
+        ``last_error`` (the last failed build in this process, or None)."""
+        snap = self.snapshot
+        out: dict = {"files": 0, "chunks": 0, "generation": None}
+        if snap is not None:
+            m = snap.manifest
+            out = {
+                "files": len(m.get("files", {})),
+                "chunks": m.get("chunks", 0),
+                "generation": snap.directory.name,
+                "built_at": m.get("built_at"),
+                "embedder": m.get("embedder"),
+            }
+        out["last_error"] = f"{self.last_error} (at {self.last_error_at})" if self.last_error else None
+        return out
+
+    def source_status(self) -> list[dict]:
+        """One dict per configured source: ``name``, ``kind``, ``where``, ``documents``,
+        ``chunks`` (in the live generation), ``last_sync`` and ``last_success`` (UTC, ISO
+        8601, or None), ``last_error`` (None when the last sync worked), ``problems`` (documents
+        that could not be read at the last sync)."""
+        snap = self.snapshot
+        counts: dict[str, int] = snap.manifest.get("source_chunks", {}) if snap is not None else {}
+        docs: dict[str, dict] = snap.manifest.get("docs", {}) if snap is not None else {}
+        status = self._read_status()
+        out = []
+        for name, conn in self.connectors.items():
+            st = status.get(name, {})
+            out.append(
+                {
+                    "name": name,
+                    "kind": conn.kind,
+                    "where": conn.describe(),
+                    "documents": len(docs.get(name, {})),
+                    "chunks": int(counts.get(name, 0)),
+                    "last_sync": st.get("last_sync"),
+                    "last_success": st.get("last_success"),
+                    "last_error": st.get("last_error"),
+                    "problems": list(st.get("problems") or []),
+                }
+            )
+        return out
+
+    def _read_status(self) -> dict[str, dict]:
+        try:
+            data = json.loads((self.index_dir / STATUS_FILE).read_text())
+            return data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _write_status(self, reports: list[SourceReport]) -> None:
+        """Record each synced source's outcome (call while holding the reindex lock)."""
+        status = self._read_status()
+        now = _now()
+        for r in reports:
+            if not r.synced:
+                continue
+            st = status.setdefault(r.name, {})
+            st["last_sync"] = now
+            if r.ok:
+                st["last_success"] = now
+                st["last_error"] = None
+            else:
+                st["last_error"] = r.error
+            st["problems"] = r.problems[:50]
+            st["report"] = r.summary()
+        tmp = self.index_dir / (STATUS_FILE + ".tmp")
+        tmp.write_text(json.dumps(status, indent=1))
+        os.replace(tmp, self.index_dir / STATUS_FILE)
+
+    # ---- writing -------------------------------------------------------------------
+    def reindex(self, progress: ProgressFn | None = None, sources: Sequence[str] | None = None) -> IndexStats:
+        """Sync the sources (all, or those named) into a new generation and swap it in atomically.
+
+        Each source lists its documents and reads only the changed ones; unchanged documents
+        keep their chunks and vectors. A source that fails as a whole keeps its last good
+        documents and does not stop the others (see ``IndexStats.sources``). Holds the
+        folder's reindex lock throughout; a failure leaves the live generation as it was and
+        is kept in ``last_error`` (shown by ``stats()``).
+
+        Args:
+            progress: called as ``progress(phase, done, total)``; phases are
+                ``"scan <source>"``, ``"split"``, ``"embed"``, ``"write"``.
+            sources: names of the sources to sync (None: all); the others are carried over.
+
+        Returns:
+            :class:`IndexStats` of the new generation, with a :class:`SourceReport` per source.
+
+        Raises:
+            ReindexBusyError: another reindex of this folder is running (any process).
+            KnowledgeBaseError: an unknown source name; every source synced failed and the
+                index holds nothing to serve; the sources hold no text; or the embeddings
+                API refused a single chunk.
+            Exception: errors of the embeddings client (network, HTTP), unchanged.
+        """
+        if sources is not None:
+            self._check_names(sources)
+        try:
+            with idx.ReindexLock(self.index_dir):
+                stats = self._sync(progress or (lambda *_: None), embed=True, names=sources)
+        except Exception as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, KnowledgeBaseError) else str(exc)
+            self.last_error_at = _now()
+            raise
+        self.last_error = self.last_error_at = None
+        return stats
+
+    sync = reindex
+
+    def ensure_index(self, progress: ProgressFn | None = None) -> IndexStats | None:
+        """The start-up build: sync if :meth:`needs_rebuild`, never failing because of
+        the embeddings or a concurrent reindex.
+
+        When the build fails that way, the failure is logged in one line and kept in
+        ``last_error``, and the bot starts with the last good generation; if there is
+        none, a keyword-only generation is built so questions can still be answered.
+
+        Returns:
+            The stats of the generation built, or None if none was.
+
+        Raises:
+            KnowledgeBaseError: the sources are missing or hold no text (a configuration
+                error the user must fix).
+        """
+        if not self.needs_rebuild():
+            return None
+        try:
+            return self.reindex(progress)
+        except idx.ReindexBusyError as exc:
+            log.warning("index not rebuilt at start-up: %s; serving the live generation", exc)
+            return None
+        except EmbeddingRefusedError as exc:
+            failure: Exception = exc
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - embeddings client errors (HTTP, network)
+            failure = exc
+        fallback = "the last good generation" if self.snapshot is not None else "a keyword-only index"
+        log.error(
+            "index build failed: %s: %s; starting with %s",
+            type(failure).__name__,
+            str(failure).splitlines()[0][:300] if str(failure) else "",
+            fallback,
+        )
+        if self.snapshot is not None:
+            return None
+        try:
+            with idx.ReindexLock(self.index_dir):
+                return self._sync(progress or (lambda *_: None), embed=False, names=None)
+        except idx.ReindexBusyError as exc:
+            log.warning("keyword-only index not built: %s", exc)
+            return None
+
+    def _chunking_id(self) -> list:
+        return [self.chunk_size, self.chunk_overlap, SPLITTER_ID, TEMPLATES_ID]
+
+    def _settings_changed(self, snap: idx.IndexSnapshot) -> bool:
+        """The chunking or the embedding model differ from the snapshot's: nothing is reusable."""
+        m = snap.manifest
+        return m.get("embedder") != self.embedder_id or m.get("chunking") != self._chunking_id()
+
+    def _split(self, source: str, doc: Document) -> list[Chunk]:
+        chunks = split_markdown(doc.text, doc.id, doc.version, self.chunk_size, self.chunk_overlap, title=doc.title)
+        return [Chunk(c.file, c.title, c.text, c.file_hash, source, doc.url) for c in chunks]
+
+    def _sync(self, progress: ProgressFn, embed: bool, names: Sequence[str] | None) -> IndexStats:
+        t0 = time.perf_counter()
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        old = self.snapshot  # re-read under the lock: another process may have published
+        embedder_id_before = self.embedder_id if embed else "none"
+        old_m = old.manifest if old is not None else {}
+        readable = old is not None and old.has_sources
+        old_docs: dict[str, dict[str, str]] = old_m.get("docs", {}) if readable else {}
+        old_state: dict[str, dict] = old_m.get("state", {}) if readable else {}
+        compatible = (
+            readable and old_m.get("chunking") == self._chunking_id() and old_m.get("embedder") == embedder_id_before
+        )
+        # the named sources alone, unless the live generation's chunks cannot be carried over
+        # (other chunking or embedder, an older format): then every source is read again
+        wanted = set(self.sources if names is None or (old is not None and not compatible) else names)
+
+        reports: list[SourceReport] = []
+        keep: dict[str, set[str]] = {}  # source -> document ids whose old chunks are carried over
+        fresh: list[tuple[str, Document]] = []
+        docs: dict[str, dict[str, str]] = {}
+        state: dict[str, dict] = {}
+        for name, conn in self.connectors.items():
+            prev = old_docs.get(name, {}) if compatible else {}
+            report = SourceReport(name, conn.kind, synced=name in wanted)
+            reports.append(report)
+            if name not in wanted:
+                keep[name], docs[name], state[name] = set(prev), dict(prev), old_state.get(name, {})
+                report.documents = len(prev)
+                continue
+            s0 = time.perf_counter()
+
+            def scan_progress(done: int, total: int, _name: str = name) -> None:
+                progress(f"scan {_name}", done, total)
+
+            try:
+                listing = conn.scan(prev, old_state.get(name, {}) if compatible else {}, scan_progress)
+            except Exception as exc:  # noqa: BLE001 - one source failing never stops the others
+                why = str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
+                why = why.removeprefix(f"source {name}: ")
+                log.error("source %s failed: %s; its last good documents stay", name, why)
+                report.ok, report.error = False, why
+                keep[name], docs[name], state[name] = set(prev), dict(prev), old_state.get(name, {})
+                if not compatible and readable and old_docs.get(name):
+                    keep[name] = set(old_docs[name])  # carried over and embedded again below
+                    docs[name] = dict(old_docs[name])
+                report.documents = len(docs[name])
+                report.seconds = round(time.perf_counter() - s0, 2)
+                continue
+            changed_ids = {d.id for d in listing.changed}
+            kept = (listing.kept & set(prev)) - changed_ids
+            keep[name] = kept
+            docs[name] = {d: prev[d] for d in kept}
+            for d in listing.changed:
+                if d.id in docs[name]:
+                    continue  # one id twice in a listing: the first wins
+                docs[name][d.id] = d.version
+                fresh.append((name, d))
+            state[name] = listing.state
+            report.added = sum(1 for d in changed_ids if d not in prev)
+            report.updated = len(changed_ids) - report.added
+            report.removed = len(set(prev) - kept - changed_ids)
+            report.unchanged = len(kept)
+            report.problems, report.skipped = list(listing.problems), listing.skipped
+            report.documents = len(docs[name])
+            report.seconds = round(time.perf_counter() - s0, 2)
+        attempted = [r for r in reports if r.synced]
+        if attempted and all(not r.ok for r in attempted) and not any(docs.values()):
+            self._write_status(reports)
+            raise KnowledgeBaseError("; ".join(f"{r.name}: {r.error}" for r in attempted))
+
+        # carried-over chunks, in the old generation's order, with their vectors
+        chunks: list[Chunk] = []
+        vectors: list[np.ndarray | None] = []
+        if old is not None and readable and any(keep.values()):
+            for rowid, c in old.all_chunks():
+                if c.file in keep.get(c.source, ()):
+                    chunks.append(c)
+                    vectors.append(old.vectors[rowid - 1] if (compatible and old.vectors is not None) else None)
+        for i, (name, d) in enumerate(fresh, start=1):
+            new = self._split(name, d)
+            chunks += new
+            vectors += [None] * len(new)
+            if i % 200 == 0 or i == len(fresh):
+                progress("split", i, len(fresh))
+        if not chunks:
+            self._write_status(reports)
+            raise KnowledgeBaseError(f"no text found in the knowledge sources: {', '.join(self.sources)}")
+
+        todo = [i for i, v in enumerate(vectors) if v is None]
+        load = getattr(self.embeddings, "load", None) if embed else None
+        if callable(load) and todo:
+            load()  # a lazily loaded model settles its backend (and embedder id) before embedding
+        embedder_id = self.embedder_id if embed else "none"
+        if embedder_id != embedder_id_before and compatible:  # the model fell back while loading
+            todo = list(range(len(chunks)))
+        matrix: np.ndarray | None = None
+        if embed and self.embeddings is not None:
+            if todo:
+                fresh_vectors = embed_texts(
+                    self.embeddings,
+                    [index_text(chunks[i]) for i in todo],
+                    max_items=self.batch_size,
+                    max_tokens=self.batch_tokens,
+                    progress=lambda d, t: progress("embed", d, t),
+                )
+                for i, v in zip(todo, fresh_vectors, strict=True):
+                    vectors[i] = v
+            matrix = np.vstack(cast(list[np.ndarray], vectors)).astype(np.float32)  # every vector was filled
+
+        per_source: dict[str, int] = {}
+        for c in chunks:
+            per_source[c.source] = per_source.get(c.source, 0) + 1
+        files: dict[str, str] = {}
+        for name in self.connectors:
+            files.update(docs.get(name, {}))
+        gen = idx.new_generation_name()
+        tmp = self.index_dir / (gen + ".tmp")
+        tmp.mkdir()
+        manifest = {
+            "sources": list(self.sources),
+            "docs": {n: docs.get(n, {}) for n in self.connectors},
+            "state": {n: state.get(n, {}) for n in self.connectors},
+            "config": {n: self._config_id(n) for n in self.connectors},
+            "source_chunks": per_source,
+            "files": files,
+            "chunks": len(chunks),
+            "chunking": self._chunking_id(),
+            "embedder": embedder_id,
+            "embedder_backend": (getattr(self.embeddings, "backend", None) or type(self.embeddings).__name__)
+            if (embed and self.embeddings is not None)
+            else "none",
+            "built_at": _now(),
+        }
+        idx.write_generation(tmp, chunks, matrix, manifest)
+        progress("write", 1, 1)
+        idx.publish(self.index_dir, tmp, gen)
+        self.snapshot  # noqa: B018 - open the generation just published
+        idx.prune(
+            self.index_dir, keep={gen, old.directory.name if old else gen}, keep_generations=self.keep_generations
+        )
+        for r in reports:
+            r.chunks = per_source.get(r.name, 0)
+        self._write_status(reports)
+        embedded = len(todo) if (embed and self.embeddings is not None) else 0
+        stats = IndexStats(
+            files=len(files),
+            chunks=len(chunks),
+            embedded_chunks=embedded,
+            reused_chunks=len(chunks) - len(todo),
+            seconds=round(time.perf_counter() - t0, 2),
+            generation=gen,
+            changed_files=[d.id for _, d in fresh],
+            sources=reports,
+        )
+        log.info(
+            "reindex done: %d documents, %d chunks (%d embedded, %d reused) in %.1fs -> %s",
+            stats.files,
+            stats.chunks,
+            stats.embedded_chunks,
+            stats.reused_chunks,
+            stats.seconds,
+            gen,
+        )
+        for r in reports:
+            if r.synced:
+                log.info("source %s", r.summary())
+        return stats
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

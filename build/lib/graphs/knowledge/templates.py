@@ -1,0 +1,312 @@
+"""Removing template syntax from documentation sources, keeping the text a reader sees.
+
+Documentation sites are written in Markdown plus the syntax of their generator, which the
+generator replaces when it builds the site; indexed as written, that syntax ends up in
+answers (``{% slack_channel "admins-github" %}``). :func:`strip_templates` removes it:
+
+- Liquid (Jekyll, Eleventy), Nunjucks and Jinja (MkDocs macros): ``{% tag %}``,
+  ``{{ expression }}``, ``{# comment #}``, whitespace-control forms ``{%- -%}``;
+  ``{% raw %}``/``{% endraw %}`` and ``{{ "literal" }}`` escapes are undone (their text is
+  what the page shows); ``{% comment %}`` blocks go; a control tag (``if``, ``for``,
+  ``include``, ``set``, ...) goes; a block tag (``{% alert %}...{% endalert %}``) goes
+  and its inner text stays; a custom tag that prints something keeps its readable
+  arguments (``{% slack_channel "admins-github" %}`` -> ``#admins-github``,
+  ``{% image "a.png" "secure password tips" %}`` -> ``secure password tips``,
+  ``{{< new-in 0.153.0 >}}`` -> ``new in 0.153.0``);
+  a tag inside a link target becomes its first argument (the address it computes).
+- Hugo shortcodes ``{{< name args >}}`` / ``{{% name args %}}`` and their closing forms:
+  the same rules; code shortcodes (``highlight``, ``code``, ``code-toggle``) become fenced
+  code blocks; ``{{</* ... */>}}`` escapes show as ``{{< ... >}}``.
+- MDX (``kind="mdx"``): ``import``/``export`` statements, ``{/* comments */}``, JSX
+  components (a capitalised tag name): the tags go and the text inside stays, a
+  ``label``/``title`` prop becomes a line of its own; Docusaurus ``mdx-code-block``
+  fences are unwrapped (their content is rendered MDX, not code).
+- Attribute lists closing a line (MkDocs ``{: #id }``, ``{ .md-button }``, heading ids
+  ``{#id}``).
+
+Code is content: inside fenced code blocks and inline code spans only the escapes above
+are undone (a Liquid tag in a code block of a page about Liquid is what the page shows).
+Indented code blocks are not recognised here (telling them from list continuations needs
+a Markdown parser); the escapes there stay as written.
+
+Sources of the syntax: the Liquid reference (shopify.github.io/liquid), Jinja's template
+designer documentation, Hugo's shortcode documentation, MDX 2's syntax (mdxjs.com) and
+Docusaurus' ``mdx-code-block``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+KINDS = ("markdown", "mdx", "html", "liquid", "jinja", "hugo", "mkdocs", "text")
+"""The kinds :func:`strip_templates` knows. ``markdown`` (a ``.md`` file of an unknown
+generator), ``html`` (a page converted to Markdown), ``liquid``, ``jinja``, ``hugo`` and
+``mkdocs`` apply every template rule but the MDX ones (a page's generator is rarely known,
+and the syntaxes do not collide); ``mdx`` adds the MDX rules; ``text`` changes nothing."""
+
+TEMPLATES_ID = "templates-1"
+"""Names these rules; part of the index's chunking id, so a change of them rebuilds the index."""
+
+
+def kind_of_file(name: str) -> str:
+    """The :data:`KINDS` entry for a file name: ``mdx`` for ``.mdx``, ``text`` for ``.txt``
+    and ``.rst``, else ``markdown``."""
+    lower = name.lower()
+    if lower.endswith(".mdx"):
+        return "mdx"
+    if lower.endswith((".txt", ".text", ".rst")):
+        return "text"
+    return "markdown"
+
+
+# Tags that print nothing a reader sees: control flow, assignments, includes of other
+# files (their text is not here), layout and comments (Liquid, Jinja, Nunjucks, Jekyll).
+_SILENT_TAGS = frozenset(
+    """
+if elif elsif else endif unless endunless for endfor while endwhile case when endcase
+assign capture endcapture set endset include include_relative include_cached render import from extends
+block endblock macro endmacro call endcall filter endfilter with endwith autoescape endautoescape
+cycle increment decrement break continue layout tablerow endtablerow liquid do trans endtrans
+pluralize spaceless endspaceless verbatim endverbatim seo feed_meta asset_path stylesheet javascript
+css js endcomment comment raw endraw
+""".split()
+)
+# Shortcodes / tags whose body is code, shown as a fenced block.
+_CODE_TAGS = frozenset({"highlight", "code", "code-toggle", "codeblock", "syntax", "prism"})
+# Arguments that carry the text a tag shows (Hugo figure/img, custom Liquid tags, MDX props).
+_TEXT_ARGS = ("label", "title", "caption", "alt", "text", "name", "description", "summary")
+
+_FENCE = re.compile(r"^([ \t>]*)(`{3,}|~{3,})(.*)$")
+_PLACE = "\ue000{}\ue001"  # placeholder of protected text (private-use characters)
+_PLACE_RE = re.compile("\ue000(\\d+)\ue001")
+_INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+_RAW_BLOCK = re.compile(r"\{%-?\s*raw\s*-?%\}(.*?)\{%-?\s*endraw\s*-?%\}", re.S)
+_LIQUID_COMMENT = re.compile(r"\{%-?\s*comment\s*-?%\}.*?\{%-?\s*endcomment\s*-?%\}", re.S)
+_JINJA_COMMENT = re.compile(r"\{#.*?#\}", re.S)
+_HUGO_COMMENT = re.compile(r"\{\{/\*.*?\*/\}\}", re.S)
+_HUGO_ESCAPE = re.compile(r"\{\{([<%])/\*(.*?)\*/([>%])\}\}", re.S)
+_LITERAL_OUTPUT = re.compile(r"""\{\{-?\s*(?:"([^"]*)"|'([^']*)')\s*(?:\|[^{}]*)?-?\}\}""")
+_TAG = re.compile(r"\{%-?\s*([A-Za-z_][\w.-]*)(.*?)-?%\}", re.S)
+_SHORTCODE = re.compile(r"\{\{([<%])\s*(/?)\s*([A-Za-z_][\w./-]*)(.*?)\s*/?\s*[>%]\}\}", re.S)
+_OUTPUT = re.compile(r"\{\{-?(?![<%/])(.*?)-?\}\}", re.S)
+_ARG = re.compile(r"""(?:([A-Za-z_][\w-]*)\s*[=:]\s*)?(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^\s"'=:,]+))""")
+# Markdown attribute lists at the end of a line or heading (MkDocs attr_list ``{: #id }``,
+# ``{ .md-button }``, Docusaurus / Pandoc heading ids ``{#id}``): styling, not text.
+_ATTRIBUTE_LIST = re.compile(r"[ \t]*\{:?[ \t]*[#.][\w-]+(?:[ \t]+[#.]?[\w-]+(?:=\S+)?)*[ \t]*\}[ \t]*$", re.M)
+_LINK_TARGET = re.compile(r"(?:\]\(|\]:\s*<?|\bhref=[\"']|\bsrc=[\"']|<)$")
+_PATH_LIKE = re.compile(
+    r"^(?:[\w.-]*/[\w./#?=&%-]*|[\w-]+\.(?:html?|md|mdx|png|jpe?g|gif|svg|pdf|docx?|xlsx?|"
+    r"pptx?|ya?ml|json|csv|txt|liquid|njk|webp))$",
+    re.I,
+)
+
+
+def strip_templates(text: str, kind: str = "markdown") -> str:
+    """``text`` (one document's Markdown, front matter already removed or not) without
+    the template syntax of its generator, keeping the text a reader of the built page
+    sees (see the module docstring for the rules).
+
+    Args:
+        text: the document.
+        kind: one of :data:`KINDS`; unknown kinds are read as ``markdown``.
+
+    Returns:
+        The text without template syntax; code blocks and inline code keep their text
+        (only escapes are undone). Never raises: text that does not parse as a template
+        is left as it is.
+    """
+    if kind == "text" or not text:
+        return text
+    mdx = kind == "mdx"
+    if not mdx and "{" not in text:
+        return text
+    kept: list[str] = []
+
+    def protect(s: str) -> str:
+        kept.append(s)
+        return _PLACE.format(len(kept) - 1)
+
+    text = _protect_fences(text, protect, mdx)
+    text = _INLINE_CODE.sub(lambda m: protect(_undo_escapes(m.group(0))), text)
+    text = _RAW_BLOCK.sub(lambda m: protect(m.group(1)), text)
+    text = _HUGO_ESCAPE.sub(lambda m: protect("{{" + m.group(1) + m.group(2) + m.group(3) + "}}"), text)
+    text = _LIQUID_COMMENT.sub("", text)
+    text = _JINJA_COMMENT.sub("", text)
+    text = _HUGO_COMMENT.sub("", text)
+    text = _code_shortcodes(text, protect)
+    paired = _paired_names(text)
+    text = _SHORTCODE.sub(
+        lambda m: _replace_tag(m, m.group(3), m.group(4), paired, closing=bool(m.group(2)), shortcode=True), text
+    )
+    text = _TAG.sub(lambda m: _replace_tag(m, m.group(1), m.group(2), paired), text)
+    text = _LITERAL_OUTPUT.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
+    text = _OUTPUT.sub(lambda m: _replace_output(m.group(1)), text)
+    if mdx:
+        text = _strip_mdx(text)
+    text = _ATTRIBUTE_LIST.sub("", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    while _PLACE_RE.search(text):  # placeholders may hold placeholders (a fence's escapes)
+        text = _PLACE_RE.sub(lambda m: kept[int(m.group(1))], text)
+    return text
+
+
+def _undo_escapes(code: str) -> str:
+    """Code as the built page shows it: ``{% raw %}`` wrappers, ``{{ "literal" }}`` and
+    Hugo's ``{{</* */>}}`` escapes undone, everything else kept."""
+    code = re.sub(r"\{%-?\s*(?:end)?raw\s*-?%\}", "", code)
+    code = _LITERAL_OUTPUT.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), code)
+    return _HUGO_ESCAPE.sub(lambda m: "{{" + m.group(1) + m.group(2) + m.group(3) + "}}", code)
+
+
+def _protect_fences(text: str, protect: Callable[[str], str], mdx: bool) -> str:
+    """Fenced code blocks replaced by placeholders (escapes undone); an MDX
+    ``mdx-code-block`` fence is unwrapped instead (its content is rendered MDX)."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m or (m.group(2)[0] == "`" and "`" in m.group(3)):
+            out.append(lines[i])
+            i += 1
+            continue
+        marker = m.group(2)
+        j = i + 1
+        while j < len(lines):
+            c = _FENCE.match(lines[j])
+            if c and c.group(2)[0] == marker[0] and len(c.group(2)) >= len(marker) and not c.group(3).strip():
+                break
+            j += 1
+        if mdx and m.group(3).strip() == "mdx-code-block":
+            out += lines[i + 1 : j]  # rendered, not shown as code
+        else:
+            out.append(protect(_undo_escapes("\n".join(lines[i : j + 1]))))
+        i = j + 1
+    return "\n".join(out)
+
+
+def _code_shortcodes(text: str, protect: Callable[[str], str]) -> str:
+    """``{{< highlight go >}}...{{< /highlight >}}``, ``{% highlight ruby %}...{% endhighlight %}``
+    and the like as fenced code blocks (protected from the other rules)."""
+    names = "|".join(re.escape(n) for n in sorted(_CODE_TAGS, key=len, reverse=True))
+    pattern = re.compile(
+        r"(?:\{\{[<%]\s*(" + names + r")\b([^}]*?)\s*(?<!/)[>%]\}\}(.*?)\{\{[<%]\s*/\s*\1\s*[>%]\}\})"
+        r"|(?:\{%-?\s*(" + names + r")\b([^%]*?)-?%\}(.*?)\{%-?\s*end\4\s*-?%\})",
+        re.S,
+    )
+
+    def fence(m: re.Match[str]) -> str:
+        args = m.group(2) if m.group(1) else m.group(5)
+        body = (m.group(3) if m.group(1) else m.group(6)).strip("\n")
+        named = dict(_args(args or "")[1])
+        positional = _args(args or "")[0]
+        lang = named.get("lang") or named.get("file") or named.get("language") or (positional[0] if positional else "")
+        lang = re.sub(r"[^\w+.-]", "", lang)
+        return protect(f"```{lang}\n{body}\n```")
+
+    return pattern.sub(fence, text)
+
+
+def _paired_names(text: str) -> set[str]:
+    """Names of the tags and shortcodes closed somewhere in ``text`` (``{% endalert %}``,
+    ``{{< /note >}}``): their opening tags wrap text instead of printing their own."""
+    names = {m.group(1) for m in re.finditer(r"\{%-?\s*end([A-Za-z_][\w-]*)\s*-?%\}", text)}
+    names |= {m.group(1) for m in re.finditer(r"\{\{[<%]\s*/\s*([A-Za-z_][\w./-]*)\s*[>%]\}\}", text)}
+    return names
+
+
+def _args(raw: str, literal_words: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
+    """``(positional values, [(name, value), ...])`` of a tag's argument string. Unquoted
+    values are text in Hugo shortcodes (``literal_words``) and variables in Liquid and
+    Jinja tags (left out there)."""
+    positional: list[str] = []
+    named: list[tuple[str, str]] = []
+    for m in _ARG.finditer(raw):
+        quoted = m.group(4) is None
+        value = next((g for g in (m.group(2), m.group(3), m.group(4)) if g is not None), "")
+        if not quoted and not literal_words:
+            continue
+        if m.group(1):
+            named.append((m.group(1).lower(), value))
+        elif value not in ("|", "-", "/", ">"):
+            positional.append(value)
+    return positional, named
+
+
+def _replace_tag(
+    m: re.Match[str], name: str, raw_args: str, paired: set[str], closing: bool = False, shortcode: bool = False
+) -> str:
+    """What a reader sees in place of one tag (``shortcode``: a Hugo shortcode) (the rules
+    of the module docstring)."""
+    base = name.lower().rsplit("/", 1)[-1]
+    if closing or base.startswith("end") and base[3:] in paired or base in _SILENT_TAGS:
+        return ""
+    positional, named = _args(raw_args, literal_words=shortcode)
+    before = m.string[: m.start()]
+    if _LINK_TARGET.search(before):  # inside a link target: the address the tag computes
+        return (positional or [v for _, v in named] or [""])[0]
+    texts = [v for k, v in named if k in _TEXT_ARGS and v.strip()]
+    if texts:
+        return " ".join(texts)
+    words = [p for p in positional if not _PATH_LIKE.match(p) and p.strip()]
+    if base in paired:  # a block: its inner text is what it shows
+        return " ".join(w for w in words if " " in w)  # a title-like argument, never a bare option
+    if not words:
+        return ""
+    if base.endswith("channel"):  # a chat channel reference, shown as the channel's name
+        return "#" + words[0].lstrip("#")
+    if any(" " in w for w in words):  # a caption or a label (an image's alt text): shown as it is
+        return " ".join(w for w in words if " " in w)
+    if len(words) > 2:  # a list of options or keys (a data table's), not text
+        return ""
+    return f"{base.replace('_', ' ').replace('-', ' ')} {' '.join(words)}"  # "new in 0.153.0"
+
+
+def _replace_output(expression: str) -> str:
+    """A ``{{ expression }}``: variables and calls compute text that is not in the source:
+    removed (string literals were kept before)."""
+    return ""
+
+
+# ---- MDX ------------------------------------------------------------------------------
+_MDX_STATEMENT = re.compile(r"^(?:import|export)\s")
+_JSX_COMMENT = re.compile(r"\{/\*.*?\*/\}", re.S)
+_JSX_PROPS = r"""(?:\s+[\w:-]+(?:=(?:"[^"]*"|'[^']*'|\{(?:[^{}]|\{[^{}]*\})*\}))?)*"""
+_JSX_TAG = re.compile(r"<(/?)([A-Z][\w.]*)(" + _JSX_PROPS + r")\s*(/?)>", re.S)
+_JSX_PROP = re.compile(r"([\w:-]+)=(?:\"([^\"]*)\"|'([^']*)')")
+
+
+def _strip_mdx(text: str) -> str:
+    """MDX syntax removed: ``import``/``export`` statements (to their end: a line ending
+    with ``;`` or balanced braces), ``{/* comments */}``, JSX component tags (inner text
+    kept, a ``label``/``title`` prop as a line of its own)."""
+    text = _JSX_COMMENT.sub("", text)
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if _MDX_STATEMENT.match(line):
+            depth = line.count("{") - line.count("}") + line.count("(") - line.count(")")
+            while depth > 0 and i + 1 < len(lines):
+                i += 1
+                depth += lines[i].count("{") - lines[i].count("}") + lines[i].count("(") - lines[i].count(")")
+            i += 1
+            continue
+        out.append(line)
+        i += 1
+
+    def tag(m: re.Match[str]) -> str:
+        if m.group(1):
+            return ""
+        props = {
+            p.group(1).lower(): p.group(2) if p.group(2) is not None else p.group(3)
+            for p in _JSX_PROP.finditer(m.group(3))
+        }
+        label = next((props[k] for k in _TEXT_ARGS if props.get(k)), "")
+        return f"{label}: " if label and not m.group(4) else label
+
+    text = _JSX_TAG.sub(tag, "\n".join(out))
+    # lines left holding only whitespace (a tag on a line of its own) become blank lines
+    return "\n".join(line.rstrip() if line.strip() else "" for line in text.split("\n"))

@@ -1,0 +1,283 @@
+"""Learned entries: answers the team's experts gave, kept as knowledge.
+
+When an expert answers a help request (or adds an entry with ``remember:``), the
+standalone question and the answer are saved here with who answered, when, from which
+thread, and a link to it where the platform has one. Retrieval searches these entries
+with the documents (their own source type ``learned``, :func:`entry_doc`), and the answer
+cites them as "answered by NAME on DATE". They never override documents silently: the
+generate prompt says an entry is a teammate's answer and that a conflict with a document
+must be stated (:data:`graphs.prompts.LEARNED_RULE`, added to the generate prompt).
+
+Storage is behind :class:`LearnedStore`, so every process that answers reads the same
+entries: :class:`SqliteLearnedStore` here (one small SQLite file with an FTS5 index (BM25)
+over the question and answer, tokenised like the knowledge index
+(:func:`graphs.terms.index_text`), so any script matches), and the bot's PostgreSQL backend
+one in the shared database for replicas (:mod:`bot.storage.postgres.learned`). Calls are
+synchronous: the graph and the chat runtime make them from worker threads.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from graphs import terms
+from graphs.knowledge.index import FTS_TOKENIZER, keyword_query
+from graphs.state import Doc
+
+LEARNED_PREFIX = "learned:"
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS entries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, question TEXT NOT NULL, answer TEXT NOT NULL,
+    answered_by TEXT NOT NULL, answered_at REAL NOT NULL, thread_key TEXT NOT NULL DEFAULT '',
+    permalink TEXT NOT NULL DEFAULT '', platform TEXT NOT NULL DEFAULT '', channel TEXT NOT NULL DEFAULT '');
+CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(question, answer, tokenize='{FTS_TOKENIZER}');
+"""
+
+
+@dataclass(frozen=True)
+class LearnedEntry:
+    """One learned entry.
+
+    Attributes:
+        id: its number (``threadwise learned forget ID``).
+        question: the standalone question ("" for a ``remember:`` without a question).
+        answer: the expert's answer (Markdown).
+        answered_by: display name of the expert. answered_at: epoch seconds.
+        thread_key: the thread it came from. permalink: a link to that thread ("" if none).
+        platform, channel: where it was answered (the channel's ``[[channels]]`` may turn
+            learned entries off).
+    """
+
+    id: int
+    question: str
+    answer: str
+    answered_by: str
+    answered_at: float
+    thread_key: str = ""
+    permalink: str = ""
+    platform: str = ""
+    channel: str = ""
+
+    @property
+    def date(self) -> str:
+        """The day it was answered, ``YYYY-MM-DD`` (UTC)."""
+        return datetime.fromtimestamp(self.answered_at, tz=UTC).strftime("%Y-%m-%d")
+
+    @property
+    def citation(self) -> str:
+        """How answers cite it: ``answered by NAME on DATE``."""
+        return f"answered by {self.answered_by or 'a teammate'} on {self.date}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "date": self.date}
+
+
+def entry_doc(entry: LearnedEntry, limit: int = 1500) -> Doc:
+    """A learned entry as a retrieved document: ``location`` is the thread's link (or
+    ``learned:ID``), ``title`` the citation, ``kind`` ``"learned"``."""
+    question = f"Question: {entry.question}\n" if entry.question else ""
+    text = f"{question}Answer ({entry.citation}): {entry.answer}"[:limit]
+    return Doc(
+        id=f"{LEARNED_PREFIX}{entry.id}",
+        text=text,
+        location=entry.permalink or f"{LEARNED_PREFIX}{entry.id}",
+        title=entry.citation,
+        score=0.0,
+        kind="learned",
+    )
+
+
+@runtime_checkable
+class LearnedStore(Protocol):
+    """Where the learned entries live. Every method may be called from any thread.
+
+    An entry saved through one store object is found by :meth:`search` of every other
+    object on the same storage (another process, another replica), and one removed by
+    :meth:`forget` is no longer returned by any of them.
+    """
+
+    def add(
+        self,
+        question: str,
+        answer: str,
+        answered_by: str,
+        *,
+        thread_key: str = "",
+        permalink: str = "",
+        platform: str = "",
+        channel: str = "",
+        answered_at: float | None = None,
+    ) -> LearnedEntry:
+        """Save an entry and index it; returns it with its id.
+
+        Raises:
+            ValueError: ``answer`` is empty.
+        """
+        ...
+
+    def forget(self, entry_id: int) -> bool:
+        """Remove an entry; False when there is none with that id."""
+        ...
+
+    def get(self, entry_id: int) -> LearnedEntry | None:
+        """The entry ``entry_id``, or None."""
+        ...
+
+    def entries(self) -> list[LearnedEntry]:
+        """Every entry, oldest first."""
+        ...
+
+    def search(self, queries: Sequence[str | tuple[str, float]], k: int) -> list[LearnedEntry]:
+        """Entries matching the query variants, best first (at most ``k``).
+
+        Args:
+            queries: plain or ``(query, weight)``, as ``KnowledgeBase.search`` takes them.
+        """
+        ...
+
+
+def fuse(ranked: Sequence[tuple[Sequence[int], float]], k: int) -> list[int]:
+    """Reciprocal rank fusion of per-query rankings: ``(ids best first, weight)`` each;
+    returns the best ``k`` ids. Score ``sum(weight / (60 + rank))`` (Cormack, Clarke and
+    Buettcher, "Reciprocal Rank Fusion outperforms Condorcet and individual rank learning
+    methods", SIGIR 2009; k = 60 as there)."""
+    scores: dict[int, float] = {}
+    for ids, weight in ranked:
+        for rank, i in enumerate(ids, start=1):
+            scores[i] = scores.get(i, 0.0) + weight / (60 + rank)
+    return sorted(scores, key=lambda i: -scores[i])[:k]
+
+
+def query_weights(queries: Sequence[str | tuple[str, float]]) -> list[tuple[str, float]]:
+    """``queries`` as ``(text, weight)`` pairs (a plain string weighs 1)."""
+    return [(q, 1.0) if isinstance(q, str) else (q[0], float(q[1])) for q in queries]
+
+
+class SqliteLearnedStore:
+    """The learned entries in one SQLite file (see the module docstring).
+
+    Args:
+        path: the SQLite file (``[learning] index_db``); its folder is created.
+        candidates: BM25 candidates per query before fusion.
+    """
+
+    def __init__(self, path: str | Path, candidates: int = 20):
+        self.path = Path(path)
+        self.candidates = candidates
+        self._write_lock = threading.Lock()
+        self._local = threading.local()  # one connection per thread, kept: a search is called per question
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as conn:
+            conn.execute("PRAGMA journal_mode=WAL")  # kept by the file
+            conn.executescript(_SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        """This thread's connection (``with`` it for a transaction), opened again when the
+        file was replaced or deleted since (a kept connection would write to the deleted
+        file and report success: now the missing table is the clear error it was)."""
+        try:
+            ino = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            ino = None
+        kept: tuple[sqlite3.Connection, int | None] | None = getattr(self._local, "conn", None)
+        if kept is not None and kept[1] == ino and ino is not None:
+            return kept[0]
+        if kept is not None:
+            kept[0].close()
+        conn = sqlite3.connect(str(self.path), timeout=10)
+        self._local.conn = (conn, os.stat(self.path).st_ino)
+        return conn
+
+    def add(
+        self,
+        question: str,
+        answer: str,
+        answered_by: str,
+        *,
+        thread_key: str = "",
+        permalink: str = "",
+        platform: str = "",
+        channel: str = "",
+        answered_at: float | None = None,
+    ) -> LearnedEntry:
+        """Save an entry and index it. Returns it (with its id).
+
+        Raises:
+            ValueError: ``answer`` is empty.
+            sqlite3.Error: the file cannot be written (full or read-only disk).
+        """
+        question, answer = question.strip(), answer.strip()
+        if not answer:
+            raise ValueError("a learned entry needs an answer")
+        at = time.time() if answered_at is None else answered_at
+        with self._write_lock, self._connect() as conn:
+            cur = conn.execute(
+                "INSERT INTO entries (question, answer, answered_by, answered_at, thread_key, permalink, platform,"
+                " channel) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (question, answer, answered_by, at, thread_key, permalink, platform, channel),
+            )
+            entry_id = cur.lastrowid
+            assert entry_id is not None  # set by the INSERT
+            conn.execute(
+                "INSERT INTO entries_fts (rowid, question, answer) VALUES (?, ?, ?)",
+                (entry_id, terms.index_text(question), terms.index_text(answer)),
+            )
+        return LearnedEntry(entry_id, question, answer, answered_by, at, thread_key, permalink, platform, channel)
+
+    def forget(self, entry_id: int) -> bool:
+        """Remove an entry; False when there is none with that id."""
+        with self._write_lock, self._connect() as conn:
+            cur = conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
+            conn.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
+        return cur.rowcount == 1
+
+    def get(self, entry_id: int) -> LearnedEntry | None:
+        with self._connect() as conn:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        return LearnedEntry(*row) if row else None
+
+    def entries(self) -> list[LearnedEntry]:
+        """Every entry, oldest first."""
+        with self._connect() as conn:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM entries ORDER BY id").fetchall()
+        return [LearnedEntry(*r) for r in rows]
+
+    def search(self, queries: Sequence[str | tuple[str, float]], k: int) -> list[LearnedEntry]:
+        """Entries matching the query variants (BM25 per query, fused with RRF), best first.
+
+        Args:
+            queries: plain or ``(query, weight)``, as ``KnowledgeBase.search`` takes them.
+            k: most entries returned.
+        """
+        ranked: list[tuple[list[int], float]] = []
+        with self._connect() as conn:
+            for text, weight in query_weights(queries):
+                match = keyword_query(text)
+                if not match:
+                    continue
+                try:
+                    rows = conn.execute(
+                        "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? ORDER BY bm25(entries_fts) LIMIT ?",
+                        (match, self.candidates),
+                    ).fetchall()
+                except sqlite3.OperationalError:
+                    continue
+                ranked.append(([r[0] for r in rows], weight))
+            out = []
+            for i in fuse(ranked, k):
+                row = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (i,)).fetchone()
+                if row:
+                    out.append(LearnedEntry(*row))
+        return out
+
+
+_COLUMNS = "id, question, answer, answered_by, answered_at, thread_key, permalink, platform, channel"

@@ -1,0 +1,188 @@
+"""Routing without a chat model (``[graph] composer = "extractive"``): embedding
+similarity of the message to the knowledge base and to example small-talk, general
+knowledge and current-events questions, plus the lexical small-talk signal.
+
+The decision (:meth:`OfflineRouter.route`):
+
+1. a greeting or thanks (:func:`graphs.signals.is_small_talk`) -> ``direct``;
+2. a follow-up (there is thread history) -> ``vectorstore`` unless it is small talk;
+3. the class whose examples are most similar wins over the knowledge base when its
+   similarity beats the knowledge base's best chunk by ``margin`` (calibrated on the
+   development set by ``bench/calibrate_offline.py``); current events -> ``websearch``,
+   small talk and general knowledge -> ``direct``; else ``vectorstore``.
+
+Without embeddings only rule 1 applies (everything else goes to the knowledge base).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from graphs import signals
+from graphs.extractive import TextEmbedder
+
+if TYPE_CHECKING:
+    from graphs.knowledge import KnowledgeBase
+
+# Example messages of each class (generic, not taken from any eval set).
+SMALL_TALK = [
+    "hi",
+    "hello there",
+    "good morning everyone",
+    "thanks!",
+    "thank you so much",
+    "thanks, that worked",
+    "that solved my problem, thank you",
+    "bye",
+    "see you tomorrow",
+    "how are you?",
+    "you're awesome",
+    "ok cool",
+    "lol nice",
+    "hey bot",
+    "hello, is anybody here?",
+]
+GENERAL = [
+    "what is the difference between TCP and UDP",
+    "explain recursion in one sentence",
+    "what does HTTP status 404 mean",
+    "what is a mutex",
+    "define latency vs throughput",
+    "what's the difference between a list and a tuple in general",
+    "what does REST stand for",
+    "explain big O notation briefly",
+    "what is a race condition",
+    "how many bytes in a kilobyte",
+    "what is DNS",
+    "meaning of the word deprecated",
+]
+CURRENT = [
+    "what's the weather tomorrow",
+    "is github down right now?",
+    "what is the latest version released this week",
+    "current exchange rate of dollars to yen",
+    "any news today about the outage",
+    "who won the game last night",
+    "stock price of nvidia today",
+    "is the api having an outage right now",
+    "what's new this week in tech news",
+    "did they release a new model yesterday",
+    "what time is it in tokyo now",
+    "is slack down for everyone",
+]
+
+# calibrated on the development set (bench/calibrate_offline.py: both halves pick these)
+MARGIN = 0.06  # small talk / general knowledge must beat the knowledge base's best chunk by this
+CURRENT_MARGIN = -0.1  # current events: may trail the knowledge base by up to 0.1
+
+
+@dataclass
+class RouteSignals:
+    """Similarities (cosine, -1..1) of the message to each class; -1 without embeddings."""
+
+    kb: float = -1.0
+    small_talk: float = -1.0
+    general: float = -1.0
+    current: float = -1.0
+    small_talk_words: bool = False
+
+
+class OfflineRouter:
+    """Routes a message with embeddings and lexical signals (no chat-model call).
+
+    Args:
+        embedder: a :class:`~graphs.extractive.TextEmbedder` (embeddings may be None).
+        knowledge: the knowledge base; its live snapshot's chunk vectors give the
+            similarity to the knowledge base (None or no vectors: rule 1 only).
+        margin: how much a class's similarity must beat the knowledge base's.
+    """
+
+    def __init__(
+        self,
+        embedder: TextEmbedder,
+        knowledge: KnowledgeBase | None,
+        margin: float = MARGIN,
+        current_margin: float = CURRENT_MARGIN,
+    ):
+        self.embedder = embedder
+        self.knowledge = knowledge
+        self.margin = margin
+        self.current_margin = current_margin
+        self._examples: dict[str, np.ndarray] | None = None
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        vecs = self.embedder(texts)
+        if vecs is None:  # callers check embedder.available first
+            raise RuntimeError("the offline router needs embeddings")
+        return vecs
+
+    def _class_vectors(self) -> dict[str, np.ndarray]:
+        if self._examples is None:
+            self._examples = {
+                name: self._embed(texts)
+                for name, texts in (("small_talk", SMALL_TALK), ("general", GENERAL), ("current", CURRENT))
+            }
+        return self._examples
+
+    def signals(self, message: str) -> RouteSignals:
+        """Similarities of ``message`` to the knowledge base and the example classes."""
+        out = RouteSignals(small_talk_words=signals.is_small_talk(message))
+        if not self.embedder.available or not message.strip():
+            return out
+        qv = self._embed([message])[0]
+        snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
+        vectors = getattr(snap, "vectors", None)
+        if vectors is not None and len(vectors) and vectors.shape[1] == qv.shape[0]:
+            out.kb = float(np.max(vectors @ qv))
+        for name, vecs in self._class_vectors().items():
+            setattr(out, name, float(np.max(vecs @ qv)))
+        return out
+
+    def is_small_talk(self, message: str) -> bool:
+        """Small talk rather than a general-knowledge question (for the canned reply)."""
+        s = self.signals(message)
+        return s.small_talk_words or s.small_talk >= s.general
+
+    def route(self, message: str, has_history: bool = False) -> tuple[str, RouteSignals]:
+        """``(route, signals)``: route is ``direct``, ``websearch`` or ``vectorstore``."""
+        s = self.signals(message)
+        return self.decide(s, has_history), s
+
+    def decide(self, s: RouteSignals, has_history: bool = False) -> str:
+        """The route for precomputed signals (the rules of the module docstring)."""
+        if s.small_talk_words:
+            return "direct"
+        if has_history or s.kb < -0.5:
+            return "vectorstore"
+        best = max(("small_talk", s.small_talk), ("general", s.general), ("current", s.current), key=lambda x: x[1])
+        if best[0] == "current" and best[1] >= s.kb + self.current_margin:
+            return "websearch"
+        if best[0] != "current" and best[1] >= s.kb + self.margin:
+            return "direct"
+        return "vectorstore"
+
+
+_THANKS = re.compile(r"\b(thanks?|thx|ty|cheers|appreciated?)\b", re.I)
+_BYE = re.compile(r"\b(bye|goodbye|see you|later|good night)\b", re.I)
+
+
+def canned_reply(message: str, kb_description: str, small_talk: bool = True) -> str:
+    """A short reply without a chat model: to thanks, to a goodbye, to a greeting
+    (``small_talk``), and for other messages routed away from the documents (general
+    knowledge) a pointer to what can be answered. ``kb_description`` is config text
+    (``[knowledge] description``)."""
+    if _THANKS.search(message):
+        return "You're welcome! Ask again any time."
+    if _BYE.search(message):
+        return "Bye! Ask again any time."
+    if small_talk or signals.is_small_talk(message):
+        return f"Hi! Ask me a question about {kb_description}."
+    return (
+        f"I answer from {kb_description}, and this does not look like a question about it. "
+        "Ask me about the documentation, or ask a teammate."
+    )

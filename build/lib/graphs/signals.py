@@ -1,0 +1,123 @@
+"""Cheap lexical graders, used instead of LLM graders when the chat model is too small to
+judge (``[graph] graders = "lexical"``, and ``"auto"`` with the offline model).
+
+They make the same checks as the LLM graders (document relevance, grounding,
+usefulness) from term overlap, at no model cost. Terms are those of
+:func:`graphs.terms.content_terms` (any script: case-folded words of two or more
+characters minus stopwords, character bigrams of Chinese, Japanese, Thai...), with a
+crude suffix strip (s, es, ing, ed) so that "reindexing" matches "reindex".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from graphs.terms import content_terms
+
+_REFUSALS = (
+    "i don't know",
+    "i do not know",
+    "i'm not sure",
+    "cannot answer",
+    "can't answer",
+    "no information",
+    "not contain",
+    "does not say",
+    "do not have",
+)
+
+
+def terms(text: str) -> set[str]:
+    """Content terms of ``text`` (see the module docstring)."""
+    out = set()
+    for w in content_terms(text):
+        for suffix in ("ing", "es", "ed", "s"):
+            if len(w) > len(suffix) + 3 and w.endswith(suffix):
+                w = w[: -len(suffix)]
+                break
+        out.add(w)
+    return out
+
+
+def relevance(question: str, document: str) -> float:
+    """Share (0..1) of the question's terms that occur in the document."""
+    q = terms(question)
+    return len(q & terms(document)) / len(q) if q else 0.0
+
+
+def grounding(answer: str, sources: list[str]) -> float:
+    """Share (0..1) of the answer's terms that occur in the sources (citations ignored)."""
+    a = terms(re.sub(r"\[\d+\]", " ", answer))
+    if not a:
+        return 0.0
+    s: set[str] = set()
+    for text in sources:
+        s |= terms(text)
+    return len(a & s) / len(a)
+
+
+def is_useful(question: str, answer: str) -> bool:
+    """The answer is not empty, not a refusal, and shares a term with the question."""
+    low = answer.lower()
+    if len(low.strip()) < 10 or any(r in low for r in _REFUSALS):
+        return False
+    return bool(terms(question) & terms(answer))
+
+
+def key_sentences(question: str, text: str, n: int = 2, max_characters: int = 400) -> list[str]:
+    """The ``n`` sentences or list items of ``text`` sharing the most terms with
+    ``question`` (in document order), each cut to ``max_characters``."""
+    q = terms(question)
+    # unwrap hard-wrapped lines, keep paragraph, list-item and code-line breaks
+    blocks = re.split(r"\n\s*\n|\n(?=\s*(?:[-*+] |\d+\. |#|```|    ))", text)
+    pieces = []
+    for block in blocks:
+        joined = re.sub(r"\s*\n\s*", " ", block.strip())
+        pieces += [p.strip(" -*+\t") for p in re.split(r"(?<=[.!?])\s+(?=[A-Z`\"(])", joined) if len(p.strip()) > 20]
+    scored = sorted(((len(q & terms(p)), i) for i, p in enumerate(pieces)), reverse=True)[:n]
+    return [_cut(pieces[i], max_characters) for score, i in sorted(scored, key=lambda x: x[1]) if score > 0]
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut at a word boundary to at most ``limit`` characters, marked with '…'."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+
+
+def extractive_answer(question: str, documents: Sequence[Mapping[str, Any]], max_documents: int = 3) -> str:
+    """An answer made only of the documents' own key sentences, cited ``[n]`` by document
+    position: grounded by construction (the fallback when a small model's drafts are not)."""
+    lines = []
+    for i, d in enumerate(documents[:max_documents], start=1):
+        for s in key_sentences(question, d.get("text", "")):
+            lines.append(f"- {s} [{i}]")
+    if not lines:
+        return ""
+    return "Here is what the documentation says:\n" + "\n".join(lines)
+
+
+_SMALL_TALK = frozenset(
+    """hi hello hey hiya yo thanks thank thx ty cheers bye goodbye morning evening afternoon
+ok okay cool great nice awesome lol good night welcome sup howdy""".split()
+)
+
+
+_FILLER = frozenset(
+    """a the you so much very lot lots all there everyone folks guys team bot threadwise again
+for it that this is and again man mate""".split()
+)
+
+
+def is_small_talk(text: str) -> bool:
+    """A short greeting or thanks ("hi!", "thanks a lot", "good morning"): at most five
+    words, all of them small-talk or filler words (so "is slack ok?" is not small talk)."""
+    words = re.findall(r"[a-z']+", text.lower())
+    return (
+        0 < len(words) <= 5
+        and any(w in _SMALL_TALK for w in words)
+        and all(w in _SMALL_TALK or w in _FILLER for w in words)
+        and "?" not in text
+    )
