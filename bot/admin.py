@@ -12,7 +12,7 @@ import logging
 import re
 import time
 
-from bot.chat.text import REPLY_SYNTAX
+from bot.chat.syntax import REPLY_SYNTAX
 from bot.protocol import Responder
 from bot.storage import BookkeepingStore
 from bot.sync import SYNC_LOCK, SourceSync, SyncBusy, sources_text, sync_summary
@@ -51,7 +51,6 @@ class AdminCommands:
         describe: extra status facts (model, web search) as ``{label: value}``.
         progress_interval: seconds between progress message edits during a reindex.
         kb_description: ``[knowledge] description``.
-        apology: ``[service] apology`` (shared with the service).
         learned: the learned entries (``learned list|forget``); None when learning is off.
         sync: runs syncs one at a time (default: one over ``knowledge`` and ``store``).
     """
@@ -62,7 +61,6 @@ class AdminCommands:
         store: BookkeepingStore,
         *,
         kb_description: str,
-        apology: str,
         describe: dict[str, str] | None = None,
         progress_interval: float = 2.0,
         learned: LearnedStore | None = None,
@@ -73,7 +71,6 @@ class AdminCommands:
         self.kb_description = kb_description
         self.describe = describe or {}
         self.progress_interval = progress_interval
-        self.apology = apology
         self.learned = learned
         self.sync = sync or SourceSync(knowledge, store)
 

@@ -253,6 +253,10 @@ class Responder(Protocol):
     :meth:`post_help_request` raise :class:`PostError` when the text could not be
     posted at all, so the question never ends as "done" without an answer.
     Methods are awaited in order by the ChatService.
+
+    Adapters subclass this class: the optional abilities (:meth:`clear_status`,
+    :meth:`permalink`) then have their defaults here, and a platform overrides only what
+    it can do (as errbot's ``ErrBot`` backend base class does).
     """
 
     async def set_status(self, status: Status) -> None:
@@ -288,3 +292,14 @@ class Responder(Protocol):
     def reference(self) -> dict[str, Any]:
         """A JSON-serialisable reference from which the adapter can rebuild this responder
         after a restart (to post the apology when a help request times out)."""
+
+    # ---- optional abilities: defaults for platforms that cannot ----------------------
+    async def clear_status(self) -> None:
+        """Take the status shown on the user's message off again (a message acknowledged on
+        receipt that turned out not to be a new question). Default: the status stays."""
+        return None
+
+    async def permalink(self) -> str:
+        """A link to the thread, saved with a learned entry so people can read where it came
+        from. Default: "" (no link)."""
+        return ""

@@ -21,10 +21,11 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from bot.admin import AdminCommands
 from bot.chat.channels import run_scope
 from bot.config import Secrets, Settings
+from bot.metrics import TurnObserver
 from bot.monitoring import PlatformHealth
 from bot.service import ChatService
 from bot.service.graph_pool import GraphPool, GraphWorkerGone, default_workers
-from bot.storage import open_storage
+from bot.storage import BookkeepingStore, open_storage
 from bot.storage.sqlite import open_learned
 from bot.sync import SourceSync
 from graphs.adaptive_rag import RAGGraph, build_graph
@@ -60,6 +61,9 @@ class Runtime:
     graph: RAGGraph
     chat_model: BaseChatModel
     web: WebSearch | None
+    admin: AdminCommands  # the admin commands (reindex, status, learned ...)
+    bookkeeping: BookkeepingStore  # audit log, answers and votes (``threadwise feedback``)
+    learned: LearnedStore | None  # the experts' answers kept as knowledge
     health: PlatformHealth = field(default_factory=PlatformHealth)  # connected or not, per platform
     sync: SourceSync | None = None  # knowledge source syncs (bot.sync)
 
@@ -205,10 +209,11 @@ def resolve_graph_workers(workers: int | str, model: BaseChatModel, backend: str
 
 
 async def start_graph_pool(
-    settings: Settings, service: ChatService, workers: int, max_calls: int, sources: Sequence[str] | None
+    settings: Settings, observer: TurnObserver, workers: int, max_calls: int, sources: Sequence[str] | None
 ) -> GraphPool | None:
     """Start ``workers`` graph worker processes; their LLM-call cap is ``max_calls`` shared out
-    (rounded up). None when they cannot start: one error line, and the graph runs in this process."""
+    (rounded up); ``observer`` counts their LLM calls. None when they cannot start: one error
+    line, and the graph runs in this process."""
     init = {
         "settings": settings,
         "sources": list(sources) if sources else None,
@@ -216,9 +221,7 @@ async def start_graph_pool(
         "log_level": logging.getLevelName(logging.getLogger().getEffectiveLevel()),
         "log_format": settings.logging.format,
     }
-    pool = GraphPool(
-        workers, init, settings.service.event_loop, on_llm_requests=lambda n: service.observer.llm_requests(n)
-    )
+    pool = GraphPool(workers, init, settings.service.event_loop, on_llm_requests=observer.llm_requests)
     try:
         await pool.start()
     except GraphWorkerGone as exc:
@@ -359,6 +362,7 @@ async def open_runtime(
     progress: ProgressFn | None = None,
     graph_workers: bool = False,
     sync_schedule: bool = False,
+    observer: TurnObserver | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open everything for the process lifetime; close it on exit.
 
@@ -374,6 +378,7 @@ async def open_runtime(
             ``console``, ``eval``: one question at a time gains nothing from them).
         sync_schedule: sync the ``[[sources]]`` that have a ``schedule`` in the background
             (``threadwise run``), one sync at a time across replicas (:mod:`bot.sync`).
+        observer: the service's metrics (:class:`bot.metrics.PrometheusMetrics`); None: none kept.
 
     Raises:
         ModelUnavailableError: the configured model cannot be built.
@@ -392,7 +397,6 @@ async def open_runtime(
         # `status`; the bot starts with the last good generation, or keyword-only
         await asyncio.to_thread(knowledge.ensure_index, progress)  # embedding calls must not block the loop
     max_calls, _ = resolve_concurrency(m.max_concurrent_calls, settings.service.max_concurrent_runs, model)
-    g = settings.graph
     s = settings.service
     async with open_storage(settings, secrets.database_url or None) as storage:
         saver, store = storage.checkpointer, storage.bookkeeping
@@ -419,33 +423,26 @@ async def open_runtime(
             knowledge,
             store,
             kb_description=settings.knowledge.description,
-            apology=s.apology,
             describe={"Chat model": provider, "Web search": "on (Tavily)" if web else "off"},
             learned=learned,
             sync=sync,
         )
+        observer = observer or TurnObserver()
+        pool = await start_graph_pool(settings, observer, workers, max_calls, sources) if workers else None
         service = ChatService(
             graph,
             store,
             admin,
-            help_timeout_seconds=s.help_timeout_seconds,
+            settings,
             max_concurrent_runs=max_runs,
-            recursion_limit=g.recursion_limit,
-            empty_question_reply=s.empty_question_reply,
-            keep_checkpoints=s.keep_checkpoints_per_thread,
-            max_question_characters=s.max_question_characters,
-            dedup_retention_seconds=s.dedup_retention_days * 86400,
-            resume_window_seconds=s.resume_window_seconds,
-            storage_apology=(settings.storage.database_apology if storage.backend == "postgres" else s.storage_apology),
-            answer_note=DEGRADED_NOTE if degraded else "",
-            scope_for=functools.partial(run_scope, settings, restrict_sources=not sources),
+            knowledge=knowledge,
             learned=learned,
-            human_review=g.human_review,
-            durability=s.checkpoint_durability,
+            scope_for=functools.partial(run_scope, settings, restrict_sources=not sources),
+            answer_note=DEGRADED_NOTE if degraded else "",
+            observer=observer,
+            graph_pool=pool,
         )
         await service.remember_recent_messages()  # a redelivery after a restart is not acknowledged again
-        if workers:
-            service.graph_pool = await start_graph_pool(settings, service, workers, max_calls, sources)
         stats = knowledge.stats()
         log.info(
             "runtime ready: model=%s web=%s index=%d files, %d chunks (%s, embeddings %s)%s storage=%s",
@@ -461,13 +458,13 @@ async def open_runtime(
         stop_sync = asyncio.Event()
         scheduled = asyncio.create_task(sync.run_schedule(stop_sync), name="sync-schedule") if sync_schedule else None
         try:
-            yield Runtime(settings, secrets, service, knowledge, graph, model, web, sync=sync)
+            yield Runtime(settings, secrets, service, knowledge, graph, model, web, admin, store, learned, sync=sync)
         finally:
             if scheduled is not None:
                 stop_sync.set()
                 scheduled.cancel()  # a sync in its worker thread finishes and publishes on its own
                 await asyncio.gather(scheduled, return_exceptions=True)
             await service.close()
-            if service.graph_pool is not None:
-                await service.graph_pool.close()
+            if pool is not None:
+                await pool.close()
             await close_chat_model(model)

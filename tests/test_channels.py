@@ -207,7 +207,7 @@ async def test_a_restricted_channel_uses_only_what_was_learned_in_it(restricted)
 
     slack = restricted
     slack.model.script["grade_documents"] = learned_only
-    learned = slack.runtime.service.learned
+    learned = slack.runtime.learned
     learned.add(
         "who approves a hotfix?",
         "The on-call lead (learned elsewhere).",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.chat.help import done_note
-from bot.chat.text import parse_human_reply
+from bot.chat.syntax import parse_human_reply
 from bot.protocol import HumanAction
 from tests.test_discord_bot import (  # noqa: F401
     CHECK,

@@ -1,4 +1,4 @@
-"""Votes, 👎 reasons and "Ask the experts" are handled once (bot.chat.feedback); here as Discord
+"""Votes, 👎 reasons and "Ask the experts" are handled once (bot.interactions.votes); here as Discord
 shows them, through discord.py connected to the fake gateway (Slack: test_chat_feedback_slack.py,
 same rules): an outsider's vote or "Ask the experts" gets the one refusal; "Ask the experts"
 about an answer not known here says so privately.
@@ -6,7 +6,7 @@ about an answer not known here says so privately.
 
 from __future__ import annotations
 
-from bot.chat import feedback
+from bot.chat import vote_controls
 from bot.chat.policy import OUTSIDER_REFUSAL
 from tests.test_discord_bot import (  # noqa: F401 - fixtures
     ask_in_channel,
@@ -53,4 +53,4 @@ async def test_discord_ask_the_experts_about_an_unknown_answer_says_so(fake, bot
     click = await fake.click(alice, with_button(answer, f"tw:ve:{UNKNOWN_ANSWER}"), f"tw:ve:{UNKNOWN_ANSWER}")
     await fake.wait_until(lambda: ephemeral_texts(fake, click))
     await bot.idle()
-    assert set(ephemeral_texts(fake, click)) == {feedback.NOT_FOUND}
+    assert set(ephemeral_texts(fake, click)) == {vote_controls.NOT_FOUND}

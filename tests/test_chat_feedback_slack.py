@@ -1,4 +1,4 @@
-"""Votes, 👎 reasons and "Ask the experts" are handled once (bot.chat.feedback); here as Slack
+"""Votes, 👎 reasons and "Ask the experts" are handled once (bot.interactions.votes); here as Slack
 shows them, through the fake Slack Web API and signed requests (Discord: test_chat_feedback_discord.py,
 same rules). Slack slash commands and interactions apply the outsider rule
 (bot.chat.policy.is_outsider) that messages do: a user of another organisation (Slack Connect)
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from bot.chat import feedback
+from bot.chat import vote_controls
 from bot.chat.policy import OUTSIDER_REFUSAL
 from bot.chat.threads import parse_thread_key, thread_key
 from bot.platforms.slack.blocks import ACTION_VOTE_ESCALATE
@@ -83,7 +83,7 @@ async def test_slack_vote_and_ask_the_experts_from_another_organisation_are_refu
         )
     )
     assert ephemeral_texts_to(slack, "UEXTERNAL") == [OUTSIDER_REFUSAL, OUTSIDER_REFUSAL]
-    assert await slack.runtime.service.store.feedback_rows() == []
+    assert await slack.runtime.bookkeeping.feedback_rows() == []
     assert slack.fake.views == [] and slack.help_requests() == []
 
 
@@ -95,7 +95,7 @@ async def test_slack_ask_the_experts_about_an_unknown_answer_says_so(slack):
                 user="UASKER", action_id=ACTION_VOTE_ESCALATE, value=value, channel=slack.channel, message=answer
             )
         )
-    assert ephemeral_texts_to(slack, "UASKER") == [feedback.NOT_FOUND] * 2
+    assert ephemeral_texts_to(slack, "UASKER") == [vote_controls.NOT_FOUND] * 2
     assert slack.help_requests() == []
 
 

@@ -1,4 +1,4 @@
-"""One refusal for a help request's buttons on every platform (bot.chat.help.on_help_click):
+"""One refusal for a help request's buttons on every platform (bot.interactions.help_replies.on_help_click):
 someone neither expert nor admin is told, privately, the same sentence on Slack and on Discord,
 naming the channel's experts (mentions built from the configured ids), and no modal opens."""
 

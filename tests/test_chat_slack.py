@@ -13,7 +13,7 @@ import pytest
 
 from bot.chat.help import expiry_note
 from bot.chat.policy import HELP_REFUSAL
-from bot.chat.text import REPLY_SYNTAX, parse_human_reply
+from bot.chat.syntax import REPLY_SYNTAX, parse_human_reply
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, write_config
 from tests.test_slack_help import ask_until_help, click, ephemerals_to, grader, submit

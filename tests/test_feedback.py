@@ -36,7 +36,7 @@ def reason(slack, user: str, view: dict, text: str):
 
 
 async def rows(slack) -> list[dict]:
-    return await slack.runtime.service.store.feedback_rows()
+    return await slack.runtime.bookkeeping.feedback_rows()
 
 
 async def test_every_slack_answer_carries_vote_buttons_and_votes_count_once_per_user(slack):
@@ -135,7 +135,7 @@ async def test_console_good_and_bad_rate_the_last_answer_and_the_cli_summarises(
     screen = io.StringIO()
     async with scripted_runtime(settings) as (rt, _):
         await run_console(rt, thread="main", stdin=io.StringIO(lines), console=Console(file=screen, width=200))
-        got = await rt.service.store.feedback_rows()
+        got = await rt.bookkeeping.feedback_rows()
     text = screen.getvalue()
     assert text.count("No answer to rate in this thread yet.") == 2  # before any answer, and on a new thread
     assert "Rate it: /good or /bad" in text
@@ -233,4 +233,4 @@ async def test_a_thumbs_down_can_ask_the_experts_whose_answer_is_then_learned(sl
     reply, _ = slack.message("UEXPERT", "answer: Run make ship from main.", thread_ts=ts)
     await slack.send(reply)
     assert "Run make ship from main." in all_text(slack.answers()[-1])
-    assert [e.answer for e in slack.runtime.service.learned.entries()] == ["Run make ship from main."]
+    assert [e.answer for e in slack.runtime.learned.entries()] == ["Run make ship from main."]

@@ -25,7 +25,7 @@ async def test_discord_votes_once_per_user_latest_counts_with_a_private_reason(f
     await fake.click(alice, answer, ids["up"])  # a double click: one vote
     await fake.click(bob, answer, ids["up"])
     await bot.idle()
-    store = bot.runtime.service.store
+    store = bot.runtime.bookkeeping
     rows = await store.feedback_rows()
     assert sorted((r["user_id"], r["vote"]) for r in rows) == sorted([(str(alice.id), 1), (str(bob.id), 1)])
     assert "👍" in ephemeral_texts(fake, first)[0]
@@ -52,7 +52,7 @@ async def test_discord_vote_buttons_work_after_a_restart(fake, bot):
     click = await fake.click(alice, answer, vote_ids(answer)["up"])
     await fake.wait_until(lambda: ephemeral_texts(fake, click))
     await bot.idle()
-    assert [(r["user_id"], r["vote"]) for r in await bot.runtime.service.store.feedback_rows()] == [(str(alice.id), 1)]
+    assert [(r["user_id"], r["vote"]) for r in await bot.runtime.bookkeeping.feedback_rows()] == [(str(alice.id), 1)]
 
 
 async def test_discord_thumbs_down_with_a_reason_can_ask_the_experts(fake, bot):
@@ -81,4 +81,4 @@ async def test_discord_thumbs_down_with_a_reason_can_ask_the_experts(fake, bot):
     await fake.send_message(erin, "answer: Run make ship from main.", channel_id=thread_id)
     await fake.wait_until(lambda: "make ship" in answers(fake, thread_id)[-1])
     await bot.idle()
-    assert [e.answer for e in bot.runtime.service.learned.entries()] == ["Run make ship from main."]
+    assert [e.answer for e in bot.runtime.learned.entries()] == ["Run make ship from main."]

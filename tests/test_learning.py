@@ -104,12 +104,12 @@ async def test_learning_off_in_a_channel_neither_saves_nor_uses_entries(tmp_path
         await slack.send(req)
         reply, _ = slack.message("UEXPERT", "answer: Dec 20.", thread_ts=ts, channel="C0QUIET")
         await slack.send(reply)
-        assert slack.runtime.service.learned.entries() == []  # not saved from there
+        assert slack.runtime.learned.entries() == []  # not saved from there
         # learned elsewhere, not used there
         _, _, helps = await ask(slack, "when is the deploy freeze?")
         reply, _ = slack.message("UEXPERT", "answer: Dec 20.", thread_ts=helps[0]["thread_ts"])
         await slack.send(reply)
-        assert len(slack.runtime.service.learned.entries()) == 1
+        assert len(slack.runtime.learned.entries()) == 1
         req, ts = slack.mention("UASKER", "when is the deploy freeze?", channel="C0QUIET")
         await slack.send(req)
         assert len([h for h in slack.help_requests("C0QUIET") if h["thread_ts"] == ts]) == 1
@@ -128,7 +128,7 @@ async def test_cli_lists_and_forgets_learned_entries(slack, tmp_path, capsys):
     assert "1: when is the deploy freeze?" in out and "answered by Erik on" in out and "fake.slack.com" in out
     assert await asyncio.to_thread(main, ["learned", "forget", "7", "--config", config]) == 1
     assert await asyncio.to_thread(main, ["learned", "forget", "1", "--config", config]) == 0
-    assert slack.runtime.service.learned.entries() == []
+    assert slack.runtime.learned.entries() == []
 
 
 async def test_remember_sent_while_the_question_before_it_runs_answers_that_question(slack):

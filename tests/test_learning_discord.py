@@ -41,7 +41,7 @@ async def test_slash_learned_lists_for_admins_only(fake, open_bot):
     from tests.test_discord_bot import callbacks_for, ephemeral_texts
 
     bot = await open_bot(ScriptedChatModel(script={"grade_documents": learned_only}))
-    bot.runtime.service.learned.add("what is the VPN password policy?", "Every 90 days.", "erin")
+    bot.runtime.learned.add("what is the VPN password policy?", "Every 90 days.", "erin")
     bob, adam = fake.add_user("bob"), fake.add_user("adam", roles=[fake.admin_role_id])
     refused = await fake.slash(bob, "threadwise", "learned")
     await fake.wait_until(lambda: ephemeral_texts(fake, refused))

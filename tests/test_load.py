@@ -170,9 +170,8 @@ async def test_the_first_reaction_waits_for_no_lookup_and_no_storage(tmp_path, f
     fake.delays["users.info"] = 2.0
     harness = await SlackHarness(tmp_path, fake, write_config(tmp_path, fake), ScriptedChatModel()).open()
     try:
-        service = harness.runtime.service
         request, ts = harness.mention("UASKER", "how do I deploy?")
-        async with service.store._lock, service.graph.checkpointer.lock:  # both files busy
+        async with harness.runtime.bookkeeping._lock, harness.runtime.graph.checkpointer.lock:  # both files busy
             t0 = time.monotonic()
             assert (await harness.deliver(request)).status == 200
             await fake.wait_for(lambda: harness.reactions_now(ts), timeout=1.5)
@@ -214,7 +213,7 @@ async def test_a_second_delivery_shows_nothing_more(tmp_path, fake: FakeSlackAPI
         await harness.bot.drain(30)
         adds = [c.args["name"] for c in fake.calls_to("reactions.add") if c.args["timestamp"] == ts]
         assert adds == ["eyes", "mag", "pencil2", "white_check_mark"], adds
-        assert harness.runtime.service.slots.wanted == 0  # no run slot left promised
+        assert harness.runtime.service.runs_wanted() == 0  # no run slot left promised
     finally:
         await harness.close()
 

@@ -25,9 +25,10 @@ async def test_queue_depth_and_turn_counts(tmp_path):
     async with mistral_server(stall_on={"route"}) as model:
         path = write_config(tmp_path, extra=mistral_config(model.base_url))
         path.write_text(path.read_text().replace("[service]\n", "[service]\nmax_concurrent_runs = 1\n", 1))
-        async with open_runtime(load_settings(path), Secrets(mistral_api_key="k"), embeddings=None) as rt:
-            metrics = PrometheusMetrics()
-            rt.service.observer = metrics
+        metrics = PrometheusMetrics()
+        async with open_runtime(
+            load_settings(path), Secrets(mistral_api_key="k"), embeddings=None, observer=metrics
+        ) as rt:
             first = ConsoleResponder("a", show_status=False, show_answers=False)
             second = ConsoleResponder("b", show_status=False, show_answers=False)
             one = asyncio.create_task(rt.service.ask("console:a", "How do I roll back a deploy?", first))

@@ -73,7 +73,7 @@ async def test_admin_reindex_and_refusal(settings):
         await rt.service.handle(msg("reindex", admin=True, author="root"), allowed)
         status = ConsoleResponder("t", show_status=False)
         await rt.service.handle(msg("status"), status)
-        audit = await rt.service.store.audit_rows()
+        audit = await rt.bookkeeping.audit_rows()
     assert refused.notices == ["Sorry, only admins can reindex the knowledge base."]
     assert allowed.notices[0].startswith("Reindexing")
     assert "Reindex done: 3 files" in allowed.notices[-1] and " s." in allowed.notices[-1]

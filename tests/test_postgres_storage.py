@@ -208,17 +208,17 @@ async def test_a_reindex_runs_once_across_replicas_and_every_replica_picks_it_up
     ):
         await b.service.recover()  # starts b's replica watch
         first = a.knowledge.stats()["generation"]
-        async with b.service.store.exclusive("threadwise:reindex") as held:
+        async with b.bookkeeping.exclusive("threadwise:reindex") as held:
             assert held
             busy = Notes()
             await a.service.admin("reindex", actor_id="UADMIN", is_admin=True, out=busy)
         assert busy.progress[-1] == "A reindex is already running on another replica."
-        assert a.knowledge.stats()["generation"] == first and await a.service.store.index_generation() == ""
+        assert a.knowledge.stats()["generation"] == first and await a.bookkeeping.index_generation() == ""
         done = Notes()
         await a.service.admin("reindex", actor_id="UADMIN", is_admin=True, out=done)
         assert done.progress[-1].startswith("Reindex done"), done.progress
         generation = a.knowledge.stats()["generation"]
-        assert generation != first and await b.service.store.index_generation() == generation
+        assert generation != first and await b.bookkeeping.index_generation() == generation
         for _ in range(50):
             if b.knowledge.stats()["generation"] == generation:
                 break

@@ -336,7 +336,7 @@ async def test_reindex_without_channel_access_ends_with_the_result_within_five_u
     kb = slack.tmp_path / "kb"
     for i in range(40):
         (kb / f"extra{i}.md").write_text(f"# Extra {i}\n\n" + f"Notes about subsystem {i}. " * 50)
-    slack.runtime.service.admin_commands.progress_interval = 0.0  # every step reported
+    slack.runtime.admin.progress_interval = 0.0  # every step reported
     slack.fake.fail("chat.postMessage", "not_in_channel", times=1000)
     await slack.send(command(slack, "UADMIN", "reindex", channel="C0ELSEWHERE", rid="r1"), timeout=60)
     used = [r for r in slack.fake.responses if r["rid"] == "r1"]

@@ -47,7 +47,7 @@ async def test_slash_reindex_by_non_admin_is_refused_privately(slack):
     refusals = slack.fake.calls_to("chat.postEphemeral", ok_only=True)
     assert len(refusals) == 1 and refusals[0].args["user"] == "UOTHER"
     assert "only admins" in refusals[0].args["text"].lower()
-    rows = await slack.runtime.service.store.audit_rows()
+    rows = await slack.runtime.bookkeeping.audit_rows()
     assert rows[-1][:3] == ("UOTHER", "reindex", 0)
 
 

@@ -4,8 +4,8 @@
   :func:`decline_reason` - the same with the rule that a follow-up without a mention is only
   answered in a conversation the bot takes part in;
 * :func:`ignore_reason` - messages from the bot itself and from bots not on the allow-list;
-* :func:`is_outsider` - authors from another organisation (Slack Connect, other guilds), and
-  :func:`refuse_outsider_once` - the one refusal per message they get;
+* :func:`is_outsider` - authors from another organisation (Slack Connect, other guilds)
+  (the one refusal per message they get: :mod:`bot.interactions.outsiders`);
 * :func:`may_answer_help` - who may answer a help request (experts and admins), and
   :func:`help_refusal` - what everyone else is told.
 
@@ -20,15 +20,17 @@ Reply policy (``[slack] reply_policy`` / ``[discord] reply_policy`` in config.to
   someone else's message: people talking to each other in the bot's thread;
 * ``mentions_only`` - only messages that mention the bot (and DMs).
 
-A mention of the bot or a direct message is always for the bot.
+A mention of the bot or a direct message is always for the bot; so is a reply to a help
+request in its syntax (``answer: ...``, ``retry: ...``, ``dismiss``: :func:`bot.chat.syntax.is_help_reply`)
+in a conversation, whatever the policy and whomever else it mentions (``answer: @here the
+VPN is down`` is the expert's answer; its text is escaped when posted).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from bot.chat.text import Part
 
@@ -56,11 +58,14 @@ class Addressing:
         mentions_bot: mentions the bot (user or its role).
         others: mentions of, or a reply to, anyone other than the bot (people, groups,
             roles, ``@here``/``@channel``/``@everyone``).
+        help_reply: the text (without the bot's mention) is in the help-request reply syntax
+            (:func:`bot.chat.syntax.is_help_reply`): it goes to the help desk.
     """
 
     direct: bool = False
     mentions_bot: bool = False
     others: bool = False
+    help_reply: bool = False
 
 
 def wants_answer(policy: ReplyPolicy | str, addressing: Addressing, *, in_conversation: bool) -> bool:
@@ -73,13 +78,16 @@ def wants_answer(policy: ReplyPolicy | str, addressing: Addressing, *, in_conver
             checks that the bot takes part in it).
 
     Returns:
-        True for DMs and mentions of the bot; for other messages in a conversation, what
-        the policy says; False for channel chatter.
+        True for DMs and mentions of the bot, and for replies to a help request in a
+        conversation; for other messages in a conversation, what the policy says; False for
+        channel chatter.
     """
     if addressing.direct or addressing.mentions_bot:
         return True
     if not in_conversation:
         return False
+    if addressing.help_reply:  # the help request asked for it in these words: the help desk decides
+        return True
     policy = ReplyPolicy(policy)
     if policy is ReplyPolicy.ALL:
         return True
@@ -98,6 +106,7 @@ async def decline_reason(
     *,
     in_conversation: bool,
     bot_in_thread: Callable[[], Awaitable[bool]],
+    waiting_for_expert: Callable[[], Awaitable[bool]] | None = None,
 ) -> str:
     """Why the bot does not answer a message ("" when it does): :func:`wants_answer`, then, for a
     follow-up that neither mentions the bot nor is a DM, the bot must take part in the conversation.
@@ -106,12 +115,24 @@ async def decline_reason(
         policy, addressing, in_conversation: as for :func:`wants_answer`.
         bot_in_thread: the adapter's check that the bot takes part in the conversation (posted
             in it, started it, or the service knows its thread); awaited only when needed.
+        waiting_for_expert: the service's check that the conversation waits for an expert
+            (:meth:`bot.service.ChatService.waits_for_expert`): a help reply the policy alone would
+            not let through is for the bot only then; awaited only when needed (None: not checked).
     """
     if not wants_answer(policy, addressing, in_conversation=in_conversation):
         return f"not for the bot (reply_policy {ReplyPolicy(policy).value})" if in_conversation else CHANNEL_CHATTER
-    if addressing.direct or addressing.mentions_bot or await bot_in_thread():
+    if addressing.direct or addressing.mentions_bot:
         return ""
-    return NOT_TAKING_PART
+    if not await bot_in_thread():
+        return NOT_TAKING_PART
+    if (
+        addressing.help_reply
+        and waiting_for_expert is not None
+        and not wants_answer(policy, replace(addressing, help_reply=False), in_conversation=in_conversation)
+        and not await waiting_for_expert()
+    ):
+        return f"not for the bot (reply_policy {ReplyPolicy(policy).value}; no help request waits here)"
+    return ""
 
 
 def is_outsider(member_of: str | int | None, home: Iterable[str | int], allowed: Iterable[str | int]) -> bool:
@@ -133,27 +154,6 @@ def is_outsider(member_of: str | int | None, home: Iterable[str | int], allowed:
     if not ok:
         return False
     return str(member_of) not in ok
-
-
-async def refuse_outsider_once(
-    store: Any, message_id: str, thread_key: str, say: Callable[[str], Awaitable[None]]
-) -> bool:
-    """Refuse an outsider's message once: a redelivery (Slack retries, the Slack mention and
-    its twin message event, a Discord gateway replay) is not refused again. No LLM call.
-
-    Args:
-        store: the bookkeeping store (:meth:`bot.storage.base.BookkeepingStore.mark_seen`: the same dedup
-            record as answered messages, persisted across restarts).
-        message_id: the platform message id (``slack:<channel>:<ts>``, ``discord:<id>``).
-        say: the platform's way to tell the author (:data:`OUTSIDER_REFUSAL` is passed).
-
-    Returns:
-        True when this call refused it (False: refused before).
-    """
-    if not await store.mark_seen(message_id, thread_key):
-        return False
-    await say(OUTSIDER_REFUSAL)
-    return True
 
 
 def ignore_reason(

@@ -17,33 +17,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.protocol import HumanAction
-
 # Link targets that may become a clickable link; anything else (``!channel``, ``@U1``,
 # ``#C1``, ``!subteam^S1``, relative paths) is shown as text.
 LINK_SCHEMES = ("http://", "https://", "mailto:")
 _WORD_JOINER = "\u2060"
 _BROADCAST = re.compile(r"(?<![\w@])@(channel|here|everyone)\b", re.I)
-
-# The help-request reply syntax: how it is shown (Markdown; escaped like any other text by
-# the renderers) and how it is read (parse_human_reply). Written here only.
-REPLY_SYNTAX = "`answer: <your answer>`, `retry: <a hint for a new search>` or `dismiss`"
-_REPLY_RE = re.compile(r"^\s*(?:(answer|retry)\s*:\s*(.*)|(dismiss)\s*[:.!]?\s*)$", re.I | re.S)
-
-
-def parse_human_reply(text: str) -> tuple[HumanAction, str] | None:
-    """Parse an expert's text reply to a help request (:data:`REPLY_SYNTAX`).
-
-    ``answer: ...`` / ``retry: ...`` (with the colon) or ``dismiss`` alone
-    (case-insensitive). Returns ``(action, text)``, or None for any other text (chatter
-    such as "let me check" must not become the answer).
-    """
-    m = _REPLY_RE.match(text)
-    if not m:
-        return None
-    if m.group(3):
-        return HumanAction.DISMISS, ""
-    return HumanAction(m.group(1).lower()), m.group(2).strip()
 
 
 @dataclass(frozen=True)

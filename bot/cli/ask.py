@@ -10,7 +10,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from bot.chat.text import REPLY_SYNTAX
+from bot.chat.syntax import REPLY_SYNTAX
 from bot.cli.output import out
 from bot.cli.session import with_runtime
 from bot.cli.signals import graceful_stop

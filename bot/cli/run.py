@@ -171,7 +171,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     try:
-        return await with_runtime(settings, None, body, graph_workers=True)
+        return await with_runtime(settings, None, body, graph_workers=True, observer=metrics)
     finally:
         for sock in sockets.values():
             sock.close()
@@ -181,15 +181,13 @@ def _start_monitoring(
     settings: Settings, rt: Runtime, metrics: Any, stop: asyncio.Event, sockets: dict[int, socket.socket] | None = None
 ) -> list[asyncio.Task]:
     """Start ``[monitoring]``'s health and metrics endpoints until ``stop`` (none when both
-    ports are 0); ``metrics`` (a :class:`bot.metrics.PrometheusMetrics` or None) becomes
-    the service's observer. Returns the serving task in a list."""
+    ports are 0); ``metrics``: the service's observer (a :class:`bot.metrics.PrometheusMetrics`
+    given to the runtime when it opened), or None. Returns the serving task in a list."""
     from bot.monitoring import serve_monitoring
 
     m = settings.monitoring
     if not (m.health_port or m.metrics_port):
         return []
-    if metrics is not None:
-        rt.service.observer = metrics
     return [
         asyncio.create_task(
             serve_monitoring(

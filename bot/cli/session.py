@@ -10,6 +10,7 @@ from bot.cli.output import ProgressBar
 from bot.config import Secrets, Settings
 
 if TYPE_CHECKING:
+    from bot.metrics import TurnObserver
     from bot.runtime import Runtime
 
 
@@ -20,6 +21,7 @@ async def with_runtime(
     *,
     build_index: bool = True,
     graph_workers: bool = False,
+    observer: TurnObserver | None = None,
 ) -> int:
     """Open the runtime (:func:`bot.runtime.open_runtime`), run ``body`` with it, close it.
 
@@ -30,6 +32,7 @@ async def with_runtime(
         build_index: build the knowledge index first when it is missing or stale.
         graph_workers: start ``[service] graph_workers`` worker processes and the sources'
             sync schedule (``run`` only: a long-lived server).
+        observer: the service's metrics (``run`` with ``[monitoring] metrics_port``); None: none kept.
 
     Returns:
         ``body``'s exit code.
@@ -48,6 +51,7 @@ async def with_runtime(
             progress=bar,
             graph_workers=graph_workers,
             sync_schedule=graph_workers,
+            observer=observer,
         )
         runtime = await cm.__aenter__()
     try:

@@ -3,7 +3,7 @@
 Lines are questions on the current thread (``console:<name>``). Commands:
 ``/thread NAME`` switch thread, ``/threads`` list them, ``/quit`` (or end of input).
 When the graph pauses for a human, the help request is printed; your next line on that
-thread resumes it, in the reply syntax of :data:`bot.chat.text.REPLY_SYNTAX`.
+thread resumes it, in the reply syntax of :data:`bot.chat.syntax.REPLY_SYNTAX`.
 Works with piped input too.
 """
 
@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 from rich.console import Console
 from rich.text import Text
 
-from bot.chat import feedback, sources
-from bot.chat.text import REPLY_SYNTAX
+from bot.chat import sources, vote_controls
+from bot.chat.syntax import REPLY_SYNTAX
 from bot.protocol import (
     Answer,
     HelpRequest,
     IncomingMessage,
     PostError,
+    Responder,
     Status,
     clean_text,
 )
@@ -62,7 +63,7 @@ def format_answer(answer: Answer, rate_hint: bool = True) -> str:
     return "\n".join(lines)
 
 
-class ConsoleResponder:
+class ConsoleResponder(Responder):
     """Prints statuses, answers and help requests for one console thread."""
 
     def __init__(
@@ -230,10 +231,10 @@ async def run_console(
             if not last:
                 console.print("No answer to rate in this thread yet.", markup=False)
             else:
-                vote = feedback.UP if name == "/good" else feedback.DOWN
-                reason = arg.strip() or None if vote == feedback.DOWN else None
+                vote = vote_controls.UP if name == "/good" else vote_controls.DOWN
+                reason = arg.strip() or None if vote == vote_controls.DOWN else None
                 ok = await service.vote(last[-1].answer_id, user, vote, reason)
-                console.print(feedback.vote_reply(ok, vote, reason=reason), markup=False)
+                console.print(vote_controls.vote_reply(ok, vote, reason=reason), markup=False)
         elif name in ("/thread", "/threads", "/help"):
             if name == "/thread" and arg.strip():
                 thread = arg.strip()

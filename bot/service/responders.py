@@ -11,13 +11,13 @@ from typing import Any
 
 from bot.protocol import Answer, HelpRequest, Responder, Status
 
-log = logging.getLogger("bot.service")  # one logger for the chat runtime: log filters name it
+log = logging.getLogger("bot.service")
 
 #: How long recovery waits for a run's platform adapter to register (it starts alongside).
 PLATFORM_WAIT_SECONDS = 30.0
 
 
-class NullResponder:
+class NullResponder(Responder):
     """Used when a timed-out help request's platform is not running: logs only."""
 
     async def set_status(self, status: Status) -> None: ...

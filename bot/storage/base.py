@@ -66,6 +66,11 @@ class Deliveries(Protocol):
         """Ids of the messages handled in the last ``seconds`` (the newest ``limit``, oldest first)."""
         ...
 
+    async def forget_message(self, message_id: str) -> None:
+        """Forget one handled message id (its turn failed and said so): a redelivery of the
+        message is then a first delivery again. Nothing happens for an unknown id."""
+        ...
+
     async def forget_seen_before(self, seconds: float) -> int:
         """Drop the ids handled more than ``seconds`` ago; returns how many."""
         ...

@@ -819,10 +819,18 @@ class SlackHarness:
     """
 
     def __init__(
-        self, tmp_path: Any, fake: FakeSlackAPI, config_path: Any, model: Any, *, tavily_api_key: str = ""
+        self,
+        tmp_path: Any,
+        fake: FakeSlackAPI,
+        config_path: Any,
+        model: Any,
+        *,
+        tavily_api_key: str = "",
+        database_url: str = "",
     ) -> None:
         self.tmp_path, self.fake, self.config_path, self.model = tmp_path, fake, config_path, model
         self.tavily_api_key = tavily_api_key
+        self.database_url = database_url  # [storage] backend = "postgres": THREADWISE_DATABASE_URL
         self.events = SlackEvents()
         self.runtime: Any = None
         self.bot: Any = None
@@ -838,7 +846,10 @@ class SlackHarness:
 
         settings = load_settings(self.config_path)
         secrets = Secrets(
-            slack_bot_token=BOT_TOKEN, slack_signing_secret=SIGNING_SECRET, tavily_api_key=self.tavily_api_key
+            slack_bot_token=BOT_TOKEN,
+            slack_signing_secret=SIGNING_SECRET,
+            tavily_api_key=self.tavily_api_key,
+            database_url=self.database_url,
         )
         self.fake.users.update(
             {

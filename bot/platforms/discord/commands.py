@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import discord
 from discord import app_commands
 
-from bot.chat.commands import SlashCommand, on_command
+from bot.interactions.commands import SlashCommand, on_command
 from bot.logs import for_thread
 from bot.platforms.discord import patches
 from bot.platforms.discord.auth import is_admin, may_answer_help, permissions_of
@@ -82,7 +82,7 @@ class ThreadwiseCommands(app_commands.Group):
         return self.bot
 
     async def run_admin(self, interaction: discord.Interaction, command: str) -> None:
-        """``/threadwise <command>``: :func:`bot.chat.commands.on_command` (outsiders refused).
+        """``/threadwise <command>``: :func:`bot.interactions.commands.on_command` (outsiders refused).
         Non-admins see only ephemeral replies (a refused reindex is ephemeral)."""
         bot = self._bot()
         user = interaction.user

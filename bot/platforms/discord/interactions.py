@@ -5,8 +5,8 @@ components call it, and the client's ``on_interaction`` hands it modal submits. 
 (:mod:`bot.platforms.discord.views`: their custom ids carry the thread key, so they work
 after a restart); every click is acknowledged at once and its work runs in the background.
 Whether a click on a help request is refused, opens a modal or resumes is the shared decision
-(:func:`bot.chat.help.on_help_click`); the resume and the edit of the help request after it are the shared step
-(:func:`bot.chat.help.resume`).
+(:func:`bot.interactions.help_replies.on_help_click`); the resume and the edit of the help request
+after it are the shared step (:func:`bot.interactions.help_replies.resume`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
-from bot.chat import feedback, help
 from bot.chat.text import Mention, Part
+from bot.interactions import help_replies, votes
 from bot.logs import for_thread
 from bot.platforms.discord.auth import is_admin, is_expert, permissions_of
 from bot.platforms.discord.responder import InteractionResponder, discord_text
@@ -56,13 +56,14 @@ class Interactions:
 
     def _help_click(
         self, interaction: discord.Interaction, action: HumanAction, thread_key: str, text: str | None = None
-    ) -> help.HelpClick:
-        """A help request's button (``text`` None) or submitted modal as :class:`bot.chat.help.HelpClick`."""
+    ) -> help_replies.HelpClick:
+        """A help request's button (``text`` None) or submitted modal as
+        :class:`bot.interactions.help_replies.HelpClick`."""
         user, settings = interaction.user, self.bot.settings_for_thread(thread_key)
         permissions = permissions_of(interaction)
         experts = [Mention(str(r), "role") for r in settings.expert_role_ids]
         experts += [Mention(str(u)) for u in settings.expert_user_ids]
-        return help.HelpClick(
+        return help_replies.HelpClick(
             action,
             thread_key,
             str(user.id),
@@ -77,32 +78,32 @@ class Interactions:
         self, interaction: discord.Interaction, action: HumanAction, thread_key: str, interrupt_id: str
     ) -> None:
         """A click on Answer / Retry with hint / Dismiss of a help request:
-        :func:`bot.chat.help.on_help_click` (refusals are the click's ephemeral reply; Answer and
+        :func:`bot.interactions.help_replies.on_help_click` (refusals are the click's ephemeral reply; Answer and
         Retry open a modal, Dismiss resumes at once)."""
         log.info("discord: help button %s by user=%s", action.value, interaction.user.id, extra=for_thread(thread_key))
-        await help.on_help_click(
+        await help_replies.on_help_click(
             self._help_click(interaction, action, thread_key), _DiscordHelp(self, interaction, thread_key, interrupt_id)
         )
 
     async def on_vote_button(self, interaction: discord.Interaction, vote: int, answer_id: str) -> None:
-        """👍 / 👎 under an answer: :func:`bot.chat.feedback.on_vote` (a 👎's reason modal is the
+        """👍 / 👎 under an answer: :func:`bot.interactions.votes.on_vote` (a 👎's reason modal is the
         interaction's response, so it opens first)."""
         log.info("discord: vote %+d on answer %s by user=%s", vote, answer_id, interaction.user.id)
-        click = feedback.VoteClick(
+        click = votes.VoteClick(
             answer_id, str(interaction.user.id), vote, outsider=self.bot.outsider_guild(interaction.guild_id)
         )
         await self.bot.spawn(
-            feedback.on_vote(self.bot.service, click, _DiscordFeedback(interaction)), name=f"discord vote {answer_id}"
+            votes.on_vote(self.bot.service, click, _DiscordFeedback(interaction)), name=f"discord vote {answer_id}"
         )
 
     async def _on_vote_reason(self, interaction: discord.Interaction, answer_id: str) -> None:
-        given = feedback.ReasonGiven(answer_id, str(interaction.user.id), modal_text(interaction))
-        await feedback.on_reason(self.bot.service, given, _DiscordFeedback(interaction))
+        given = votes.ReasonGiven(answer_id, str(interaction.user.id), modal_text(interaction))
+        await votes.on_reason(self.bot.service, given, _DiscordFeedback(interaction))
 
     async def on_escalate_button(self, interaction: discord.Interaction, answer_id: str) -> None:
-        """ "Ask the experts" after a 👎: :func:`bot.chat.feedback.on_escalate`, in the answer's conversation."""
+        """ "Ask the experts" after a 👎: :func:`bot.interactions.votes.on_escalate`, in the answer's conversation."""
         user = interaction.user
-        click = feedback.EscalateClick(
+        click = votes.EscalateClick(
             answer_id,
             str(user.id),
             getattr(user, "display_name", "") or user.name,
@@ -125,7 +126,7 @@ class Interactions:
             )
 
         await self.bot.spawn(
-            feedback.on_escalate(
+            votes.on_escalate(
                 self.bot.service, click, _DiscordFeedback(interaction), platform="discord", responder_for=responder_for
             ),
             name=f"discord escalate {answer_id}",
@@ -151,7 +152,7 @@ class Interactions:
             interaction.user.id,
             extra=for_thread(thread_key),
         )
-        await help.on_help_click(
+        await help_replies.on_help_click(
             self._help_click(interaction, action, thread_key, modal_text(interaction)),
             _DiscordHelp(self, interaction, thread_key, interrupt_id),
         )
@@ -164,7 +165,7 @@ class Interactions:
         thread_key: str,
         interrupt_id: str,
     ) -> None:
-        """The shared post-resume step (:func:`bot.chat.help.resume`): resume once, then
+        """The shared post-resume step (:func:`bot.interactions.help_replies.resume`): resume once, then
         replace the help request's buttons by the handled note; the deferred interaction
         is answered with the private confirmation."""
         out = InteractionResponder(
@@ -185,7 +186,7 @@ class Interactions:
                     await message.edit(content=f"{message.content}\n\n-# {discord_text(note)}", view=None)
 
         channel = self.bot._thread_channels.get(thread_key, self.bot.channel_ref(interaction.channel))[0]
-        await help.resume(
+        await help_replies.resume(
             self.bot.service,
             thread_key,
             action,
@@ -202,7 +203,7 @@ class Interactions:
 
 
 class _DiscordHelp:
-    """:class:`bot.chat.help.HelpControls` for one Discord interaction.
+    """:class:`bot.interactions.help_replies.HelpControls` for one Discord interaction.
 
     An interaction is answered once, within 3 s: a refusal is that answer (ephemeral), or the
     modal; a resume defers it first (ephemeral "thinking" for a modal's submit) and runs in the
@@ -238,7 +239,7 @@ class _DiscordHelp:
 
 
 class _DiscordFeedback:
-    """:class:`bot.chat.feedback.FeedbackControls` for one Discord interaction: ephemeral replies.
+    """:class:`bot.interactions.votes.FeedbackControls` for one Discord interaction: ephemeral replies.
 
     An interaction is answered once, within 3 s: a 👎's reason modal is that answer, so it
     opens before the vote is recorded (``reason_first``); other clicks are deferred

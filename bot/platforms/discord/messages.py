@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
-from bot.admin import AdminCommands
 from bot.chat import policy
+from bot.chat.syntax import has_words, is_help_reply
 from bot.chat.threads import thread_key
+from bot.interactions.outsiders import refuse_outsider_once
 from bot.logs import for_thread
 from bot.platforms.discord.auth import is_admin, may_answer_help
 from bot.platforms.discord.format import strip_mentions, thread_name
@@ -80,9 +81,10 @@ class Messages:
             return resolved
         return None
 
-    def _addressing(self, message: discord.Message, to_bot: bool) -> policy.Addressing:
+    def _addressing(self, message: discord.Message, to_bot: bool, text: str) -> policy.Addressing:
         """Whom a message is for: the bot, and/or other people (mentions of users or roles
-        other than the bot's, @everyone/@here, or a reply to someone else's message)."""
+        other than the bot's, @everyone/@here, or a reply to someone else's message); a reply
+        to a help request in its syntax (``text``: without the bot's mention) is for the help desk."""
         me = self.bot.user.id if self.bot.user else 0
         own_role = self._own_role_id(message)
         others = any(u.id != me for u in message.mentions)
@@ -91,7 +93,9 @@ class Messages:
         resolved = (ref.resolved or ref.cached_message) if ref else None
         if isinstance(resolved, discord.Message) and resolved.author.id != me:
             others = True
-        return policy.Addressing(direct=message.guild is None, mentions_bot=to_bot, others=others)
+        return policy.Addressing(
+            direct=message.guild is None, mentions_bot=to_bot, others=others, help_reply=is_help_reply(text)
+        )
 
     async def _conversation_of(self, bot_message: discord.Message, guild_id: int) -> str:
         """The thread key of the conversation a bot message in a channel belongs to: the
@@ -99,7 +103,7 @@ class Messages:
         question = bot_message.reference.message_id if bot_message.reference else None
         if question is None:
             return thread_key("discord", guild_id, bot_message.id)
-        known = await self.bot.service.store.thread_of(f"discord:{question}")
+        known = await self.bot.service.thread_of(f"discord:{question}")
         return known or thread_key("discord", guild_id, question)
 
     async def _refuse_outsider(self, message: discord.Message) -> None:
@@ -114,9 +118,7 @@ class Messages:
             status_message_id=message.id,
             author_id=message.author.id,
         )
-        if await policy.refuse_outsider_once(
-            self.bot.service.store, f"discord:{message.id}", out.thread_key, out.post_notice
-        ):
+        if await refuse_outsider_once(self.bot.service, f"discord:{message.id}", out.thread_key, out.post_notice):
             log.info(
                 "discord: message %s from user=%s in guild=%s refused: guild not allowed",
                 message.id,
@@ -195,7 +197,7 @@ class Messages:
         guild_id = message.guild.id if message.guild else None
         reply_channel = channel.id
         replied = self._replied_bot_message(message)
-        addressing = self._addressing(message, mentioned or replied is not None)
+        addressing = self._addressing(message, mentioned or replied is not None, text)
         in_channel = False  # answering in a guild channel, as replies to the question
         if guild_id is None:
             key = thread_key_for(channel, None)
@@ -211,7 +213,13 @@ class Messages:
             async def bot_in_thread() -> bool:
                 return getattr(channel, "owner_id", None) == own_id or await self.bot.service.knows_thread(key)
 
-            reason = await policy.decline_reason(replies, addressing, in_conversation=True, bot_in_thread=bot_in_thread)
+            reason = await policy.decline_reason(
+                replies,
+                addressing,
+                in_conversation=True,
+                bot_in_thread=bot_in_thread,
+                waiting_for_expert=lambda: self.bot.service.waits_for_expert(key),
+            )
             if reason:
                 say = log.debug if reason == policy.NOT_TAKING_PART else log.info
                 say("discord: message %s ignored: %s", message.id, reason, extra=for_thread(key))
@@ -223,7 +231,7 @@ class Messages:
             in_channel = True
         elif not mentioned:
             return None
-        elif not text or AdminCommands.parse(text):
+        elif not has_words(text) or self.bot.service.command_of(text):
             key = thread_key("discord", guild_id, message.id)  # short replies stay in the channel
         else:
             thread = await self._start_thread(message, text)

@@ -37,7 +37,7 @@ from bot.platforms.discord.format import (
     split_message,
 )
 from bot.platforms.discord.views import help_view, vote_view
-from bot.protocol import STEP_STATUSES, UNFINISHED_STATUSES, Answer, HelpRequest, PostError, Status
+from bot.protocol import STEP_STATUSES, UNFINISHED_STATUSES, Answer, HelpRequest, PostError, Responder, Status
 
 if TYPE_CHECKING:
     from bot.platforms.discord.app import ThreadwiseBot
@@ -74,7 +74,7 @@ def _describe(exc: BaseException) -> str:
     return repr(exc)
 
 
-class DiscordResponder:
+class DiscordResponder(Responder):
     """Responder bound to one Discord message.
 
     Args:

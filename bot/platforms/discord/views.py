@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import discord
 
-from bot.chat import feedback
+from bot.chat import vote_controls
 from bot.protocol import HumanAction
 
 if TYPE_CHECKING:
@@ -132,19 +132,19 @@ class VoteButton(discord.ui.DynamicItem[discord.ui.Button], template=VOTE_ID):
         up = vote > 0
         super().__init__(
             discord.ui.Button(
-                label=feedback.UP_LABEL if up else feedback.DOWN_LABEL,
+                label=vote_controls.UP_LABEL if up else vote_controls.DOWN_LABEL,
                 style=discord.ButtonStyle.secondary,
                 custom_id=f"tw:v:{'u' if up else 'd'}:{answer_id}",
             )
         )
-        self.vote = feedback.UP if up else feedback.DOWN
+        self.vote = vote_controls.UP if up else vote_controls.DOWN
         self.answer_id = answer_id
 
     @classmethod
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
     ) -> VoteButton:
-        return cls(feedback.UP if match["vote"] == "u" else feedback.DOWN, match["aid"])
+        return cls(vote_controls.UP if match["vote"] == "u" else vote_controls.DOWN, match["aid"])
 
     async def callback(self, interaction: discord.Interaction) -> None:
         bot: ThreadwiseBot = interaction.client  # type: ignore[assignment]
@@ -154,22 +154,22 @@ class VoteButton(discord.ui.DynamicItem[discord.ui.Button], template=VOTE_ID):
 def vote_view(answer_id: str) -> discord.ui.View:
     """A persistent view (``timeout=None``) with the 👍 and 👎 buttons of one answer."""
     view = discord.ui.View(timeout=None)
-    view.add_item(VoteButton(feedback.UP, answer_id))
-    view.add_item(VoteButton(feedback.DOWN, answer_id))
+    view.add_item(VoteButton(vote_controls.UP, answer_id))
+    view.add_item(VoteButton(vote_controls.DOWN, answer_id))
     return view
 
 
 def vote_reason_modal(answer_id: str) -> discord.ui.Modal:
     """The optional-reason modal a 👎 opens; its submit (``tw:vr:<answer id>``) is handled in
     ``Interactions.on_interaction``."""
-    modal = discord.ui.Modal(title=feedback.REASON_TITLE, timeout=None, custom_id=f"tw:vr:{answer_id}")
+    modal = discord.ui.Modal(title=vote_controls.REASON_TITLE, timeout=None, custom_id=f"tw:vr:{answer_id}")
     modal.add_item(
         discord.ui.TextInput(
-            label=feedback.REASON_LABEL[:45],
-            placeholder=feedback.REASON_PLACEHOLDER,
+            label=vote_controls.REASON_LABEL[:45],
+            placeholder=vote_controls.REASON_PLACEHOLDER,
             custom_id=TEXT_INPUT_ID,
             style=discord.TextStyle.paragraph,
-            max_length=feedback.REASON_MAX_CHARACTERS,
+            max_length=vote_controls.REASON_MAX_CHARACTERS,
             required=False,
         )
     )
@@ -182,7 +182,7 @@ class EscalateButton(discord.ui.DynamicItem[discord.ui.Button], template=ESCALAT
     def __init__(self, answer_id: str) -> None:
         super().__init__(
             discord.ui.Button(
-                label=feedback.ESCALATE_LABEL, style=discord.ButtonStyle.primary, custom_id=f"tw:ve:{answer_id}"
+                label=vote_controls.ESCALATE_LABEL, style=discord.ButtonStyle.primary, custom_id=f"tw:ve:{answer_id}"
             )
         )
         self.answer_id = answer_id

@@ -32,12 +32,12 @@ else its ``ts``), and the thread key is ``slack:<team>:<channel>:<root ts>``.
 
 Help requests carry buttons (Answer / Retry with hint -> a modal; Dismiss); the channel's
 experts (``[slack] experts`` or its ``[[channels]]`` entry) and ``[slack] admins`` may use
-them, others get an ephemeral notice (:func:`bot.chat.help.on_help_click` decides). ``/threadwise
+them, others get an ephemeral notice (:func:`bot.interactions.help_replies.on_help_click` decides). ``/threadwise
 reindex|status|help`` runs admin commands (``[slack] admins`` may reindex;
-:mod:`bot.chat.commands`). Slash commands and interactions (buttons, modals) from another
+:mod:`bot.interactions.commands`). Slash commands and interactions (buttons, modals) from another
 organisation get the same one refusal as messages: the user's team is compared with ours
 (``auth.test``) and ``[slack] allowed_teams``. Votes and "Ask the experts" are handled by
-:mod:`bot.chat.feedback`; this module only reads the payloads and lends Slack's transport.
+:mod:`bot.interactions.votes`; this module only reads the payloads and lends Slack's transport.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bot.chat import feedback, sources
+from bot.chat import sources, vote_controls
 from bot.chat.help import HELP_LEAD, how_to_answer
 from bot.chat.sources import SourceLine
 from bot.chat.text import Mention, Part
@@ -177,19 +177,19 @@ def feedback_block(answer_id: str) -> dict[str, Any]:
                 "type": "button",
                 "action_id": ACTION_VOTE_UP,
                 "value": answer_id,
-                "text": {"type": "plain_text", "text": feedback.UP_LABEL, "emoji": True},
+                "text": {"type": "plain_text", "text": vote_controls.UP_LABEL, "emoji": True},
             },
             {
                 "type": "button",
                 "action_id": ACTION_VOTE_DOWN,
                 "value": answer_id,
-                "text": {"type": "plain_text", "text": feedback.DOWN_LABEL, "emoji": True},
+                "text": {"type": "plain_text", "text": vote_controls.DOWN_LABEL, "emoji": True},
             },
         ],
     }
 
 
-def escalate_offer_blocks(answer_id: str, text: str = feedback.ESCALATE_OFFER) -> list[dict[str, Any]]:
+def escalate_offer_blocks(answer_id: str, text: str = vote_controls.ESCALATE_OFFER) -> list[dict[str, Any]]:
     """The private offer after a 👎: ``text`` (Markdown) and an "Ask the experts" button (value: the answer id)."""
     return [
         _section(escape(text)),
@@ -201,7 +201,7 @@ def escalate_offer_blocks(answer_id: str, text: str = feedback.ESCALATE_OFFER) -
                     "type": "button",
                     "action_id": ACTION_VOTE_ESCALATE,
                     "value": answer_id,
-                    "text": {"type": "plain_text", "text": feedback.ESCALATE_LABEL},
+                    "text": {"type": "plain_text", "text": vote_controls.ESCALATE_LABEL},
                 }
             ],
         },
@@ -213,7 +213,7 @@ def vote_reason_modal(answer_id: str) -> dict[str, Any]:
     return {
         "type": "modal",
         "callback_id": MODAL_VOTE_REASON,
-        "title": {"type": "plain_text", "text": feedback.REASON_TITLE[:24]},
+        "title": {"type": "plain_text", "text": vote_controls.REASON_TITLE[:24]},
         "submit": {"type": "plain_text", "text": "Send"},
         "close": {"type": "plain_text", "text": "Skip"},
         "private_metadata": answer_id,
@@ -222,13 +222,13 @@ def vote_reason_modal(answer_id: str) -> dict[str, Any]:
                 "type": "input",
                 "block_id": INPUT_BLOCK,
                 "optional": True,
-                "label": {"type": "plain_text", "text": feedback.REASON_LABEL},
+                "label": {"type": "plain_text", "text": vote_controls.REASON_LABEL},
                 "element": {
                     "type": "plain_text_input",
                     "action_id": INPUT_ACTION,
                     "multiline": True,
-                    "max_length": feedback.REASON_MAX_CHARACTERS,
-                    "placeholder": {"type": "plain_text", "text": feedback.REASON_PLACEHOLDER},
+                    "max_length": vote_controls.REASON_MAX_CHARACTERS,
+                    "placeholder": {"type": "plain_text", "text": vote_controls.REASON_PLACEHOLDER},
                 },
             }
         ],

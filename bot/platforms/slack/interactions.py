@@ -3,7 +3,7 @@
 :class:`Interactions` is held by :class:`bot.platforms.slack.app.SlackBot`, whose bolt
 listeners acknowledge each payload and hand it here in the background. It only reads the
 payloads and lends Slack's transport: what a click, a form or a command does is decided by
-:mod:`bot.chat.help`, :mod:`bot.chat.feedback` and :mod:`bot.chat.commands`. Interactions from
+:mod:`bot.chat.help`, :mod:`bot.interactions.votes` and :mod:`bot.interactions.commands`. Interactions from
 another organisation get the same one refusal as messages (:meth:`Interactions.outsider_user`).
 """
 
@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from bot.chat import feedback, help
-from bot.chat.commands import SlashCommand, on_command
+from bot.chat import vote_controls
 from bot.chat.policy import is_outsider
 from bot.chat.text import Mention, Part
 from bot.chat.threads import parse_thread_key
+from bot.interactions import help_replies, votes
+from bot.interactions.commands import SlashCommand, on_command
 from bot.logs import for_thread
 from bot.platforms.slack.blocks import (
     ACTION_ANSWER,
@@ -74,10 +75,11 @@ class Interactions:
 
     async def _help_click(
         self, body: dict, ref: HelpRef, user: str, action: HumanAction, text: str | None = None
-    ) -> help.HelpClick:
-        """A help request's button (``text`` None) or submitted form as :class:`bot.chat.help.HelpClick`."""
+    ) -> help_replies.HelpClick:
+        """A help request's button (``text`` None) or submitted form as
+        :class:`bot.interactions.help_replies.HelpClick`."""
         experts = self.bot.experts_for(ref.channel)
-        return help.HelpClick(
+        return help_replies.HelpClick(
             action,
             ref.thread_key,
             user,
@@ -89,7 +91,7 @@ class Interactions:
         )
 
     async def on_help_button(self, body: dict, action: dict) -> None:
-        """A help request button: :func:`bot.chat.help.on_help_click` (Dismiss resumes at once;
+        """A help request button: :func:`bot.interactions.help_replies.on_help_click` (Dismiss resumes at once;
         Answer/Retry open a modal)."""
         ref = HelpRef.loads(str(action.get("value") or ""))
         message = body.get("message") or {}
@@ -105,17 +107,17 @@ class Interactions:
         kind = {ACTION_ANSWER: HumanAction.ANSWER, ACTION_RETRY: HumanAction.RETRY}.get(
             str(action.get("action_id")), HumanAction.DISMISS
         )
-        await help.on_help_click(
+        await help_replies.on_help_click(
             await self._help_click(body, ref, user, kind),
             _SlackHelp(self.bot, self, body, ref, user, question_block_of(message.get("blocks"))),
         )
 
     async def on_modal(self, body: dict, view: dict) -> None:
-        """A submitted Answer / Retry modal: :func:`bot.chat.help.on_help_click`."""
+        """A submitted Answer / Retry modal: :func:`bot.interactions.help_replies.on_help_click`."""
         ref = HelpRef.loads(str(view.get("private_metadata") or ""))
         user = str((body.get("user") or {}).get("id") or "")
         kind = HumanAction.ANSWER if view.get("callback_id") == MODAL_ANSWER else HumanAction.RETRY
-        await help.on_help_click(
+        await help_replies.on_help_click(
             await self._help_click(body, ref, user, kind, modal_text(view)),
             _SlackHelp(self.bot, self, body, ref, user, question_block_of(view.get("blocks"))),
         )
@@ -139,7 +141,7 @@ class Interactions:
                     "slack chat.update of help request failed: %s", slack_error(exc), extra=for_thread(ref.thread_key)
                 )
 
-        if not await help.resume(
+        if not await help_replies.resume(
             self.service,
             ref.thread_key,
             action,
@@ -172,21 +174,19 @@ class Interactions:
         )
 
     async def on_vote(self, body: dict, action: dict) -> None:
-        """👍 / 👎 under an answer: :func:`bot.chat.feedback.on_vote`."""
+        """👍 / 👎 under an answer: :func:`bot.interactions.votes.on_vote`."""
         place = self._vote_place(body)
-        vote = feedback.UP if action.get("action_id") == ACTION_VOTE_UP else feedback.DOWN
-        click = feedback.VoteClick(
+        vote = vote_controls.UP if action.get("action_id") == ACTION_VOTE_UP else vote_controls.DOWN
+        click = votes.VoteClick(
             str(action.get("value") or ""), place.user, vote, outsider=await self.outsider_user(body)
         )
-        await feedback.on_vote(self.service, click, _SlackFeedback(self.bot, body, place))
+        await votes.on_vote(self.service, click, _SlackFeedback(self.bot, body, place))
 
     async def on_escalate(self, body: dict, action: dict) -> None:
-        """ "Ask the experts" after a 👎: :func:`bot.chat.feedback.on_escalate`."""
+        """ "Ask the experts" after a 👎: :func:`bot.interactions.votes.on_escalate`."""
         user = str((body.get("user") or {}).get("id") or "")
         name = await self.bot.directory.display_name(user, str((body.get("user") or {}).get("name") or ""))
-        click = feedback.EscalateClick(
-            str(action.get("value") or ""), user, name, outsider=await self.outsider_user(body)
-        )
+        click = votes.EscalateClick(str(action.get("value") or ""), user, name, outsider=await self.outsider_user(body))
 
         def responder_for(record: dict[str, Any]) -> SlackResponder:
             key = parse_thread_key(record["thread_key"])
@@ -195,7 +195,7 @@ class Interactions:
                 SlackPlace(team=key["team"], channel=key["channel"], thread_ts=key["root"], user=user)
             )
 
-        await feedback.on_escalate(
+        await votes.on_escalate(
             self.service,
             click,
             _SlackFeedback(self.bot, body, self._vote_place(body)),
@@ -204,17 +204,17 @@ class Interactions:
         )
 
     async def on_vote_reason(self, body: dict, view: dict) -> None:
-        """The 👎 reason modal was submitted: :func:`bot.chat.feedback.on_reason`."""
+        """The 👎 reason modal was submitted: :func:`bot.interactions.votes.on_reason`."""
         user = str((body.get("user") or {}).get("id") or "")
         if await self.outsider_user(body):
             log.info("slack vote reason by %s refused: outside the workspace", user)
             return
-        given = feedback.ReasonGiven(str(view.get("private_metadata") or ""), user, modal_text(view))
-        await feedback.on_reason(self.service, given, _SlackFeedback(self.bot, body, self._vote_place(body)))
+        given = votes.ReasonGiven(str(view.get("private_metadata") or ""), user, modal_text(view))
+        await votes.on_reason(self.service, given, _SlackFeedback(self.bot, body, self._vote_place(body)))
 
     # ---- admin -------------------------------------------------------------------------
     async def on_command(self, body: dict) -> None:
-        """``/threadwise <words>``: :func:`bot.chat.commands.on_command` (outsiders refused,
+        """``/threadwise <words>``: :func:`bot.interactions.commands.on_command` (outsiders refused,
         :meth:`_outsider_user`)."""
         user, channel = str(body.get("user_id") or ""), str(body.get("channel_id") or "")
         place = SlackPlace(
@@ -235,7 +235,7 @@ class Interactions:
 
 
 class _SlackHelp:
-    """:class:`bot.chat.help.HelpControls` on Slack: ephemeral notes, ``views.open`` and the resume."""
+    """:class:`bot.interactions.help_replies.HelpControls` on Slack: ephemeral notes, ``views.open`` and the resume."""
 
     def __init__(
         self, bot: SlackBot, interactions: Interactions, body: dict, ref: HelpRef, user: str, question: dict | None
@@ -269,7 +269,7 @@ class _SlackHelp:
 
 
 class _SlackFeedback:
-    """:class:`bot.chat.feedback.FeedbackControls` on Slack: ephemeral messages and a modal.
+    """:class:`bot.interactions.votes.FeedbackControls` on Slack: ephemeral messages and a modal.
 
     The reason modal opens once the vote is recorded (``views.open`` with the click's
     ``trigger_id``, valid 3 s), the offer to ask the experts next to it (``reason_first`` False).

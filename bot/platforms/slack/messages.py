@@ -23,8 +23,9 @@ from bot.chat.policy import (
     decline_reason,
     ignore_reason,
     is_outsider,
-    refuse_outsider_once,
 )
+from bot.chat.syntax import is_help_reply
+from bot.interactions.outsiders import refuse_outsider_once
 from bot.logs import for_thread
 from bot.platforms.slack.format import incoming_text
 from bot.platforms.slack.responder import SlackPlace
@@ -32,7 +33,7 @@ from bot.protocol import IncomingMessage
 
 if TYPE_CHECKING:
     from bot.platforms.slack.app import SlackBot
-    from bot.service.threads import Ticket
+    from bot.service.thread_locks import Ticket
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,11 @@ class Messages:
         try:
             in_conversation = place.thread_ts != place.message_ts
             reason = await decline_reason(
-                policy, addressing, in_conversation=in_conversation, bot_in_thread=bot_in_thread
+                policy,
+                addressing,
+                in_conversation=in_conversation,
+                bot_in_thread=bot_in_thread,
+                waiting_for_expert=lambda: self.service.waits_for_expert(key),
             )
             if reason:
                 quiet = reason in (NOT_TAKING_PART, CHANNEL_CHATTER)
@@ -120,7 +125,7 @@ class Messages:
             else:
                 await self._turn(place, event, bot_user_id, via=via, ticket=ticket)
         finally:
-            self.service.threads.release(ticket)
+            self.service.release_ticket(ticket)
 
     @staticmethod
     def _addressing(event: dict, bot_user_id: str, via: str) -> Addressing:
@@ -129,7 +134,12 @@ class Messages:
         targets = {m.group(1) for m in _ADDRESS.finditer(text)}
         mentions_bot = via == "app_mention" or bool(bot_user_id and f"@{bot_user_id}" in targets)
         others = bool(targets - {f"@{bot_user_id}"})
-        return Addressing(direct=event.get("channel_type") == "im", mentions_bot=mentions_bot, others=others)
+        return Addressing(
+            direct=event.get("channel_type") == "im",
+            mentions_bot=mentions_bot,
+            others=others,
+            help_reply=is_help_reply(incoming_text(text, bot_user_id)),
+        )
 
     def _outsider(self, body: dict, event: dict, context: dict) -> bool:
         """True when the author belongs to another organisation (Slack Connect) that is
@@ -143,7 +153,7 @@ class Messages:
         """One polite refusal per message (duplicate deliveries ignored), no LLM call."""
         key = place.thread_key
         if await refuse_outsider_once(
-            self.service.store,
+            self.service,
             f"slack:{place.channel}:{place.message_ts}",
             key,
             self.bot.responder(place).notify_private,

@@ -36,7 +36,7 @@ from bot.platforms.slack.blocks import (
 )
 from bot.platforms.slack.client import slack_error
 from bot.platforms.slack.format import escape, split_mrkdwn, to_mrkdwn
-from bot.protocol import STEP_STATUSES, Answer, HelpRequest, PostError, Status
+from bot.protocol import STEP_STATUSES, Answer, HelpRequest, PostError, Responder, Status
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class SlackPlace:
         return f"{base}:{self.thread_ts}" if self.thread_ts else base
 
 
-class SlackResponder:
+class SlackResponder(Responder):
     """Implements :class:`bot.protocol.Responder` for one Slack place.
 
     Args:

@@ -230,6 +230,10 @@ class PostgresBookkeeping:
         )
         return [str(r["message_id"]) for r in rows]
 
+    async def forget_message(self, message_id: str) -> None:
+        """Forget one handled message id (see :meth:`bot.storage.base.Deliveries.forget_message`)."""
+        await self._exec("DELETE FROM seen_messages WHERE message_id = %s", (message_id,))
+
     async def forget_seen_before(self, seconds: float) -> int:
         cur = await self._exec("DELETE FROM seen_messages WHERE seen_at < %s", (time.time() - seconds,))
         return max(0, cur.rowcount)
@@ -475,7 +479,7 @@ class PostgresBookkeeping:
         are finished, at most :attr:`turn_wait_seconds` (then go ahead: an earlier run that
         nobody can finish must not block the thread for ever). Arrival is the message's
         ``received_at`` in its record (its replica's thread queue order,
-        :mod:`bot.service.threads`), else ``started_at``; ties by ``seq``. Records are written
+        :mod:`bot.service.thread_locks`), else ``started_at``; ties by ``seq``. Records are written
         as soon as each message can be, so their ``seq`` order is not the arrival order: one
         replica's queue order and this wait must agree, or they wait for each other."""
         loop = asyncio.get_running_loop()

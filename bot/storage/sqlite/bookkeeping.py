@@ -129,6 +129,11 @@ class SqliteBookkeeping:
         ).fetchall()
         return [str(r[0]) for r in rows]
 
+    async def forget_message(self, message_id: str) -> None:
+        """Forget one handled message id (see :meth:`bot.storage.base.Deliveries.forget_message`)."""
+        await self._conn.execute("DELETE FROM seen_messages WHERE message_id = ?", (message_id,))
+        await self._conn.commit()
+
     async def forget_seen_before(self, seconds: float) -> int:
         """Drop seen ids older than ``seconds`` (redeliveries come within minutes)."""
         cur = await self._conn.execute("DELETE FROM seen_messages WHERE seen_at < ?", (time.time() - seconds,))

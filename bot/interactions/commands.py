@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from bot.chat.policy import OUTSIDER_REFUSAL
 from bot.logs import for_thread
+from bot.protocol import Responder
+from bot.service import ChatService
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +44,14 @@ class SlashCommand:
     thread_key: str = ""
 
 
-def command_name(service: Any, words: str) -> str:
+def command_name(service: ChatService, words: str) -> str:
     """The admin command ``words`` name: an exact admin command (:meth:`bot.admin.AdminCommands.parse`),
     else its first word (an unknown one is answered "Unknown command"), ``"help"`` when empty."""
     words = words.strip().lower()
-    return service.admin_commands.parse(words) or (re.split(r"\s+", words)[0] if words else "help")
+    return service.command_of(words) or (re.split(r"\s+", words)[0] if words else "help")
 
 
-async def on_command(service: Any, command: SlashCommand, out: Any) -> str:
+async def on_command(service: ChatService, command: SlashCommand, out: Responder) -> str:
     """Run ``/threadwise <words>``: outsiders get the one refusal; ``remember`` (which needs the
     thread of a question: Slack runs no slash command in a thread) is explained; anything
     else goes to :meth:`bot.service.ChatService.admin` (never raises).

@@ -1,72 +1,28 @@
-"""Answer feedback shared by every platform: the 👍 / 👎 controls' words and what a vote says back.
+"""A vote, its reason and "Ask the experts", on every platform.
 
-Every answer (not an apology) carries its ``answer_id`` (:attr:`bot.protocol.Answer.answer_id`);
-the platform shows two controls (Slack Block Kit buttons, Discord persistent buttons, the
-console's ``/good`` and ``/bad [reason]``). A click records the vote at once through
-:meth:`bot.service.ChatService.vote` (one vote per user per answer, the latest counts); a 👎
-then asks privately for an optional reason (Slack and Discord: a modal), saved with the vote,
-and offers privately to ask the experts (:meth:`bot.service.ChatService.escalate`: a help
-request in the answer's thread; the expert's answer is learned like any other).
-Votes are summarised and exported by ``threadwise feedback`` (:mod:`bot.feedback`).
-
-The handling is written here once: :func:`on_vote`, :func:`on_reason` and :func:`on_escalate`
-take a small typed value (:class:`VoteClick`, :class:`ReasonGiven`, :class:`EscalateClick`)
-parsed by the adapter from its payload, and the adapter's :class:`FeedbackControls` to show
-the outcome (Slack: ephemeral messages and modals; Discord: interaction replies and modals).
+Adapters parse the platform's payload into a small typed value (:class:`VoteClick`,
+:class:`ReasonGiven`, :class:`EscalateClick`), call the handler (:func:`on_vote`,
+:func:`on_reason`, :func:`on_escalate`), and lend their transport
+(:class:`FeedbackControls`: Slack ephemeral messages and modals, Discord interaction
+replies and modals). The order of the steps and what is said are decided here, once; the
+words are :mod:`bot.chat.vote_controls`.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.chat.policy import OUTSIDER_REFUSAL
 from bot.chat.threads import parse_thread_key
+from bot.chat.vote_controls import DOWN, ESCALATE_OFFER, NOT_FOUND, REASON_MAX_CHARACTERS, is_answer_id, vote_reply
 from bot.logs import for_thread
+from bot.protocol import Responder
+from bot.service import ChatService
 
 log = logging.getLogger(__name__)
-
-UP, DOWN = 1, -1
-UP_LABEL = "👍"
-DOWN_LABEL = "👎"
-# Slack modal titles hold at most 24 characters (Block Kit reference); Discord's 45.
-REASON_TITLE = "What was wrong?"
-REASON_LABEL = "What was wrong with this answer? (optional)"
-REASON_PLACEHOLDER = "e.g. the setting is called X now; the page it cited is outdated"
-REASON_MAX_CHARACTERS = 1000
-ESCALATE_LABEL = "Ask the experts"
-ESCALATE_OFFER = "Should an expert look at this question? They are asked in the thread, and their answer is kept."
-ANSWER_ID = re.compile(r"[0-9a-f]{6,32}")
-
-
-def vote_reply(recorded: bool, vote: int, *, reason: str | None = None) -> str:
-    """The private note after a vote (Markdown).
-
-    Args:
-        recorded: what :meth:`~bot.service.ChatService.vote` returned.
-        vote: +1 or -1. reason: the 👎 reason just given (None: none was asked for yet).
-    """
-    if not recorded:
-        return "Sorry, I couldn't record that vote (the answer is no longer known). Nothing was changed."
-    if vote > 0:
-        return "Thanks for the 👍: noted. You can change your vote any time."
-    if reason:
-        return "Thanks: your 👎 and the reason were recorded; the team reviews these to improve the answers."
-    return "Thanks for the 👎: noted. The team reviews these to improve the answers."
-
-
-def is_answer_id(text: str) -> bool:
-    """True if ``text`` looks like an answer id we issued (lowercase hex, 6 to 32 characters)."""
-    return bool(ANSWER_ID.fullmatch(text or ""))
-
-
-# ---- the shared handling of a vote, its reason and "Ask the experts" ---------------------------
-# Adapters parse the platform's payload into one of these values, call the handler, and give it
-# their :class:`FeedbackControls` (transport only: how to tell the user, open the reason form,
-# show the offer). The order of the steps and what is said are decided here, once.
 
 
 @dataclass(frozen=True)
@@ -129,7 +85,7 @@ class FeedbackControls(Protocol):
         """A private note ``text`` with the "Ask the experts" control for ``answer_id``."""
 
 
-async def on_vote(service: Any, click: VoteClick, controls: FeedbackControls) -> bool:
+async def on_vote(service: ChatService, click: VoteClick, controls: FeedbackControls) -> bool:
     """Record a 👍 / 👎 (one per user and answer, the latest counts) and say what follows.
 
     A forged value is ignored; an outsider is refused (:data:`~bot.chat.policy.OUTSIDER_REFUSAL`);
@@ -166,7 +122,7 @@ async def on_vote(service: Any, click: VoteClick, controls: FeedbackControls) ->
     return ok
 
 
-async def on_reason(service: Any, given: ReasonGiven, controls: FeedbackControls) -> bool:
+async def on_reason(service: ChatService, given: ReasonGiven, controls: FeedbackControls) -> bool:
     """Store a 👎's reason (cut to :data:`REASON_MAX_CHARACTERS`; empty keeps the vote and any
     earlier reason). Where the form came first (:attr:`FeedbackControls.reason_first`), the
     submission is answered: thanks, and the offer to ask the experts when human review is on.
@@ -191,16 +147,13 @@ async def on_reason(service: Any, given: ReasonGiven, controls: FeedbackControls
     return ok
 
 
-NOT_FOUND = "I can't find that answer any more."
-
-
 async def on_escalate(
-    service: Any,
+    service: ChatService,
     click: EscalateClick,
     controls: FeedbackControls,
     *,
     platform: str,
-    responder_for: Callable[[dict[str, Any]], Any],
+    responder_for: Callable[[dict[str, Any]], Responder],
 ) -> bool:
     """ "Ask the experts" after a 👎: a help request in the answer's own thread
     (:meth:`bot.service.ChatService.escalate`, which tells the user privately when it cannot).
@@ -219,7 +172,7 @@ async def on_escalate(
         log.info("asking the experts about %s by %s refused: outside the workspace", click.answer_id, click.user_id)
         await controls.tell(OUTSIDER_REFUSAL)
         return False
-    record = await service.store.answer_record(click.answer_id) if is_answer_id(click.answer_id) else None
+    record = await service.answer_record(click.answer_id) if is_answer_id(click.answer_id) else None
     key = parse_thread_key(str(record["thread_key"])) if record else None
     if record is None or key is None or key.platform != platform:
         await controls.tell(NOT_FOUND)
