@@ -8,7 +8,7 @@ console's ``/good`` and ``/bad [reason]``). A click records the vote at once thr
 then asks privately for an optional reason (Slack and Discord: a modal), saved with the vote,
 and offers privately to ask the experts (:meth:`bot.service.ChatService.escalate`: a help
 request in the answer's thread; the expert's answer is learned like any other).
-Votes are summarised and exported by ``threadwise feedback`` (:mod:`bot.feedback`).
+Votes are summarised and exported by ``threadwise feedback`` (:mod:`bot.vote_report`).
 
 What a click does is written once in :mod:`bot.interactions.votes`.
 """

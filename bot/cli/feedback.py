@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bot.cli.output import out
 from bot.config import Settings
-from bot.feedback import export_rows, format_summary, summarise
+from bot.vote_report import export_rows, format_summary, summarise
 
 
 def add_parsers(

@@ -33,5 +33,6 @@ value) in :mod:`graphs.state`.
 
 from bot.service.chat_service import ChatService
 from bot.service.runs import TurnResult
+from bot.service.thread_locks import Ticket
 
-__all__ = ["ChatService", "TurnResult"]
+__all__ = ["ChatService", "Ticket", "TurnResult"]

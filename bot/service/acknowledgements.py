@@ -15,7 +15,7 @@ from bot.logs import for_thread
 from bot.protocol import IncomingMessage, Responder, Status
 from bot.service.intake import Intake, Kind
 from bot.service.run_slots import RunSlots, SlotPromise
-from bot.storage import BookkeepingStore
+from bot.storage import Deliveries
 
 log = logging.getLogger("bot.service")
 
@@ -37,9 +37,7 @@ class Acknowledgements:
             (its message is then a reply, not a question).
     """
 
-    def __init__(
-        self, slots: RunSlots, store: BookkeepingStore, intake: Intake, waiting: Callable[[str], bool]
-    ) -> None:
+    def __init__(self, slots: RunSlots, store: Deliveries, intake: Intake, waiting: Callable[[str], bool]) -> None:
         self._slots = slots
         self._store = store
         self._intake = intake

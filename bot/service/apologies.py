@@ -13,7 +13,7 @@ import logging
 from bot.failures import describe_failure, failure_kind
 from bot.logs import for_thread
 from bot.protocol import Answer, Responder, Status
-from bot.storage import BookkeepingStore
+from bot.storage import RunLedger
 
 log = logging.getLogger("bot.service")
 
@@ -28,7 +28,7 @@ class Apologies:
         store: the bookkeeping (``may_post``: another replica may have taken the run over).
     """
 
-    def __init__(self, apology: str, storage_apology: str, store: BookkeepingStore) -> None:
+    def __init__(self, apology: str, storage_apology: str, store: RunLedger) -> None:
         self.apology = apology
         self.storage_apology = storage_apology
         self._store = store

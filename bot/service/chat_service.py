@@ -108,7 +108,7 @@ class ChatService:
         if not isinstance(runs_at_once, int):
             raise TypeError("max_concurrent_runs must be resolved to a number (bot.runtime.resolve_concurrency)")
         self.observer = observer or TurnObserver()
-        self.graph_pool = graph_pool
+
         self._responders = Responders()
         slots = RunSlots(runs_at_once)
         self._locks = ThreadLocks(store)

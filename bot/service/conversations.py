@@ -14,7 +14,7 @@ from langgraph.types import Interrupt
 
 from bot.failures import describe_failure
 from bot.logs import for_thread
-from bot.storage import BookkeepingStore, checkpoints
+from bot.storage import Deliveries, checkpoints
 from graphs.adaptive_rag import RAGGraph, seed_history
 from graphs.state import RAGState
 
@@ -35,9 +35,7 @@ class Conversations:
         TypeError: the graph was compiled without a checkpointer.
     """
 
-    def __init__(
-        self, graph: RAGGraph, store: BookkeepingStore, *, recursion_limit: int, keep_checkpoints: int
-    ) -> None:
+    def __init__(self, graph: RAGGraph, store: Deliveries, *, recursion_limit: int, keep_checkpoints: int) -> None:
         if not isinstance(graph.checkpointer, BaseCheckpointSaver):
             raise TypeError("the ChatService's graph was compiled without a checkpointer")
         self.graph = graph

@@ -30,7 +30,7 @@ from bot.service.run_records import RunRecords
 from bot.service.run_slots import RunSlots, SlotPromise
 from bot.service.runs import Runs, TurnResult
 from bot.service.thread_locks import ThreadLocks, Ticket
-from bot.storage import BookkeepingStore
+from bot.storage import Coordination
 
 log = logging.getLogger("bot.service")
 
@@ -68,7 +68,7 @@ class Dispatcher:
         dedup: Dedup,
         locks: ThreadLocks,
         slots: RunSlots,
-        store: BookkeepingStore,
+        store: Coordination,
         conversations: Conversations,
         help_desk: HelpDesk,
         learning: Learning,

@@ -9,6 +9,7 @@ import logging
 import uuid
 from typing import Any
 
+from bot import storage
 from bot.failures import describe_failure
 from bot.logs import for_thread
 from bot.protocol import Responder, clean_text
@@ -16,7 +17,6 @@ from bot.service.conversations import Conversations
 from bot.service.run_slots import RunSlots
 from bot.service.runs import Runs
 from bot.service.thread_locks import ThreadLocks
-from bot.storage import BookkeepingStore
 from graphs.adaptive_rag import ask_experts
 
 log = logging.getLogger("bot.service")
@@ -35,7 +35,7 @@ class Feedback:
 
     def __init__(
         self,
-        store: BookkeepingStore,
+        store: storage.Feedback,
         conversations: Conversations,
         locks: ThreadLocks,
         slots: RunSlots,

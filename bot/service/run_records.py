@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.failures import describe_failure
 from bot.logs import for_thread
-from bot.storage import BookkeepingStore
+from bot.storage import RunLedger
 
 log = logging.getLogger("bot.service")
 
@@ -39,7 +39,7 @@ class RunRecords:
         store: the bookkeeping (``finish_run``).
     """
 
-    def __init__(self, store: BookkeepingStore) -> None:
+    def __init__(self, store: RunLedger) -> None:
         self._store = store
         self._finished: set[str] = set()  # finished by finish(), not yet settled
 

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from bot.storage import BookkeepingStore
+from bot.storage import Coordination
 
 
 class Ticket:
@@ -49,7 +49,7 @@ class ThreadLocks:
             replicas (a no-op for SQLite).
     """
 
-    def __init__(self, store: BookkeepingStore) -> None:
+    def __init__(self, store: Coordination) -> None:
         self.store = store
         self._queues: dict[str, deque[Ticket]] = {}
         self._holders: dict[str, asyncio.Task] = {}

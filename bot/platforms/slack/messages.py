@@ -33,7 +33,7 @@ from bot.protocol import IncomingMessage
 
 if TYPE_CHECKING:
     from bot.platforms.slack.app import SlackBot
-    from bot.service.thread_locks import Ticket
+    from bot.service import Ticket
 
 log = logging.getLogger(__name__)
 
