@@ -666,14 +666,15 @@ class StorageSettings(_Section):
         "(one PostgreSQL database shared by replicas, docs/deploy.md). The database URL comes "
         "only from the environment: THREADWISE_DATABASE_URL=postgresql://user@host:5432/db.",
     )
-    pool_max_size: int = Field(
-        10,
-        ge=2,
-        le=200,
-        description="postgres: connections per replica for checkpoints "
-        "and bookkeeping (a second pool of the same size "
-        "holds the per-thread locks while a thread's graph "
-        "runs).",
+    max_connections: int = Field(
+        20,
+        ge=6,
+        le=1000,
+        description="postgres: the most database connections one replica (one `threadwise run` process) opens, "
+        "all pools together: 2 for the learned entries, a third of the rest for checkpoints and bookkeeping, "
+        "the others hold a thread's lock while its graph runs (so at most that many threads run at once per "
+        "replica). At start each replica checks that its budget fits the server's max_connections beside the "
+        "other replicas and clients, and stops with one line naming this setting if not (docs/deploy.md).",
     )
     lease_seconds: float = Field(
         15.0,

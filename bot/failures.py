@@ -153,6 +153,11 @@ def _kind_of(e: BaseException) -> str:
     return "other"
 
 
+def database_error(exc: BaseException) -> DatabaseError | None:
+    """The :class:`DatabaseError` behind ``exc`` (itself, a cause, or one in a group), or None."""
+    return next((e for e in _chain(exc) if isinstance(e, DatabaseError)), None)
+
+
 def _root(exc: BaseException, kind: str) -> BaseException:
     for e in _chain(exc):
         if _kind_of(e) == kind:

@@ -32,10 +32,14 @@ async def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     url = database_url()
     if args.action == "status":
-        import psycopg
+        from bot.storage.postgres.pools import probe
 
-        async with await psycopg.AsyncConnection.connect(url, connect_timeout=10) as conn:
+        # a wrong URL, an unknown host, a closed port or a missing database: one line (DatabaseError)
+        conn = await probe(url, "threadwise-cli", settings.storage.connect_timeout_seconds)
+        try:
             version = await migrations.current_version(conn)
+        finally:
+            await conn.close()
         out.console.print(
             f"{describe_dsn(url)}: schema version {version} (this program: {migrations.LATEST})", markup=False
         )

@@ -21,24 +21,23 @@ def add_parsers(
     lr.set_defaults(handler=cmd_learned)
 
 
-def cmd_learned(args: argparse.Namespace, settings: Settings) -> int:
-    """``threadwise learned list|forget ID``: the experts' answers saved as knowledge; exit code
-    1 when the entry to forget does not exist, 2 when its number is missing."""
-    from graphs.learned import SqliteLearnedStore  # the graphs package (and its index libraries) load only here
+async def cmd_learned(args: argparse.Namespace, settings: Settings) -> int:
+    """``threadwise learned list|forget ID``: the experts' answers saved as knowledge, where the
+    backend keeps them (the SQLite file, or the database every replica shares); exit code 1
+    when the entry to forget does not exist, 2 when its number is missing."""
+    if args.action == "forget" and args.id is None:
+        out.err.print("Usage: threadwise learned forget ID (the number `threadwise learned list` shows)", markup=False)
+        return 2
+    from bot.storage import open_learned  # the storage and graphs libraries load only here
 
-    store = SqliteLearnedStore(settings.path(settings.learning.index_db))
-    if args.action == "forget":
-        if args.id is None:
-            out.err.print(
-                "Usage: threadwise learned forget ID (the number `threadwise learned list` shows)", markup=False
-            )
-            return 2
-        if not store.forget(args.id):
-            out.err.print(f"There is no learned entry {args.id}.", markup=False)
-            return 1
-        out.console.print(f"Learned entry {args.id} removed.", markup=False)
-        return 0
-    entries = store.entries()
+    async with open_learned(settings) as store:
+        if args.action == "forget":
+            if not store.forget(args.id):
+                out.err.print(f"There is no learned entry {args.id}.", markup=False)
+                return 1
+            out.console.print(f"Learned entry {args.id} removed.", markup=False)
+            return 0
+        entries = store.entries()
     if args.json:
         sys.stdout.write("".join(json.dumps(e.as_dict(), ensure_ascii=False) + "\n" for e in entries))
         return 0

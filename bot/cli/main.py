@@ -18,9 +18,9 @@ import warnings
 from bot.cli.output import check_output, out
 from bot.cli.parser import build_parser
 from bot.cli.signals import StopGraceExpired, ctrl_c, interrupted
-from bot.config import ConfigError, Secrets, load_settings
+from bot.config import ConfigError, load_settings
 from bot.event_loop import loop_factory, run_async
-from bot.failures import advice, describe_failure, failure_kind
+from bot.failures import advice, database_error, describe_failure, failure_kind
 from bot.logs import setup_logging
 from bot.protocol import clean_text
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         out.err.print(f"Configuration error: {exc}", style="red")
         return 2
-    if settings.storage.backend == "postgres" and not Secrets.from_env().database_url:
+    if settings.storage.backend == "postgres":  # THREADWISE_DATABASE_URL unset or unparsable: one line
         from bot.storage import database_url  # langgraph's checkpointers load with it
 
         try:
@@ -99,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(exc, (KnowledgeBaseError, ModelUnavailableError)):
             out.err.print(str(exc), style="red")
+            return 2
+        if (db := database_error(exc)) is not None:  # a wrong URL, a missing database, a full server
+            log.debug("threadwise %s failed", args.command, exc_info=True)
+            out.err.print(f"threadwise {args.command}: {db}", style="red", markup=False)
             return 2
         log.debug("threadwise %s failed", args.command, exc_info=True)
         kind = failure_kind(exc)

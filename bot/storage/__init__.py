@@ -24,7 +24,7 @@ from bot.storage.base import (
     SharedBookkeepingStore,
     Storage,
 )
-from bot.storage.factory import DATABASE_URL_ENV, database_url, open_storage
+from bot.storage.factory import DATABASE_URL_ENV, database_url, open_learned, open_storage
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -38,5 +38,6 @@ __all__ = [
     "SharedBookkeepingStore",
     "Storage",
     "database_url",
+    "open_learned",
     "open_storage",
 ]

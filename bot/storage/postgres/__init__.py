@@ -10,60 +10,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-from bot.failures import DatabaseError
 from bot.storage.base import Storage
 from bot.storage.postgres import migrations
 from bot.storage.postgres.bookkeeping import PostgresBookkeeping
 
-__all__ = ["PostgresBookkeeping", "describe_dsn", "open_postgres", "upgrade_schema"]
+__all__ = [
+    "PostgresBookkeeping",
+    "describe_dsn",
+    "new_replica_id",
+    "open_postgres",
+    "open_postgres_learned",
+    "upgrade_schema",
+]
 
 log = logging.getLogger(__name__)
 
 
 def describe_dsn(url: str) -> str:
     """``host:port/dbname`` of a DSN, without user or password (for messages and logs)."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
+    from bot.storage.postgres.pools import describe_dsn as describe
 
-        d = conninfo_to_dict(url)
-        return f"{d.get('host', 'localhost')}:{d.get('port', 5432)}/{d.get('dbname', '')}"
-    except Exception:  # noqa: BLE001
-        return "(unparsable THREADWISE_DATABASE_URL)"
-
-
-async def _pool(url: str, *, max_size: int, timeout: float, name: str) -> Any:
-    from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
-
-    pool = AsyncConnectionPool(
-        url,
-        min_size=1,
-        max_size=max_size,
-        open=False,
-        name=name,
-        timeout=timeout,
-        # what AsyncPostgresSaver needs; a connection cut by the server is found at checkout and replaced
-        kwargs={
-            "autocommit": True,
-            "prepare_threshold": 0,
-            "row_factory": dict_row,
-            "connect_timeout": max(1, int(timeout)),
-        },
-        check=AsyncConnectionPool.check_connection,
-    )
-    try:
-        await pool.open(wait=True, timeout=timeout)
-    except Exception as exc:
-        await pool.close()
-        raise DatabaseError(
-            f"cannot reach the database at {describe_dsn(url)}: {type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}"
-        ) from exc
-    return pool
+    return describe(url)
 
 
 async def upgrade_schema(pool: Any, checkpointer: Any) -> tuple[int, int]:
@@ -93,34 +67,96 @@ async def upgrade_schema(pool: Any, checkpointer: Any) -> tuple[int, int]:
 async def open_postgres(settings: Any, url: str) -> AsyncIterator[Storage]:
     """Open the pools, upgrade the schema and build the PostgreSQL backend for the process lifetime.
 
+    The replica's connections never exceed ``[storage] max_connections``
+    (:class:`~bot.storage.postgres.pools.ConnectionBudget`), and it does not start when that
+    budget does not fit the server beside the running replicas
+    (:func:`~bot.storage.postgres.pools.check_capacity`).
+
     Raises:
-        DatabaseError: the database cannot be reached within ``connect_timeout_seconds``.
+        DatabaseError: the URL is wrong or the database cannot be reached within
+            ``connect_timeout_seconds`` (one line naming the cause), or the budget does not fit.
     """
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-    from bot.storage.sqlite import open_learned
+    from bot.storage.postgres import pools
+    from bot.storage.postgres.learned import PostgresLearnedStore
 
     st = settings.storage
-    pool = await _pool(url, max_size=st.pool_max_size, timeout=st.connect_timeout_seconds, name="threadwise")
+    timeout = st.connect_timeout_seconds
+    budget = pools.ConnectionBudget.of(st.max_connections)
+    replica_id = new_replica_id()
+    app = pools.application_name(budget, replica_id)
+    conn = await pools.probe(url, app, timeout)  # a wrong URL or a full server: one line, before any pool
     try:
-        runs = settings.service.max_concurrent_runs  # an int, or "auto" (at most 32 runs: bot.runtime)
-        runs = runs if isinstance(runs, int) else 32
-        lock_pool = await _pool(
-            url, max_size=max(st.pool_max_size, runs + 2), timeout=st.connect_timeout_seconds, name="threadwise-locks"
-        )
-        try:
-            saver = AsyncPostgresSaver(conn=pool)
-            before, after = await upgrade_schema(pool, saver)
-            if before != after:
-                log.info("database %s: schema %d -> %d", describe_dsn(url), before, after)
-            store = PostgresBookkeeping(
-                pool, lock_pool, lease_seconds=st.lease_seconds, recovery_interval_seconds=st.recovery_interval_seconds
-            )
-            log.info("storage: PostgreSQL %s, replica %s", describe_dsn(url), store.replica_id)
-            yield Storage(
-                "postgres", store, saver, await open_learned(settings), {"queries": pool, "thread_locks": lock_pool}
-            )
-        finally:
-            await lock_pool.close()
+        figures = await pools.check_capacity(conn, budget, url)
     finally:
-        await pool.close()
+        await conn.close()
+    async with AsyncExitStack() as stack:
+        queries = await pools.open_pool(url, size=budget.queries, app_name=app, timeout=timeout, name="queries")
+        stack.push_async_callback(queries.close)
+        locks = await pools.open_pool(url, size=budget.thread_locks, app_name=app, timeout=timeout, name="locks")
+        stack.push_async_callback(locks.close)
+        saver = AsyncPostgresSaver(conn=queries)  # type: ignore[arg-type]
+        before, after = await upgrade_schema(queries, saver)
+        if before != after:
+            log.info("database %s: schema %d -> %d", describe_dsn(url), before, after)
+        learned_pool = await asyncio.to_thread(
+            pools.open_sync_pool, url, size=budget.learned, app_name=app, timeout=timeout, name="learned"
+        )
+        stack.push_async_callback(asyncio.to_thread, learned_pool.close)
+        store = PostgresBookkeeping(
+            queries,
+            locks,
+            lease_seconds=st.lease_seconds,
+            recovery_interval_seconds=st.recovery_interval_seconds,
+            replica_id=replica_id,
+            heal=[queries, locks, learned_pool],
+        )
+        log.info(
+            "storage: PostgreSQL %s, replica %s: at most %d connections (%d queries, %d thread locks, %d learned;"
+            " %d replicas running beside it)",
+            describe_dsn(url),
+            replica_id,
+            budget.total,
+            budget.queries,
+            budget.thread_locks,
+            budget.learned,
+            figures["replicas"],
+        )
+        yield Storage(
+            "postgres",
+            store,
+            saver,
+            PostgresLearnedStore(learned_pool),
+            {"queries": queries, "thread_locks": locks, "learned": learned_pool},
+        )
+
+
+@asynccontextmanager
+async def open_postgres_learned(settings: Any, url: str) -> AsyncIterator[Any]:
+    """Only the learned entries in the database (``threadwise learned``), the schema upgraded
+    first; two connections, named like a replica's with a budget of 2.
+
+    Raises:
+        DatabaseError: the database cannot be used (one line naming why).
+    """
+    from bot.storage.postgres import pools
+    from bot.storage.postgres.learned import PostgresLearnedStore
+
+    timeout = settings.storage.connect_timeout_seconds
+    app = f"{pools.APP_PREFIX}2/{new_replica_id()}-learned"[:63]
+    conn = await pools.probe(url, app, timeout)
+    try:
+        await migrations.upgrade(conn)
+    finally:
+        await conn.close()
+    pool = await asyncio.to_thread(pools.open_sync_pool, url, size=2, app_name=app, timeout=timeout, name="learned")
+    try:
+        yield PostgresLearnedStore(pool)
+    finally:
+        await asyncio.to_thread(pool.close)
+
+
+def new_replica_id() -> str:
+    """``host-pid-random``: this process's name in ``runs.owner`` and its connections' ``application_name``."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"

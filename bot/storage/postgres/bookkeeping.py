@@ -111,6 +111,8 @@ class PostgresBookkeeping:
         lease_seconds: a run not renewed for this long is taken over by another replica.
         recovery_interval_seconds: how often :func:`bot.service.recovery.watch` looks for such runs.
         replica_id: this process's name in ``runs.owner`` (default: host-pid-random).
+        heal: the pools whose idle connections are checked (dead ones replaced) when the
+            database is reachable again after an outage (default: ``pool`` and ``lock_pool``).
     """
 
     shared = True
@@ -125,10 +127,13 @@ class PostgresBookkeeping:
         replica_id: str = "",
         turn_wait_seconds: float | None = None,
         lock_slots: int | None = None,
+        heal: list[Any] | None = None,
     ) -> None:
         import os
         import socket
 
+        self._heal = list(heal or [pool, lock_pool])
+        self._outage = False  # the last renew_leases failed: the pools are checked when it works again
         self._pool = pool
         self._lock_pool = lock_pool
         self.lease_seconds = float(lease_seconds)
@@ -454,9 +459,36 @@ class PostgresBookkeeping:
         replica's runs in flight (each under its fence; a run taken over meanwhile is
         forgotten here, with one log line). Returns how many leases were renewed.
 
+        The first call that succeeds after a failed one (the database is back) also checks
+        every idle connection of the pools and replaces the dead ones, so the next question
+        gets a live connection at once instead of finding the dead ones one by one.
+
         Raises:
             psycopg.Error: the database cannot be reached (call again later).
         """
+        try:
+            renewed = await self._renew()
+        except Exception:
+            self._outage = True
+            raise
+        if self._outage:
+            self._outage = False
+            await self.heal()
+        return renewed
+
+    async def heal(self) -> None:
+        """Check every idle connection of the pools, replacing the ones the server cut
+        (``check()`` of psycopg_pool; a sync pool's in a worker thread). Best effort."""
+        for pool in self._heal:
+            try:
+                if asyncio.iscoroutinefunction(pool.check):
+                    await pool.check()
+                else:
+                    await asyncio.to_thread(pool.check)
+            except Exception as exc:  # noqa: BLE001 - the next checkout finds it out again
+                log.warning("pool %s: checking connections failed: %s", getattr(pool, "name", "?"), exc)
+
+    async def _renew(self) -> int:
         for run_id in list(self._unfinished):
             await self.finish_run(run_id)
         held = [(run_id, self._fences.get(run_id, 0)) for run_id in self._active]
@@ -531,8 +563,8 @@ class PostgresBookkeeping:
     @asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:
         """Try to take the named advisory lock (e.g. :data:`bot.admin.REINDEX_LOCK`) for the body;
-        yields False at once when another replica holds it."""
-        async with self._lock_pool.connection() as conn:
+        yields False at once when another replica holds it. Uses one of the thread-lock slots."""
+        async with self._lock_slots, self._lock_pool.connection() as conn:
             row = await (
                 await conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0)) AS ok", (name,))
             ).fetchone()

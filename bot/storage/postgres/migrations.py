@@ -67,6 +67,16 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN fence BIGINT NOT NULL DEFAULT 0;
     """,
+    # 5: the learned entries, shared by every replica on any host (bot/storage/postgres/learned.py):
+    # searched with full text (a tsvector of graphs.terms.index_text, english configuration)
+    """
+    CREATE TABLE learned_entries (
+        id BIGSERIAL PRIMARY KEY, question TEXT NOT NULL, answer TEXT NOT NULL, answered_by TEXT NOT NULL,
+        answered_at DOUBLE PRECISION NOT NULL, thread_key TEXT NOT NULL DEFAULT '',
+        permalink TEXT NOT NULL DEFAULT '', platform TEXT NOT NULL DEFAULT '', channel TEXT NOT NULL DEFAULT '',
+        search TSVECTOR NOT NULL);
+    CREATE INDEX learned_entries_search ON learned_entries USING GIN (search);
+    """,
 ]
 
 LATEST = len(MIGRATIONS)
