@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
-
 from bot.cli import main
 from bot.config import load_settings
 from tests.fakes.chat_model import ScriptedChatModel
@@ -176,35 +174,6 @@ def test_feedback_summary_before_any_vote(tmp_path, capsys):
 
     assert main(["feedback", "--config", str(write_core_config(tmp_path))]) == 0
     assert "No votes yet" in capsys.readouterr().out
-
-
-async def test_store_keeps_one_vote_per_user_and_the_reason_until_a_thumbs_up(tmp_path):
-    from bot.storage.sqlite import SqliteBookkeeping
-
-    store = await SqliteBookkeeping.open(tmp_path / "book.sqlite")
-    try:
-        assert not await store.record_vote("abc123", "U1", -1)  # unknown answer
-        await store.record_answer(
-            "abc123",
-            thread_key="t",
-            platform="slack",
-            channel="C1",
-            question="q?",
-            answer="a",
-            kind="answer",
-            route="vectorstore",
-            sources=[{"title": "T", "location": "x.md"}],
-            path=["start"],
-        )
-        assert await store.record_vote("abc123", "U1", -1, "wrong page")
-        assert await store.record_vote("abc123", "U1", -1)  # a second click keeps the reason
-        assert [(r["vote"], r["reason"]) for r in await store.feedback_rows()] == [(-1, "wrong page")]
-        assert await store.record_vote("abc123", "U1", 1)  # changed their mind: the reason goes
-        assert [(r["vote"], r["reason"]) for r in await store.feedback_rows()] == [(1, "")]
-        with pytest.raises(ValueError):
-            await store.record_vote("abc123", "U1", 0)
-    finally:
-        await store.close()
 
 
 async def test_a_thumbs_down_can_ask_the_experts_whose_answer_is_then_learned(slack):

@@ -25,7 +25,6 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from bot.config import load_settings
 from bot.platforms.console import ConsoleResponder
 from bot.storage import checkpoints
-from bot.storage.sqlite import checkpoints as sqlite_checkpoints
 from tests.conftest import scripted_runtime, write_config
 from tests.fakes.mistral_stall import mistral_server
 
@@ -33,16 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---- the checkpointer's schema and the file size ------------------------------------------
-async def test_raw_sql_is_pinned_to_the_savers_schema(tmp_path):
-    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.sqlite")) as saver:
-        await saver.setup()
-        for table, columns in sqlite_checkpoints.SAVER_SCHEMA.items():
-            rows = await (await saver.conn.execute(f"PRAGMA table_info({table})")).fetchall()
-            assert tuple(r[1] for r in rows) == columns, f"langgraph-checkpoint-sqlite changed table {table}"
-        pk = await (await saver.conn.execute("PRAGMA table_info(checkpoints)")).fetchall()
-        assert [r[1] for r in sorted(pk, key=lambda r: r[5]) if r[5]] == ["thread_id", "checkpoint_ns", "checkpoint_id"]
-
-
 def _file_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 

@@ -74,10 +74,18 @@ def main(argv: list[str] | None = None) -> int:
         from bot.storage import database_url  # langgraph's checkpointers load with it
 
         try:
-            database_url()
+            url = database_url()
         except Exception as exc:  # noqa: BLE001 - StorageError: one line
             out.err.print(f"Configuration error: {exc}", style="red", markup=False)
             return 2
+        if args.command in WRITING_COMMANDS:  # before minutes of index building: is the database there?
+            from bot.storage.postgres import check_reachable
+
+            try:
+                check_reachable(url, settings.storage.connect_timeout_seconds)
+            except Exception as exc:  # noqa: BLE001 - DatabaseError: one line naming the cause
+                out.err.print(f"threadwise {args.command}: {exc}", style="red", markup=False)
+                return 2
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level, settings.logging.format)
     ctrl_c.asking = args.command in ("ask", "eval")

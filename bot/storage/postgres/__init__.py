@@ -23,6 +23,7 @@ from bot.storage.postgres.bookkeeping import PostgresBookkeeping
 
 __all__ = [
     "PostgresBookkeeping",
+    "check_reachable",
     "describe_dsn",
     "new_replica_id",
     "open_postgres",
@@ -155,6 +156,22 @@ async def open_postgres_learned(settings: Any, url: str) -> AsyncIterator[Any]:
         yield PostgresLearnedStore(pool)
     finally:
         await asyncio.to_thread(pool.close)
+
+
+def check_reachable(url: str, timeout: float) -> None:
+    """Connect to ``url`` once and hang up (a command's check before its slow start).
+
+    Raises:
+        DatabaseError: the connection cannot be made (one line naming why).
+    """
+    from bot.storage.postgres import pools
+
+    asyncio.run(_check_reachable(url, timeout, pools))
+
+
+async def _check_reachable(url: str, timeout: float, pools: Any) -> None:
+    conn = await pools.probe(url, "threadwise-cli", timeout)
+    await conn.close()
 
 
 def new_replica_id() -> str:
