@@ -46,6 +46,10 @@ SAVER_SCHEMA: dict[str, tuple[str, ...]] = {
 }
 
 
+#: How long a write to the checkpoint file waits for another process's write, in milliseconds.
+BUSY_TIMEOUT_MS = 30_000
+
+
 def _conn(saver: Any) -> Any | None:
     conn = getattr(saver, "conn", None)
     return conn if conn is not None and hasattr(saver, "lock") else None
@@ -54,8 +58,8 @@ def _conn(saver: Any) -> Any | None:
 async def prepare(saver: Any) -> None:
     """Turn on incremental auto-vacuum for the checkpoint file (before the saver creates
     its tables; an existing file without it is rewritten once with VACUUM), and
-    ``synchronous = NORMAL`` for its connection. Best effort: a failure (e.g. a full disk)
-    is logged and the file is used as it is.
+    ``synchronous = NORMAL`` and a busy timeout of :data:`BUSY_TIMEOUT_MS` for its connection.
+    Best effort: a failure (e.g. a full disk) is logged and the file is used as it is.
 
     ``synchronous = NORMAL`` in WAL mode (the saver's) commits without an fsync per
     transaction: a killed process loses nothing committed (the WAL is in the OS's hands),
@@ -69,6 +73,9 @@ async def prepare(saver: Any) -> None:
     try:
         async with saver.lock:
             await conn.execute("PRAGMA synchronous = NORMAL")
+            # graph worker processes write this file too: a writer waits for the lock instead of
+            # failing with "database is locked" (sqlite3's default wait is 5 s; a burst can queue longer)
+            await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             mode = (await (await conn.execute("PRAGMA auto_vacuum")).fetchone())[0]
             if mode == 2:
                 return
