@@ -197,7 +197,7 @@ def resolve_graph_workers(workers: int | str, model: BaseChatModel, backend: str
     """``[service] graph_workers`` as a number: ``"auto"`` = one per CPU core when there are
     two or more (:func:`bot.service.graph_pool.default_workers`) with a hosted model on the
     SQLite backend, else 0. 0 when the chat model was handed in (a test's scripted model): a worker
-    builds its model from the settings."""
+    builds its model from the settings; 0 on PostgreSQL (a worker writes the SQLite checkpoint file)."""
     if given_model:
         if workers not in (0, "auto"):
             log.warning("[service] graph_workers = %s ignored: the chat model was given in-process", workers)
@@ -205,6 +205,14 @@ def resolve_graph_workers(workers: int | str, model: BaseChatModel, backend: str
     if workers == "auto":
         hosted = json_mode_for(model) not in ("llamacpp", "none")
         return default_workers() if hosted and backend == "sqlite" else 0
+    if int(workers) and backend != "sqlite":  # a worker opens the SQLite checkpoint file (bot.graph_worker)
+        log.warning(
+            "[service] graph_workers = %s ignored: graph workers share the SQLite checkpoint file; with "
+            '[storage] backend = "%s" run more replicas instead (docs/deploy.md)',
+            workers,
+            backend,
+        )
+        return 0
     return int(workers)
 
 

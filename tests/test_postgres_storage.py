@@ -95,6 +95,7 @@ def test_db_upgrade_command_and_a_missing_database_url(tmp_path, pg_database):
     assert len(lines) == 1 and "THREADWISE_DATABASE_URL" in lines[0], missing.stderr
     before = run("db", "status", env={**env, "THREADWISE_DATABASE_URL": url})
     assert before.returncode == 1 and "schema version 0" in before.stdout
+    assert len((before.stdout + before.stderr).strip().splitlines()) == 1  # one line, as docs/deploy.md shows
     up = run("db", "upgrade", env={**env, "THREADWISE_DATABASE_URL": url})
     assert up.returncode == 0, up.stderr
     after = run("db", "status", env={**env, "THREADWISE_DATABASE_URL": url})
@@ -301,3 +302,15 @@ async def test_a_run_taken_over_and_finished_by_another_replica_is_not_posted_by
         assert await A.run_started("resume:i1", "t3", "slack", {}, {"resume": {}}, "")
         assert await B.run_started("resume:i1", "t3", "slack", {}, {"resume": {}}, "") is False
         assert await A.may_post("resume:i1") is True
+
+
+def test_graph_workers_are_not_started_beside_the_postgres_backend(caplog):
+    """A graph worker writes the SQLite checkpoint file: on PostgreSQL its checkpoints would
+    miss the database the replicas share, so a configured number is refused with one warning."""
+    from bot.runtime import resolve_graph_workers
+    from tests.fakes.chat_model import ScriptedChatModel
+
+    model = ScriptedChatModel(script={})
+    assert resolve_graph_workers(3, model, "postgres") == 0
+    assert "graph_workers = 3 ignored" in caplog.text
+    assert resolve_graph_workers(3, model, "sqlite") == 3
