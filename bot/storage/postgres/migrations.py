@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 SCHEMA_LOCK = 0x7477_5343_4845_4D41  # "twSCHEMA"
 
 MIGRATIONS: list[str] = [
-    # 1: the tables of the SQLite bookkeeping (bot/store.py), one for one
+    # 1: the tables of the SQLite bookkeeping (bot/storage/sqlite/bookkeeping.py), one for one
     """
     CREATE TABLE seen_messages (
         message_id TEXT PRIMARY KEY, thread_key TEXT NOT NULL, seen_at DOUBLE PRECISION NOT NULL);
@@ -51,7 +51,7 @@ MIGRATIONS: list[str] = [
         name TEXT PRIMARY KEY, generation TEXT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
         updated_by TEXT NOT NULL DEFAULT '');
     """,
-    # 3: answer feedback (bot/store.py's answers and votes tables)
+    # 3: answer feedback (the SQLite bookkeeping's answers and votes tables)
     """
     CREATE TABLE answers (
         answer_id TEXT PRIMARY KEY, thread_key TEXT NOT NULL, platform TEXT NOT NULL, channel TEXT NOT NULL DEFAULT '',
@@ -63,7 +63,7 @@ MIGRATIONS: list[str] = [
     """,
     # 4: fencing: every acquisition of a run (queued on receipt, started, taken over) gets the
     # next fence; a replica's writes about a run (its status, "posting", the delete) name the
-    # fence it holds, so one whose run was taken over cannot post it (bot/storage/postgres.py)
+    # fence it holds, so one whose run was taken over cannot post it (bot/storage/postgres/bookkeeping.py)
     """
     ALTER TABLE runs ADD COLUMN fence BIGINT NOT NULL DEFAULT 0;
     """,
