@@ -67,7 +67,7 @@ async def test_an_old_version_1_schema_is_upgraded_and_its_runs_taken_over(tmp_p
             r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'")
         }
         assert {"seq", "owner", "lease_expires"} <= cols
-        for table, columns in SAVER_SCHEMA.items():  # the checkpointer's tables, as bot/storage/postgres/checkpoints.py expects
+        for table, columns in SAVER_SCHEMA.items():  # the saver tables the checkpoint SQL expects
             have = {
                 r[0]
                 for r in conn.execute(
