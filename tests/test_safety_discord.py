@@ -60,7 +60,8 @@ async def test_answers_ping_nobody_and_show_no_previews(fake, open_bot):
     alice = fake.add_user("alice")
     _, thread_id = await ask_in_channel(fake, bot, alice, "how do I deploy?")
     (answer,) = [m for m in fake.bot_messages(thread_id)]
-    assert "@everyone" in answer["content"] and "https://attacker.test/track" in answer["content"]
+    # shown (as a word no client turns into a ping) and never allowed to ping
+    assert "@\u2060everyone" in answer["content"] and "https://attacker.test/track" in answer["content"]
     assert pings_nobody(answer)
     assert answer["flags"] & SUPPRESS_EMBEDS
 

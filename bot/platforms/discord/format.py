@@ -18,13 +18,16 @@ Python's code points), so an emoji-heavy answer is not rejected.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from bot.chat import sources
 from bot.chat.help import HELP_LEAD, how_to_answer
 from bot.chat.sources import SourceLine
 from bot.chat.split import MARKDOWN_FENCE, split_text, utf16_size
+from bot.chat.text import break_broadcasts
 from bot.protocol import Answer, HelpRequest
 
 DISCORD_MESSAGE_LIMIT = 2000  # characters per message (Discord API: Create Message)
@@ -35,6 +38,37 @@ _HEADING = re.compile(r"^(\s{0,3})#{4,6}\s+(.*?)\s*#*\s*$")  # Discord renders o
 
 
 size = utf16_size  # how Discord counts a message's length
+
+
+# what Discord shows as text: a message, an embed, a component, a modal, a thread's name
+_SHOWN_KEYS = frozenset({"content", "title", "description", "label", "placeholder", "text", "name"})
+
+
+def inert_payload(value: Any) -> Any:
+    """A REST request's JSON with every text Discord shows made inert: ``@everyone`` and
+    ``@here`` broken (:func:`bot.chat.text.break_broadcasts`); the mentions we build
+    (``<@id>``, ``<@&id>``) stay, and ping only whom the send's ``allowed_mentions`` names.
+    Applied to every request discord.py sends (:mod:`bot.platforms.discord.patches`)."""
+    if isinstance(value, dict):
+        return {
+            key: break_broadcasts(item) if key in _SHOWN_KEYS and isinstance(item, str) else inert_payload(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [inert_payload(item) for item in value]
+    return value
+
+
+def inert_form(form: Any) -> Any:
+    """discord.py's multipart form (a list of parts) with its ``payload_json`` part made inert."""
+    if not isinstance(form, list):
+        return form
+    out = []
+    for part in form:
+        if isinstance(part, dict) and part.get("name") == "payload_json" and isinstance(part.get("value"), str):
+            part = {**part, "value": json.dumps(inert_payload(json.loads(part["value"])))}
+        out.append(part)
+    return out
 
 
 def strip_mentions(text: str, user_ids: Iterable[int], role_ids: Iterable[int] = ()) -> str:

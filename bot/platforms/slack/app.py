@@ -51,7 +51,6 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.channels import entry_for
 from bot.chat.policy import may_answer_help
@@ -70,7 +69,13 @@ from bot.platforms.slack.blocks import (
     MODAL_VOTE_REASON,
     modal_text,
 )
-from bot.platforms.slack.client import SlackDirectory, best_effort_copy, make_client, slack_error
+from bot.platforms.slack.client import (
+    InertWebClient,
+    SlackDirectory,
+    best_effort_copy,
+    make_client,
+    slack_error,
+)
 from bot.platforms.slack.interactions import Interactions
 from bot.platforms.slack.messages import Messages
 from bot.platforms.slack.responder import SlackPlace, SlackResponder, place_from_reference
@@ -112,14 +117,15 @@ class SlackBot:
 
     Args:
         runtime: has ``.service`` (ChatService), ``.settings`` (Settings), ``.secrets`` (Secrets).
-        client: a ready AsyncWebClient (tests); default: one built from
+        client: a ready :class:`~bot.platforms.slack.client.InertWebClient` (the only client that
+            posts: it makes every shown text inert); default: one built from
             ``SLACK_BOT_TOKEN`` and ``[slack] api_base_url`` with retry handlers.
 
     Use :meth:`dispatch` to deliver a request (HTTP body + headers), :meth:`drain` to
     wait for the background work, :func:`bot.platforms.slack.run.run_slack` to serve it.
     """
 
-    def __init__(self, runtime: Runtime, *, client: AsyncWebClient | None = None) -> None:
+    def __init__(self, runtime: Runtime, *, client: InertWebClient | None = None) -> None:
         self.runtime = runtime
         self.service = runtime.service
         settings: Settings = runtime.settings
@@ -276,6 +282,6 @@ class SlackBot:
         )
 
 
-def build_slack_app(runtime: Runtime, *, client: AsyncWebClient | None = None) -> SlackBot:
+def build_slack_app(runtime: Runtime, *, client: InertWebClient | None = None) -> SlackBot:
     """Build the Slack adapter for ``runtime`` (see :class:`SlackBot`)."""
     return SlackBot(runtime, client=client)

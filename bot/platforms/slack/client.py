@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -26,8 +27,12 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+from slack_sdk.webhook import WebhookResponse
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.config import SlackSettings
+from bot.platforms.slack.format import inert_payload
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +43,44 @@ NAME_TTL_SECONDS = 3600.0
 _NAME_RETRY_SECONDS = 60.0  # a failed lookup is tried again after this, not on every message
 
 
-def make_client(token: str, base_url: str, *, rate_limit_retries: int, timeout: int = 30) -> AsyncWebClient:
+class InertWebClient(AsyncWebClient):
+    """The Web API client every Slack call goes through: each request's shown text is made
+    inert (:func:`bot.platforms.slack.format.inert_payload`) at this one place, so no path
+    (answers, help requests and their updates, ephemeral notes, modals) can post a live
+    broadcast, however its text was built."""
+
+    async def api_call(
+        self,
+        api_method: str,
+        *,
+        http_verb: str = "POST",
+        files: dict | None = None,
+        data: dict | Any = None,
+        params: dict | None = None,
+        json: dict | None = None,
+        headers: dict | None = None,
+        auth: dict | None = None,
+    ) -> AsyncSlackResponse:
+        return await super().api_call(
+            api_method,
+            http_verb=http_verb,
+            files=files,
+            data=inert_payload(data) if isinstance(data, dict) else data,
+            params=inert_payload(params) if params else params,
+            json=inert_payload(json) if json else json,
+            headers=headers,
+            auth=auth,
+        )
+
+
+class InertWebhookClient(AsyncWebhookClient):
+    """A slash command's ``response_url`` poster with the same guard as :class:`InertWebClient`."""
+
+    async def send_dict(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> WebhookResponse:
+        return await super().send_dict(inert_payload(body), headers)
+
+
+def make_client(token: str, base_url: str, *, rate_limit_retries: int, timeout: int = 30) -> InertWebClient:
     """An AsyncWebClient for ``base_url`` (e.g. ``https://slack.com/api/``).
 
     Args:
@@ -51,12 +93,12 @@ def make_client(token: str, base_url: str, *, rate_limit_retries: int, timeout: 
     if rate_limit_retries:
         handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=rate_limit_retries))
     base = base_url if base_url.endswith("/") else base_url + "/"
-    return AsyncWebClient(token=token, base_url=base, timeout=timeout, retry_handlers=handlers)
+    return InertWebClient(token=token, base_url=base, timeout=timeout, retry_handlers=handlers)
 
 
-def best_effort_copy(client: AsyncWebClient) -> AsyncWebClient:
+def best_effort_copy(client: AsyncWebClient) -> InertWebClient:
     """A client like ``client`` (same token and base URL) that does not wait out rate limits."""
-    return AsyncWebClient(
+    return InertWebClient(
         token=client.token,
         base_url=client.base_url,
         timeout=client.timeout,

@@ -14,8 +14,10 @@ a section block's text holds at most 3000 characters and a message at most 50 bl
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from bot.chat.split import MRKDWN_FENCE, split_text
 from bot.chat.text import Mention, Part, break_broadcasts, compose, link_target
@@ -81,6 +83,40 @@ def slack_link(url: str, label: str = "") -> str:
     if not label or label == url:
         return f"<{target}>"
     return f"<{target}|{break_broadcasts(escape(label.replace('|', '/')))}>"
+
+
+# what Slack shows as text: text objects, attachment fields, image alt texts
+_SHOWN_KEYS = frozenset({"text", "alt_text", "fallback", "pretext", "title", "footer", "author_name"})
+_JSON_KEYS = frozenset({"blocks", "attachments", "view"})  # sent as JSON strings in form posts
+_BROADCAST_MARKUP = re.compile(r"<!(channel|here|everyone)(?:\|[^>]*)?>", re.I)
+
+
+def inert_text(text: str) -> str:
+    """``text`` (mrkdwn or plain text) with no broadcast left: ``<!channel>``, ``<!here>``
+    and ``<!everyone>`` markup become the words, and every ``@channel`` / ``@here`` /
+    ``@everyone`` is broken (:func:`bot.chat.text.break_broadcasts`). Idempotent; other
+    markup (the mentions we build, links) is kept."""
+    return break_broadcasts(_BROADCAST_MARKUP.sub(lambda m: "@" + m.group(1), text))
+
+
+def inert_payload(value: Any) -> Any:
+    """A Web API request's arguments with every text Slack shows passed through
+    :func:`inert_text` (a new structure; ids, values and metadata unchanged). Applied to
+    every call by :class:`bot.platforms.slack.client.InertWebClient`, so no post, update,
+    ephemeral message or view can carry a broadcast, whatever built its text."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key in _SHOWN_KEYS and isinstance(item, str):
+                out[key] = inert_text(item)
+            elif key in _JSON_KEYS and isinstance(item, str) and item[:1] in ("[", "{"):
+                out[key] = json.dumps(inert_payload(json.loads(item)))
+            else:
+                out[key] = inert_payload(item)
+        return out
+    if isinstance(value, list):
+        return [inert_payload(item) for item in value]
+    return value
 
 
 def incoming_text(text: str, bot_user_id: str = "") -> str:

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
-from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.chat.help import duration
 from bot.chat.reactions import ReactionState
@@ -34,8 +33,8 @@ from bot.platforms.slack.blocks import (
     block_plain_text,
     help_request_message,
 )
-from bot.platforms.slack.client import slack_error
-from bot.platforms.slack.format import escape, split_mrkdwn, to_mrkdwn
+from bot.platforms.slack.client import InertWebhookClient, slack_error
+from bot.platforms.slack.format import escape, inert_text, split_mrkdwn, to_mrkdwn
 from bot.protocol import STEP_STATUSES, Answer, HelpRequest, PostError, Responder, Status
 
 log = logging.getLogger(__name__)
@@ -198,7 +197,7 @@ class SlackResponder(Responder):
             return False
         self._url_uses += 1
         try:
-            resp = await AsyncWebhookClient(self.place.response_url).send(
+            resp = await InertWebhookClient(self.place.response_url).send(
                 text=text, response_type="ephemeral", replace_original=replace
             )
             return resp.status_code == 200
@@ -403,7 +402,7 @@ def place_from_reference(ref: dict[str, Any], also_shown: Sequence[str] = ()) ->
 
 def _closing_note(answer: Answer) -> str:
     if answer.kind == "human":
-        return f":white_check_mark: Help request answered by {escape(answer.answered_by or 'a teammate')}."
+        return f":white_check_mark: Help request answered by {inert_text(escape(answer.answered_by or 'a teammate'))}."
     if answer.kind == "apology":
         return ":heavy_minus_sign: Help request closed without an answer."
     return ":white_check_mark: Help request resolved: see the answer below."

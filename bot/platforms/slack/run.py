@@ -10,11 +10,10 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Secrets, Settings
 from bot.platforms.slack.app import SlackBot, build_slack_app
-from bot.platforms.slack.client import open_shared_session
+from bot.platforms.slack.client import InertWebClient, open_shared_session
 from bot.platforms.slack.http_server import serve_http
 from bot.platforms.slack.payloads import payload_problem
 
@@ -70,7 +69,7 @@ async def serve_socket(bot: SlackBot, app_token: str, stop: asyncio.Event) -> No
 
 
 async def run_slack(
-    runtime: Runtime, *, stop: asyncio.Event | None = None, client: AsyncWebClient | None = None
+    runtime: Runtime, *, stop: asyncio.Event | None = None, client: InertWebClient | None = None
 ) -> None:
     """Run the Slack adapter in the current event loop until ``stop`` is set (or cancelled).
 
