@@ -27,7 +27,7 @@ $(VENV)/.installed-hosted: pyproject.toml
 	$(BIN)/pip install --only-binary=:all: -e ".[postgres,metrics]"
 	touch $@
 
-$(STAMP): pyproject.toml scripts/build-llama-portable.sh
+$(VENV)/.installed: pyproject.toml scripts/build-llama-portable.sh
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	# CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build.
@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml scripts/build-llama-portable.sh
 	$(BIN)/pip install "$$(scripts/build-llama-portable.sh $(BIN)/python)"
 	$(BIN)/pip install -e ".[offline,postgres,metrics,documents,test]"
 	$(BIN)/python scripts/check_isa.py $(VENV)/lib/python*/site-packages/llama_cpp
-	touch $(STAMP)
+	touch $@
 
 # Rebuild the offline backend portably into an existing .venv (after a SIGILL self-check).
 rebuild-offline:
