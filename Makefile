@@ -4,7 +4,7 @@
 #   make test                set up (first time), lint (ruff, mypy) and run the tests
 #   make run HOSTED=1        hosted models only (MISTRAL_API_KEY): wheels only, no compiler, no PyTorch or llama.cpp
 #   make test-containers     build the image and run it and compose.yaml with podman (tests/test_container.py)
-#   make bench               load benchmark (issue 11), reindex/search timings, py-spy profile -> bench/README.md
+#   make bench               load benchmark, reindex/search timings, py-spy profile -> bench/README.md
 PY ?= python3
 TORCH_PIP_ARGS ?=
 # the question of `make ask`, passed through the environment so the shell never expands it

@@ -256,7 +256,7 @@ class KnowledgeSettings(_Section):
         '(BM25) only. Or "local", "mistral", "none".',
     )
     embedding_batch_size: int = Field(64, ge=1, le=4096, description="Most chunks per embedding request.")
-    # Mistral caps a request at 16384 tokens (issue 10); half of it leaves room for the
+    # Mistral caps a request at 16384 tokens; half of it leaves room for the
     # estimate's error, and a refused batch is split in halves anyway.
     embedding_batch_tokens: int = Field(
         8000,

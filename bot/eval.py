@@ -1,4 +1,4 @@
-"""``threadwise eval``: run an eval set (format: ../shared/eval/README.md) through the
+"""``threadwise eval``: run an eval set (format: README.md, "Evaluation") through the
 real graph and measure route accuracy, retrieval recall@1/@5 of the expected source
 files, facts found in the answers, LLM calls, input and output tokens (as the provider
 counted them) and wall time per question.

@@ -14,7 +14,7 @@ Formats (``[logging] format`` in config.toml, or ``--log-format``):
   "message": "question from U1", "thread_key": "slack:T1:C1:1.2", "platform": "slack",
   "message_id": "slack:C1:1.2"}``, plus ``"exception"`` (the traceback) when one is logged.
 
-Messages never hold secrets or documents (the developers' guide); the JSON formatter adds
+Messages never hold secrets or documents (docs/architecture.md); the JSON formatter adds
 no other field of the record, so whatever a library attaches to it stays out, and the
 libraries' DEBUG lines (request bodies, gateway frames) are dropped even with ``-v``
 (:class:`LibraryDebugFilter`).

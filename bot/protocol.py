@@ -88,8 +88,8 @@ class Status(str, enum.Enum):
 #: The statuses a message may show while its run is unfinished: a responder rebuilt from a
 #: stored reference (crash recovery, a help request's timeout, a run taken over by another
 #: replica) treats all of them as possibly shown and clears them, because the reference is
-#: stored when the message is received, not again at every status (issue 11, third round:
-#: one bookkeeping write less per status shown).
+#: stored when the message is received, not again at every status (one bookkeeping write
+#: less per status shown).
 UNFINISHED_STATUSES = (
     Status.RECEIVED,
     Status.QUEUED,

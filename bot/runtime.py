@@ -174,13 +174,11 @@ def resolve_graders(graders: str, model: BaseChatModel) -> str:
 
 #: ``"auto"`` concurrency per kind of model: (LLM calls, graph runs). One llama.cpp context
 #: runs one call at a time; a hosted API takes many (its 429s shrink the call limit, see
-#: :class:`graphs.models.AdaptiveLimit`), so a fixed small cap would be the bottleneck (issue 11).
-#: Runs: 128 per process that runs the graph (the chat process, or each graph worker): 200
-#: questions at once no longer wait in waves of 32-64 runs (4.74x one question against 5.70x;
-#: with a 1 s model 13.5 s against 16.6 s: bench/README.md, "Seventh round"). Calls: 64, shared
-#: out between graph workers: a first burst of 256 against an API taking 4 calls at once left
-#: 5 of 300 calls failed after their
-#: retries before the window had halved down to 4; from 64 every call got through
+#: :class:`graphs.models.AdaptiveLimit`), so a fixed small cap would be the bottleneck.
+#: Runs: 128 per process that runs the graph (the chat process, or each graph worker), so a
+#: burst of questions does not wait in waves of a few dozen runs (measured in bench/README.md).
+#: Calls: 64, shared out between graph workers: a larger first burst against an API that takes
+#: few calls at once failed some calls after their retries before the window had shrunk
 #: (tests/test_model_retry.py).
 AUTO_CONCURRENCY = {"llamacpp": (1, 8), "hosted": (64, 128)}
 
@@ -349,11 +347,9 @@ def freeze_startup_objects() -> None:
     collected first: the few objects already garbage are kept, a cost of kilobytes); and
     young collections run every 20,000 allocations (:data:`GC_THRESHOLDS`), not every 700.
 
-    Measured (issue 11, third round, bench/README.md): the collector's own CPU time in the
-    bot over one bench run (256 questions) was 1.21 s with the defaults (8 full
-    collections of ~100 ms each, 958 young ones), 0.80 s frozen, 0.27 s frozen with these
-    thresholds (1 full collection, 25 young ones). py-spy counts that time in whichever
-    frame allocated (``BaseMessage.__init__``, ``dataclasses.replace``)."""
+    The collector's own CPU time under load drops to a fraction with both (bench/README.md
+    has the figures). py-spy counts that time in whichever frame allocated
+    (``BaseMessage.__init__``, ``dataclasses.replace``)."""
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
 

@@ -98,7 +98,7 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
     g.add_edge("start", "route")
 
     # Every path function is a coroutine: LangGraph runs a plain function on a thread of the
-    # default executor in an async run (three thread hops per question, issue 11's profile).
+    # default executor in an async run (three thread hops per question in a profile).
     async def after_route(s: RAGState) -> str:
         return {"direct": "direct", "websearch": "web_search"}.get(s["route"], "retrieve")
 

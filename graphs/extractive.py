@@ -33,7 +33,7 @@ from graphs.state import Doc
 if TYPE_CHECKING:
     from graphs.knowledge import KnowledgeBase
 
-# ---- calibrated constants (bench/calibrate_offline.py on ../shared/eval/dev.jsonl) -------
+# ---- calibrated constants (bench/calibrate_offline.py on the dev eval set) ---------------
 LEXICAL_WEIGHT = 0.5  # weight of the lexical share against the cosine in a unit's score
 RELEVANCE_THRESHOLD = 0.5  # a document is relevant when its best unit scores at least this
 # ... and at least this when the router took the question for current events (no web search

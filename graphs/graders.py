@@ -92,7 +92,7 @@ class LLMGraders:
     async def grade_answer(self, state: RAGState) -> tuple[AnswerGrade, int]:
         """Grounding and usefulness in one structured call, against the sources the draft
         cites (all when it cites none): a claim is checked against what it names, and the
-        prompt does not carry every chunk a third time (issue 11). On unparseable output the
+        prompt does not carry every chunk a third time. On unparseable output the
         draft passes (it cites retrieved sources)."""
         docs = state.get("documents", [])
         cited = cited_numbers(state.get("generation", ""), len(docs)) or None

@@ -2,7 +2,7 @@
 aiohttp's connection pool (httpx-aiohttp, the transport the OpenAI and Anthropic SDKs ship as
 their ``DefaultAioHttpClient``).
 
-Why not httpx's own pool (httpcore on anyio): under load (issue 11) it was the largest single
+Why not httpx's own pool (httpcore on anyio): under load it was the largest single
 cost of the bot's event loop after LangGraph. httpcore checks *every* idle keep-alive
 connection for a server-side close whenever a request is assigned or a response closed
 (``AsyncHTTP11Connection.has_expired`` -> a ``poll()`` per idle connection), so each request

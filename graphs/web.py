@@ -2,7 +2,7 @@
 
 Web search is available only when TAVILY_API_KEY is set and ``[web] enabled`` is true.
 Failures (HTTP errors, timeouts, empty results) are logged and return no documents:
-the graph treats that as "no relevant documents" (failure-modes.md). Every query sent is
+the graph treats that as "no relevant documents". Every query sent is
 at most :data:`MAX_QUERY_CHARACTERS` long (:func:`clip_query`).
 """
 

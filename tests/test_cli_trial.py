@@ -1,4 +1,4 @@
-"""What a fresh-user trial of the CLI found, as tests through the real process."""
+"""The CLI as a new user meets it, as tests through the real process."""
 
 from __future__ import annotations
 
@@ -225,8 +225,8 @@ def test_ctrl_c_at_an_idle_console_prompt_is_one_line(tmp_path, command):
 def test_code_in_the_knowledge_base_reaches_the_answer_as_written(tmp_path):
     """Indented code blocks (CommonMark's other code block) come out of an answer as one
     fenced block, line for line with their inner indentation, and ``[123]`` in them is code,
-    not a citation; a list item's indented continuation stays prose. (A fresh-user trial got
-    the docs' Discord config back as one flattened line with the role ids dropped.)"""
+    not a citation; a list item's indented continuation stays prose (the docs' Discord config
+    must not come back as one flattened line with the role ids dropped)."""
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "roles.md").write_text(

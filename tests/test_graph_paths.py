@@ -561,7 +561,7 @@ def _functions_in(obj: object, depth: int = 0) -> list:
 async def test_no_step_of_the_graph_waits_for_a_thread(settings):
     """LangGraph runs a plain (non-async) node or path function on the default executor's
     threads in an async run: a thread hop per edge, which under load is CPU and latency for
-    nothing (issue 11). Every step and path function of the graph is a coroutine; only the
+    nothing. Every step and path function of the graph is a coroutine; only the
     knowledge search goes to a thread (by design: SQLite and numpy off the event loop)."""
     submitted: list[object] = []
 

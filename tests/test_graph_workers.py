@@ -1,4 +1,4 @@
-"""Graph worker processes (``[service] graph_workers``, issue 11): the chat process keeps Slack,
+"""Graph worker processes (``[service] graph_workers``): the chat process keeps Slack,
 the graph runs in worker processes. Through the real boundary: ``python -m bot run`` in Slack
 HTTP mode (a real subprocess with its real workers), signed events, the Slack and Mistral
 fakes; what is checked is what a user sees (posts in the thread, reactions) and what the

@@ -1,4 +1,4 @@
-"""Hosted embeddings on dense text (issue 10, item 4), against a local Mistral-shaped
+"""Hosted embeddings on dense text, against a local Mistral-shaped
 server that refuses requests over its token budget with HTTP 400 "Too many tokens
 overall": batches are sized conservatively, a refused batch is split in halves, and a
 build that still fails never stops the bot from starting."""

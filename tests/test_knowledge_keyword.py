@@ -1,4 +1,4 @@
-"""Keyword ranking in memory (issue 11): the knowledge base ranks chunks with FTS5's own
+"""Keyword ranking in memory: the knowledge base ranks chunks with FTS5's own
 bm25() scores computed from postings (graphs/knowledge/bm25.py) instead of asking FTS5 to
 score every matching row. Users must see the same chunks in the same order: checked against
 FTS5 itself on the real LangGraph docs, for queries of every kind the chat sends (plain
@@ -120,8 +120,8 @@ def _index(tmp_path: Path, files: dict[str, str]) -> KnowledgeBase:
 @pytest.mark.parametrize("copies", [2, 6])
 def test_equal_scores_keep_fts5s_order(tmp_path, copies):
     """Chunks with the same text score the same to the last bit only if the arithmetic is
-    FTS5's own, in its order; then ties come out in FTS5's row order (found by an outside
-    try: two identical files, a query naming both, came back the other way round)."""
+    FTS5's own, in its order; then ties come out in FTS5's row order (two identical files and
+    a query naming both must not come back the other way round)."""
     names = ["delta", "foxtrot", "gateway", "search", "alpha_beta", "zulu"][:copies]
     files = {f"{n}.md": "store thread graph node node node\n" for n in names}
     if copies > 2:

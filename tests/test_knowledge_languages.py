@@ -1,4 +1,4 @@
-"""Keyword search and the lexical signals work in any script (issue 10, item 3):
+"""Keyword search and the lexical signals work in any script:
 Japanese, Chinese, Korean, Russian, German and accented words, through
 KnowledgeBase.search, graphs.signals and a lexical-graders graph run."""
 

@@ -1,5 +1,5 @@
-"""The local embedding model through ONNX Runtime (issue 11: a full reindex with torch took
-~450 s): the int8 export is made once into a cache folder, used instead of torch, finds
+"""The local embedding model through ONNX Runtime (a full reindex with torch takes minutes
+on two cores): the int8 export is made once into a cache folder, used instead of torch, finds
 the same documents as torch, answers queries without loading torch, and a failed export
 falls back to torch in one log line. An index built under one backend is rebuilt when the
 vectors of the other would not match (int8 vs torch), and kept when they do."""

@@ -1,6 +1,6 @@
 """What the knowledge base keeps of Markdown: code byte for byte (fenced and indented,
 Python, YAML, tabs), split fences reopened, table headers on every chunk, and none of
-front matter, comments, admonition markers or link-only lines (issue 10, items 1, 2, 5)."""
+front matter, comments, admonition markers or link-only lines."""
 
 from __future__ import annotations
 

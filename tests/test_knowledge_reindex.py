@@ -1,4 +1,4 @@
-"""Reindex across processes (issue 8, item 10): one `threadwise reindex` at a time per
+"""Reindex across processes: one `threadwise reindex` at a time per
 index folder (others refused, naming the holder's pid), every swap leaves a complete
 generation and manifest, and a running KnowledgeBase picks up a generation another
 process published. Real processes: `python -m bot reindex --config ...`."""

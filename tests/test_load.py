@@ -1,4 +1,4 @@
-"""Fast under load (issue 11): what a user notices when many questions arrive at once.
+"""Fast under load: what a user notices when many questions arrive at once.
 
 - the first reaction comes at once, before a run slot is free; a question that waits for
   one shows the "queued" status, and still ends done;
@@ -93,9 +93,8 @@ async def test_a_question_with_a_free_slot_shows_received_then_the_graph_steps(s
 
 async def test_auto_caps_run_many_questions_at_once_with_a_hosted_model(tmp_path):
     """100 questions at once against a Mistral-shaped server writing answers in 2 s: with the
-    default caps ("auto") they are all in flight together (the first fixed caps, 8 runs and
-    4 calls, kept 4 calls in flight; the later 32 runs per process kept 32: a slow model
-    then answered 200 questions in 28.8 s instead of 9.2 s, bench/README.md)."""
+    default caps ("auto") they are all in flight together (small fixed caps made a slow
+    model answer a burst in waves: bench/README.md)."""
     async with mistral_runtime(tmp_path, {"generate": [{"delay": 2.0}]}) as (rt, fake):
         outs = [ConsoleResponder(f"q{i}", show_status=False) for i in range(100)]
         t0 = time.monotonic()

@@ -1,4 +1,4 @@
-"""Status reactions are paced (issue 11): a step of a run (searching, web, writing) that a
+"""Status reactions are paced: a step of a run (searching, web, writing) that a
 newer status replaces within ``[<platform>.reactions] change_interval_seconds`` is never
 sent; the first reaction and the result land at once; a step that lasts longer is shown.
 

@@ -1,4 +1,4 @@
-"""Safe in a shared Discord server (issue 9), through discord.py connected to the fake gateway.
+"""Safe in a shared Discord server, through discord.py connected to the fake gateway.
 
 * answers notify nobody (allowed_mentions parses nothing; experts only in help requests) and
   never unfurl a URL (SUPPRESS_EMBEDS on every message the bot writes);

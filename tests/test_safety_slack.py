@@ -1,4 +1,4 @@
-"""Safe in a shared Slack workspace (issue 9), through signed events into bolt and the fake Web API.
+"""Safe in a shared Slack workspace, through signed events into bolt and the fake Web API.
 
 * model text never notifies anyone: no ``<!…>``, ``<@…>``, ``<#…>`` from answer text, whatever
   the Markdown; our own mentions (experts) are live and built after escaping;

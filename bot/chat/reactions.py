@@ -9,7 +9,7 @@ fail stay recorded and are retried on the next move; a platform that says reacti
 pointless on this message (permission, archived thread, deleted message) sets
 :attr:`ReactionState.disabled`.
 
-Pacing (issue 11): the steps of a run (``settle=False``) are shown in the background, no
+Pacing: the steps of a run (``settle=False``) are shown in the background, no
 sooner than ``min_interval`` seconds after the previous change on the message; a step
 that a newer status replaces before its turn is never sent. Every change costs two API
 calls (an add and a remove) that both platforms rate-limit (Slack's ``reactions.add`` is

@@ -4,7 +4,7 @@ One :class:`~bot.protocol.IncomingMessage` in -> dedup -> (no words | too long |
 command | reply to a pending help request | new graph run) -> statuses, answer, apology
 or help request out through the adapter's :class:`~bot.protocol.Responder`.
 
-Guarantees (failure-modes.md):
+Guarantees:
 - a message id is handled once, persisted across restarts (:mod:`bot.service.dedup`); a
   turn that failed forgets it, so the platform's redelivery is answered;
 - messages of one thread run in arrival order (a ticket per message, taken on receipt:

@@ -1,6 +1,6 @@
 """Graph worker processes (``[service] graph_workers``): the graph runs beside the chat process.
 
-Why (issue 11): one question costs ~20-45 ms of CPU on one event loop (LangGraph's steps,
+Why: one question costs ~20-45 ms of CPU on one event loop (LangGraph's steps,
 langchain-core and the model's HTTP client are most of it, ``bench/bench_floor.py``), so a
 single process answers at most ~25-50 questions a second whatever the model's speed, and
 leaves the machine's other cores idle. With workers the chat process keeps everything

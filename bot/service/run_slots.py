@@ -1,7 +1,7 @@
 """Run slots: how many graph runs may be in flight at once, and who is waiting for one.
 
 A plain ``asyncio.Semaphore`` answers "is a slot free now?"; a question acknowledged on
-receipt (issue 11: the first reaction does not wait for any storage work) needs "will it
+receipt (the first reaction does not wait for any storage work) needs "will it
 wait behind others?" before it reaches the semaphore. :class:`RunSlots` counts every
 question that wants a slot: promised on receipt (:meth:`promise`), waiting for one, or
 running, so the receipt can show "received" or "queued" truthfully.

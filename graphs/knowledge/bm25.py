@@ -1,6 +1,6 @@
 """Keyword ranking of one index generation in memory: FTS5's ``bm25()``, computed from postings.
 
-Why (issue 11): ``SELECT rowid FROM fts WHERE fts MATCH '"a" OR "b" ...' ORDER BY bm25(fts)``
+Why: ``SELECT rowid FROM fts WHERE fts MATCH '"a" OR "b" ...' ORDER BY bm25(fts)``
 calls FTS5's ``bm25()`` once per matching row, and a chat question's OR query of common
 words ("graph", "state", "node") matches most chunks: ~2 ms of CPU per query variant on a
 2,885-chunk index, the largest single item of a graph worker's profile under load. The same

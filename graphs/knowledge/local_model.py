@@ -1,7 +1,7 @@
 """The local embedding model (all-MiniLM-L6-v2, sentence-transformers) on the CPU, through
 ONNX Runtime when it is installed, else through torch.
 
-Why ONNX (issue 11, bench/README.md "Local embeddings: backends"): a full reindex of the
+Why ONNX (bench/README.md "Local embeddings: backends"): a full reindex of the
 LangGraph docs (2,885 chunks) spent 250-450 s in torch on the shared 2-core machine. The
 same model exported to ONNX, its attention, GELU and layer norms fused by ONNX Runtime's
 transformer optimizer, gives torch's vectors (fp32, the default: same recall) faster, and
@@ -364,7 +364,7 @@ class LocalEmbeddings(Embeddings):
 
     Building it costs nothing: the model is loaded by the first embedding call, so a start
     with a built index, an unchanged reindex or a keyword-only search load neither torch
-    nor ONNX Runtime (issue 11: an unchanged reindex spent 12 s loading torch).
+    nor ONNX Runtime (loading torch alone takes seconds).
 
     Backends (``[models] local_embedding_backend``): ``onnx-int8`` / ``onnx`` run the
     cached export (:func:`export_onnx`, made on first use) with ONNX Runtime, without

@@ -4,7 +4,7 @@ The document is cleaned (:func:`graphs.knowledge.sources.clean_markdown`), parse
 top-level blocks with markdown-it-py (CommonMark + tables; the parser rich already
 uses), and every block's source lines are sliced from the original text, so fenced and
 indented code keeps its indentation and tabs byte for byte (LangChain's
-MarkdownHeaderTextSplitter strips every line: see /work/shared/docs/platform-notes.md).
+MarkdownHeaderTextSplitter strips every line, code included).
 
 Headings h1-h4 form the heading path (the chunk's title); the blocks of a section are
 packed into chunks of at most ``chunk_size`` characters. A block longer than that is

@@ -49,7 +49,7 @@ BOT_ID = "BBOT"
 API_APP_ID = "A0APP"
 # chat.postMessage answers msg_blocks_too_long above an undocumented total; we hold it here
 MAX_BLOCKS_TEXT = 12000
-# posts a slash command's response_url accepts (platform-notes.md)
+# posts a slash command's response_url accepts (within 30 minutes)
 RESPONSE_URL_USES = 5
 
 

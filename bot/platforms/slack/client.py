@@ -8,7 +8,7 @@ limits: an intermediate status reaction that is rate limited is skipped rather t
 delaying the answer. Slack documents its limits at https://docs.slack.dev/apis/web-api/rate-limits.
 
 Both clients share one aiohttp session (:func:`open_shared_session`): without it slack_sdk
-opens a new session and TCP connection for every call (issue 11: connect/close was a tenth
+opens a new session and TCP connection for every call (connect and close were a tenth
 of the bot's CPU under load).
 """
 

@@ -197,7 +197,7 @@ class Messages:
             channel=place.channel,
         )
         out = self.bot.responder(place)
-        await self.service.acknowledge(msg, out)  # the first reaction before the user lookups (issue 11)
+        await self.service.acknowledge(msg, out)  # the first reaction before the user lookups
         try:
             msg = replace(
                 msg,

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # Statuses a message may rest in for long: these must land (reliable client).
 _RESTING = {Status.DONE, Status.APOLOGY, Status.WAITING_HUMAN}
-# A slash command's response_url accepts 5 posts (platform-notes.md); progress uses at
+# A slash command's response_url accepts 5 posts within 30 minutes; progress uses at
 # most 4, the final result always gets the last one.
 RESPONSE_URL_USES = 5
 
@@ -139,7 +139,7 @@ class SlackResponder(Responder):
             remove=lambda n: self._reaction(client, "remove", n),
             settle=status not in STEP_STATUSES,
         )
-        # resting statuses and failures at INFO; the steps of a run at DEBUG (issue 11: log cost per question)
+        # resting statuses and failures at INFO; the steps of a run at DEBUG (log cost per question)
         log.log(
             logging.INFO if status in _RESTING or not shown else logging.DEBUG,
             "slack status %s (%s)%s on %s",

@@ -1,9 +1,9 @@
 """The bookkeeping (:class:`bot.storage.base.BookkeepingStore`) in its own SQLite file, never
-the checkpoint file (platform-notes.md): seen message ids (deduplication across restarts),
-runs in flight (found again after a crash, :mod:`bot.service.recovery`), claims on help
-requests (exactly one human reply resumes a paused run), open help requests (timeouts after
-a restart), the admin audit log, and answer feedback (every posted answer, and one 👍/👎
-vote per user per answer).
+the checkpoint file (two writers on one SQLite file lock each other): seen message ids
+(deduplication across restarts), runs in flight (found again after a crash,
+:mod:`bot.service.recovery`), claims on help requests (exactly one human reply resumes a
+paused run), open help requests (timeouts after a restart), the admin audit log, and
+answer feedback (every posted answer, and one 👍/👎 vote per user per answer).
 
 One aiosqlite connection per process, opened by :meth:`SqliteBookkeeping.open`.
 """
