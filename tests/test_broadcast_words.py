@@ -14,6 +14,7 @@ import json
 import re
 from typing import Any
 
+import aiohttp
 import discord
 import pytest
 
@@ -96,7 +97,7 @@ async def test_a_hostile_display_name_stays_inert_in_the_answered_by_update(slac
     assert slack_live(calls) == [], slack_live(calls)
 
 
-async def test_discord_messages_edits_and_thread_names_are_guarded(tmp_path):
+async def test_discord_messages_edits_thread_names_and_follow_ups_are_guarded(tmp_path):
     fake = await FakeDiscord().start()
     harness = None
     try:
@@ -109,6 +110,10 @@ async def test_discord_messages_edits_and_thread_names_are_guarded(tmp_path):
         channel = harness.bot.get_channel(int(msg["id"])) or await harness.bot.fetch_channel(int(msg["id"]))
         sent = await channel.send(HOSTILE, allowed_mentions=discord.AllowedMentions.none())
         await sent.edit(content=f"edited {HOSTILE}")
+        # an interaction follow-up goes through discord.py's webhook adapter, not the bot's HTTP client
+        async with aiohttp.ClientSession() as session:
+            hook = discord.Webhook.partial(int(fake.application_id), "itok-1", session=session)
+            await hook.send(f"follow-up {HOSTILE}", allowed_mentions=discord.AllowedMentions.none())
         await harness.idle()
     finally:
         if harness is not None:
@@ -116,5 +121,6 @@ async def test_discord_messages_edits_and_thread_names_are_guarded(tmp_path):
         await fake.close()
     bodies = [r.body for r in fake.requests if r.method in ("POST", "PATCH", "PUT") and r.body]
     assert any("Mallory" in json.dumps(b, ensure_ascii=False) for b in bodies)
+    assert any("follow-up" in m["content"] for m in fake.followups)
     live = [t for b in bodies for t in shown_texts(b) if DISCORD_LIVE.search(t)]
     assert live == [], live

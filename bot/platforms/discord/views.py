@@ -18,7 +18,7 @@ the bot handles it in ``on_interaction`` from the id alone, so it works across r
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import discord
 
@@ -111,11 +111,16 @@ def help_modal(action: HumanAction, thread_key: str, interrupt_id: str = "") -> 
 
 
 def modal_text(interaction: discord.Interaction) -> str:
-    """The text typed into a submitted help modal ('' if absent)."""
-    data = cast(dict[str, Any], interaction.data or {})  # a modal submit's data
-    for row in data.get("components", []):
-        for comp in row.get("components", []) if "components" in row else [row.get("component", row)]:
-            if comp.get("custom_id") == TEXT_INPUT_ID:
+    """The text typed into a submitted help modal ('' if absent, or if the form's data is not
+    shaped as Discord sends it: a forged or garbled submit reads as an empty form)."""
+    data: dict[str, Any] = dict(interaction.data) if isinstance(interaction.data, dict) else {}  # a modal submit's data
+    rows = data.get("components")
+    for row in rows if isinstance(rows, list) else []:
+        if not isinstance(row, dict):
+            continue
+        comps = row.get("components") if "components" in row else [row.get("component", row)]
+        for comp in comps if isinstance(comps, list) else []:
+            if isinstance(comp, dict) and comp.get("custom_id") == TEXT_INPUT_ID:
                 return str(comp.get("value") or "").strip()
     return ""
 
