@@ -6,7 +6,9 @@ database outage on the real PostgreSQL server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 from typing import Any
 
 import httpx
@@ -98,4 +100,46 @@ async def test_a_redelivery_after_the_database_apology_is_answered(tmp_path, fak
         assert [p for p in posts if "Here is the answer" in p], posts
         assert "white_check_mark" in harness.reactions_now(ts)
     finally:
+        await harness.close()
+
+
+class Held:
+    """A model task that waits (in LangChain's executor thread) until the test lets it go."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, messages: list[Any]) -> str:
+        self.started.set()
+        self.release.wait(30)
+        return ScriptedChatModel.default_reply(self.task, messages)
+
+
+async def test_a_redelivery_after_the_database_went_away_mid_run_is_answered(tmp_path, fake, pg_database):
+    """The message was recorded, then the database went away while the model wrote the
+    answer: the run fails (the database apology), and the message cannot be forgotten until
+    the database is back; Slack's retry after that is answered."""
+    name, url = pg_database
+    cfg = write_config(tmp_path, fake, extra='[storage]\nbackend = "postgres"\nconnect_timeout_seconds = 2\n')
+    generate = Held("generate")
+    harness = await SlackHarness(
+        tmp_path, fake, cfg, ScriptedChatModel(script={"generate": generate}), database_url=url
+    ).open()
+    try:
+        first, retry, second_retry, ts = deliveries(harness, "how do I deploy?")
+        assert (await harness.deliver(first)).status == 200
+        assert await asyncio.to_thread(generate.started.wait, 30)  # recorded, and the run is under way
+        with outage(name):
+            generate.release.set()
+            await harness.bot.drain(60)
+            (apology,) = in_thread(harness, ts)
+            assert StorageSettings().database_apology in apology, apology
+        for attempt in (retry, second_retry):
+            await harness.send(attempt, timeout=60)
+            if any("Here is the answer" in p for p in in_thread(harness, ts)):
+                break
+        assert [p for p in in_thread(harness, ts) if "Here is the answer" in p], in_thread(harness, ts)
+    finally:
+        generate.release.set()
         await harness.close()

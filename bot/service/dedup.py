@@ -45,6 +45,9 @@ class Dedup:
         self._acks = acks
         self._apologies = apologies
         self.retention_seconds = retention_seconds
+        # ids whose turn failed while the store could not be written (the database away):
+        # forgotten as soon as it can be (a redelivery, or the replicas' watch)
+        self._to_forget: set[str] = set()
 
     async def first_delivery(
         self, msg: IncomingMessage, out: Responder, acked: SlotPromise | None, received_at: float | None = None
@@ -62,6 +65,8 @@ class Dedup:
         if acked is None and self._acks.seen(msg.message_id):  # another delivery of it is in this process
             log.info("duplicate delivery of %s ignored", msg.message_id, extra=for_thread(msg.thread_key))
             return False
+        if msg.message_id in self._to_forget:  # its turn failed with the store away: forget it first
+            await self.retry_forgets()
         try:
             if not await self._store.mark_seen(
                 msg.message_id,
@@ -83,15 +88,31 @@ class Dedup:
 
     async def forget(self, msg: IncomingMessage) -> None:
         """The turn of ``msg`` failed: forget that it was seen (in memory and in the store),
-        so a redelivery is handled like a first delivery. A store that cannot be reached
-        keeps its mark (logged)."""
+        so a redelivery is handled like a first delivery. When the store cannot be written
+        now (the database away) the id is forgotten later: before its redelivery is looked
+        up, or by :meth:`retry_forgets`."""
         if not msg.message_id:
             return
         self._acks.forget(msg.message_id)
         try:
             await self._store.forget_message(msg.message_id)
-        except Exception as exc:  # noqa: BLE001 - the store is away: the mark may stay
-            log.warning("%s not forgotten: %s", msg.message_id, describe_failure(exc), extra=for_thread(msg.thread_key))
+        except Exception as exc:  # noqa: BLE001 - the store is away: forgotten when it is back
+            log.warning(
+                "%s not forgotten yet: %s", msg.message_id, describe_failure(exc), extra=for_thread(msg.thread_key)
+            )
+            self._to_forget.add(msg.message_id)
+
+    async def retry_forgets(self) -> int:
+        """Forget the ids :meth:`forget` could not (the store is back). Returns how many are
+        left. Never raises."""
+        for message_id in sorted(self._to_forget):
+            try:
+                await self._store.forget_message(message_id)
+            except Exception as exc:  # noqa: BLE001 - still away: next time
+                log.warning("%s not forgotten yet: %s", message_id, describe_failure(exc))
+                break
+            self._to_forget.discard(message_id)
+        return len(self._to_forget)
 
     async def forget_old(self) -> int:
         """Forget message ids and help-request claims older than :attr:`retention_seconds`.

@@ -307,6 +307,7 @@ class Recovery:
             await asyncio.sleep(step)
             try:
                 await store.renew_leases()
+                await self._dedup.retry_forgets()  # messages whose turn failed while it was away
                 if down:
                     log.info("database reachable again")
                     down = False
