@@ -109,6 +109,21 @@ async def test_a_message_is_marked_seen_once_across_processes(backend):
         assert await B.mark_seen("m0", "t0") is True  # forgotten: a new first delivery
 
 
+async def test_a_message_whose_turn_failed_is_forgotten_for_every_process(backend):
+    """``forget_message``: the turn of a message failed (and said so); its redelivery, on any
+    process, is a first delivery again. Other ids keep their marks; an unknown id is no error."""
+    async with backend("a") as a, backend("b") as b:
+        A, B = a.bookkeeping, b.bookkeeping
+        assert await A.mark_seen("m1", "t1", run=RUN) and await A.mark_seen("m2", "t1")
+        await A.finish_run("m1")
+        await A.forget_message("m1")
+        await A.forget_message("never-seen")
+        assert await B.mark_seen("m1", "t1", run=RUN) is True  # the redelivery, recorded as a run again
+        assert await B.run_in_flight("m1")
+        assert await B.mark_seen("m2", "t1") is False
+        assert await A.thread_of("m1") == "t1"
+
+
 # ---- runs in flight --------------------------------------------------------------------------
 async def test_a_run_is_recorded_updated_and_finished(backend):
     async with backend("a") as a:
