@@ -109,3 +109,45 @@ async def test_sigterm_with_a_stalled_model_stops_within_the_grace(tmp_path, com
         finally:
             proc.stdin.close()
             await asyncio.wait_for(proc.communicate(), 60)
+
+
+async def test_slack_run_stops_within_the_configured_grace_and_answers_at_the_next_start(tmp_path, fake):
+    """The same [service] stop_grace_seconds in Slack HTTP mode: a stalled run is given up
+    after it (2 s here, not Slack's former fixed 10 s) and answered once after the restart."""
+    import aiohttp
+
+    from tests.fakes.slack_api import SlackEvents
+    from tests.test_recovery import BotProcess, answers_in, mention
+    from tests.test_slack_run import post
+
+    events = SlackEvents()
+    async with mistral_server(stall_on={"generate"}) as model:
+        first = BotProcess(tmp_path, fake, model, service="stop_grace_seconds = 2")
+        async with aiohttp.ClientSession() as session:
+            try:
+                await first.wait_ready(session)
+                ts = fake.next_ts()
+                status, _ = await post(
+                    session, first.url + "/slack/events", events.event(mention(ts, "how do I roll back?"))
+                )
+                assert status == 200
+                await asyncio.wait_for(model.stalled.wait(), 60)
+                loop = asyncio.get_running_loop()
+                t0 = loop.time()
+                first.proc.terminate()
+                while first.proc.poll() is None and loop.time() - t0 < 30:
+                    await asyncio.sleep(0.05)
+                took = loop.time() - t0
+            finally:
+                log1 = await first.stop()
+            assert took < 2 + 6, (took, log1[-2000:])
+            assert "Traceback" not in log1, log1[-3000:]
+            model.release()
+            second = BotProcess(tmp_path, fake, model, service="stop_grace_seconds = 2")
+            try:
+                await second.wait_ready(session)
+                await fake.wait_for(lambda: answers_in(fake, ts), timeout=60)
+                await asyncio.sleep(1.0)
+            finally:
+                await second.stop()
+    assert len(answers_in(fake, ts)) == 1
