@@ -104,6 +104,8 @@ async def test_five_reindexes_at_once_leave_a_complete_index_that_a_running_read
     before = reader.stats()["generation"]
     assert reader.search(["setting_7_3"], 1)[0]["location"] == "d7/page7.md"
 
+    # a change to publish (a sync that finds nothing changed keeps the live generation)
+    (tmp_path / "big" / "d1" / "page1.md").write_text("# Page 1\n\nRewritten: setting_1_0 moved.\n")
     procs = [await run_cli(config) for _ in range(5)]
     results = [await finish(p) for p in procs]
     for rc, text in results:

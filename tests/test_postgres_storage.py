@@ -207,6 +207,8 @@ async def test_a_reindex_runs_once_across_replicas_and_every_replica_picks_it_up
             await a.service.admin("reindex", actor_id="UADMIN", is_admin=True, out=busy)
         assert busy.progress[-1] == "A reindex is already running on another replica."
         assert a.knowledge.stats()["generation"] == first and await a.bookkeeping.index_generation() == ""
+        # a change to publish (a sync that finds nothing changed keeps the live generation)
+        (tmp_path / "kb" / "auth.md").write_text("# Authentication\n\nStudio needs a token now.\n")
         done = Notes()
         await a.service.admin("reindex", actor_id="UADMIN", is_admin=True, out=done)
         assert done.progress[-1].startswith("Reindex done"), done.progress

@@ -328,6 +328,7 @@ def test_office_files_and_pdfs_become_searchable_markdown_and_bad_files_are_coun
     # nothing changed: nothing read again
     again = kb.reindex()
     assert again.sources[0].unchanged == 5 and again.embedded_chunks == 0 and again.changed_files == []
+    assert again.generation == stats.generation  # nothing written: the live generation stays
 
 
 # ---- git ---------------------------------------------------------------------------------

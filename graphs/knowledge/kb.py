@@ -458,8 +458,11 @@ class KnowledgeBase:
         t0 = time.perf_counter()
         self.index_dir.mkdir(parents=True, exist_ok=True)
         old = self.snapshot  # re-read under the lock: another process may have published
-        embedder_id_before = self.embedder_id if embed else "none"
         old_m = old.manifest if old is not None else {}
+        load = getattr(self.embeddings, "load", None) if embed else None
+        if callable(load) and old is not None and old_m.get("embedder") != self.embedder_id:
+            load()  # a lazily loaded model settles its vector space before reuse is decided
+        embedder_id_before = self.embedder_id if embed else "none"
         readable = old is not None and old.has_sources
         old_docs: dict[str, dict[str, str]] = old_m.get("docs", {}) if readable else {}
         old_state: dict[str, dict] = old_m.get("state", {}) if readable else {}
@@ -524,6 +527,29 @@ class KnowledgeBase:
             self._write_status(reports)
             raise KnowledgeBaseError("; ".join(f"{r.name}: {r.error}" for r in attempted))
 
+        if (
+            old is not None
+            and compatible
+            and not fresh
+            and not any(r.removed for r in reports)
+            and old_m.get("config") == {n: self._config_id(n) for n in self.connectors}
+            and set(old_docs) == set(self.connectors)
+        ):
+            # nothing changed: the live generation stays (a connector's cursor is not saved, so
+            # the next sync compares against the same last good state, which costs a few reads)
+            for r in reports:
+                r.chunks = int(old_m.get("source_chunks", {}).get(r.name, 0))
+            self._write_status(reports)
+            log.info("sync: nothing changed; generation %s stays live", old.directory.name)
+            return IndexStats(
+                files=len(old_m.get("files", {})),
+                chunks=int(old_m.get("chunks", 0)),
+                reused_chunks=int(old_m.get("chunks", 0)),
+                seconds=round(time.perf_counter() - t0, 2),
+                generation=old.directory.name,
+                sources=reports,
+            )
+
         # carried-over chunks, in the old generation's order, with their vectors
         chunks: list[Chunk] = []
         vectors: list[np.ndarray | None] = []
@@ -543,7 +569,6 @@ class KnowledgeBase:
             raise KnowledgeBaseError(f"no text found in the knowledge sources: {', '.join(self.sources)}")
 
         todo = [i for i, v in enumerate(vectors) if v is None]
-        load = getattr(self.embeddings, "load", None) if embed else None
         if callable(load) and todo:
             load()  # a lazily loaded model settles its backend (and embedder id) before embedding
         embedder_id = self.embedder_id if embed else "none"
