@@ -615,3 +615,91 @@ def test_an_unknown_source_name_is_refused(tmp_path):
     kb = KnowledgeBase(tmp_path / "index", connectors=[FilesConnector("a", [tmp_path / "a"])])
     with pytest.raises(KnowledgeBaseError, match="not a source"):
         kb.reindex(sources=["b"])
+
+
+class HashEmbeddings:
+    """Deterministic unit vectors from each text's hash (a stand-in embedding model)."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        import numpy as np
+
+        out = []
+        for t in texts:
+            v = np.random.default_rng(int(hashlib.sha256(t.encode()).hexdigest()[:8], 16)).standard_normal(16)
+            out.append((v / np.linalg.norm(v)).tolist())
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
+
+def test_an_edited_generation_ranks_and_embeds_as_a_rebuilt_one(tmp_path):
+    """Syncs after edits write the generation as an edit of the last (rows removed, rows
+    appended): keyword ranking still equals FTS5's own over the edited index, the postings
+    equal those read from it afresh, every vector sits at its chunk's rowid, and a
+    generation with too many gaps is written whole again."""
+    import numpy as np
+    from langchain_core.embeddings import Embeddings
+
+    from graphs.knowledge import bm25
+    from graphs.knowledge.splitting import index_text
+
+    class Emb(HashEmbeddings, Embeddings):
+        pass
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
+    for i in range(30):
+        body = " ".join(words[(i + j) % len(words)] for j in range(40))
+        (folder / f"p{i}.md").write_text(f"# Page {i}\n\n## One\n\n{body} unique{i}\n\n## Two\n\n{body[::-1]}\n")
+    kb = KnowledgeBase(
+        tmp_path / "index", connectors=[FilesConnector("d", [folder])], embeddings=Emb(), embedder_id="hash"
+    )
+    kb.reindex()
+    first = kb.snapshot
+    for round_ in range(3):
+        for i in range(round_, 30, 7):
+            (folder / f"p{i}.md").write_text(f"# Page {i}\n\nrewritten {round_} {words[i % 11]} unique{i} omega\n")
+        (folder / f"p{29 - round_}.md").unlink()
+        (folder / f"new{round_}.md").write_text(f"# New {round_}\n\nfresh lambda sigma text{round_}\n")
+        stats = kb.reindex()
+        snap = kb.snapshot
+        assert stats.reused_chunks > 0
+        assert snap.max_rowid > snap.count or round_ == 2  # edited, not rewritten (round 2: gaps over 25 %)
+        for q in ["alpha beta", "omega rewritten", "unique3", "fresh sigma", "kappa lambda theta", "text1 zeta"]:
+            assert snap.keyword(q, 20) == snap.keyword_fts(q, 20), q
+        again = bm25.KeywordPostings.from_fts(snap._conn, generation=snap.directory.name)
+        live = {
+            t: (
+                list(snap.postings.rows[snap.postings.indptr[i] : snap.postings.indptr[i + 1]]),
+                list(snap.postings.freqs[snap.postings.indptr[i] : snap.postings.indptr[i + 1]]),
+            )
+            for i, t in enumerate(snap.postings.terms)
+            if snap.postings.indptr[i + 1] > snap.postings.indptr[i]
+        }
+        fresh = {
+            t: (
+                list(again.rows[again.indptr[i] : again.indptr[i + 1]]),
+                list(again.freqs[again.indptr[i] : again.indptr[i + 1]]),
+            )
+            for i, t in enumerate(again.terms)
+        }
+        assert live == fresh and snap.postings.count == again.count
+        assert np.allclose(snap.postings.lengths[: len(again.lengths)], again.lengths)
+        rows = snap._conn.execute("SELECT rowid, file, title, text, source, url FROM chunks").fetchall()
+        from graphs.knowledge.common import Chunk
+
+        for rowid, file, title, text, _, _ in rows:
+            expected = Emb().embed_query(index_text(Chunk(file, title, text, "")))
+            assert np.allclose(snap.vectors[rowid - 1], expected, atol=1e-6)
+    assert kb.files_of(["d"]) == {p.name for p in folder.glob("*.md")} and "p28.md" not in kb.files_of(["d"])
+    assert first.directory.name != kb.snapshot.directory.name
+    # many edits: the gaps pass the limit and the next generation is compacted
+    for i in range(25):
+        (folder / f"p{i}.md").write_text(f"# Page {i}\n\nall new {i}\n")
+    kb.reindex()
+    kb.reindex()
+    (folder / "p0.md").write_text("# Page 0\n\nonce more\n")
+    kb.reindex()
+    assert kb.snapshot.max_rowid - kb.snapshot.count <= kb.snapshot.max_rowid * KnowledgeBase.MAX_GAP_SHARE

@@ -151,8 +151,9 @@ class KeywordPostings:
             )
 
     @classmethod
-    def load(cls, path: Path, generation: str, count: int) -> KeywordPostings:
-        """Read postings written by :meth:`save` for ``generation`` of ``count`` rows.
+    def load(cls, path: Path, generation: str, count: int, max_rowid: int | None = None) -> KeywordPostings:
+        """Read postings written by :meth:`save` for ``generation`` of ``count`` rows whose
+        rowids go up to ``max_rowid`` (``count`` when None: no gaps).
 
         Raises:
             OSError, ValueError, KeyError, zipfile.BadZipFile: the file is missing, not such
@@ -169,12 +170,14 @@ class KeywordPostings:
                 int(z["count"]),
                 z["generation"].tobytes().decode(),
             )
-        postings.check(generation, count)
+        postings.check(generation, count, max_rowid)
         return postings
 
-    def check(self, generation: str, count: int) -> None:
+    def check(self, generation: str, count: int, max_rowid: int | None = None) -> None:
         """Raise ValueError unless these postings belong to ``generation`` of ``count`` rows
-        and their arrays agree (shapes, offsets, row numbers, finite positive frequencies)."""
+        (rowids up to ``max_rowid``, default ``count``) and their arrays agree (shapes,
+        offsets, row numbers, finite positive frequencies)."""
+        top = count if max_rowid is None else max_rowid
         ind, rows, freqs, lengths = self.indptr, self.rows, self.freqs, self.lengths
         problems = [
             (self.generation != generation, f"written for {self.generation!r}"),
@@ -189,12 +192,45 @@ class KeywordPostings:
                 "offsets do not match the postings",
             ),
             (len(rows) > 0 and (int(rows.min()) < 1 or int(rows.max()) >= len(lengths)), "row numbers out of range"),
-            (len(lengths) < 1 or len(lengths) - 1 > count, "row lengths do not match the index"),
+            (len(lengths) < 1 or len(lengths) - 1 > top, "row lengths do not match the index"),
             (not bool(np.all(np.isfinite(freqs)) and np.all(freqs > 0)), "frequencies are not positive numbers"),
         ]
         failed = [what for bad, what in problems if bad]
         if failed:
             raise ValueError("keyword postings do not match the index: " + "; ".join(failed))
+
+    def merged(self, removed: np.ndarray, new: KeywordPostings, count: int, generation: str) -> KeywordPostings:
+        """These postings without the rows ``removed``, plus ``new`` (the postings of rows
+        added after every row here, read from an FTS5 table of those rows alone), for an
+        index now holding ``count`` rows: what :meth:`from_fts` would read from the edited
+        index, without reading the unchanged rows again.
+
+        Rows keep ascending order per term: the kept rows of a term come first (they were
+        ascending), then the new ones (higher rowids, ascending)."""
+        keep = ~np.isin(self.rows, removed) if len(removed) else np.ones(len(self.rows), dtype=bool)
+        old_terms = np.repeat(np.arange(len(self.terms), dtype=np.int64), np.diff(self.indptr))
+        index = dict(self.index)
+        terms = list(self.terms)
+        for t in new.terms:
+            if t not in index:
+                index[t] = len(terms)
+                terms.append(t)
+        remap = np.array([index[t] for t in new.terms], dtype=np.int64)
+        new_terms = np.repeat(remap, np.diff(new.indptr)) if len(new.terms) else np.zeros(0, np.int64)
+        all_terms = np.concatenate([old_terms[keep], new_terms])
+        order = np.argsort(all_terms, kind="stable")
+        rows = np.concatenate([self.rows[keep], new.rows.astype(self.rows.dtype)])[order]
+        freqs = np.concatenate([self.freqs[keep], new.freqs])[order]
+        indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(all_terms, minlength=len(terms)), out=indptr[1:])
+        size = max(len(self.lengths), len(new.lengths))
+        lengths = np.zeros(size, dtype=np.float64)
+        lengths[: len(self.lengths)] = self.lengths
+        if len(removed):
+            lengths[removed[removed < size]] = 0.0
+        lengths[: len(new.lengths)] += new.lengths  # the new rows are all beyond the old ones
+        # a term all of whose rows left stays in the vocabulary with no postings (FTS5 keeps none)
+        return KeywordPostings(terms, indptr, rows, freqs, lengths, count, generation)
 
     def add_term(self, scores: np.ndarray, hit: np.ndarray, token: str) -> None:
         """Add one single-token phrase's bm25 term to ``scores`` (indexed by rowid) and mark

@@ -103,6 +103,7 @@ class IndexSnapshot:
             vec_path = directory / "vectors.npy"
             self.vectors = np.load(vec_path) if vec_path.exists() else None
             self.count = int(self.manifest.get("chunks", 0))
+            self.max_rowid = int(self.manifest.get("max_rowid", self.count))
             self.postings = self._postings()
         except (OSError, ValueError, KeyError, sqlite3.Error) as exc:
             raise KnowledgeBaseError(f"index generation {directory.name} is unreadable: {exc}") from exc
@@ -115,7 +116,7 @@ class IndexSnapshot:
         name = self.directory.name
         if path.exists():
             try:
-                return bm25.KeywordPostings.load(path, name, self.count)
+                return bm25.KeywordPostings.load(path, name, self.count, self.max_rowid)
             except Exception as exc:  # noqa: BLE001 - a damaged file: the FTS5 index holds the same
                 log.warning(
                     "index generation %s: %s is unreadable (%s: %s): reading the keyword index instead",
@@ -247,11 +248,111 @@ def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | 
         conn.close()
     if matrix is not None:
         np.save(directory / "vectors.npy", matrix)
+    manifest = {**manifest, "max_rowid": len(chunks)}
     (directory / "manifest.json").write_text(json.dumps({"format": FORMAT, **manifest}, separators=(",", ":")))
     for name in ("chunks.sqlite", bm25.POSTINGS_FILE, "vectors.npy", "manifest.json"):
         if (directory / name).exists():
             _fsync(directory / name)
     _fsync(directory)
+
+
+def write_delta(
+    directory: Path,
+    old: IndexSnapshot,
+    remove: set[tuple[str, str]],
+    chunks: list[Chunk],
+    matrix: np.ndarray | None,
+    manifest: dict,
+) -> dict:
+    """Write a generation into ``directory`` (an empty folder) as ``old`` minus the chunks of
+    the documents in ``remove`` plus ``chunks``, without re-reading the rest: the chunk table
+    is copied and edited (removed rows also leave the FTS5 index through its ``delete``
+    command), the new rows get rowids after the old ones, vectors of removed rows become
+    zeros, and the keyword postings are the old ones without the removed rows plus those of
+    the new rows (:meth:`bm25.KeywordPostings.merged`). Its cost grows with the change and
+    with one copy of the files, not with re-tokenizing every chunk.
+
+    Args:
+        remove: ``(source, document id)`` pairs whose chunks go.
+        chunks: the new chunks, appended in order.
+        matrix: their vectors (``len(chunks)`` rows) when ``old`` has vectors, else None.
+        manifest: the new manifest; ``max_rowid``, ``chunks`` and ``source_chunks`` are set here.
+
+    Returns:
+        The manifest written.
+    """
+    shutil.copyfile(old.directory / "chunks.sqlite", directory / "chunks.sqlite")
+    conn = sqlite3.connect(directory / "chunks.sqlite")
+    removed_per_source: dict[str, int] = {}
+    try:
+        gone: list[int] = []
+        for source, file in remove:
+            rows = conn.execute(
+                "SELECT rowid, text, title FROM chunks WHERE file = ? AND source = ?", (file, source)
+            ).fetchall()
+            conn.executemany(
+                "INSERT INTO fts (fts, rowid, text, title, file) VALUES ('delete', ?, ?, ?, ?)",
+                [(r, terms.index_text(text), terms.index_text(title), _fts_file(file)) for r, text, title in rows],
+            )
+            gone += [r for r, _, _ in rows]
+            removed_per_source[source] = removed_per_source.get(source, 0) + len(rows)
+        conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(r,) for r in gone])
+        start = int(old.manifest.get("max_rowid") or conn.execute("SELECT max(rowid) FROM chunks").fetchone()[0] or 0)
+        start = max(start, int(old.vectors.shape[0]) if old.vectors is not None else 0)
+        new_rows = [(start + i, c) for i, c in enumerate(chunks, start=1)]
+        conn.executemany(
+            "INSERT INTO chunks (rowid, file, title, text, file_hash, source, url) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(i, c.file, c.title, c.text, c.file_hash, c.source, c.url) for i, c in new_rows],
+        )
+        fts_rows = [(i, terms.index_text(c.text), terms.index_text(c.title), _fts_file(c.file)) for i, c in new_rows]
+        conn.executemany("INSERT INTO fts (rowid, text, title, file) VALUES (?, ?, ?, ?)", fts_rows)
+        conn.commit()
+        count = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    finally:
+        conn.close()
+    max_rowid = start + len(chunks)
+    name = directory.name.removesuffix(".tmp")
+    old.postings.merged(np.array(gone, dtype=np.int64), _postings_of(fts_rows), count, name).save(
+        directory / bm25.POSTINGS_FILE
+    )
+    if old.vectors is not None and matrix is not None:
+        out = np.lib.format.open_memmap(
+            directory / "vectors.npy", mode="w+", dtype=np.float32, shape=(max_rowid, old.vectors.shape[1])
+        )
+        step, rows = 65536, old.vectors.shape[0]
+        for lo in range(0, rows, step):
+            out[lo : min(lo + step, rows)] = old.vectors[lo : min(lo + step, rows)]
+        if gone:
+            out[np.array(gone, dtype=np.int64) - 1] = 0.0
+        out[old.vectors.shape[0] : start] = 0.0
+        if len(chunks):
+            out[start:max_rowid] = matrix
+        out.flush()
+        del out
+    per_source = dict(old.manifest.get("source_chunks", {}))
+    for source, n in removed_per_source.items():
+        per_source[source] = per_source.get(source, 0) - n
+    for c in chunks:
+        per_source[c.source] = per_source.get(c.source, 0) + 1
+    per_source = {k: v for k, v in per_source.items() if v > 0}
+    manifest = {**manifest, "chunks": int(count), "max_rowid": max_rowid, "source_chunks": per_source}
+    (directory / "manifest.json").write_text(json.dumps({"format": FORMAT, **manifest}, separators=(",", ":")))
+    for file in ("chunks.sqlite", bm25.POSTINGS_FILE, "vectors.npy", "manifest.json"):
+        if (directory / file).exists():
+            _fsync(directory / file)
+    _fsync(directory)
+    return manifest
+
+
+def _postings_of(fts_rows: list[tuple[int, str, str, str]]) -> bm25.KeywordPostings:
+    """The postings of these FTS5 rows alone (an in-memory FTS5 table with the index's tokenizer)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, title, file, content='', tokenize='{FTS_TOKENIZER}')")
+        conn.executemany("INSERT INTO fts (rowid, text, title, file) VALUES (?, ?, ?, ?)", fts_rows)
+        return bm25.KeywordPostings.from_fts(conn)
+    finally:
+        conn.close()
 
 
 def _fsync(path: Path) -> None:

@@ -454,6 +454,137 @@ class KnowledgeBase:
         chunks = split_markdown(doc.text, doc.id, doc.version, self.chunk_size, self.chunk_overlap, title=doc.title)
         return [Chunk(c.file, c.title, c.text, c.file_hash, source, doc.url) for c in chunks]
 
+    MAX_GAP_SHARE = 0.25
+    """A generation whose removed rows (gaps left by edits, see :func:`index.write_delta`) would
+    exceed this share of its rowids is written whole again, compacted."""
+
+    def _delta_fits(self, old: idx.IndexSnapshot, embed: bool) -> bool:
+        """The next generation can be written as an edit of ``old`` (:func:`index.write_delta`):
+        same format, vectors present exactly when embedding, and few gaps so far."""
+        has_vectors = old.vectors is not None
+        wants_vectors = embed and self.embeddings is not None
+        top = max(old.max_rowid, 1)
+        return old.has_sources and has_vectors == wants_vectors and (top - old.count) / top < self.MAX_GAP_SHARE
+
+    def _sync_delta(
+        self,
+        old: idx.IndexSnapshot,
+        remove: set[tuple[str, str]],
+        fresh: list[tuple[str, Document]],
+        docs: dict[str, dict[str, str]],
+        state: dict[str, dict],
+        reports: list[SourceReport],
+        progress: ProgressFn,
+        embed: bool,
+        t0: float,
+    ) -> IndexStats | None:
+        """Write the new generation as ``old`` minus ``remove`` plus the chunks of ``fresh``:
+        only the changed documents are split, embedded, tokenized. None when the embedder
+        settled on another vector space while loading (then everything is embedded again)."""
+        chunks: list[Chunk] = []
+        for i, (name, d) in enumerate(fresh, start=1):
+            chunks += self._split(name, d)
+            if i % 200 == 0 or i == len(fresh):
+                progress("split", i, len(fresh))
+        before = self.embedder_id if embed else "none"
+        matrix: np.ndarray | None = None
+        if embed and self.embeddings is not None:
+            load = getattr(self.embeddings, "load", None)
+            if callable(load) and chunks:
+                load()
+            if self.embedder_id != before:
+                return None
+            if chunks:
+                vectors = embed_texts(
+                    self.embeddings,
+                    [index_text(c) for c in chunks],
+                    max_items=self.batch_size,
+                    max_tokens=self.batch_tokens,
+                    progress=lambda d, t: progress("embed", d, t),
+                )
+                matrix = np.vstack(cast(list[np.ndarray], list(vectors))).astype(np.float32)
+            else:
+                matrix = np.zeros((0, old.vectors.shape[1] if old.vectors is not None else 0), np.float32)
+        files: dict[str, str] = {}
+        for name in self.connectors:
+            files.update(docs.get(name, {}))
+        gen = idx.new_generation_name()
+        tmp = self.index_dir / (gen + ".tmp")
+        tmp.mkdir()
+        manifest = idx.write_delta(tmp, old, remove, chunks, matrix, self._manifest(docs, state, files, before, embed))
+        progress("write", 1, 1)
+        embedded = len(chunks) if matrix is not None else 0
+        return self._publish(gen, tmp, old, manifest, reports, fresh, embedded, manifest["chunks"] - len(chunks), t0)
+
+    def _manifest(
+        self,
+        docs: dict[str, dict[str, str]],
+        state: dict[str, dict],
+        files: dict[str, str],
+        embedder_id: str,
+        embed: bool,
+    ) -> dict:
+        return {
+            "sources": list(self.sources),
+            "docs": {n: docs.get(n, {}) for n in self.connectors},
+            "state": {n: state.get(n, {}) for n in self.connectors},
+            "config": {n: self._config_id(n) for n in self.connectors},
+            "files": files,
+            "chunking": self._chunking_id(),
+            "embedder": embedder_id,
+            "embedder_backend": (getattr(self.embeddings, "backend", None) or type(self.embeddings).__name__)
+            if (embed and self.embeddings is not None)
+            else "none",
+            "built_at": _now(),
+        }
+
+    def _publish(
+        self,
+        gen: str,
+        tmp: Path,
+        old: idx.IndexSnapshot | None,
+        manifest: dict,
+        reports: list[SourceReport],
+        fresh: list[tuple[str, Document]],
+        embedded: int,
+        reused: int,
+        t0: float,
+    ) -> IndexStats:
+        """Make the written generation live, prune old ones, record the sources' status."""
+        idx.publish(self.index_dir, tmp, gen)
+        self.snapshot  # noqa: B018 - open the generation just published
+        idx.prune(
+            self.index_dir, keep={gen, old.directory.name if old else gen}, keep_generations=self.keep_generations
+        )
+        per_source = manifest.get("source_chunks", {})
+        for r in reports:
+            r.chunks = int(per_source.get(r.name, 0))
+        self._write_status(reports)
+        total = int(manifest.get("chunks", 0))
+        stats = IndexStats(
+            files=len(manifest.get("files", {})),
+            chunks=total,
+            embedded_chunks=embedded,
+            reused_chunks=reused,
+            seconds=round(time.perf_counter() - t0, 2),
+            generation=gen,
+            changed_files=[d.id for _, d in fresh],
+            sources=reports,
+        )
+        log.info(
+            "reindex done: %d documents, %d chunks (%d embedded, %d reused) in %.1fs -> %s",
+            stats.files,
+            stats.chunks,
+            stats.embedded_chunks,
+            stats.reused_chunks,
+            stats.seconds,
+            gen,
+        )
+        for r in reports:
+            if r.synced:
+                log.info("source %s", r.summary())
+        return stats
+
     def _sync(self, progress: ProgressFn, embed: bool, names: Sequence[str] | None) -> IndexStats:
         t0 = time.perf_counter()
         self.index_dir.mkdir(parents=True, exist_ok=True)
@@ -550,6 +681,13 @@ class KnowledgeBase:
                 sources=reports,
             )
 
+        if old is not None and compatible and self._delta_fits(old, embed):
+            # removed, updated, and from sources no longer configured: their old chunks go
+            remove = {(n, d) for n, ids in old_docs.items() for d in ids if d not in keep.get(n, set())}
+            stats = self._sync_delta(old, remove, fresh, docs, state, reports, progress, embed, t0)
+            if stats is not None:
+                return stats
+
         # carried-over chunks, in the old generation's order, with their vectors
         chunks: list[Chunk] = []
         vectors: list[np.ndarray | None] = []
@@ -598,54 +736,14 @@ class KnowledgeBase:
         tmp = self.index_dir / (gen + ".tmp")
         tmp.mkdir()
         manifest = {
-            "sources": list(self.sources),
-            "docs": {n: docs.get(n, {}) for n in self.connectors},
-            "state": {n: state.get(n, {}) for n in self.connectors},
-            "config": {n: self._config_id(n) for n in self.connectors},
+            **self._manifest(docs, state, files, embedder_id, embed),
             "source_chunks": per_source,
-            "files": files,
             "chunks": len(chunks),
-            "chunking": self._chunking_id(),
-            "embedder": embedder_id,
-            "embedder_backend": (getattr(self.embeddings, "backend", None) or type(self.embeddings).__name__)
-            if (embed and self.embeddings is not None)
-            else "none",
-            "built_at": _now(),
         }
         idx.write_generation(tmp, chunks, matrix, manifest)
         progress("write", 1, 1)
-        idx.publish(self.index_dir, tmp, gen)
-        self.snapshot  # noqa: B018 - open the generation just published
-        idx.prune(
-            self.index_dir, keep={gen, old.directory.name if old else gen}, keep_generations=self.keep_generations
-        )
-        for r in reports:
-            r.chunks = per_source.get(r.name, 0)
-        self._write_status(reports)
         embedded = len(todo) if (embed and self.embeddings is not None) else 0
-        stats = IndexStats(
-            files=len(files),
-            chunks=len(chunks),
-            embedded_chunks=embedded,
-            reused_chunks=len(chunks) - len(todo),
-            seconds=round(time.perf_counter() - t0, 2),
-            generation=gen,
-            changed_files=[d.id for _, d in fresh],
-            sources=reports,
-        )
-        log.info(
-            "reindex done: %d documents, %d chunks (%d embedded, %d reused) in %.1fs -> %s",
-            stats.files,
-            stats.chunks,
-            stats.embedded_chunks,
-            stats.reused_chunks,
-            stats.seconds,
-            gen,
-        )
-        for r in reports:
-            if r.synced:
-                log.info("source %s", r.summary())
-        return stats
+        return self._publish(gen, tmp, old, manifest, reports, fresh, embedded, len(chunks) - len(todo), t0)
 
 
 def _now() -> str:
