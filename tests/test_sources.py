@@ -580,7 +580,9 @@ sources = ["site"]
                 assert answer.sources[0].location == url, question
                 assert answer.sources[0].is_url and answer.sources[0].title
             # a channel restricted to the website never cites the other sources
-            scope = rt.service.scope_for("discord", "42")  # type: ignore[attr-defined]
+            from bot.chat.channels import run_scope
+
+            scope = run_scope(settings, "discord", "42")
             assert scope["sources"] == ["site"]
             docs = rt.knowledge.search(["zebra key llama switch flux capacitor"], k=5, sources=["site"])
             assert docs and {d["source"] for d in docs} == {"site"}
