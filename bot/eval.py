@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import statistics
 import time
 import uuid
@@ -51,6 +52,9 @@ class EvalRow:
     seconds: float
     path: list[str] = field(default_factory=list)
     answer: str = ""
+    answer_chars: int = 0  # characters of the answer ("" when there is none)
+    first_fact_at: int | None = None  # character offset of the earliest expected fact found in the answer
+    template_syntax: bool = False  # template syntax ({% %}, {{ }}, shortcodes, MDX imports) outside code
 
 
 def load_eval(path: str | Path) -> list[dict[str, Any]]:
@@ -86,14 +90,53 @@ def load_eval(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+TEMPLATE_SYNTAX = re.compile(
+    r"\{%.*?%\}|\{\{.*?\}\}|\{#.*?#\}|^\s*(?:import|export)\s.*\bfrom\b|<[A-Z]\w*[\s/>]|\{/\*", re.S | re.M
+)
+"""Template syntax a reader should never see in an answer's prose (code may show it)."""
+
+
+def first_fact_position(answer: str, facts: list[str]) -> int | None:
+    """Offset (characters, case-insensitive) of the earliest of ``facts`` in ``answer``, or
+    None when none is there."""
+    low = answer.lower()
+    found = [low.find(f.lower()) for f in facts if f and f.lower() in low]
+    return min(found) if found else None
+
+
+def prose_of(markdown: str) -> str:
+    """``markdown`` without its fenced code blocks (a fence closes on a line of the same
+    character, at least as long; an unclosed one runs to the end) and inline code spans."""
+    out: list[str] = []
+    fence = ""
+    for line in markdown.split("\n"):
+        m = re.match(r"^\s*(`{3,}|~{3,})(.*)$", line)
+        if not fence and m:
+            fence = m.group(1)
+        elif fence and m and m.group(1).startswith(fence) and set(m.group(1)) == {fence[0]} and not m.group(2).strip():
+            fence = ""
+        elif not fence:
+            out.append(line)
+    return re.sub(r"`+[^`\n]*`+", "", "\n".join(out))
+
+
+def has_template_syntax(answer: str) -> bool:
+    """``answer`` shows template syntax outside code blocks and inline code."""
+    return bool(TEMPLATE_SYNTAX.search(prose_of(answer)))
+
+
 def _hit(retrieved: list[str], expected: list[str], k: int) -> float | None:
     if not expected:
         return None
     return 1.0 if any(loc in expected for loc in retrieved[:k]) else 0.0
 
 
-async def run_eval(runtime: Runtime, rows: list[dict[str, Any]], console: Console | None = None) -> dict[str, Any]:
-    """Run every row on a fresh thread; returns ``{"rows": [...], "totals": {...}}``."""
+async def run_eval(
+    runtime: Runtime, rows: list[dict[str, Any]], console: Console | None = None, show_answers: bool = False
+) -> dict[str, Any]:
+    """Run every row on a fresh thread; returns ``{"rows": [...], "totals": {...}}`` (each
+    row with its whole answer). ``show_answers``: print each question and its whole answer
+    to ``console`` as it comes."""
     console = console or make_console()
     service, kb = runtime.service, runtime.knowledge
     out_rows: list[EvalRow] = []
@@ -142,7 +185,10 @@ async def run_eval(runtime: Runtime, rows: list[dict[str, Any]], console: Consol
                 output_tokens=int(values.get("output_tokens", 0)),
                 seconds=round(seconds, 2),
                 path=path,
-                answer=answer[:500],
+                answer=answer,
+                answer_chars=len(answer),
+                first_fact_at=first_fact_position(answer, facts),
+                template_syntax=has_template_syntax(answer),
             )
         )
         r = out_rows[-1]
@@ -153,6 +199,10 @@ async def run_eval(runtime: Runtime, rows: list[dict[str, Any]], console: Consol
             f"{r.seconds:.1f}s",
             highlight=False,
         )
+        if show_answers:
+            console.print(
+                f"Q: {row['question']}\n{r.outcome}: {answer or '(no answer)'}\n", markup=False, highlight=False
+            )
     return {"rows": [asdict(r) for r in out_rows], "totals": totals(out_rows)}
 
 
@@ -166,6 +216,8 @@ def totals(rows: list[EvalRow]) -> dict[str, Any]:
     the first pass (one knowledge-base search, no web search, no human)."""
     first = [r.llm_calls for r in rows if r.first_pass and r.expected_route == "vectorstore"]
     kb_rows = [r for r in rows if r.kind in ("kb", "followup")]
+    answered = [r for r in kb_rows if r.outcome == "answer" and r.answer_chars]
+    with_fact = [r for r in answered if r.facts_found is not None]
     return {
         "questions": len(rows),
         "route_accuracy": _mean([1.0 if r.route_ok else 0.0 for r in rows]),
@@ -191,4 +243,15 @@ def totals(rows: list[EvalRow]) -> dict[str, Any]:
         # help requests on kb/followup questions whose expected page was in the first search
         "help_requests_page_retrieved": sum(r.outcome == "help_request" and bool(r.recall_at_5) for r in kb_rows),
         "help_requests_web": sum(r.outcome == "help_request" for r in rows if r.kind == "web"),
+        # the answer's shape (kb/followup questions answered)
+        "answered_kb_followup": len(answered),
+        "median_answer_chars": statistics.median([r.answer_chars for r in answered]) if answered else None,
+        "median_first_fact_at": statistics.median([r.first_fact_at for r in with_fact if r.first_fact_at is not None])
+        if any(r.first_fact_at is not None for r in with_fact)
+        else None,
+        # share of answered questions with expected facts whose first fact is in the first 300 characters
+        "first_fact_within_300": _mean(
+            [1.0 if r.first_fact_at is not None and r.first_fact_at < 300 else 0.0 for r in with_fact]
+        ),
+        "answers_with_template_syntax": sum(r.template_syntax for r in rows),
     }

@@ -9,6 +9,7 @@ import asyncio
 import functools
 import gc
 import logging
+import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -251,18 +252,50 @@ def graph_config(
     ``[knowledge] k`` and ``description`` (a description of ``sources`` when they override
     config.toml's) and ``[service] apology``."""
     g = settings.graph
+    default_description = type(settings.knowledge).model_fields["description"].default
     return GraphConfig.of(
         g,
         k=settings.knowledge.k,
         apology=settings.service.apology,
         kb_description=(
-            settings.knowledge.description
-            if not sources
-            else "documentation from " + ", ".join(Path(s).name for s in sources)
+            describe_sources(sources)
+            if sources and settings.knowledge.description == default_description
+            else settings.knowledge.description
         ),
         graders="lexical" if degraded else resolve_graders(g.graders, model),
         composer="extractive" if degraded else resolve_composer(g.composer, model),
     )
+
+
+def describe_sources(sources: Sequence[str]) -> str:
+    """What sources given on the command line hold, in a few words, for the greeting and the
+    router when config.toml's ``[knowledge] description`` was left at its default: the title of
+    each folder's front page (``index.md``, ``README.md``, ``_index.md``: front matter ``title``
+    or first heading), else the folder's name."""
+    from graphs.knowledge.sources import front_matter_title
+
+    names = []
+    for src in sources:
+        path = Path(src)
+        title = ""
+        for name in ("index.md", "README.md", "_index.md", "index.mdx", "readme.md"):
+            page = path / name
+            if path.is_dir() and page.is_file():
+                try:
+                    head, body = front_matter_title(page.read_text(encoding="utf-8", errors="replace")[:20000])
+                except OSError:
+                    continue
+                body = re.sub(r"^[ \t]*(```|~~~).*?^[ \t]*\1[ \t]*$", "", body, flags=re.S | re.M)  # not code
+                heading = re.search(r"^#[ \t]+(.+?)[ \t#]*$", body, re.M)
+                title = head or (heading.group(1).strip() if heading else "")
+                if title:
+                    break
+        names.append(
+            f"{title} ({path.name})"
+            if title and title.lower() != path.name.lower()
+            else (title or path.name or str(src))
+        )
+    return "the documentation in " + ", ".join(names)
 
 
 DEGRADED_NOTE = "the chat model is unavailable, so this quotes the documents (an admin can see why in the log)"

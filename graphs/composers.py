@@ -148,7 +148,8 @@ class LLMComposer:
             feedback=feedback,
         )
         learned = any(d.get("kind") == "learned" for d in state.get("documents", []))
-        system = prompts.GENERATE + prompts.LEARNED_RULE if learned else prompts.GENERATE
+        system = prompts.generate_prompt(self.cfg.answer_characters)
+        system = system + prompts.LEARNED_RULE if learned else system
         return await self.caller.complete(system, user)
 
 
@@ -201,11 +202,37 @@ class ExtractiveComposer:
         )
 
     async def generate(self, state: RAGState) -> tuple[str, int]:
-        """The documents' best sentences for the question, cited."""
+        """The documents' best sentences for the question, cited, within ``[graph]
+        answer_characters``; a follow-up's own new terms (:func:`followup_focus`) lead."""
         answer = await asyncio.to_thread(
-            self.kit.extractive.compose, offline_questions(state, self.cfg.history_messages), state.get("documents", [])
+            self.kit.extractive.compose,
+            offline_questions(state, self.cfg.history_messages),
+            state.get("documents", []),
+            self.cfg.answer_characters,
+            followup_focus(state, self.cfg.history_messages),
         )
         return answer, 0
+
+
+def followup_focus(state: RAGState, history_limit: int) -> list[str]:
+    """The terms a follow-up adds to the thread's question (``"and sick leave, same cap?"``
+    after a question about annual leave: ``["sick"]``), [] without history or new terms.
+    Words of the earlier user messages are what the follow-up refers back to; the rest is
+    what it asks about now."""
+    history = history_before_last(state, history_limit)
+    earlier = [message_text(m) for m in history if isinstance(m, HumanMessage)]
+    if not earlier:
+        return []
+    before: set[str] = set()
+    for text in earlier:
+        before |= signals.terms(text)
+    return sorted(signals.terms(last_user_message(state)) - before - _FOLLOWUP_WORDS)
+
+
+# Words a follow-up uses to point back ("same", "too", "that one"): never its new subject.
+_FOLLOWUP_WORDS = frozenset(
+    "same too either else other another again instead ok okay then thanks still work works apply applies case".split()
+)
 
 
 def composer_for(

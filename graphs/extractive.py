@@ -20,12 +20,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
+from langchain_core.embeddings import Embeddings
 
 from graphs import signals
 from graphs.knowledge.common import KnowledgeBaseError
+from graphs.knowledge.crosslingual import CrossLingualIndex, head_text, is_foreign
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
 from graphs.knowledge.splitting import fence_indented_code
 from graphs.state import Doc
@@ -39,15 +41,20 @@ RELEVANCE_THRESHOLD = 0.5  # a document is relevant when its best unit scores at
 # ... and at least this when the router took the question for current events (no web search
 # configured, so the knowledge base is searched anyway: only a strong match may answer)
 CURRENT_RELEVANCE_THRESHOLD = 0.62
+# a question in another language than the documents (graphs/knowledge/crosslingual.py): the
+# multilingual encoder's cosine is on another scale than MiniLM's, and the question's words match none
+CROSS_RELEVANCE_THRESHOLD = 0.2
+CROSS_RANK_WEIGHT = 2.0  # RRF weight of the encoder's ranking against the ordinary search's
+CROSS_RERANK_PRIOR_WEIGHT = 0.75  # RERANK_PRIOR_WEIGHT for a question in another language
 RERANK_PRIOR_WEIGHT = 0.75  # weight of the hybrid search's rank against cos(question, chunk)
 RERANK_TITLE_WEIGHT = 0.1  # weight of the question terms found in the file and heading path
 # answer shape
 INLINE_CODE_BONUS = 0.1  # added to the score of a sentence holding inline code (identifiers, settings)
-RELATIVE_CUTOFF = 0.4  # sentences scoring under this share of the best one are not quoted
-MAX_SENTENCES = 6  # best-scoring sentences quoted
-NEIGHBOURS = 2  # sentences quoted after each of them (the next ones of its paragraph)
-BEFORE = 1  # sentences quoted before each of them (what a heading-like match introduces, or the cause it follows)
-MAX_ANSWER_CHARACTERS = 3000
+SUPPORT_CUTOFF = 0.4  # supporting passages start at sentences scoring at least this share of the lead's score
+NEIGHBOURS = 3  # sentences quoted after each chosen one
+BEFORE = 1  # sentences quoted before each chosen one (the cause before a matched symptom, the setting named first)
+DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its sentences' scores
+ANSWER_CHARACTERS = 700  # default prose budget ([graph] answer_characters)
 MAX_CODE_CHARACTERS = 1200
 MAX_SECTION_CHARACTERS = 4000
 
@@ -55,15 +62,20 @@ MAX_SECTION_CHARACTERS = 4000
 # ---- splitting ------------------------------------------------------------------------
 @dataclass
 class Unit:
-    """One sentence / list item (``code`` False) or one whole fenced code block."""
+    """One sentence / list item (``code`` False) or one whole fenced code block or table."""
 
     doc: int  # 0-based position of its document
     pos: int  # position in the document
     text: str
     code: bool = False
+    para: int = 0  # the paragraph, list item or block it belongs to (its sentences share it)
+    item: str = ""  # the list marker ("1.", "-") of a list item's first sentence, else ""
+    list: int = -1  # the list (consecutive items) a list item belongs to, -1 outside lists
+    heading: bool = False  # a heading: it names what follows, it does not answer
 
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)+\|?\s*$")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _HTML = re.compile(
     r"</?(?:a|p|br|hr|div|span|img|sup|sub|details|summary|figure|figcaption|iframe|video|source|"
@@ -99,17 +111,43 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]
     units: list[Unit] = []
     lines = fence_indented_code(text).splitlines()  # indented code is code too, not prose to join
     block: list[str] = []
+    para = [0]  # the number of the next paragraph / item / block
+    lists = [-1, 0]  # the open list's number (-1: none), the next list's number
 
     def flush() -> None:
         if not block:
             return
+        m = _ITEM.match(block[0])
+        marker = m.group(0).strip() if m else ""
+        heading = block[0].lstrip().startswith("#")
+        if marker and lists[0] < 0:
+            lists[0], lists[1] = lists[1], lists[1] + 1
+        elif not marker and not block[0][:1].isspace():
+            lists[0] = -1  # a paragraph flush-left ends the list (an indented one continues its item)
         joined = clean_prose(" ".join(block))
         block.clear()
+        first = True
         for piece in _SENTENCE_END.split(joined):
             piece = piece.strip()
             # a CJK character carries about a word: count it twice against the minimum
             if len(piece) + sum(1 for ch in piece if ord(ch) >= 0x2E80) >= min_characters:
-                units.append(Unit(doc, len(units), piece))
+                units.append(
+                    Unit(
+                        doc,
+                        len(units),
+                        piece,
+                        para=para[0],
+                        item=marker if first else "",
+                        list=lists[0],
+                        heading=heading,
+                    )
+                )
+                first = False
+        para[0] += 1
+
+    def add_block(text: str) -> None:
+        units.append(Unit(doc, len(units), text, code=True, para=para[0], list=lists[0]))
+        para[0] += 1
 
     i = 0
     while i < len(lines):
@@ -123,25 +161,28 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]
             i += 1
             while i < len(lines):
                 body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i].lstrip())
-                if lines[i].strip().startswith(fence):
+                if _closes(lines[i], fence):
                     break
                 i += 1
-            if not body[-1].strip().startswith(fence) or len(body) == 1:
+            if not _closes(body[-1], fence) or len(body) == 1:
                 body.append(fence)  # unterminated block (chunk cut): close it
             if any(b.strip() for b in body[1:-1]):  # an empty block (a chunk cut at its fence) is dropped
-                units.append(Unit(doc, len(units), "\n".join(body).strip(), code=True))
+                add_block("\n".join(body).strip())
             i += 1
             continue
-        if line.lstrip().startswith("|"):
-            # a Markdown table is kept whole, like code: its rows mean nothing flattened into prose
+        if line.lstrip().startswith("|") or (
+            "|" in line and i + 1 < len(lines) and _TABLE_SEPARATOR.match(lines[i + 1])
+        ):
+            # a Markdown table (with or without outer pipes) is kept whole, like code: its rows
+            # mean nothing flattened into prose
             flush()
             rows = []
-            while i < len(lines) and lines[i].lstrip().startswith("|"):
+            while i < len(lines) and lines[i].strip() and (lines[i].lstrip().startswith("|") or "|" in lines[i]):
                 rows.append(lines[i].strip())
                 i += 1
             if len(rows) > 1 and not rows[-1].endswith("|"):
                 rows.pop()  # a row cut by the chunk's or the prompt's length limit
-            units.append(Unit(doc, len(units), "\n".join(rows), code=True))
+            add_block("\n".join(rows))
             continue
         if not line.strip() or _ITEM.match(line) or line.lstrip().startswith("#") or _ADMONITION.match(line):
             flush()
@@ -158,6 +199,13 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]
         i += 1
     flush()
     return units
+
+
+def _closes(line: str, fence: str) -> bool:
+    """``line`` closes a code block opened with ``fence``: the same character, at least as
+    many, nothing else on the line (CommonMark)."""
+    run = line.strip()
+    return run.startswith(fence) and set(run) == {fence[0]}
 
 
 def lexical_share(q_terms: set[str], text: str) -> float:
@@ -187,11 +235,39 @@ class Extractive:
         knowledge: KnowledgeBase | None = None,
         relevance_threshold: float = RELEVANCE_THRESHOLD,
         current_relevance_threshold: float = CURRENT_RELEVANCE_THRESHOLD,
+        cross_encoder: Embeddings | None = None,
     ):
         self.embedder = embedder
         self.knowledge = knowledge
         self.relevance_threshold = relevance_threshold
         self.current_relevance_threshold = current_relevance_threshold
+        # questions in another language than the documents: a multilingual encoder scores instead
+        self.cross_embedder = TextEmbedder(cross_encoder) if cross_encoder is not None else None
+        self._cross_index: CrossLingualIndex | None = None
+
+    # ---- questions in other languages -----------------------------------------------
+    def foreign(self, questions: Sequence[str]) -> bool:
+        """The question (the first variant) is in another language than the documents and a
+        multilingual encoder is loaded (:mod:`graphs.knowledge.crosslingual`)."""
+        return self.cross_embedder is not None and bool(questions) and is_foreign(questions[0])
+
+    def cross_index(self) -> CrossLingualIndex | None:
+        """The multilingual vectors of the live generation's chunks (None without an encoder
+        or an index); rebuilt when a reindex swapped the generation."""
+        snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
+        if self.cross_embedder is None or snap is None or not hasattr(snap, "chunks"):
+            return None
+        if self._cross_index is None or self._cross_index.snapshot is not snap:
+            self._cross_index = CrossLingualIndex(cast(Embeddings, self.cross_embedder.embeddings), snap)
+        return self._cross_index
+
+    def threshold_for(self, questions: Sequence[str], current: bool = False) -> float:
+        """The relevance threshold a document's :meth:`grade` must reach: the multilingual
+        one for a question in another language, the current-events one when the router took
+        the question for current events (``current``), else the plain one."""
+        if self.foreign(questions):
+            return CROSS_RELEVANCE_THRESHOLD + (CURRENT_RELEVANCE_THRESHOLD - RELEVANCE_THRESHOLD if current else 0.0)
+        return self.current_relevance_threshold if current else self.relevance_threshold
 
     # ---- scoring ------------------------------------------------------------------
     def question_vectors(self, questions: Sequence[str]) -> np.ndarray | None:
@@ -208,10 +284,12 @@ class Extractive:
         q_terms: set[str] = set()
         for q in questions:
             q_terms |= signals.terms(q)
-        qv = self.question_vectors(questions)
+        embedder = self.cross_embedder if self.foreign(questions) and self.cross_embedder else self.embedder
+        qs = [q for q in questions if q.strip()]
+        qv = embedder(qs) if qs else None
         cos = np.zeros(len(units), dtype=np.float32)
         if qv is not None:
-            uv = self.embedder([u.text[:1000] for u in units])
+            uv = embedder([u.text[:1000] for u in units])
             cos = (uv @ qv.T).max(axis=1)
         out = []
         for u, c in zip(units, cos, strict=True):
@@ -251,6 +329,23 @@ class Extractive:
             ],
             dtype=np.float32,
         )
+        cross = self.cross_index() if self.foreign(questions) else None
+        if cross is not None and docs:
+            rowids, vecs = cross.vectors()
+            at = {int(r): i for i, r in enumerate(rowids)}
+            rows = [
+                at.get(int(m.group(1))) if (m := re.search(r"#(\d+)$", str(d.get("id", "")))) else None for d in docs
+            ]
+            cqv = cross.query_vectors([q for q in questions if q.strip()] or [""])
+            cdv = np.vstack(
+                [
+                    vecs[r]
+                    if r is not None
+                    else cross.query_vectors([head_text(d.get("title", ""), d.get("text", ""))])[0]
+                    for r, d in zip(rows, docs, strict=True)
+                ]
+            )
+            return (cdv @ cqv.T).max(axis=1), title
         qv = self.question_vectors(questions)
         if qv is None or not docs:
             return np.zeros(len(docs), dtype=np.float32), title
@@ -287,11 +382,13 @@ class Extractive:
         return prior * 11.0 / (10.0 + ranks) + cos + title_weight * title
 
     def rerank(self, questions: Sequence[str], docs: list[Doc], k: int) -> list[Doc]:
-        """The ``k`` best of ``docs`` (hybrid-search order) by :meth:`rerank_scores`."""
+        """The ``k`` best of ``docs`` (hybrid-search order) by :meth:`rerank_scores` (for a
+        question in another language, with the multilingual cosine and its own prior weight)."""
         if len(docs) <= 1:
             return docs[:k]
         cos, title = self.rerank_features(questions, docs)
-        order = np.argsort(-self.rerank_scores(cos, title), kind="stable")
+        prior = CROSS_RERANK_PRIOR_WEIGHT if self.foreign(questions) else RERANK_PRIOR_WEIGHT
+        order = np.argsort(-self.rerank_scores(cos, title, prior), kind="stable")
         return [docs[i] for i in order[:k]]
 
     def retrieve(
@@ -318,6 +415,8 @@ class Extractive:
             else self.knowledge.search(list(questions), k * candidates_per_result)
         )
         texts = [q if isinstance(q, str) else q[0] for q in questions]
+        if self.foreign(texts):
+            cands = self._with_cross_candidates(texts[0], cands, k * candidates_per_result, sources)
         out: list[Doc] = []
         seen: set[tuple[str, str]] = set()
         for d in self.rerank(texts, cands, len(cands)):
@@ -328,6 +427,38 @@ class Extractive:
             if len(out) >= k:
                 break
         return out
+
+    def _with_cross_candidates(
+        self, question: str, cands: list[Doc], limit: int, sources: Sequence[str] | None
+    ) -> list[Doc]:
+        """``cands`` (the ordinary search's, best first) fused by Reciprocal Rank Fusion with
+        the multilingual encoder's ranking of the chunks for ``question``."""
+        cross = self.cross_index()
+        snap = getattr(self.knowledge, "snapshot", None)
+        if cross is None or snap is None or self.knowledge is None:
+            return cands
+        allowed = self.knowledge.files_of(sources) if sources is not None else None
+        ranked = cross.search(question, limit * 3)
+        rows = snap.chunks(ranked)
+        extra: list[Doc] = []
+        per_file: dict[str, int] = {}
+        for cid in ranked:
+            if cid not in rows:
+                continue
+            file, title, text = rows[cid]
+            if (allowed is not None and file not in allowed) or per_file.get(file, 0) >= 2:
+                continue
+            per_file[file] = per_file.get(file, 0) + 1
+            extra.append(Doc(id=f"{file}#{cid}", text=text, location=file, title=title, score=0.0))
+            if len(extra) >= limit:
+                break
+        scores: dict[str, float] = {}
+        by_id: dict[str, Doc] = {}
+        for ranking, weight in ((cands, 1.0), (extra, CROSS_RANK_WEIGHT)):
+            for rank, d in enumerate(ranking, start=1):
+                scores[d["id"]] = scores.get(d["id"], 0.0) + weight / (60 + rank)
+                by_id.setdefault(d["id"], d)
+        return [by_id[i] for i in sorted(scores, key=lambda i: -scores[i])][:limit]
 
     def widen(self, doc: Doc) -> Doc:
         """The chunk widened to its whole section (the chunks of its file sharing its
@@ -364,89 +495,169 @@ class Extractive:
         self,
         questions: Sequence[str],
         docs: Sequence[Doc],
-        intro: str = "From the documentation:",
-        max_sentences: int | None = None,
+        budget: int = ANSWER_CHARACTERS,
+        focus: Sequence[str] = (),
         neighbours: int | None = None,
         before: int | None = None,
+        doc_prior: float | None = None,
     ) -> str:
-        """An answer quoting the best-scoring sentences of ``docs`` in document order, each
-        paragraph cited ``[n]`` (``n`` = 1-based position in ``docs``), each followed by
-        the code block that comes right after it in the document (whole, or left out
-        when longer than ``MAX_CODE_CHARACTERS``), with up to ``before`` prose sentences
-        before it (default ``BEFORE``) and ``neighbours`` after it; "…" marks sentences
-        left out between two quoted ones of a paragraph. ``""`` when no sentence scores
-        above zero."""
-        max_sentences = MAX_SENTENCES if max_sentences is None else max_sentences
+        """An answer a reader takes in at a glance, quoting ``docs`` verbatim (whole
+        sentences, never joined by "…"), each passage cited ``[n]`` (``n`` = 1-based
+        position in ``docs``):
+
+        1. the lead: the passage around the best-scoring sentence or list item (the
+           ``before`` sentences before it in its paragraph, the ``neighbours`` after it);
+           a numbered list (steps) is quoted whole when it fits (else from the lead's step
+           on, saying where the rest is); the code block or table a quoted sentence
+           introduces follows whole (one longer than ``MAX_CODE_CHARACTERS`` is named);
+        2. support: passages around the next best sentences, best first, while the quoted
+           prose stays within ``budget`` characters;
+        3. "More in [n]" naming the documents quoted, for the rest.
+
+        A sentence's score is :meth:`score_units`' plus ``doc_prior`` x its document's
+        rank weight (the search ranked the document with its whole context).
+
+        Args:
+            questions: the question variants scored against (the message first).
+            docs: the graded documents, best first.
+            budget: characters of quoted prose (code blocks and tables come on top).
+            focus: terms a follow-up adds to the thread's question ("and sick leave?"):
+                the lead must hold one when any sentence does, so the answer is about
+                what was asked now, not about the earlier subject.
+            neighbours, before: sentences quoted after / before each chosen one.
+            doc_prior: weight of the document's rank.
+
+        Returns:
+            The answer, or ``""`` when no sentence scores above zero.
+        """
         neighbours = NEIGHBOURS if neighbours is None else neighbours
         before = BEFORE if before is None else before
+        doc_prior = DOC_PRIOR if doc_prior is None else doc_prior
         units = self.doc_units(docs)
         scored = self.score_units(questions, units)
-        by_key = {(s.unit.doc, s.unit.pos): s for s in scored}
-        prose = sorted((s for s in scored if not s.unit.code and s.score > 0), key=lambda s: -s.score)
+        for sc in scored:
+            sc.score += doc_prior * (1.0 / (1 + sc.unit.doc))
+        by_key = {(sc.unit.doc, sc.unit.pos): sc for sc in scored}
+        prose = sorted(
+            (sc for sc in scored if not sc.unit.code and not sc.unit.heading and sc.score > 0), key=lambda sc: -sc.score
+        )
         if not prose:
             return ""
+        focus_terms = {t for f in focus for t in signals.terms(f)}
+        if focus_terms:
+            with_focus = [sc for sc in prose if focus_terms & signals.terms(sc.unit.text)]
+            if with_focus:  # the follow-up's own subject leads
+                prose = with_focus + [sc for sc in prose if sc not in with_focus]
         top = prose[0].score
-        chosen: list[Unit] = []
+        parts: list[tuple[int, str]] = []  # (document, rendered passage or block)
+        used: set[tuple[int, int]] = set()
+        quoted: set[str] = set()
         size = 0
-        picked = 0
-        for s in prose:
-            if picked >= max_sentences or s.score < top * RELATIVE_CUTOFF:
+
+        def unit_at(doc: int, pos: int) -> Unit | None:
+            found = by_key.get((doc, pos))
+            return found.unit if found else None
+
+        def norm(text: str) -> str:
+            return " ".join(text.split()).lower()
+
+        for n, seed in enumerate(prose):
+            if n and (seed.score < top * SUPPORT_CUTOFF or size >= budget):
                 break
-            if size + len(s.unit.text) > MAX_ANSWER_CHARACTERS or s.unit in chosen:
+            u = seed.unit
+            if (u.doc, u.pos) in used or norm(u.text) in quoted:
                 continue
-            picked += 1
-            chosen.append(s.unit)
-            size += len(s.unit.text)
-            for back in range(1, before + 1):  # the sentences before it (prose only)
-                prev = by_key.get((s.unit.doc, s.unit.pos - back))
-                if (
-                    prev is None
-                    or prev.unit.code
-                    or prev.unit in chosen
-                    or size + len(prev.unit.text) > MAX_ANSWER_CHARACTERS
-                ):
-                    break
-                chosen.append(prev.unit)
-                size += len(prev.unit.text)
-            pos = s.unit.pos
-            for _ in range(neighbours + 1):  # the next sentences, then the code block they lead to
-                nxt = by_key.get((s.unit.doc, pos + 1))
-                if nxt is None:
-                    break
-                pos += 1
-                if nxt.unit.code:
-                    if (
-                        len(nxt.unit.text) <= MAX_CODE_CHARACTERS
-                        and size + len(nxt.unit.text) <= MAX_ANSWER_CHARACTERS + MAX_CODE_CHARACTERS
-                    ):
-                        chosen.append(nxt.unit)
-                        size += len(nxt.unit.text)
-                    break
-                if size + len(nxt.unit.text) > MAX_ANSWER_CHARACTERS:
-                    break
-                chosen.append(nxt.unit)
-                size += len(nxt.unit.text)
-        places = sorted({(u.doc, u.pos) for u in chosen})
-        parts: list[str] = []
-        para: list[str] = []
-        last: tuple[int, int] | None = None
-        quoted: set[str] = set()  # the same sentence in two chunks or pages is quoted once
-        for doc_i, pos in places:
-            u = by_key[(doc_i, pos)].unit
-            key = " ".join(u.text.split()).lower()
-            if key in quoted:
-                continue
-            quoted.add(key)
-            if para and last is not None and (last[0] != doc_i or u.code):
-                parts.append(" ".join(para) + f" [{last[0] + 1}]")
-                para = []
-            if u.code:
-                parts.append(u.text)
+            if u.list >= 0 and u.item[:1].isdigit() or (u.list >= 0 and not u.item and self._numbered(units, u)):
+                text, keys, rest = self._render_list(units, u, budget)
+                if n and size + len(text) > budget:
+                    continue
+                passage = [(u.doc, text)] + ([(u.doc, f"The steps go on in [{u.doc + 1}].")] if rest else [])
+                last = max(keys)[1]
             else:
-                if para and last is not None and pos > last[1] + 1:
-                    para.append("…")  # sentences left out between two quoted ones
-                para.append(u.text)
-            last = (doc_i, pos)
-        if para and last is not None:
-            parts.append(" ".join(para) + f" [{last[0] + 1}]")
-        return (intro + "\n\n" if intro else "") + "\n\n".join(parts)
+                para = [
+                    x
+                    for x in units
+                    if x.doc == u.doc and not x.code and (x.para == u.para if u.list < 0 else x.list == u.list)
+                ]  # a bullet's list
+                at = para.index(u)
+                chosen = [x for x in para[max(0, at - before) : at] if (x.doc, x.pos) not in used and not x.heading]
+                chosen.append(u)
+                pos = u.pos
+                for _ in range(neighbours):  # the next sentences, across paragraphs, up to a block
+                    nxt = unit_at(u.doc, pos + 1)
+                    if nxt is None or nxt.code or nxt.heading or (nxt.doc, nxt.pos) in used:
+                        break
+                    chosen.append(nxt)
+                    pos += 1
+                chosen = [x for x in chosen if norm(x.text) not in quoted]
+                if not chosen:
+                    continue
+                text = " ".join(x.text for x in chosen)
+                keep = chosen.index(u) + 1 if u in chosen else 1  # the lead keeps its sentence and the one before
+                while len(chosen) > (keep if n == 0 else 1) and size + len(text) > budget:  # drop the tail
+                    chosen.pop()
+                    text = " ".join(x.text for x in chosen)
+                if n and size + len(text) > budget:
+                    continue
+                keys = {(x.doc, x.pos) for x in chosen}
+                quoted |= {norm(x.text) for x in chosen}
+                passage = [(u.doc, text)]
+                last = chosen[-1].pos
+            used |= keys
+            size += sum(len(t) for _, t in passage)
+            parts += passage
+            block = unit_at(u.doc, last + 1)
+            if block is not None and block.code and (block.doc, block.pos) not in used:
+                introduced = unit_at(u.doc, last)
+                if n == 0 or (introduced is not None and introduced.text.rstrip().endswith(":")):
+                    if len(block.text) <= MAX_CODE_CHARACTERS:
+                        parts.append((u.doc, block.text))
+                    elif n == 0:
+                        parts.append(
+                            (u.doc, f"(The {'table' if block.text.startswith('|') else 'code'} is in [{u.doc + 1}].)")
+                        )
+                    used.add((block.doc, block.pos))
+        out: list[str] = []
+        for doc_i, text in parts:
+            is_block = text.startswith(("```", "~~~", "|", "The steps go on", "(The "))
+            out.append(text if is_block else f"{text} [{doc_i + 1}]")
+        cited = sorted({d for d, _ in parts})
+        out.append("More in " + ", ".join(f"[{d + 1}]" for d in cited) + ".")
+        return "\n\n".join(out)
+
+    @staticmethod
+    def _numbered(units: list[Unit], u: Unit) -> bool:
+        """``u`` continues a numbered list item (a later sentence of a step)."""
+        first = [x for x in units if x.doc == u.doc and x.para == u.para and x.item]
+        return bool(first) and first[0].item[:1].isdigit()
+
+    @staticmethod
+    def _render_list(units: list[Unit], lead: Unit, budget: int) -> tuple[str, set[tuple[int, int]], bool]:
+        """The numbered list holding ``lead`` as Markdown (each step's number and sentences),
+        whole when it fits ``budget`` (x 1.5: steps are not cut for a few characters), else
+        from the lead's step on while steps fit. Returns the text, the units quoted and
+        whether steps were left out after the last one quoted."""
+        members = [x for x in units if x.doc == lead.doc and x.list == lead.list and not x.code]
+        items: list[list[Unit]] = []
+        for x in members:
+            if x.item or not items or x.para != items[-1][-1].para:
+                items.append([x])
+            else:
+                items[-1].append(x)
+        lead_item = next(i for i, it in enumerate(items) if lead in it)
+        whole = sum(len(" ".join(y.text for y in it)) + 4 for it in items)
+        first = 0 if whole <= budget * 1.5 else lead_item
+        lines: list[str] = []
+        keys: set[tuple[int, int]] = set()
+        size = 0
+        rest = False
+        for it in items[first:]:
+            text = " ".join(y.text for y in it)
+            if lines and size + len(text) > budget * 1.5:
+                rest = True
+                break
+            marker = it[0].item or "-"
+            lines.append(f"{marker} {text}")
+            keys |= {(y.doc, y.pos) for y in it}
+            size += len(text) + len(marker) + 1
+        return "\n".join(lines), keys, rest

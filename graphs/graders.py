@@ -16,6 +16,7 @@ One strategy per kind of judge, chosen once when the graph is built
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import TYPE_CHECKING, Protocol
 
 from graphs import prompts, signals
@@ -70,9 +71,10 @@ class LLMGraders:
 
     facts_in_prompt = True
 
-    def __init__(self, caller: ModelCaller, max_document_characters: int) -> None:
+    def __init__(self, caller: ModelCaller, max_document_characters: int, answer_characters: int = 700) -> None:
         self.caller = caller
         self.max_document_characters = max_document_characters
+        self.answer_characters = answer_characters
 
     async def grade_documents(self, state: RAGState, retrieved: list[Doc]) -> tuple[DocGrades, int]:
         """One batched structured call; on unparseable output every document is kept (the
@@ -106,6 +108,10 @@ class LLMGraders:
             AnswerGrade,
             AnswerGrade(grounded=True, useful=True),
         )
+        if grade.grounded and grade.useful:
+            problem = shape_problem(state.get("generation", ""), self.answer_characters)
+            if problem:
+                grade = AnswerGrade(grounded=True, useful=False, feedback=problem)
         return grade, calls
 
     def check_route(self, message: str, route: str) -> str:
@@ -189,12 +195,21 @@ class ExtractiveGraders:
         """A document is relevant when its best unit scores over the threshold; a
         current-events question the knowledge base must answer strongly (a higher one)."""
         extractive = self.kit.extractive
-        scores = await asyncio.to_thread(extractive.grade, offline_questions(state, self.history_messages), retrieved)
-        threshold = extractive.relevance_threshold
+        questions = offline_questions(state, self.history_messages)
+        scores = await asyncio.to_thread(extractive.grade, questions, retrieved)
+        current = False
         if state.get("source") == "kb":
             history = history_before_last(state, self.history_messages)
             route, _ = await asyncio.to_thread(self.kit.router.route, last_user_message(state), bool(history))
-            threshold = extractive.current_relevance_threshold if route == "websearch" else threshold
+            current = route == "websearch"
+        threshold = extractive.threshold_for(questions, current)
+        if current and state.get("needs_web") and signals.asks_for_now(last_user_message(state)):
+            # documents cannot tell what is true right now: say so (the help request's reason)
+            # rather than quote text about the subject
+            return DocGrades(
+                documents=[DocGrade(id=i, relevant=False) for i in range(1, len(scores) + 1)],
+                feedback="it asks about the present moment, which documents cannot tell",
+            ), 0
         return DocGrades(
             documents=[DocGrade(id=i, relevant=score >= threshold) for i, score in enumerate(scores, start=1)]
         ), 0
@@ -222,4 +237,28 @@ def graders_for(config: GraphConfig, caller: ModelCaller, kit: OfflineKit) -> Gr
         return ExtractiveGraders(kit, config.history_messages)
     if config.graders == "lexical":
         return LexicalGraders(config.relevance_threshold, config.grounding_threshold)
-    return LLMGraders(caller, config.max_document_characters)
+    return LLMGraders(caller, config.max_document_characters, config.answer_characters)
+
+
+_CODE_BLOCK = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1[ \t]*$", re.S | re.M)
+
+
+def shape_problem(draft: str, answer_characters: int) -> str:
+    """What is wrong with the shape of a chat model's ``draft`` ("" when nothing): its
+    text (code blocks and tables aside) runs past twice the budget, or a step or command
+    is cut with "…". The model's own check covers where the answer opens; these two are
+    counted here, because a model's judgement of length is unreliable."""
+    prose = _CODE_BLOCK.sub("", draft)
+    prose = "\n".join(line for line in prose.split("\n") if not line.lstrip().startswith("|"))
+    if len(prose.strip()) > 2 * answer_characters:
+        return (
+            f"the draft is {len(prose.strip())} characters of text: answer in about {answer_characters}, "
+            "opening with the sentence or step that answers, then only what supports it"
+        )
+    for line in draft.split("\n"):
+        stripped = line.strip()
+        if ("…" in stripped or "..." in stripped) and (
+            re.match(r"^(?:[-*+]|\d+[.)])\s", stripped) or stripped.startswith(("$ ", "`"))
+        ):
+            return "a step or command is cut with an ellipsis: quote it whole"
+    return ""

@@ -97,7 +97,8 @@ class Nodes:
     def __init__(self, deps: GraphDeps):
         self.deps = deps
         self.cfg = deps.config
-        kit = OfflineKit(deps.knowledge)  # built on first use, shared by the extractive graders and composer
+        # built on first use, shared by the extractive graders and composer
+        kit = OfflineKit(deps.knowledge, cross_language=self.cfg.cross_language == "auto")
         self.graders: Graders = deps.graders or graders_for(self.cfg, deps.caller, kit)
         self.composer: Composer = deps.composer or composer_for(
             self.cfg, deps.caller, deps.knowledge, kit, self.graders
@@ -140,7 +141,8 @@ class Nodes:
         raw = last_user_message(state)
         decision, calls = await self.composer.route(state)
         route = self.graders.check_route(raw, decision.route)
-        if route == "websearch" and not self.web_allowed(state):
+        needs_web = route == "websearch" and not self.web_allowed(state)
+        if needs_web:
             route = "vectorstore"
         question = decision.question.strip() or raw
         query = decision.query.strip() or question
@@ -150,6 +152,7 @@ class Nodes:
             "question": question,
             "kb_query": query,
             "web_query": query,
+            "needs_web": needs_web,
         }
 
     async def direct(self, state: RAGState) -> dict[str, Any]:
@@ -328,6 +331,13 @@ class Nodes:
         """Why the budget ran out, in one line for the help request."""
         if state.get("verdict") == "downvoted":
             return state.get("review_note") or "a teammate marked the answer as wrong"
+        if state.get("needs_web") and not state.get("web_searches"):
+            # say what the bot cannot do, rather than that it found "nothing relevant"
+            why = "web search is not configured" if not self.web_available else "web search is off in this channel"
+            return (
+                f"it needs current information, which I cannot check ({why}), and the knowledge base "
+                f"({self.cfg.kb_description}) does not cover it: could an expert answer?"
+            )
         searched = [f"the knowledge base ({state.get('kb_searches', 0)} searches)"]
         if state.get("web_searches"):
             searched.append(f"the web ({state['web_searches']} searches)")
@@ -344,8 +354,12 @@ class Nodes:
         return f"nothing relevant found; searched {', '.join(searched)}"
 
     async def apology(self, state: RAGState) -> dict[str, Any]:
-        """Give up politely."""
-        return {**self._step(state, "apology"), "generation": self.cfg.apology, "outcome": "apology", "sources": []}
+        """Give up politely; a question that needed current information, with no web search
+        to check it, says so first (not a search that "found nothing")."""
+        text = self.cfg.apology
+        if state.get("needs_web") and not state.get("web_searches") and state.get("human_action") != "dismiss":
+            text = f"I can't check current information here (no web search), and the documents don't cover it. {text}"
+        return {**self._step(state, "apology"), "generation": text, "outcome": "apology", "sources": []}
 
     async def finish(self, state: RAGState) -> dict[str, Any]:
         """Record the answer in the history, set its sources and how it was found

@@ -4,10 +4,13 @@ question variants they score against."""
 
 from __future__ import annotations
 
+import threading
+
 from langchain_core.messages import AIMessage, HumanMessage
 
 from graphs.extractive import Extractive, TextEmbedder
 from graphs.knowledge import KnowledgeBase
+from graphs.knowledge.crosslingual import load_encoder
 from graphs.messages import history_before_last, kb_queries, last_user_message, message_text
 from graphs.offline_router import OfflineRouter
 from graphs.state import RAGState
@@ -22,18 +25,23 @@ class OfflineKit:
         knowledge: the knowledge base (its ``embeddings`` may be None: lexical only).
     """
 
-    def __init__(self, knowledge: KnowledgeBase) -> None:
+    def __init__(self, knowledge: KnowledgeBase, cross_language: bool = True) -> None:
         self.knowledge = knowledge
+        self.cross_language = cross_language
         self._extractive: Extractive | None = None
         self._router: OfflineRouter | None = None
+        self._lock = threading.Lock()
 
     @property
     def extractive(self) -> Extractive:
         """The extractive grader/composer (built on first use)."""
-        if self._extractive is None:
-            self._extractive = Extractive(TextEmbedder(self.knowledge.embeddings), self.knowledge)
-            self._router = OfflineRouter(self._extractive.embedder, self.knowledge)
-        return self._extractive
+        with self._lock:
+            if self._extractive is None:
+                cross = load_encoder() if self.cross_language and self.knowledge.embeddings is not None else None
+                extractive = Extractive(TextEmbedder(self.knowledge.embeddings), self.knowledge, cross_encoder=cross)
+                self._router = OfflineRouter(extractive.embedder, self.knowledge, extractive=extractive)
+                self._extractive = extractive
+            return self._extractive
 
     @property
     def router(self) -> OfflineRouter:

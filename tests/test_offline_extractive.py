@@ -142,6 +142,10 @@ async def test_extractive_mode_routes_answers_and_asks_for_help_without_the_chat
         assert out.answers and out.answers[0].kind == "answer", values["path"]
         assert "disable_studio_auth" in out.answers[0].text and out.answers[0].sources[0].location == "auth.md"
 
+        # the answer's shape: short, the answering sentence first, where to read more last
+        assert answer.text.rstrip().endswith("More in [1].") or "More in [1]" in answer.text
+        assert "…" not in answer.text
+
         # a question no document answers reaches the experts
         for i, text in enumerate(
             [
@@ -152,6 +156,11 @@ async def test_extractive_mode_routes_answers_and_asks_for_help_without_the_chat
             out, values = await ask(rt, text, f"none{i}")
             assert not out.answers and len(out.help_requests) == 1, (text, values["path"])
             assert values["path"].count("retrieve") == 2  # both searches spent, without a model
+            # without web search, a question about the present moment says so instead of "nothing found"
+            assert (
+                "needs current information, which I cannot check (web search is not configured)"
+                in out.help_requests[0].reason
+            ) == (i == 0), out.help_requests[0].reason
 
     assert model.calls == []  # zero chat-model calls in the whole session
 
@@ -252,6 +261,7 @@ def test_answers_quote_the_sentence_before_a_match(doc, question, fact):
         [question], [{"id": "d#1", "location": "d.md", "title": "D", "text": doc}]
     )
     assert fact in answer
-    for para in answer.split("\n\n")[1:]:
-        for sentence in split_units(para.rsplit(" [", 1)[0].replace(" … ", " "), min_characters=1):
+    assert "…" not in answer  # sentences are quoted whole, never joined by an ellipsis
+    for para in answer.split("\n\n")[:-1]:  # the last one says where to read more
+        for sentence in split_units(para.rsplit(" [", 1)[0], min_characters=1):
             assert sentence.text in " ".join(doc.replace("- ", "").split())

@@ -1,0 +1,231 @@
+"""Measure the offline (extractive) answers on an eval set without the graph: retrieval,
+document grading and the composed answer's shape, fast enough to compare answer shapes.
+
+For every row it runs what the extractive path of the graph runs on a first pass: the
+embedding router, the reranked search widened to sections (with the offline query
+variants), the document grader with its thresholds, the composer. Retrieval and grades
+are cached per corpus and eval file (``--cache DIR``), so a change of the composer is
+measured in seconds. The official end-to-end figures come from ``threadwise eval``.
+
+Reports recall@1/@5 (kb + follow-up rows), facts found, median answer characters, the
+median position of the first expected fact and the share of answered rows with it in
+the first 300 characters, help requests with the expected page retrieved, answers with
+template syntax. ``--halves`` adds the same on odd / even rows.
+
+Usage:
+    OMP_NUM_THREADS=1 PYTHONPATH=. python bench/answer_shape.py --corpus DIR --eval FILE [--show]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pickle
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from bot.config import load_settings  # noqa: E402
+from bot.eval import first_fact_position, has_template_syntax  # noqa: E402
+from bot.runtime import build_knowledge_base  # noqa: E402
+from graphs import extractive as ex  # noqa: E402
+from graphs import signals  # noqa: E402
+from graphs.composers import _FOLLOWUP_WORDS  # noqa: E402
+from graphs.knowledge.crosslingual import load_encoder  # noqa: E402
+from graphs.models import build_embeddings  # noqa: E402
+from graphs.offline_router import OfflineRouter  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def queries_for(row: dict) -> list[str]:
+    """The grader's and composer's question variants: the message, and for a follow-up
+    the previous user turn joined with it (:func:`graphs.offline.offline_questions`)."""
+    users = [h["content"] for h in row.get("history", []) if h["role"] == "user"]
+    return [row["question"]] + ([f"{users[-1]} {row['question']}"] if users else [])
+
+
+def search_queries_for(row: dict) -> list:
+    """The search variants of :func:`graphs.offline.offline_search_queries` (first pass)."""
+    users = [h["content"] for h in row.get("history", []) if h["role"] == "user"]
+    answers = [h["content"] for h in row.get("history", []) if h["role"] == "assistant"]
+    out: list = [row["question"]]
+    if users:
+        out.append((f"{users[-1]} {row['question']}", 0.75))
+    if answers:
+        out.append((f"{answers[-1][:300]} {row['question']}", 0.75))
+    return out
+
+
+def mean(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 3) if xs else None
+
+
+def measure(rows: list[dict], brain: ex.Extractive, **shape) -> dict:
+    """Compose each row's answer from its cached documents (``shape``: keyword arguments of
+    :meth:`graphs.extractive.Extractive.compose`) and score it."""
+    out = []
+    for r in rows:
+        th = brain.threshold_for(r["qs"], r["route"] == "websearch")
+        kept = [d for g, d in zip(r["grades"], r["docs"], strict=False) if g >= th]
+        if r["route"] == "websearch" and signals.asks_for_now(r["question"]):
+            kept = []  # the extractive graders: documents cannot tell what is true right now
+        focus = r.get("focus", [])
+        answer = brain.compose(r["qs"], kept, focus=focus, **shape) if kept and r["route"] != "direct" else ""
+        facts = r["facts"]
+        found = [f for f in facts if f.lower() in answer.lower()]
+        out.append(
+            {
+                **{k: r[k] for k in ("id", "kind", "route", "expected_route", "sources", "facts", "retrieved")},
+                "answer": answer,
+                "chars": len(answer),
+                "facts_found": len(found) / len(facts) if facts else None,
+                "first_fact_at": first_fact_position(answer, facts),
+                "template": has_template_syntax(answer),
+                "help": bool(r["kind"] in ("kb", "followup") and not kept),
+            }
+        )
+    return {"rows": out, "totals": totals(out)}
+
+
+def totals(out: list[dict]) -> dict:
+    kb = [r for r in out if r["kind"] in ("kb", "followup")]
+    answered = [r for r in kb if r["answer"]]
+    with_facts = [r for r in answered if r["facts"]]
+    firsts = [r["first_fact_at"] for r in with_facts if r["first_fact_at"] is not None]
+    return {
+        "kb_followup": len(kb),
+        "recall_at_1": mean([float(bool(r["retrieved"]) and r["retrieved"][0] in r["sources"]) for r in kb]),
+        "recall_at_5": mean([float(any(x in r["sources"] for x in r["retrieved"][:5])) for r in kb]),
+        "facts_found": mean([r["facts_found"] for r in kb if r["facts_found"] is not None]),
+        "answered": len(answered),
+        "median_answer_chars": statistics.median([r["chars"] for r in answered]) if answered else None,
+        "median_first_fact_at": statistics.median(firsts) if firsts else None,
+        "first_fact_within_300": mean(
+            [float(r["first_fact_at"] is not None and r["first_fact_at"] < 300) for r in with_facts]
+        ),
+        "help_page_retrieved": sum(r["help"] and any(x in r["sources"] for x in r["retrieved"][:5]) for r in kb),
+        "web_answered": sum(bool(r["answer"]) for r in out if r["kind"] == "web"),
+        "template_syntax": sum(r["template"] for r in out),
+        "route_accuracy": mean([float(r["route"] == r["expected_route"]) for r in out]),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--eval", required=True)
+    ap.add_argument("--config", default=str(HERE.parent / "config.toml"))
+    ap.add_argument("--cache", default="/tmp/threadwise-bench", help="folder caching retrieval per corpus + eval")
+    ap.add_argument("--fresh", action="store_true", help="retrieve again (after a retrieval change)")
+    ap.add_argument("--show", action="store_true", help="print every answer")
+    ap.add_argument("--halves", action="store_true", help="also report odd / even rows")
+    ap.add_argument("--json", default="", help="write rows and totals here")
+    ap.add_argument("--cross", action="store_true", help="with the multilingual encoder ([graph] cross_language)")
+    ap.add_argument("--grid", action="store_true", help="facts / length / first fact for a grid of answer shapes")
+    args = ap.parse_args()
+    rows = [json.loads(line) for line in Path(args.eval).read_text().splitlines() if line.strip()]
+    settings = load_settings(args.config)
+    emb, eid = build_embeddings("local", settings.models)
+    kb = build_knowledge_base(settings, emb, eid, [args.corpus])
+    if kb.needs_rebuild():
+        t = time.perf_counter()
+        kb.reindex()
+        print(f"index built in {time.perf_counter() - t:.0f}s", file=sys.stderr)
+    embedder = ex.TextEmbedder(emb, cache_size=200_000)
+    brain = ex.Extractive(embedder, kb, cross_encoder=load_encoder() if args.cross else None)
+    router = OfflineRouter(embedder, kb, extractive=brain)
+    key = hashlib.sha256(
+        f"{Path(args.corpus).resolve()}\n{Path(args.eval).resolve()}\n"
+        f"{Path(args.eval).stat().st_mtime}\n{args.cross}".encode()
+    ).hexdigest()[:12]
+    cache = Path(args.cache) / f"retrieval-{key}.pkl"
+    vec_cache = Path(args.cache) / "vectors.pkl"
+    if vec_cache.exists():
+        embedder._cache.update(pickle.loads(vec_cache.read_bytes()))
+    if cache.exists() and not args.fresh:
+        per_row = pickle.loads(cache.read_bytes())
+    else:
+        per_row = []
+        for row in rows:
+            qs = queries_for(row)
+            route = router.decide(router.signals(row["question"]), bool(row.get("history")))
+            docs = brain.retrieve(search_queries_for(row), settings.knowledge.k)
+            per_row.append(
+                {
+                    "id": row["id"],
+                    "kind": row["kind"],
+                    "route": route,
+                    "qs": qs,
+                    "docs": docs,
+                    "grades": brain.grade(qs, docs),
+                    "expected_route": row["expected_route"],
+                    "sources": row.get("sources") or [],
+                    "facts": row.get("answer_facts") or [],
+                    "retrieved": [d["location"] for d in docs],
+                    "question": row["question"],
+                }
+            )
+            print(
+                f"{row['id']} route {route} grades {[round(g, 2) for g in per_row[-1]['grades']]} "
+                f"retrieved {per_row[-1]['retrieved'][:3]}",
+                file=sys.stderr,
+                flush=True,
+            )
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_bytes(pickle.dumps(per_row))
+    for r, row in zip(per_row, rows, strict=True):  # a follow-up's own new terms (graphs.composers.followup_focus)
+        earlier = set().union(*[signals.terms(h["content"]) for h in row.get("history", []) if h["role"] == "user"])
+        r["focus"] = sorted(signals.terms(row["question"]) - earlier - _FOLLOWUP_WORDS) if earlier else []
+    t = time.perf_counter()
+    if args.grid:
+        for budget in (600, 700, 800, 1000):
+            for nb, bf in ((1, 0), (1, 1), (2, 1), (3, 1)):
+                for prior in (0.0, 0.1, 0.2, 0.4):
+                    for cut in (0.4, 0.6):
+                        ex.SUPPORT_CUTOFF = cut
+                        tt = [
+                            totals(
+                                measure(per_row, brain, budget=budget, neighbours=nb, before=bf, doc_prior=prior)[
+                                    "rows"
+                                ][h::2]
+                            )
+                            for h in (0, 1)
+                        ]
+                        print(
+                            f"budget {budget} after {nb} before {bf} prior {prior} cut {cut}: "
+                            + " | ".join(
+                                f"facts {x['facts_found']} chars {x['median_answer_chars']} first300 "
+                                f"{x['first_fact_within_300']}"
+                                for x in tt
+                            ),
+                            flush=True,
+                        )
+        return
+    report = measure(per_row, brain)
+    vec_cache.parent.mkdir(parents=True, exist_ok=True)
+    vec_cache.write_bytes(pickle.dumps(dict(embedder._cache)))
+    if args.show:
+        for r, src in zip(report["rows"], per_row, strict=True):
+            print(
+                f"--- {r['id']} [{r['kind']}, route {r['route']}] facts {r['facts_found']} "
+                f"first@{r['first_fact_at']} {r['chars']} chars\nQ: {src['question']}\nexpected: {r['facts']} "
+                f"in {r['sources']}\nretrieved: {r['retrieved']}\n{r['answer']}\n"
+            )
+    print(json.dumps(report["totals"], indent=1))
+    if args.halves:
+        for h in (0, 1):
+            print(f"half {h}:", json.dumps(totals(report["rows"][h::2])))
+    print(f"composed in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Answers a teammate reads in ten seconds: the sentence or step that answers first, then only
+what supports it, within ``[graph] answer_characters``, steps and commands whole, "More in [n]"
+last, a follow-up answered about what it asks now; the chat model is asked for the same shape
+and its grader refuses a wall of text; the greeting names what the knowledge base holds."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bot.eval import first_fact_position, has_template_syntax
+from bot.runtime import describe_sources
+from graphs import prompts
+from graphs.extractive import Extractive, TextEmbedder
+from graphs.graders import shape_problem
+from graphs.settings import GraphSettings
+
+LEAVE = """# Leave
+
+## Annual leave
+Annual leave is booked in the HR system. You can carry over unused annual leave up to a cap of 240 hours
+into the next year. Requests of more than two days need four weeks' notice. The holiday year runs from
+January to December and your manager approves each request within a week. Bank holidays come on top of the
+annual allowance and are booked for you.
+
+## Sick leave
+Sick leave accrues every pay period and there is no maximum on how much you can carry over.
+Tell your manager before 10:00 on the first day you are off sick.
+"""
+
+STEPS = """# Publishing a release
+
+Releases go out every second Tuesday, after the freeze. The release manager checks the changelog first and
+writes the announcement; nobody else publishes a release.
+
+To publish a release:
+
+1. Bump the version in `pyproject.toml`.
+2. Tag the commit with `git tag -s vX.Y.Z` and push the tag.
+3. Wait for the CI job `publish` to upload the wheel.
+4. Announce it in #releases.
+
+If the CI job fails, run this from a clean checkout:
+
+```bash
+scripts/publish --retry
+```
+"""
+
+
+def compose(question: str, text: str, **kw) -> str:
+    doc = {"id": "d#1", "location": "d.md", "title": "D", "text": text}
+    return Extractive(TextEmbedder(None)).compose([question], [doc], **kw)
+
+
+def prose_of(answer: str) -> str:
+    return re.sub(r"```.*?```", "", answer, flags=re.S)
+
+
+def test_the_answering_sentence_comes_first_and_the_answer_stays_short():
+    answer = compose("how much annual leave can I carry over, is there a cap?", LEAVE, budget=300)
+    assert first_fact_position(answer, ["240 hours"]) < 150
+    assert len(prose_of(answer)) < 300 + 200  # the budget, the citations and "More in [n]"
+    assert answer.rstrip().endswith("More in [1].")
+    assert "…" not in answer and "..." not in answer  # whole sentences, never elided
+
+
+def test_numbered_steps_are_quoted_whole_with_the_command_they_lead_to():
+    answer = compose("how do I publish a release? which git tag command", STEPS)
+    steps = re.findall(r"^(\d)\. ", answer, re.M)
+    assert steps == ["1", "2", "3", "4"], answer  # every step, in order, none cut
+    assert "2. Tag the commit with `git tag -s vX.Y.Z` and push the tag." in answer
+    answer = compose("the publish CI job failed, what do I run?", STEPS)
+    assert "```bash\nscripts/publish --retry\n```" in answer  # the command whole, after its sentence
+    assert answer.index("If the CI job fails") < answer.index("scripts/publish --retry")
+
+
+def test_a_follow_up_is_answered_about_what_it_asks_now():
+    """ "and sick leave, same cap?" after a question about annual leave: the sentence about
+    sick leave leads (no maximum), not the annual cap that would read as "yes, 240"."""
+    from graphs.composers import followup_focus
+
+    state = {
+        "messages": [
+            {"role": "user", "content": "how much annual leave can I carry over, is there a cap?"},
+            {"role": "assistant", "content": "You can carry over up to a cap of 240 hours. [1]"},
+            {"role": "user", "content": "and sick leave, same cap?"},
+        ]
+    }
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    state = {
+        "messages": [
+            HumanMessage(m["content"]) if m["role"] == "user" else AIMessage(m["content"]) for m in state["messages"]
+        ]
+    }
+    focus = followup_focus(state, 6)
+    assert focus == ["sick"]
+    questions = [
+        "and sick leave, same cap?",
+        "how much annual leave can I carry over, is there a cap? and sick leave, same cap?",
+    ]
+    doc = {"id": "d#1", "location": "d.md", "title": "D", "text": LEAVE}
+    answer = Extractive(TextEmbedder(None)).compose(questions, [doc], budget=250, focus=focus)
+    assert answer.startswith("Sick leave accrues every pay period and there is no maximum"), answer
+    unfocused = Extractive(TextEmbedder(None)).compose(questions, [doc], budget=250)
+    assert not unfocused.startswith("Sick leave")  # what the focus changes: without it the old topic leads
+
+
+def test_the_budget_is_a_setting_and_the_chat_model_is_asked_for_the_shape():
+    assert GraphSettings().answer_characters == 700
+    with pytest.raises(ValueError):
+        GraphSettings(answer_characters=10)
+    system = prompts.generate_prompt(450)
+    assert "about 450 characters" in system and "ANSWER_CHARACTERS" not in system
+    assert "Open with the sentence or the step that answers" in system and "never shorten them" in system
+
+
+def test_the_grader_refuses_a_wall_of_text_and_cut_commands():
+    wall = "The configuration is described below in detail. " * 40
+    assert "answer in about 700" in shape_problem(wall, 700)
+    code = "Run this:\n\n```bash\n" + "echo hello\n" * 200 + "```\n\nThat is all. [1]"
+    assert shape_problem(code, 700) == ""  # code blocks do not count against the budget
+    assert "ellipsis" in shape_problem("1. Install it.\n2. Run `tool --flag …`\n", 700)
+    assert shape_problem("Use `disable_studio_auth` in langgraph.json. [1]\n\nMore in [1].", 700) == ""
+
+
+def test_eval_measures_the_first_fact_and_template_syntax():
+    assert first_fact_position("Set REDIS_URI and DATABASE_URI.", ["database_uri", "REDIS_URI"]) == 4
+    assert first_fact_position("nothing here", ["REDIS_URI"]) is None
+    assert has_template_syntax('Ask in {% slack_channel "admins" %}.')
+    assert has_template_syntax('See {{< ref "page.md" >}} for more.')
+    assert not has_template_syntax("Liquid tags look like `{% raw %}`:\n\n```liquid\n{% if x %}{% endif %}\n```")
+
+
+def test_the_greeting_names_the_knowledge_base_not_its_folder(tmp_path):
+    docs = tmp_path / "handbook"
+    docs.mkdir()
+    (docs / "index.md").write_text("---\ntitle: Acme Staff Handbook\n---\n\n# Welcome\n")
+    plain = tmp_path / "notes"
+    plain.mkdir()
+    (plain / "README.md").write_text("```\n# not a heading\n```\n\n# Team notes\n")
+    assert describe_sources([str(docs), str(plain), str(tmp_path / "empty")]) == (
+        "the documentation in Acme Staff Handbook (handbook), Team notes (notes), empty"
+    )

