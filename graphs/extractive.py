@@ -409,14 +409,19 @@ class Extractive:
         """
         if self.knowledge is None:
             raise KnowledgeBaseError("no knowledge base to retrieve from")
-        cands = (
-            self.knowledge.search(list(questions), k * candidates_per_result, sources=sources)
-            if sources is not None
-            else self.knowledge.search(list(questions), k * candidates_per_result)
-        )
         texts = [q if isinstance(q, str) else q[0] for q in questions]
-        if self.foreign(texts):
-            cands = self._with_cross_candidates(texts[0], cands, k * candidates_per_result, sources)
+        cross = self.cross_index() if self.foreign(texts) else None
+        if cross is not None:  # the multilingual encoder's ranking joins the search's
+            extra = cross.search(texts[0], k * candidates_per_result * 3)
+            cands = self.knowledge.search(
+                list(questions), k * candidates_per_result, sources=sources, rankings=[(extra, CROSS_RANK_WEIGHT)]
+            )
+        else:
+            cands = (
+                self.knowledge.search(list(questions), k * candidates_per_result, sources=sources)
+                if sources is not None
+                else self.knowledge.search(list(questions), k * candidates_per_result)
+            )
         out: list[Doc] = []
         seen: set[tuple[str, str]] = set()
         for d in self.rerank(texts, cands, len(cands)):
@@ -427,38 +432,6 @@ class Extractive:
             if len(out) >= k:
                 break
         return out
-
-    def _with_cross_candidates(
-        self, question: str, cands: list[Doc], limit: int, sources: Sequence[str] | None
-    ) -> list[Doc]:
-        """``cands`` (the ordinary search's, best first) fused by Reciprocal Rank Fusion with
-        the multilingual encoder's ranking of the chunks for ``question``."""
-        cross = self.cross_index()
-        snap = getattr(self.knowledge, "snapshot", None)
-        if cross is None or snap is None or self.knowledge is None:
-            return cands
-        allowed = self.knowledge.files_of(sources) if sources is not None else None
-        ranked = cross.search(question, limit * 3)
-        rows = snap.chunks(ranked)
-        extra: list[Doc] = []
-        per_file: dict[str, int] = {}
-        for cid in ranked:
-            if cid not in rows:
-                continue
-            file, title, text = rows[cid]
-            if (allowed is not None and file not in allowed) or per_file.get(file, 0) >= 2:
-                continue
-            per_file[file] = per_file.get(file, 0) + 1
-            extra.append(Doc(id=f"{file}#{cid}", text=text, location=file, title=title, score=0.0))
-            if len(extra) >= limit:
-                break
-        scores: dict[str, float] = {}
-        by_id: dict[str, Doc] = {}
-        for ranking, weight in ((cands, 1.0), (extra, CROSS_RANK_WEIGHT)):
-            for rank, d in enumerate(ranking, start=1):
-                scores[d["id"]] = scores.get(d["id"], 0.0) + weight / (60 + rank)
-                by_id.setdefault(d["id"], d)
-        return [by_id[i] for i in sorted(scores, key=lambda i: -scores[i])][:limit]
 
     def widen(self, doc: Doc) -> Doc:
         """The chunk widened to its whole section (the chunks of its file sharing its

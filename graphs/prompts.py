@@ -18,7 +18,7 @@ You route questions asked in a team chat. The knowledge base holds: {kb_descript
 Read the conversation so far and the new message, then answer with one JSON object:
 {{"question": "<the new message rewritten as one standalone question, resolving pronouns and references from the conversation>",
   "route": "vectorstore" | "websearch" | "direct",
-  "query": "<search keywords for that question, in the language the knowledge base is written in (the language of its description above): translate them when the message is in another language>"}}
+  "query": "<search keywords for that question>"}}
 route: "vectorstore" for anything the knowledge base may cover (its product, APIs, configuration, errors, how-tos);
 "websearch" for current events, news, prices, releases or facts outside the knowledge base;
 "direct" only for greetings, thanks, small talk or general knowledge that needs no lookup.

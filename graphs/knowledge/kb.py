@@ -194,7 +194,11 @@ class KnowledgeBase:
             raise KnowledgeBaseError(f"not a source of this knowledge base: {', '.join(unknown)}")
 
     def search(
-        self, queries: Sequence[str | tuple[str, float]], k: int, sources: Sequence[str] | None = None
+        self,
+        queries: Sequence[str | tuple[str, float]],
+        k: int,
+        sources: Sequence[str] | None = None,
+        rankings: Sequence[tuple[Sequence[int], float]] = (),
     ) -> list[Doc]:
         """Hybrid search.
 
@@ -206,6 +210,9 @@ class KnowledgeBase:
             k: number of chunks to return.
             sources: only chunks of these sources (names as in :attr:`sources`); None
                 searches every source.
+            rankings: more rankings to fuse, as ``(chunk rowids best first, weight)``
+                (a ranking made outside, e.g. by a multilingual encoder); the same
+                filters apply to their chunks.
 
         Returns:
             Up to ``k`` :class:`Doc` dicts, best first, at most ``max_chunks_per_file``
@@ -228,7 +235,7 @@ class KnowledgeBase:
             if text.strip():
                 weighted[text.strip()] = max(weight, weighted.get(text.strip(), 0.0))
         texts = list(weighted)
-        rankings: list[list[int]] = [snap.keyword(q, self.candidates) for q in texts]
+        ranked: list[list[int]] = [snap.keyword(q, self.candidates) for q in texts]
         weights = [weighted[q] for q in texts]
         if (
             self.embeddings is not None
@@ -245,9 +252,12 @@ class KnowledgeBase:
                     str(exc).splitlines()[0][:200] if str(exc) else "",
                 )
             else:
-                rankings += [snap.dense(v, self.candidates) for v in (qv if qv is not None else [])]
+                ranked += [snap.dense(v, self.candidates) for v in (qv if qv is not None else [])]
                 weights += weights
-        scores = rrf_fuse(rankings, self.rrf_k, weights)
+        for extra, weight in rankings:  # e.g. the multilingual encoder's (graphs/knowledge/crosslingual.py)
+            ranked.append(list(extra))
+            weights.append(weight)
+        scores = rrf_fuse(ranked, self.rrf_k, weights)
         ordered = sorted(scores, key=lambda cid: -scores[cid])
         allowed = {str(s) for s in sources} if sources is not None else None
         allowed_files: set[str] = set()
