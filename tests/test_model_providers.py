@@ -15,10 +15,18 @@ import pytest
 
 from bot.config import ConfigError, Secrets, load_settings
 from bot.runtime import open_runtime
-from graphs.models import ModelCaller, ModelRefusedError, ModelUnavailableError, build_chat_model, resolve_chat_spec
+from graphs.models import (
+    ModelCaller,
+    ModelRefusedError,
+    ModelUnavailableError,
+    RetryableError,
+    build_chat_model,
+    resolve_chat_spec,
+)
 from graphs.schemas import RouteDecision
 from tests.conftest import write_config
 from tests.fakes.model_apis import KEYS, WIRES, model_api, models_config
+from tests.test_slack_run import free_port
 
 WIRE_NAMES = list(WIRES)
 ROUTE_DEFAULT = RouteDecision(question="", route="direct", query="")
@@ -35,7 +43,13 @@ def provider_keys(monkeypatch):
 
 
 def caller_for(
-    wire: str, base: str, method: str = "auto", timeout: float = 5.0, max_tokens: int = 64, **kw
+    wire: str,
+    base: str,
+    method: str = "auto",
+    timeout: float = 5.0,
+    max_tokens: int = 64,
+    max_retry_wait: float = 3.0,
+    **kw,
 ) -> ModelCaller:
     cfg = SimpleNamespace(
         chat_model=f"{WIRES[wire][2]}:test-model",
@@ -48,7 +62,9 @@ def caller_for(
         max_tokens=max_tokens,
         request_timeout_seconds=timeout,
     )
-    return ModelCaller(build_chat_model(cfg), method, max_retries=2, timeout=timeout, max_retry_wait=3.0, **kw)
+    return ModelCaller(
+        build_chat_model(cfg), method, max_retries=2, timeout=timeout, max_retry_wait=max_retry_wait, **kw
+    )
 
 
 def max_tokens_of(wire: str, body: dict) -> int:
@@ -158,6 +174,18 @@ async def test_429s_shrink_the_calls_in_flight(wire):
         c = caller_for(wire, base, max_concurrent=8)
         assert await c.text("TASK: direct\nHi.", "hi") == "Hello."
     assert c.limit.window < 8  # the adaptive cap learned from the provider's 429
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+async def test_a_connection_refused_is_retried_then_raised(wire):
+    """Each client's connection error (langchain-openai wraps the SDK's in its own class) is
+    transient: retried, then raised as such, not taken for a bad request."""
+    base = f"http://127.0.0.1:{free_port()}{WIRES[wire][3]}"
+    c = caller_for(wire, base, max_retry_wait=0.0)
+    started = time.monotonic()
+    with pytest.raises(RetryableError):
+        await c.text("TASK: direct\nHi.", "hi")
+    assert time.monotonic() - started < 5
 
 
 @pytest.mark.parametrize("wire", WIRE_NAMES)

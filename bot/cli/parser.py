@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 
-from bot.cli import ask, config, db, discord, evaluation, feedback, graph, learned, run, slack, sources, threads
+from bot.cli import ask, config, db, discord, evaluation, feedback, graph, learned, models, run, slack, sources, threads
 
 #: The command modules, in the order ``threadwise --help`` lists them.
-COMMANDS = (run, ask, sources, graph, evaluation, threads, feedback, learned, config, db, discord, slack)
+COMMANDS = (run, ask, sources, graph, evaluation, threads, feedback, learned, config, db, discord, slack, models)
 
 
 def build_parser() -> argparse.ArgumentParser:

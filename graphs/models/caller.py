@@ -28,7 +28,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt
 
 from graphs import prompts
 from graphs.models.errors import ModelRefusedError, RetryableError
-from graphs.models.limits import AdaptiveLimit, RetryWait, is_rate_limited, is_retryable, log_retry
+from graphs.models.limits import AdaptiveLimit, RetryWait, error_names, is_rate_limited, is_retryable, log_retry
 from graphs.models.messages import content_text, cut_at_max_tokens, mark_cut_short, normalize_messages, refusal_of
 from graphs.models.providers import OFFLINE, PROVIDERS, model_name, provider_of
 from graphs.models.structured import MethodLadder, bind_structured, raw_text, read_structured, refused_method
@@ -40,7 +40,8 @@ T = TypeVar("T", bound=BaseModel)
 #: content filter (raised by its ``parse``, which langchain-openai uses whenever a
 #: response format is set), by class name: the SDK is an optional extra.
 _CUT_ERRORS = frozenset({"LengthFinishReasonError"})
-_FILTER_ERRORS = frozenset({"ContentFilterFinishReasonError"})
+#: ... and for a refusal: the SDK's content filter, langchain-core's ``ModelRefusalError``.
+_FILTER_ERRORS = frozenset({"ContentFilterFinishReasonError", "ModelRefusalError"})
 
 
 class Calls(int):
@@ -299,10 +300,12 @@ class ModelCaller:
                 if refused_method(exc) and self.methods.step_down(f"{type(exc).__name__}: {exc}"):
                     calls += 1
                     continue
-                name = type(exc).__name__
-                if name in _FILTER_ERRORS:
-                    raise ModelRefusedError("content_filter") from exc
-                if name in _CUT_ERRORS:
+                names = error_names(exc)
+                if names & _FILTER_ERRORS:
+                    raise ModelRefusedError(
+                        "content_filter" if "ContentFilterFinishReasonError" in names else "refusal"
+                    ) from exc
+                if names & _CUT_ERRORS:
                     log.warning("structured output for %s was cut at max_tokens (attempt %d)", task, attempt + 1)
                     calls += 1
                     attempt += 1

@@ -35,8 +35,18 @@ TRANSIENT_ERRORS = frozenset(
         "ServerDisconnectedError",
         "ClientConnectorError",
         "ClientOSError",
+        # langchain-core's provider-neutral errors (the integrations raise subclasses)
+        "ModelConnectionError",
+        "ModelTimeoutError",
     }
 )
+
+
+def error_names(exc: BaseException) -> set[str]:
+    """The class names of ``exc``'s type and its bases: the integrations wrap the SDKs'
+    errors in subclasses (langchain-openai's ``OpenAIConnectionError`` is an
+    ``APIConnectionError`` and a ``ModelConnectionError``), and the SDKs are optional."""
+    return {cls.__name__ for cls in type(exc).__mro__}
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -53,7 +63,7 @@ def is_retryable(exc: BaseException) -> bool:
     status = status_of(exc)
     if status is not None:
         return status == 429 or status >= 500
-    return isinstance(exc, (TimeoutError, ConnectionError)) or type(exc).__name__ in TRANSIENT_ERRORS
+    return isinstance(exc, (TimeoutError, ConnectionError)) or bool(error_names(exc) & TRANSIENT_ERRORS)
 
 
 def is_rate_limited(exc: BaseException) -> bool:

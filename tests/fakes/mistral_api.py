@@ -130,6 +130,8 @@ class FakeMistral:
             return json.dumps({"grounded": True, "useful": True, "feedback": ""})
         if task == "direct":
             return "Hello! Ask me about the docs."
+        if task == "check":  # `threadwise models check` and the start of `threadwise run`
+            return json.dumps({"ok": True})
         return "ok"
 
     def _next(self, task: str) -> Any:

@@ -68,6 +68,7 @@ class ScriptedAPI:
         self.refused: list[str] = []
         self.input_tokens = 0
         self.output_tokens = 0
+        self.embedding_requests: list[dict[str, Any]] = []
         self._positions: dict[str, int] = {}
 
     def _next(self, task: str) -> dict[str, Any]:
@@ -202,6 +203,24 @@ class FakeOpenAI(ScriptedAPI):
                     "completion_tokens": completion,
                     "total_tokens": prompt + completion,
                 },
+            }
+        )
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        """POST /v1/embeddings: a small deterministic vector per input text."""
+        body = await request.json()
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        self.embedding_requests.append(body)
+        data = [
+            {"object": "embedding", "index": i, "embedding": [1.0, float(len(str(t)) % 5), 0.5]}
+            for i, t in enumerate(texts)
+        ]
+        return web.json_response(
+            {
+                "object": "list",
+                "model": body.get("model", "e"),
+                "data": data,
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
             }
         )
 
@@ -373,7 +392,10 @@ async def model_api(
 
     cls, path, _, suffix = WIRES[wire]
     fake = cls(script, unsupported)
-    async with serve({path: fake.handle}) as base:
+    routes = {path: fake.handle}
+    if isinstance(fake, FakeOpenAI):
+        routes["/v1/embeddings"] = fake.embeddings
+    async with serve(routes) as base:
         yield fake, f"{base}{suffix}"
 
 
