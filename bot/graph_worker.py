@@ -5,7 +5,8 @@ It reads its settings from the socket ``FD``, builds the same graph as the chat 
 (model, knowledge base, web search, learned entries, a checkpointer on the same SQLite
 file; :func:`bot.runtime.graph_deps`), says ``ready`` and then runs graph runs as they
 come: ``("run", id, input, config, durability)`` streams ``("event", id, progress)`` for
-each custom progress event and ends with ``("done", id, values, llm_requests)`` or
+each custom progress event and ends with ``("done", id, values, llm_requests, input_tokens,
+output_tokens)`` or
 ``("error", id, exception)``; ``("cancel", id)`` cancels a run. It exits when the socket
 closes (the chat process stopped or died), so no worker outlives the bot; runs the chat
 process did not cancel first are cut off at once, saving nothing (:func:`_cut_off`).
@@ -41,7 +42,16 @@ class _LLMRequests:
             def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
                 count.n += 1
 
+            def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+                from bot.metrics import llm_result_tokens
+
+                used = llm_result_tokens(response)
+                count.input_tokens += used[0]
+                count.output_tokens += used[1]
+
         self.n = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
         self.handler = Handler()
 
 
@@ -88,7 +98,7 @@ async def serve(fd: int) -> int:
                         final = chunk
                     else:
                         writer.write(encode(("event", rid, chunk)))
-                writer.write(encode(("done", rid, final, counter.n)))
+                writer.write(encode(("done", rid, final, counter.n, counter.input_tokens, counter.output_tokens)))
             except Exception as exc:  # noqa: BLE001 - the chat process turns it into the apology
                 writer.write(encode(("error", rid, RemoteFailure.of(exc))))
             finally:

@@ -12,6 +12,8 @@ its own (no process-wide state; two runtimes in one test process do not mix):
   posted after a help request), ``help`` (paused for the experts), ``apology``;
 - ``threadwise_llm_calls_total``: chat-model requests, each retry counted (a LangChain
   callback on the graph run, so it counts what the model provider sees);
+- ``threadwise_llm_tokens_total{direction}``: tokens sent to the chat model (``input``) and
+  written by it (``output``), as its provider counted them (LangChain's ``usage_metadata``);
 - ``threadwise_turn_seconds{outcome}``: seconds from the start of a run (a question, an
   expert's reply) to its outcome, a histogram;
 - ``threadwise_runs_waiting``: questions waiting for a free run slot
@@ -60,9 +62,22 @@ class TurnObserver:
     def finished(self, platform: str, outcome: str, seconds: float) -> None:
         """A run ended with ``outcome`` (one of :data:`OUTCOMES`) after ``seconds``."""
 
-    def llm_requests(self, count: int) -> None:
+    def llm_requests(self, count: int, input_tokens: int = 0, output_tokens: int = 0) -> None:
         """A run on a graph worker (:mod:`bot.service.graph_pool`) made ``count`` chat-model
-        requests (in this process, :attr:`callbacks` count them as they start)."""
+        requests with these tokens (in this process, :attr:`callbacks` count them as they
+        start and end)."""
+
+
+def llm_result_tokens(response: Any) -> tuple[int, int]:
+    """``(input, output)`` tokens of one chat-model call's ``LLMResult`` (the usage metadata
+    of its messages; 0 when the provider reports none)."""
+    used = [0, 0]
+    for generations in getattr(response, "generations", None) or []:
+        for generation in generations:
+            usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
+            used[0] += int(usage.get("input_tokens") or 0)
+            used[1] += int(usage.get("output_tokens") or 0)
+    return used[0], used[1]
 
 
 class MetricsUnavailable(RuntimeError):
@@ -104,7 +119,11 @@ class PrometheusMetrics(TurnObserver):
         )
         self.waiting_runs = Gauge("threadwise_runs_waiting", "Questions waiting for a free run slot", registry=r)
         self.in_flight = Gauge("threadwise_runs_in_flight", "Graph runs in flight", registry=r)
+        self.llm_tokens = Counter(
+            "threadwise_llm_tokens", "Chat-model tokens, as the provider counted them", ["direction"], registry=r
+        )
         counter = self.llm_calls
+        tokens = self.llm_tokens
 
         class _LLMCalls(BaseCallbackHandler):
             """Counts chat-model (and completion-model) starts in the graph run."""
@@ -116,6 +135,11 @@ class PrometheusMetrics(TurnObserver):
 
             def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
                 counter.inc()
+
+            def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+                used = llm_result_tokens(response)
+                tokens.labels("input").inc(used[0])
+                tokens.labels("output").inc(used[1])
 
         self.callbacks.append(_LLMCalls())
 
@@ -136,8 +160,10 @@ class PrometheusMetrics(TurnObserver):
         self.outcomes.labels(platform, outcome).inc()
         self.latency.labels(outcome).observe(seconds)
 
-    def llm_requests(self, count: int) -> None:
+    def llm_requests(self, count: int, input_tokens: int = 0, output_tokens: int = 0) -> None:
         self.llm_calls.inc(count)
+        self.llm_tokens.labels("input").inc(input_tokens)
+        self.llm_tokens.labels("output").inc(output_tokens)
 
     def exposition(self) -> tuple[bytes, str]:
         """The registry in the Prometheus text format: ``(body, content type)``."""

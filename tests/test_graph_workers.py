@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import aiohttp
 import pytest
@@ -24,7 +23,7 @@ from tests.fakes.bot_process import child_pids
 from tests.fakes.mistral_stall import StallingMistral, mistral_server
 from tests.fakes.slack_api import FakeSlackAPI, SlackEvents, all_text, is_help_request
 from tests.test_recovery import CHANNEL, BotProcess, answers_in, deliver, mention
-from tests.test_slack_run import free_port, thread_posts
+from tests.test_slack_run import thread_posts
 
 WORKERS = "graph_workers = 2"
 
@@ -280,12 +279,16 @@ async def test_a_failure_in_a_worker_is_told_as_it_is_in_process(tmp_path, fake,
     whole cause chain in the worker (pickling would drop the chain)."""
     events = SlackEvents()
     async with mistral_server() as model:
-        target = model if fault == "401" else SimpleNamespace(base_url=f"http://127.0.0.1:{free_port()}/v1")
-        bot = BotProcess(tmp_path, fake, target, service=WORKERS)  # type: ignore[arg-type]
+        # the model answers at start (`run` checks it before serving), then fails
+        gone = mistral_server()
+        target = model if fault == "401" else await gone.__aenter__()
+        bot = BotProcess(tmp_path, fake, target, service=WORKERS)
         try:
             async with aiohttp.ClientSession() as session:
                 await bot.wait_ready(session)
                 model.status = 401
+                if fault == "no server":
+                    await gone.__aexit__(None, None, None)  # no model server listens any more
                 ts = fake.next_ts()
                 await deliver(session, bot, events, mention(ts, "how do I roll back a deploy?"), "Ev1")
                 await fake.wait_for(

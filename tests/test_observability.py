@@ -15,6 +15,7 @@ from pathlib import Path
 import aiohttp
 
 from tests.fakes.bot_process import BotProcess
+from tests.fakes.mistral_api import task_of
 from tests.fakes.mistral_stall import mistral_server, models_section
 from tests.fakes.slack_api import (
     BOT_TOKEN,
@@ -149,7 +150,9 @@ async def test_run_process_json_logs_health_and_metrics(tmp_path, fake: FakeSlac
 
     assert _metric(metrics, "threadwise_questions_total", platform="slack") == 1
     assert _metric(metrics, "threadwise_outcomes_total", platform="slack", outcome="answer") == 1
-    assert _metric(metrics, "threadwise_llm_calls_total") == len(model.requests) > 0
+    graph_calls = [r for r in model.requests if task_of(r) != "check"]  # `run` checked the model at start
+    assert _metric(metrics, "threadwise_llm_calls_total") == len(graph_calls) > 0
+    assert _metric(metrics, "threadwise_llm_tokens_total", direction="output") > 0
     assert _metric(metrics, "threadwise_turn_seconds_count", outcome="answer") == 1
     assert _metric(metrics, "threadwise_turn_seconds_sum", outcome="answer") > 0
     assert "threadwise_runs_waiting 0.0" in metrics and "threadwise_runs_in_flight 0.0" in metrics

@@ -99,7 +99,8 @@ class GraphPool:
             list[str] | None, "max_calls": int (LLM calls in flight per worker), "log_level":
             str, "log_format": str}`` (pickled to each worker).
         event_loop: ``[service] event_loop`` for the workers.
-        on_llm_requests: called with the number of LLM requests each run made (metrics).
+        on_llm_requests: called with the number of LLM requests each run made and their input
+            and output tokens (metrics).
     """
 
     def __init__(
@@ -107,7 +108,7 @@ class GraphPool:
         workers: int,
         init: dict[str, Any],
         event_loop: str = "auto",
-        on_llm_requests: Callable[[int], None] | None = None,
+        on_llm_requests: Callable[..., None] | None = None,
     ) -> None:
         self.workers = [_Worker(i) for i in range(max(1, workers))]
         self.init = init
@@ -247,7 +248,7 @@ class GraphPool:
                 elif kind == "done":
                     ended = True
                     if self.on_llm_requests is not None:
-                        self.on_llm_requests(int(message[3]))
+                        self.on_llm_requests(*(int(n) for n in message[3:6]))
                     yield "values", message[2]
                     return
                 elif kind == "error":

@@ -300,11 +300,13 @@ class Runs:
             )
         seconds = time.perf_counter() - t0
         log.info(
-            "%s%s in %.1fs, %d LLM calls, path %s",
+            "%s%s in %.1fs, %d LLM calls (%d input + %d output tokens), path %s",
             answer.kind,
             "" if posted else " NOT posted",
             seconds,
             values.get("llm_calls", 0),
+            values.get("input_tokens", 0),
+            values.get("output_tokens", 0),
             "->".join(answer.path),
             extra=for_thread(thread_key),
         )

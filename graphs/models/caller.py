@@ -204,7 +204,7 @@ class ModelCaller:
             self.limit.succeeded()
             return reply
         except Exception as exc:  # noqa: BLE001 - classify, then re-raise
-            if is_retryable(exc):
+            if is_retryable(exc) and not refused_method(exc):
                 raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
             raise
 

@@ -27,6 +27,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ValidationError
 
+from graphs.models.errors import RetryableError
 from graphs.models.limits import status_of
 from graphs.models.messages import content_text, extract_json
 
@@ -36,6 +37,8 @@ METHODS = ("json_schema", "function_calling", "json_mode", "prompt", "llamacpp")
 
 #: Words in a 400/422 error that show the server refused the structured-output method
 #: itself (not the messages).
+#: ... and in a 500 that is really the server's validation of the request.
+_VALIDATION_WORDS = ("response_format", "json_schema", "tool_choice", "'tools'")
 _METHOD_WORDS = (
     "response_format",
     "json_schema",
@@ -78,16 +81,20 @@ class MethodLadder:
 
 def refused_method(exc: BaseException) -> bool:
     """True when ``exc`` is a server's refusal of the structured-output method (HTTP 400,
-    404, 422 or 501 whose text names the response format, the schema or tools), or
-    LangChain saying the model class has no such method (``NotImplementedError``)."""
+    404, 422 or 501 whose text names the response format, the schema or tools; a 500 that
+    names the request's ``response_format`` or tools, as llama-cpp-python's server reports
+    its request validation), or LangChain saying the model class has no such method
+    (``NotImplementedError``)."""
+    while isinstance(exc, RetryableError) and exc.__cause__ is not None:
+        exc = exc.__cause__
     if isinstance(exc, NotImplementedError):
         return True
     status = status_of(exc)
-    if status not in (400, 404, 422, 501):
-        return False
     body = getattr(getattr(exc, "response", None), "text", "") or ""
     text = f"{exc} {body}".lower()
-    return any(word in text for word in _METHOD_WORDS)
+    if status in (400, 404, 422, 501):
+        return any(word in text for word in _METHOD_WORDS)
+    return status == 500 and any(word in text for word in _VALIDATION_WORDS)
 
 
 def schema_dict(schema: type[BaseModel]) -> dict[str, Any]:
