@@ -53,7 +53,7 @@ async def test_an_entry_learned_on_one_host_is_used_and_forgotten_on_another(tmp
     ):
         out = ConsoleResponder("b", show_status=False, show_answers=False)
         entry = await asyncio.to_thread(
-            a.service.learned.add, "Who approves a hotfix?", "The on-call lead approves every hotfix.", "Erik"
+            a.learned.add, "Who approves a hotfix?", "The on-call lead approves every hotfix.", "Erik"
         )
         await b.service.ask("console:b1", "who approves a hotfix?", out)
         assert out.answers[-1].kind == "answer" and "answered by Erik" in shown(out.answers[-1]), out.answers
@@ -67,6 +67,6 @@ async def test_an_entry_learned_on_one_host_is_used_and_forgotten_on_another(tmp
         before = len(out.answers)
         await b.service.ask("console:b2", "who approves a hotfix?", out)
         assert all("answered by Erik" not in shown(x) for x in out.answers[before:])  # no answer from it
-        assert a.service.learned.entries() == [] and b.service.learned.search(["hotfix approval"], 4) == []
+        assert a.learned.entries() == [] and b.learned.search(["hotfix approval"], 4) == []
         again = await asyncio.to_thread(cli, tmp_path / "cli", url, "forget", str(entry.id))
         assert again.returncode == 1 and f"There is no learned entry {entry.id}" in again.stderr
