@@ -19,7 +19,8 @@ from bot.platforms.console import run_console
 from tests.conftest import scripted_runtime, write_config
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.discord_gateway import DiscordHarness, FakeDiscord
-from tests.fakes.slack_api import TEAM_ID
+from tests.fakes.slack_api import TEAM_ID, SlackHarness
+from tests.fakes.slack_api import write_config as write_slack_config
 
 REPLY = ServiceSettings().empty_question_reply
 
@@ -132,3 +133,28 @@ def test_threadwise_ask_with_no_words(tmp_path, argument):
     out = json.loads(result.stdout)
     assert out["kind"] == "notice" and out["path"] == [] and out["llm_calls"] == 0, out
     assert out["notices"] == [REPLY], out
+
+
+async def test_an_expert_answer_or_remember_with_no_words_is_asked_for_words(tmp_path, fake):
+    """The same rule for what an expert gives the bot: ``answer: 🙂`` does not answer the help
+    request and ``remember: 👍`` saves nothing; both are told privately what is missing."""
+    not_grounded = json.dumps({"grounded": False, "useful": False, "feedback": "not supported"})
+    slack = await SlackHarness(
+        tmp_path, fake, write_slack_config(tmp_path, fake), ScriptedChatModel(script={"grade_answer": not_grounded})
+    ).open()
+    try:
+        request, ts = slack.mention("UASKER", "how do I ship a release?")
+        await slack.send(request, timeout=60)
+        key = f"slack:{TEAM_ID}:{slack.channel}:{ts}"
+        pending = await slack.runtime.service.pending_interrupt(key)
+        assert pending is not None
+        for text in ("answer: 🙂", "remember: 👍 ★"):
+            request, _ = slack.message("UEXPERT", text, thread_ts=ts)
+            await slack.send(request)
+        notes = [c.args.get("text", "") for c in fake.calls_to("chat.postEphemeral") if c.args.get("user") == "UEXPERT"]
+        assert any("Please include the answer" in n for n in notes), notes
+        assert any("Please include what to remember" in n for n in notes), notes
+        assert (await slack.runtime.service.pending_interrupt(key)).id == pending.id  # still waiting
+        assert slack.runtime.learned is None or slack.runtime.learned.entries() == []
+    finally:
+        await slack.close()

@@ -14,6 +14,7 @@ import logging
 from langgraph.types import Command
 
 from bot.chat.policy import HELP_REFUSAL
+from bot.chat.syntax import has_words
 from bot.logs import for_thread, with_log_context
 from bot.protocol import HumanAction, Responder
 from bot.service.apologies import Apologies
@@ -71,7 +72,7 @@ class HelpDesk:
     ) -> bool:
         """Claim a help request for one reply (atomic in the store). False, after telling the
         replier privately, when another reply or the timeout claimed it first."""
-        if parsed and parsed[0] == HumanAction.ANSWER and not parsed[1]:
+        if parsed and parsed[0] == HumanAction.ANSWER and not has_words(parsed[1]):
             await out.notify_private("Please include the answer, e.g. `answer: the setting is X`.")
             return False
         if await self._store.claim_interrupt(interrupt_id, key, by):

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from bot.chat.syntax import has_words
 from bot.failures import describe_failure
 from bot.logs import for_thread
 from bot.protocol import IncomingMessage, Responder
@@ -84,6 +85,9 @@ class Learning:
             return
         if self.learned is None:
             await out.notify_private("Learning is turned off ([learning] enabled = false in config.toml).")
+            return
+        if not has_words(text):
+            await out.notify_private("Please include what to remember, e.g. `remember: the setting is X`.")
             return
         values = await self._conversations.values(key) if await self._conversations.knows(key) else {}
         scope = self._scope_for(msg.platform, msg.channel, msg.channel_name) if self._scope_for else {}
