@@ -185,7 +185,7 @@ class Dispatcher:
         key = msg.thread_key
         kind = self._intake.kind(text)
         if kind is Kind.NO_WORDS:
-            log.info("message with no words from %s", msg.author_id, extra=for_thread(key))
+            log.info("empty question from %s", msg.author_id, extra=for_thread(key))  # no words
             await out.post_notice(self._intake.empty_question_reply)
             return None
         if kind is Kind.TOO_LONG:
