@@ -1169,6 +1169,17 @@ def _variable_of(loc: tuple[int | str, ...], layers: list[tuple[str, Mapping[str
     return "", ""
 
 
+def _with_variables(line: str, layers: list[tuple[str, Mapping[str, str | None]]]) -> str:
+    """A combination problem (naming keys as ``section.key``) with the variables that set any
+    of those keys appended, e.g. ``... (set by THREADWISE_GRAPH__MAX_GENERATIONS)``."""
+    found = []
+    for section, key in re.findall(r"\b([a-z_]+)\.([a-z_]+)\b", line):
+        variable, _ = _variable_of((section, key), layers)
+        if variable and variable not in found:
+            found.append(variable)
+    return f"{line} (set by {', '.join(found)})" if found else line
+
+
 def _format_layered_error(path: Path, err: ValidationError, layers: list[tuple[str, Mapping[str, str | None]]]) -> str:
     """:func:`_format_error`, naming the variable instead of the key where one set the value."""
     lines = []
@@ -1223,7 +1234,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
     except SettingsError as exc:  # a variable pydantic-settings cannot parse (checked above: not expected)
         raise ConfigError(f"environment: {exc}: {exc.__cause__}") from None
     settings = Settings.model_construct(_fields_set=layered.model_fields_set, **dict(layered))
-    problems = _combination_errors(cfg_path, settings)
+    problems = [_with_variables(line, layers) for line in _combination_errors(cfg_path, settings)]
     if problems:
         raise ConfigError("\n".join(problems))
     return settings

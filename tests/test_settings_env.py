@@ -204,3 +204,11 @@ def test_cli_bad_variable_exit_code_and_one_line(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "THREADWISE_GRAPH__MAX_GENERATIONS: Input should be a valid integer" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_settings_that_cannot_work_together_name_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("THREADWISE_GRAPH__MAX_GENERATIONS", "10")
+    with pytest.raises(ConfigError) as exc:
+        load_settings(config(tmp_path, "[graph]\nrecursion_limit = 20\n"))
+    assert "graph.recursion_limit = 20 is below" in str(exc.value)
+    assert str(exc.value).endswith("(set by THREADWISE_GRAPH__MAX_GENERATIONS)")
