@@ -312,7 +312,14 @@ def rank(
                 scores[rowid] -= value
                 hit[rowid] = True
     found = np.flatnonzero(hit)
-    if not len(found):
+    if not len(found) or limit <= 0:
         return []
-    order = np.argsort(-scores[found], kind="stable")[:limit]
+    values = -scores[found]
+    if len(found) > 4 * limit:
+        # only rows scoring at least the limit-th best can be returned: sort those alone (ties
+        # at the boundary included, so the stable order is the full sort's)
+        cut = np.partition(values, limit - 1)[limit - 1]
+        near = np.flatnonzero(values <= cut)
+        found, values = found[near], values[near]
+    order = np.argsort(values, kind="stable")[:limit]
     return [int(r) for r in found[order]]
