@@ -101,7 +101,9 @@ class IndexSnapshot:
                 f"file:{directory / 'chunks.sqlite'}?mode=ro", uri=True, check_same_thread=False
             )
             vec_path = directory / "vectors.npy"
-            self.vectors = np.load(vec_path) if vec_path.exists() else None
+            # mapped, not read: a generation opens at once whatever its size, and the pages are
+            # the page cache's, shared by every process serving the same generation
+            self.vectors = np.load(vec_path, mmap_mode="r") if vec_path.exists() else None
             self.count = int(self.manifest.get("chunks", 0))
             self.max_rowid = int(self.manifest.get("max_rowid", self.count))
             self.postings = self._postings()
@@ -174,6 +176,30 @@ class IndexSnapshot:
         else:
             top = np.argsort(-sims, kind="stable")
         return [int(i) + 1 for i in top]
+
+    def dense_many(self, query_vectors: np.ndarray | Sequence[np.ndarray], limit: int) -> list[list[int]]:
+        """:meth:`dense` for several query vectors with one pass over the vectors (a matrix
+        product): the scan is bound by memory bandwidth, so two queries cost about one."""
+        queries = np.atleast_2d(np.asarray(query_vectors, dtype=np.float32))
+        if (
+            self.vectors is None
+            or not len(self.vectors)
+            or not len(queries)
+            or self.vectors.shape[1] != queries.shape[1]
+            or limit <= 0
+        ):
+            return [[] for _ in range(len(queries))]
+        sims = self.vectors @ queries.T  # rows x queries
+        out = []
+        for col in range(sims.shape[1]):
+            column = sims[:, col]
+            if len(column) > limit:
+                best = np.argpartition(-column, limit - 1)[:limit]
+                top = best[np.argsort(-column[best], kind="stable")]
+            else:
+                top = np.argsort(-column, kind="stable")
+            out.append([int(i) + 1 for i in top])
+        return out
 
     def file_chunks(self, file: str, source: str | None = None) -> list[tuple[Chunk, np.ndarray | None]]:
         """Every chunk of document ``file`` (of ``source`` when given) in order, with its

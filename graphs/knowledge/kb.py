@@ -252,7 +252,7 @@ class KnowledgeBase:
                     str(exc).splitlines()[0][:200] if str(exc) else "",
                 )
             else:
-                ranked += [snap.dense(v, self.candidates) for v in (qv if qv is not None else [])]
+                ranked += snap.dense_many(qv, self.candidates) if qv is not None else []
                 weights += weights
         for extra, weight in rankings:  # e.g. the multilingual encoder's (graphs/knowledge/crosslingual.py)
             ranked.append(list(extra))
