@@ -185,28 +185,26 @@ def main() -> None:
         r["focus"] = sorted(signals.terms(row["question"]) - earlier - _FOLLOWUP_WORDS) if earlier else []
     t = time.perf_counter()
     if args.grid:
-        for budget in (600, 700, 800, 1000):
-            for nb, bf in ((1, 0), (1, 1), (2, 1), (3, 1)):
-                for prior in (0.0, 0.1, 0.2, 0.4):
-                    for cut in (0.4, 0.6):
-                        ex.SUPPORT_CUTOFF = cut
-                        tt = [
-                            totals(
-                                measure(per_row, brain, budget=budget, neighbours=nb, before=bf, doc_prior=prior)[
-                                    "rows"
-                                ][h::2]
-                            )
-                            for h in (0, 1)
-                        ]
-                        print(
-                            f"budget {budget} after {nb} before {bf} prior {prior} cut {cut}: "
-                            + " | ".join(
-                                f"facts {x['facts_found']} chars {x['median_answer_chars']} first300 "
-                                f"{x['first_fact_within_300']}"
-                                for x in tt
-                            ),
-                            flush=True,
+        for budget in (700,):
+            for la, lb in ((1, 0), (1, 1), (2, 0), (2, 1), (3, 0), (3, 1)):
+                for nb, bf in ((1, 1), (3, 1), (2, 0)):
+                    tt = [
+                        totals(
+                            measure(
+                                per_row, brain, budget=budget, neighbours=nb, before=bf, lead_after=la, lead_before=lb
+                            )["rows"][h::2]
                         )
+                        for h in (0, 1)
+                    ]
+                    print(
+                        f"lead {la} {lb} support {nb} {bf}: "
+                        + " | ".join(
+                            f"facts {x['facts_found']} chars {x['median_answer_chars']} first300 "
+                            f"{x['first_fact_within_300']}"
+                            for x in tt
+                        ),
+                        flush=True,
+                    )
         return
     report = measure(per_row, brain)
     vec_cache.parent.mkdir(parents=True, exist_ok=True)

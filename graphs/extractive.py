@@ -51,8 +51,10 @@ RERANK_TITLE_WEIGHT = 0.1  # weight of the question terms found in the file and 
 # answer shape
 INLINE_CODE_BONUS = 0.1  # added to the score of a sentence holding inline code (identifiers, settings)
 SUPPORT_CUTOFF = 0.4  # supporting passages start at sentences scoring at least this share of the lead's score
-NEIGHBOURS = 3  # sentences quoted after each chosen one
-BEFORE = 1  # sentences quoted before each chosen one (the cause before a matched symptom, the setting named first)
+NEIGHBOURS = 2  # sentences quoted after each supporting sentence
+BEFORE = 0  # sentences quoted before each supporting sentence
+LEAD_AFTER = 3  # sentences quoted after the lead sentence (its passage opens the answer)
+LEAD_BEFORE = 1  # sentences quoted before the lead sentence (the cause before a matched symptom)
 DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its sentences' scores
 ANSWER_CHARACTERS = 700  # default prose budget ([graph] answer_characters)
 MAX_CODE_CHARACTERS = 1200
@@ -473,6 +475,8 @@ class Extractive:
         neighbours: int | None = None,
         before: int | None = None,
         doc_prior: float | None = None,
+        lead_after: int | None = None,
+        lead_before: int | None = None,
     ) -> str:
         """An answer a reader takes in at a glance, quoting ``docs`` verbatim (whole
         sentences, never joined by "…"), each passage cited ``[n]`` (``n`` = 1-based
@@ -505,6 +509,8 @@ class Extractive:
         """
         neighbours = NEIGHBOURS if neighbours is None else neighbours
         before = BEFORE if before is None else before
+        lead_after = LEAD_AFTER if lead_after is None else lead_after
+        lead_before = LEAD_BEFORE if lead_before is None else lead_before
         doc_prior = DOC_PRIOR if doc_prior is None else doc_prior
         units = self.doc_units(docs)
         scored = self.score_units(questions, units)
@@ -553,10 +559,11 @@ class Extractive:
                     if x.doc == u.doc and not x.code and (x.para == u.para if u.list < 0 else x.list == u.list)
                 ]  # a bullet's list
                 at = para.index(u)
-                chosen = [x for x in para[max(0, at - before) : at] if (x.doc, x.pos) not in used and not x.heading]
+                back = before if n else lead_before
+                chosen = [x for x in para[max(0, at - back) : at] if (x.doc, x.pos) not in used and not x.heading]
                 chosen.append(u)
                 pos = u.pos
-                for _ in range(neighbours):  # the next sentences, across paragraphs, up to a block
+                for _ in range(neighbours if n else lead_after):  # the next sentences, up to a block
                     nxt = unit_at(u.doc, pos + 1)
                     if nxt is None or nxt.code or nxt.heading or (nxt.doc, nxt.pos) in used:
                         break

@@ -274,3 +274,34 @@ def test_eval_of_a_missing_file_says_so_in_one_line(tmp_path):
     result = _cli("eval", str(tmp_path / "no-such.jsonl"), "--config", str(cfg), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == f"threadwise eval: no such file: {tmp_path / 'no-such.jsonl'}", result.stderr
+
+
+def test_eval_shows_whole_answers_and_reports_their_length_and_first_fact(tmp_path):
+    """`threadwise eval --answers` prints each whole answer (not cut at 500 characters) and the
+    report gives each answer's length and where its first expected fact is."""
+    cfg = _scripted_config(tmp_path)
+    rows = [
+        {
+            "id": "a",
+            "kind": "kb",
+            "question": "what does the container need set before it boots?",
+            "expected_route": "vectorstore",
+            "sources": ["deploy/container.md"],
+            "answer_facts": ["REDIS_URI", "no such fact anywhere"],
+        }
+    ]
+    eval_file = tmp_path / "eval.jsonl"
+    eval_file.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    report = tmp_path / "report.json"
+    result = _cli(
+        "eval", str(eval_file), "--answers", "--json", str(report), "--config", str(cfg), cwd=tmp_path, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(report.read_text())["rows"]
+    totals = json.loads(report.read_text())["totals"]
+    assert row["outcome"] == "answer" and row["answer_chars"] == len(row["answer"]) > 0
+    assert row["first_fact_at"] == row["answer"].lower().index("redis_uri")
+    printed = result.stdout + result.stderr
+    assert all(line in printed for line in row["answer"].splitlines() if line.strip()), printed[-3000:]
+    assert totals["median_answer_chars"] == row["answer_chars"] and totals["answers_with_template_syntax"] == 0
+    assert f"first_fact_within_300: {1.0 if row['first_fact_at'] < 300 else 0.0}" in printed

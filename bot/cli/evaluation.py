@@ -25,6 +25,7 @@ def add_parsers(
     e.add_argument("file")
     e.add_argument("--json", metavar="PATH", help="write per-question rows and totals as JSON")
     e.add_argument("--limit", type=int, default=0, help="only the first N questions")
+    e.add_argument("--answers", action="store_true", help="print each question and its whole answer as it comes")
     e.set_defaults(handler=cmd_eval)
 
 
@@ -45,10 +46,23 @@ async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
         rows = rows[: args.limit]
 
     async def body(rt: Runtime) -> int:
-        report = await run_eval(rt, rows, out.err)
+        report = await run_eval(rt, rows, out.err, show_answers=args.answers)
         t = report["totals"]
         table = Table(title=f"eval: {args.file} ({t['questions']} questions)")
-        for col in ("id", "kind", "route", "r@1", "r@5", "facts", "calls", "tokens in/out", "outcome", "s"):
+        for col in (
+            "id",
+            "kind",
+            "route",
+            "r@1",
+            "r@5",
+            "facts",
+            "chars",
+            "1st fact",
+            "calls",
+            "tokens in/out",
+            "outcome",
+            "s",
+        ):
             table.add_column(col)
         for r in report["rows"]:
             table.add_row(
@@ -58,6 +72,8 @@ async def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
                 str(r["recall_at_1"] if r["recall_at_1"] is not None else "-"),
                 str(r["recall_at_5"] if r["recall_at_5"] is not None else "-"),
                 f"{r['facts_found']:.2f}" if r["facts_found"] is not None else "-",
+                str(r["answer_chars"]),
+                str(r["first_fact_at"]) if r["first_fact_at"] is not None else "-",
                 str(r["llm_calls"]),
                 f"{r['input_tokens']}/{r['output_tokens']}",
                 r["outcome"],
