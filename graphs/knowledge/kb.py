@@ -157,6 +157,21 @@ class KnowledgeBase:
     def is_built(self) -> bool:
         return self.snapshot is not None
 
+    def _other_embedder(self, snap: idx.IndexSnapshot) -> None:
+        """Say once per generation that its vectors come from another embedder (a replica
+        configured differently, or an embedder change not yet rebuilt): its vectors are never
+        compared with this embedder's query vectors, so search is keyword-only meanwhile."""
+        name = snap.directory.name
+        if getattr(self, "_warned_embedder", None) != name:
+            self._warned_embedder = name
+            log.warning(
+                "index generation %s was embedded with %s, this process embeds with %s: keyword search only "
+                "until it is rebuilt (replicas sharing an index need the same embedder)",
+                name,
+                snap.manifest.get("embedder"),
+                self.embedder_id,
+            )
+
     def needs_rebuild(self) -> bool:
         """True if there is no index, it was built with other chunking or embeddings, or a
         configured source was never synced into it (or one in it is no longer configured)."""
@@ -237,6 +252,8 @@ class KnowledgeBase:
         texts = list(weighted)
         ranked: list[list[int]] = [snap.keyword(q, self.candidates) for q in texts]
         weights = [weighted[q] for q in texts]
+        if self.embeddings is not None and snap.manifest.get("embedder") != self.embedder_id:
+            self._other_embedder(snap)
         if (
             self.embeddings is not None
             and snap.vectors is not None

@@ -359,7 +359,10 @@ def build_chat_model(
     from langchain.chat_models import init_chat_model
 
     try:
-        chat = init_chat_model(spec.model, model_provider=spec.provider, **kwargs)
+        if spec.provider == "openai" and spec.base_url:
+            chat = openai_compatible_class()(model=spec.model, **kwargs)
+        else:
+            chat = init_chat_model(spec.model, model_provider=spec.provider, **kwargs)
     except ImportError as exc:
         raise missing_package(spec.provider) from exc
     except ValueError as exc:  # an unknown provider, or a constructor's validation
@@ -367,6 +370,37 @@ def build_chat_model(
     if spec.provider == "mistralai":
         _pool_mistral_client(chat, seconds)
     return chat
+
+
+_OPENAI_COMPATIBLE: list[type] = []
+
+
+def openai_compatible_class() -> type:
+    """``ChatOpenAI`` for an OpenAI-compatible server (``base_url`` set), made once.
+
+    ChatOpenAI sends the completion budget as OpenAI's newer ``max_completion_tokens``;
+    servers that implement the older API read only ``max_tokens`` (llama-cpp-python's ignores
+    the new name and then writes until its context is full: a grammar-bound tool call of a
+    small model ran for minutes). The budget goes as ``max_tokens`` here, which OpenAI's API
+    and every compatible server read.
+
+    Raises:
+        ImportError: langchain-openai is not installed.
+    """
+    if not _OPENAI_COMPATIBLE:
+        from langchain_openai import ChatOpenAI
+
+        class ChatOpenAICompatible(ChatOpenAI):
+            """ChatOpenAI whose requests carry ``max_tokens`` (see :func:`openai_compatible_class`)."""
+
+            def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
+                payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+                if "max_completion_tokens" in payload:
+                    payload["max_tokens"] = payload.pop("max_completion_tokens")
+                return payload
+
+        _OPENAI_COMPATIBLE.append(ChatOpenAICompatible)
+    return _OPENAI_COMPATIBLE[0]
 
 
 def _pool_mistral_client(chat: Any, seconds: float) -> None:
@@ -469,6 +503,7 @@ class UnavailableChatModel(BaseChatModel):
 #: LangChain chat-model class names -> provider names (models built elsewhere, e.g. in tests).
 _CLASS_PROVIDERS = {
     "ChatOpenAI": "openai",
+    "ChatOpenAICompatible": "openai",
     "AzureChatOpenAI": "azure_openai",
     "ChatAnthropic": "anthropic",
     "ChatMistralAI": "mistralai",

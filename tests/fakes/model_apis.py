@@ -18,7 +18,8 @@ replies (consumed in order, the last repeats): a string (the content) or a dict 
   fields for Anthropic and Ollama, whose arguments are objects);
 - ``bad_json``: JSON content that is not valid JSON.
 
-Token usage is counted as characters / 4 (input: every message; output: the reply), and
+Token usage is counted as characters / 4 (input: the system prompt and every message's text,
+not tool definitions or schemas; output: the reply's text or tool arguments), and
 summed in ``input_tokens`` / ``output_tokens``, to compare with what the bot recorded.
 Each server also checks the request the way the real API would refuse it (400), e.g.
 Anthropic's alternation and tool_use/tool_result pairing; ``refused`` records those.
@@ -97,7 +98,10 @@ class ScriptedAPI:
         return _text(msgs[-1].get("content")) if msgs else ""
 
     def count(self, body: dict[str, Any], reply: str) -> tuple[int, int]:
-        chars = len(self.system_of(body)) + sum(len(_text(m.get("content"))) for m in body.get("messages", []))
+        # the system prompt is a message (OpenAI, Ollama) or the request's ``system`` field (Anthropic)
+        chars = len(_text(body.get("system") or "")) + sum(
+            len(_text(m.get("content"))) for m in body.get("messages", [])
+        )
         usage = (max(1, chars // CHARS_PER_TOKEN), max(1, len(reply) // CHARS_PER_TOKEN))
         self.input_tokens += usage[0]
         self.output_tokens += usage[1]
@@ -189,7 +193,8 @@ class FakeOpenAI(ScriptedAPI):
             message, finish = {"role": "assistant", "content": ""}, "content_filter"
         elif reply.get("refuse"):
             message = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
-        said = message.get("content") or json.dumps(message.get("tool_calls") or "")
+        calls = message.get("tool_calls") or []
+        said = message.get("content") or (calls[0]["function"]["arguments"] if calls else "")
         prompt, completion = self.count(body, said)
         return web.json_response(
             {
@@ -300,7 +305,8 @@ class FakeAnthropic(ScriptedAPI):
             blocks, stop = [{"type": "text", "text": content[:12]}], "max_tokens"
         if reply.get("refuse"):
             blocks, stop = [], "refusal"
-        prompt, completion = self.count(body, json.dumps(blocks))
+        said = "".join(b.get("text", "") if b["type"] == "text" else json.dumps(b["input"]) for b in blocks)
+        prompt, completion = self.count(body, said)
         return web.json_response(
             {
                 "id": f"msg_{len(self.requests)}",
@@ -341,7 +347,9 @@ class FakeOllama(ScriptedAPI):
             }
         if reply.get("cut"):
             message, done_reason = {"role": "assistant", "content": content[:12]}, "length"
-        prompt, completion = self.count(body, message.get("content") or json.dumps(message.get("tool_calls")))
+        calls = message.get("tool_calls") or []
+        said = message.get("content") or (json.dumps(calls[0]["function"]["arguments"]) if calls else "")
+        prompt, completion = self.count(body, said)
         model = body.get("model", "m")
         chunks = [
             {"model": model, "created_at": "2026-12-03T00:00:00Z", "message": message, "done": False},
