@@ -255,7 +255,7 @@ class Responder(Protocol):
     Methods are awaited in order by the ChatService.
 
     Adapters subclass this class: the optional abilities (:meth:`clear_status`,
-    :meth:`permalink`) then have their defaults here, and a platform overrides only what
+    :meth:`may_show`, :meth:`permalink`) then have their defaults here, and a platform overrides only what
     it can do (as errbot's ``ErrBot`` backend base class does).
     """
 
@@ -297,6 +297,12 @@ class Responder(Protocol):
     async def clear_status(self) -> None:
         """Take the status shown on the user's message off again (a message acknowledged on
         receipt that turned out not to be a new question). Default: the status stays."""
+        return None
+
+    async def may_show(self, status: Status) -> None:
+        """The user's message may already show ``status`` (an earlier delivery's: the
+        apology of a turn that failed and is now handled again), so the next status shown
+        replaces it. Default: nothing is known, nothing is replaced."""
         return None
 
     async def permalink(self) -> str:

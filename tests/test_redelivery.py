@@ -68,7 +68,7 @@ async def test_a_redelivery_after_a_failed_turn_is_answered(tmp_path, fake: Fake
         await harness.send(retry, timeout=60)
         posts = in_thread(harness, ts)
         assert len(posts) == 2 and "Here is the answer" in posts[1], posts
-        assert "white_check_mark" in harness.reactions_now(ts)
+        assert harness.reactions_now(ts) == ["white_check_mark"]  # the failure's apology is gone
 
         await harness.send(second_retry, timeout=60)  # answered now: a later retry is a duplicate
         assert len(in_thread(harness, ts)) == 2
@@ -98,7 +98,7 @@ async def test_a_redelivery_after_the_database_apology_is_answered(tmp_path, fak
                 break
         posts = in_thread(harness, ts)
         assert [p for p in posts if "Here is the answer" in p], posts
-        assert "white_check_mark" in harness.reactions_now(ts)
+        assert harness.reactions_now(ts) == ["white_check_mark"]
     finally:
         await harness.close()
 
@@ -140,6 +140,7 @@ async def test_a_redelivery_after_the_database_went_away_mid_run_is_answered(tmp
             if any("Here is the answer" in p for p in in_thread(harness, ts)):
                 break
         assert [p for p in in_thread(harness, ts) if "Here is the answer" in p], in_thread(harness, ts)
+        assert harness.reactions_now(ts) == ["white_check_mark"]
     finally:
         generate.release.set()
         await harness.close()

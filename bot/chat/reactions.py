@@ -116,6 +116,12 @@ class ReactionState:
                 self.shown.remove(old)
         return added
 
+    def assume(self, name: str) -> None:
+        """The message may already show ``name`` (left by an earlier delivery of it, e.g. the
+        apology of a turn that failed): the next change removes it like any other."""
+        if name and name not in self.shown:
+            self.shown.append(name)
+
     async def clear(self, *, remove: ReactionCall) -> None:
         """Remove every reaction the bot may have left (a message that turned out not to be
         a new question after its receipt was acknowledged). Failed removals stay recorded;

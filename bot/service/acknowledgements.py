@@ -45,6 +45,7 @@ class Acknowledgements:
         # message id -> (responder, slot promise) until its handling takes it
         self._pending: dict[str, tuple[Responder, SlotPromise]] = {}
         self._recent: OrderedDict[str, None] = OrderedDict()  # ids acknowledged or handled lately
+        self._failed: OrderedDict[str, None] = OrderedDict()  # ids whose turn failed (their apology shows)
 
     def plain_question(self, msg: IncomingMessage) -> bool:
         """True when ``msg`` is a new question by everything known in memory: words within
@@ -64,8 +65,12 @@ class Acknowledgements:
             self._recent.popitem(last=False)
 
     def forget(self, message_id: str) -> None:
-        """Forget ``message_id`` (its turn failed): a redelivery is acknowledged and handled again."""
+        """Forget ``message_id`` (its turn failed): a redelivery is acknowledged and handled
+        again, and its first status replaces the apology's."""
         self._recent.pop(message_id, None)
+        self._failed[message_id] = None
+        while len(self._failed) > ACKED_MEMORY:
+            self._failed.popitem(last=False)
 
     async def remember_recent(self) -> int:
         """Load the ids of the messages handled lately (see
@@ -88,6 +93,9 @@ class Acknowledgements:
         promise = self._slots.promise()
         self._pending[msg.message_id] = (out, promise)
         try:
+            if msg.message_id in self._failed:
+                del self._failed[msg.message_id]
+                await out.may_show(Status.APOLOGY)
             await out.set_status(Status.QUEUED if promise.queued else Status.RECEIVED)
         except Exception as exc:  # noqa: BLE001 - a status is best effort; the turn goes on
             log.warning("first status not shown: %s", describe_failure(exc), extra=for_thread(msg.thread_key))

@@ -190,6 +190,10 @@ class DiscordResponder(Responder):
         )
 
     # ------------------------------------------------------------------ status
+    async def may_show(self, status: Status) -> None:
+        """An earlier delivery's ``status`` reaction may be on the message: the next status replaces it."""
+        self._reactions.assume(str(getattr(self.settings.reactions, status.value)))
+
     async def set_status(self, status: Status) -> None:
         """Show ``status`` as the only Threadwise reaction on the user's message.
 

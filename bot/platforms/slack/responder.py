@@ -150,6 +150,10 @@ class SlackResponder(Responder):
             extra=for_thread(self.place.thread_key),
         )
 
+    async def may_show(self, status: Status) -> None:
+        """An earlier delivery's ``status`` reaction may be on the message: the next status replaces it."""
+        self._reactions.assume(self.reaction_for(status))
+
     async def clear_status(self) -> None:
         """Remove the status reactions from the user's message (best effort)."""
         if self.place.message_ts:
