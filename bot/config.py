@@ -26,7 +26,7 @@ import re
 import tempfile
 import tomllib
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -961,6 +961,48 @@ def secrets_dirs(env: Mapping[str, str] | None = None) -> list[Path]:
     env = os.environ if env is None else env
     extra = [d for d in env.get("THREADWISE_SECRETS_DIR", "").split(os.pathsep) if d.strip()]
     return [Path(d) for d in (*SECRETS_DIRS, *extra) if Path(d).is_dir()]
+
+
+#: The model providers' key variables (docs/choosing-a-model.md). Their clients read them
+#: from the environment; :func:`export_model_keys` brings them there from the ``.env`` file
+#: and the secret files too, as :class:`Secrets` reads its own.
+MODEL_KEY_VARIABLES = (
+    "OPENAI_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_ENDPOINT",
+    "OPENAI_API_VERSION",
+    "ANTHROPIC_API_KEY",
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+    "GROQ_API_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_DEFAULT_REGION",
+)
+
+
+def export_model_keys(env: MutableMapping[str, str] | None = None) -> list[str]:
+    """Set each of :data:`MODEL_KEY_VARIABLES` that the environment lacks from the ``.env``
+    file, else from a secret file of that name (:func:`secrets_dirs`; a later folder wins),
+    so the providers' clients find it where they look. Returns the names set (never values)."""
+    env = os.environ if env is None else env
+    from dotenv import dotenv_values
+
+    dotenv = dotenv_values(ENV_FILE) if Path(ENV_FILE).is_file() else {}
+    found = []
+    for name in MODEL_KEY_VARIABLES:
+        if env.get(name, "").strip():
+            continue
+        value = (dotenv.get(name) or "").strip()
+        for folder in secrets_dirs(env) if not value else ():
+            path = folder / name
+            if path.is_file():
+                value = path.read_text(encoding="utf-8", errors="replace").strip() or value
+        if value:
+            env[name] = value
+            found.append(name)
+    return found
 
 
 @dataclass(frozen=True)

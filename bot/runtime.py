@@ -421,6 +421,9 @@ async def open_runtime(
         ModelUnavailableError: the configured model cannot be built.
         KnowledgeBaseError: a knowledge source is missing.
     """
+    from bot.config import export_model_keys
+
+    export_model_keys()  # provider keys from .env or secret files, where the providers' clients look
     m = settings.models
     model, degraded = _chat_model(settings, secrets, chat_model)
     if isinstance(embeddings, str):  # "config"

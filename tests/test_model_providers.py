@@ -311,3 +311,21 @@ def test_auto_learns_the_other_providers_keys(tmp_path):
     )  # Mistral first, as before
     old = load_settings(write_config(tmp_path, extra='provider = "mistral"\nmistral_chat_model = "mistral-large"'))
     assert resolve_chat_spec(old.models, "m-key", env={}).name == "mistralai:mistral-large"
+
+
+def test_provider_keys_come_from_secret_files_too(tmp_path, monkeypatch):
+    """A key mounted as a file (Docker/Kubernetes secrets, THREADWISE_SECRETS_DIR) reaches the
+    provider's client, and auto picks its provider, as the environment variable would."""
+    from bot.config import export_model_keys
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "ANTHROPIC_API_KEY").write_text("sk-ant-from-file\n")
+    env = {"THREADWISE_SECRETS_DIR": str(secrets)}
+    assert export_model_keys(env) == ["ANTHROPIC_API_KEY"] and env["ANTHROPIC_API_KEY"] == "sk-ant-from-file"
+    settings = load_settings(write_config(tmp_path))
+    assert resolve_chat_spec(settings.models, "", env=env).name == "anthropic:claude-haiku-4-5"
+    monkeypatch.setenv("THREADWISE_SECRETS_DIR", str(secrets))
+    export_model_keys()
+    build_chat_model(load_settings(write_config(tmp_path, extra='chat_model = "anthropic:claude-haiku-4-5"')).models)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from bot.cli.output import out
-from bot.config import Secrets, Settings
+from bot.config import Secrets, Settings, export_model_keys
 
 
 def add_parsers(
@@ -27,6 +27,7 @@ async def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     from graphs.models.embeddings import embedding_choice
     from graphs.models.providers import resolve_chat_spec
 
+    export_model_keys()  # provider keys from .env or secret files, as `run` does
     secrets = Secrets.from_env()
     m = settings.models
     timeout = float(m.request_timeout_seconds)
