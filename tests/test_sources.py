@@ -265,6 +265,7 @@ def write_office_files(folder: Path) -> None:
     d = Docx()
     d.add_heading("Onboarding", 1)
     d.add_paragraph("Ask Priya for a walrus badge on your first day.")
+    d.add_paragraph("Bring your ferret passport", style="List Bullet")
     table = d.add_table(rows=2, cols=2)
     for (r, c), text in {(0, 0): "Tool", (0, 1): "Owner", (1, 0): "VPN", (1, 1): "IT desk"}.items():
         table.cell(r, c).text = text
@@ -322,6 +323,7 @@ def test_office_files_and_pdfs_become_searchable_markdown_and_bad_files_are_coun
         assert doc["url"] == f"https://intranet.example/handbook/{file}"
     # headings and tables survive the conversion
     docx = kb.search(["walrus badge"], k=1)[0]
+    assert "- Bring your ferret passport" in docx["text"]
     assert docx["title"] == "Onboarding" and "| VPN | IT desk |" in " ".join(
         d["text"] for d in kb.search(["VPN IT desk walrus"], k=2)
     )

@@ -8,10 +8,10 @@
   markdownify writes ATX headings, pipe tables and fenced code (its language from a
   ``language-*`` class). The encoding comes from the HTTP header, then ``<meta charset>``,
   then detection (charset-normalizer), so non-UTF-8 pages read correctly.
-- PDF, DOCX, PPTX and XLSX go through Microsoft's markitdown (pdfminer.six, mammoth,
-  python-pptx, openpyxl under it): headings and tables of office files are kept; a PDF
-  gives its text in reading order (PDFs carry no headings; see docs/knowledge-base.md for
-  why markitdown and not docling).
+- PDF, PPTX and XLSX go through Microsoft's markitdown (pdfminer.six, python-pptx,
+  openpyxl under it), DOCX through python-docx (:func:`_docx` says why): headings and
+  tables of office files are kept; a PDF gives its text in reading order (PDFs carry no
+  headings; see docs/knowledge-base.md for why markitdown and not docling).
 
 Template syntax (Liquid/Jinja tags, Hugo shortcodes, MDX imports and components) is removed
 by :func:`graphs.knowledge.templates.strip_templates` from Markdown, MDX and converted HTML,
@@ -275,11 +275,46 @@ def _why(exc: BaseException) -> str:
 
 
 def _docx(data: bytes) -> str:
-    """DOCX to Markdown through mammoth (Word's headings, lists and tables as HTML), as
-    markitdown does, without markitdown's equation pre-pass: with beautifulsoup4 4.15 that
-    pre-pass loses the ``w:`` namespace of the body, after which mammoth finds no body
-    ("Could not find the body element") in ordinary files, e.g. every file python-docx
-    writes, and it cost ~2.4 s per file. Equations are kept as their text."""
-    import mammoth
+    """DOCX to Markdown with python-docx: the body's paragraphs and tables in order; Word's
+    ``Title`` and ``Heading N`` styles become ATX headings, list styles ``-`` items, tables
+    pipe tables (first row as the header). Not markitdown's DOCX path (mammoth): its equation
+    pre-pass loses the ``w:`` namespace with beautifulsoup4 4.15, after which mammoth finds
+    no body ("Could not find the body element") in ordinary files, e.g. every file
+    python-docx writes; and mammoth alone took 1.5-2.4 s per file here (a pure-Python XML
+    parse of the style parts) against ~0.1 s for python-docx (lxml)."""
+    import docx
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
 
-    return html_to_markdown(mammoth.convert_to_html(io.BytesIO(data)).value)[1]
+    document = docx.Document(io.BytesIO(data))
+    out: list[str] = []
+    for element in document.element.body.iterchildren():
+        tag = element.tag.rsplit("}", 1)[-1]
+        if tag == "p":
+            paragraph = Paragraph(element, document)
+            text = " ".join(paragraph.text.split())
+            if not text:
+                continue
+            style = (paragraph.style.name if paragraph.style is not None else "") or ""
+            level = style.removeprefix("Heading").strip()
+            if style == "Title":
+                out.append(f"# {text}")
+            elif style.startswith("Heading") and level.isdigit():
+                out.append(f"{'#' * min(int(level), 6)} {text}")
+            elif "List" in style:
+                out.append(f"- {text}")
+            else:
+                out.append(text)
+        elif tag == "tbl":
+            rows = [
+                [" ".join(cell.text.split()).replace("|", "\\|") for cell in row.cells]
+                for row in Table(element, document).rows
+            ]
+            rows = [r for r in rows if any(r)]
+            if rows:
+                width = max(len(r) for r in rows)
+                rows = [r + [""] * (width - len(r)) for r in rows]
+                lines = ["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * width]
+                lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+                out.append("\n".join(lines))
+    return "\n\n".join(out) + "\n"
