@@ -188,7 +188,7 @@ async def test_start_up_keeps_the_last_good_generation_when_a_rebuild_fails(tmp_
     settings = load_settings(_config(tmp_path, base, src))
     async with open_runtime(settings, Secrets(mistral_api_key="test-key"), chat_model=ScriptedChatModel()) as rt:
         good = rt.knowledge.stats()
-    assert good["embedder"] == "mistralai:mistral-embed"  # LangChain's provider name
+    assert good["embedder"] == "mistral:mistral-embed"  # the id indexes were built under: kept on upgrade
     fake.budget = 50  # the API now refuses everything; the chunking changed, so a rebuild is due
     settings = load_settings(_config(tmp_path, base, src, chunk_size=500))
     async with open_runtime(settings, Secrets(mistral_api_key="test-key"), chat_model=ScriptedChatModel()) as rt:

@@ -156,7 +156,7 @@ async def test_a_killed_reindex_leaves_the_live_index_and_no_lock(tmp_path):
         rc, text = await finish(await run_cli(config, env={"MISTRAL_API_KEY": "test-key"}))
     assert rc == 0, text
     assert assert_complete(index) != live
-    assert reader.stats()["embedder"] == "mistralai:mistral-embed"
+    assert reader.stats()["embedder"] == "mistral:mistral-embed"
 
 
 @pytest.mark.parametrize(

@@ -145,6 +145,9 @@ def build_embeddings(
     base_url = _embedding_base_url(models_cfg, provider)
     embedder_id = f"{provider}:{model}"
     if provider == "mistralai":
+        # the id indexes were built under before any provider could be named: an upgrade keeps
+        # their vectors instead of paying to embed the whole knowledge base again
+        embedder_id = f"mistral:{model}"
         key = mistral_api_key or env.get("MISTRAL_API_KEY", "").strip()
         if not key:
             raise ModelUnavailableError(f"{chosen_by} is {embedder_id!r} but MISTRAL_API_KEY is not set")
