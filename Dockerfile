@@ -59,8 +59,10 @@ LABEL org.opencontainers.image.title="Threadwise" \
       org.opencontainers.image.description="Team Q&A bot for Slack and Discord (adaptive RAG)" \
       org.opencontainers.image.licenses="Apache-2.0" \
       io.threadwise.variant="${VARIANT}"
-RUN if [ -n "$SYSTEM_PACKAGES" ]; then \
-      apt-get update && apt-get install -y --no-install-recommends $SYSTEM_PACKAGES && rm -rf /var/lib/apt/lists/*; \
+# the offline variant's llama.cpp and PyTorch load the OpenMP runtime (libgomp1: not a compiler)
+RUN packages="$SYSTEM_PACKAGES"; [ "$VARIANT" = hosted ] || packages="libgomp1 $packages"; \
+    if [ -n "$packages" ]; then \
+      apt-get update && apt-get install -y --no-install-recommends $packages && rm -rf /var/lib/apt/lists/*; \
     fi
 # uid and gid 10001: what deploy/kubernetes/deployment.yaml's securityContext names
 RUN groupadd --system --gid 10001 threadwise \
