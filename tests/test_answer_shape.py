@@ -144,3 +144,37 @@ def test_the_greeting_names_the_knowledge_base_not_its_folder(tmp_path):
     assert describe_sources([str(docs), str(plain), str(tmp_path / "empty")]) == (
         "the documentation in Acme Staff Handbook (handbook), Team notes (notes), empty"
     )
+
+
+async def test_a_chat_models_wall_of_text_is_sent_back_and_the_short_answer_posted(settings):
+    """With a chat model (any provider): the writer is asked for the shape and the budget, and a
+    draft far past it is checked as not useful (its shape), whatever the model's own grader says."""
+    import uuid
+
+    from bot.platforms.console import ConsoleResponder
+    from bot.protocol import IncomingMessage
+    from tests.conftest import scripted_runtime
+
+    wall = "The container needs REDIS_URI and DATABASE_URI set before it boots [1]. " + (
+        "It also reads many other settings, described at length in the sources [1]. " * 30
+    )
+    short = "Set REDIS_URI and DATABASE_URI before it boots [1].\n\nMore in [1]."
+    async with scripted_runtime(settings, {"generate": [wall, short]}) as (rt, model):
+        out = ConsoleResponder("t", show_status=False, show_answers=False)
+        message = IncomingMessage(
+            platform="console",
+            thread_key="console:t",
+            message_id=uuid.uuid4().hex,
+            author_id="ana",
+            author_name="ana",
+            text="what does the container need to boot?",
+            is_expert=True,
+            is_admin=False,
+        )
+        await rt.service.handle(message, out)
+        values = await rt.service.thread_values("console:t")
+    [answer] = out.answers
+    assert answer.text.startswith("Set REDIS_URI and DATABASE_URI") and len(answer.text) < 200, answer.text
+    assert values["path"].count("generate") == 2, values["path"]
+    generate_prompts = [str(m[0].content) for task, m in model.calls if task == "generate"]
+    assert all("about 700 characters" in p for p in generate_prompts)
