@@ -57,7 +57,7 @@ from graphs.learned import LearnedStore
 from graphs.state import RAGState
 
 
-class AdminCommands(Commands, Protocol):
+class Admin(Commands, Protocol):
     """The admin commands as the service uses them (:class:`bot.admin.AdminCommands`)."""
 
     def parse(self, text: str) -> str | None:
@@ -92,7 +92,7 @@ class ChatService:
         self,
         graph: RAGGraph,
         store: BookkeepingStore,
-        admin: AdminCommands,
+        admin: Admin,
         settings: Settings,
         *,
         max_concurrent_runs: int | None = None,
