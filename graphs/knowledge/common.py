@@ -85,17 +85,22 @@ class SourceReport:
     synced: bool = True
 
     def summary(self) -> str:
-        """One line: ``"handbook: 3 added, 1 updated, 0 removed, 40 unchanged; 2 problems (41 documents, 380 chunks)"``
-        or ``"handbook: FAILED: <why> (kept 41 documents)"``."""
+        """One line: ``"handbook: 3 added, 1 updated, 0 removed, 40 unchanged; 2 problems (41 documents,
+        380 chunks, 0.4 s)"`` or ``"handbook: FAILED: <why> (kept 41 documents, 380 chunks)"``."""
+        kept = f"{_count(self.documents, 'document')}, {_count(self.chunks, 'chunk')}"
         if not self.ok:
-            return f"{self.name}: FAILED: {self.error} (kept {self.documents} documents, {self.chunks} chunks)"
-        extra = f"; {len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}" if self.problems else ""
+            return f"{self.name}: FAILED: {self.error} (kept {kept})"
+        extra = f"; {_count(len(self.problems), 'problem')}" if self.problems else ""
         extra += f"; {self.skipped} skipped" if self.skipped else ""
         return (
             f"{self.name}: {self.added} added, {self.updated} updated, {self.removed} removed, "
-            f"{self.unchanged} unchanged{extra} ({self.documents} documents, {self.chunks} chunks, "
-            f"{self.seconds:.1f} s)"
+            f"{self.unchanged} unchanged{extra} ({kept}, {self.seconds:.1f} s)"
         )
+
+
+def _count(n: int, noun: str) -> str:
+    """``"1 document"``, ``"2 documents"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 @dataclass
