@@ -293,7 +293,9 @@ async def test_redelivered_channel_mention_reuses_its_thread_and_answers_once(fa
 
 
 # ---------------------------------------------------------------------------- outbound
-async def test_long_answer_with_code_is_split_in_order_under_2000_characters(fake, open_bot):
+async def test_long_answer_with_code_is_split_in_order_under_2000_characters(fake, open_bot, monkeypatch):
+    # a team that allows long answers: the shape check must let them through, and the split must hold
+    monkeypatch.setenv("THREADWISE_GRAPH__ANSWER_CHARACTERS", "20000")
     code = "```bash\n" + "\n".join(f"tw deploy --step {i:03d} --env prod --wait" for i in range(80)) + "\n```"
     long_answer = (
         "\n\n".join(["Deploying takes three steps [1]. " + "Check the CI status first. " * 20] * 3)
@@ -318,7 +320,8 @@ async def test_long_answer_with_code_is_split_in_order_under_2000_characters(fak
     assert all(r.status < 400 for r in fake.calls("POST", f"/channels/{thread_id}/messages"))
 
 
-async def test_bursts_are_paced_by_discord_rate_limits_without_429(tmp_path):
+async def test_bursts_are_paced_by_discord_rate_limits_without_429(tmp_path, monkeypatch):
+    monkeypatch.setenv("THREADWISE_GRAPH__ANSWER_CHARACTERS", "20000")  # six long paragraphs pass the shape check
     fake = await FakeDiscord(message_rate=(2, 0.6)).start()  # 2 messages per 0.6 s per channel
     try:
         long_answer = "\n\n".join(f"Paragraph {i}: " + "word " * 300 for i in range(6))
