@@ -326,6 +326,36 @@ def _chat_model(settings: Settings, secrets: Secrets, given: BaseChatModel | Non
         return UnavailableChatModel(reason=str(exc)), str(exc)
 
 
+async def check_chat_model(settings: Settings, secrets: Secrets, model: BaseChatModel) -> None:
+    """Call a chat model behind an API once, within ``[models] request_timeout_seconds``
+    (the call ``threadwise models check`` makes, as text). A busy or slow provider (429,
+    5xx, timeout) is logged and start-up goes on; the in-process offline model is not called
+    (its backend was checked when it was built).
+
+    Raises:
+        ModelUnavailableError: one line ``Configuration error: chat model NAME: CAUSE`` when a
+            wrong key, base URL or model name means no question could be answered.
+    """
+    from graphs.models import model_kind
+    from graphs.models.check import probe_chat
+
+    if model_kind(model) != "hosted":
+        return
+    from langsmith import tracing_context
+
+    spec = resolve_chat_spec(settings.models, secrets.mistral_api_key)
+    with tracing_context(enabled=False):  # a start-up check, not a question: no trace of its own
+        probe = await probe_chat(
+            model, timeout=settings.models.request_timeout_seconds, structured=False, base_url=spec.base_url
+        )
+    if probe.ok:
+        log.info("chat model %s answered in %.2f s", probe.name, probe.seconds)
+    elif probe.fatal:
+        raise ModelUnavailableError(f"Configuration error: chat model {probe.name}: {probe.detail}")
+    else:
+        log.warning("chat model %s did not answer the start-up check (%s): starting anyway", probe.name, probe.detail)
+
+
 async def graph_deps(
     settings: Settings,
     secrets: Secrets,
@@ -400,6 +430,7 @@ async def open_runtime(
     graph_workers: bool = False,
     sync_schedule: bool = False,
     observer: TurnObserver | None = None,
+    check_model: bool = False,
 ) -> AsyncIterator[Runtime]:
     """Open everything for the process lifetime; close it on exit.
 
@@ -416,9 +447,12 @@ async def open_runtime(
         sync_schedule: sync the ``[[sources]]`` that have a ``schedule`` in the background
             (``threadwise run``), one sync at a time across replicas (:mod:`bot.sync`).
         observer: the service's metrics (:class:`bot.metrics.PrometheusMetrics`); None: none kept.
+        check_model: call a hosted chat model once (:func:`check_chat_model`) before the index
+            build and the graph workers, so a wrong key, base URL or model name stops at once.
 
     Raises:
-        ModelUnavailableError: the configured model cannot be built.
+        ModelUnavailableError: the configured model cannot be built, or (``check_model``) a
+            wrong key, base URL or model name means it cannot answer.
         KnowledgeBaseError: a knowledge source is missing.
     """
     from bot.config import export_model_keys
@@ -426,6 +460,12 @@ async def open_runtime(
     export_model_keys()  # provider keys from .env or secret files, where the providers' clients look
     m = settings.models
     model, degraded = _chat_model(settings, secrets, chat_model)
+    if check_model and chat_model is None:
+        try:
+            await check_chat_model(settings, secrets, model)
+        except BaseException:
+            await close_chat_model(model)
+            raise
     if isinstance(embeddings, str):  # "config"
         emb, emb_id = build_embeddings(settings.knowledge.embeddings, m, secrets.mistral_api_key)
     else:

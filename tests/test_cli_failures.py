@@ -1,5 +1,5 @@
 """A failing command says what failed in one line and exits non-zero: a refused API key,
-an unreachable model server and a storage problem are told apart (storage cases:
+an unreachable model server (both found at start, exit 2) and a storage problem are told apart (storage cases:
 tests/test_storage.py)."""
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ async def test_a_refused_key_is_named_as_such(tmp_path):
         code, output, _ = await run_cli(
             ["ask", "how do I roll back a deploy?", "--config", str(cfg)], {"MISTRAL_API_KEY": "wrong"}
         )
-    assert code == 1, output
-    assert "failed: auth:" in output and "refused the key" in output, output
-    assert "storage" not in output
+    # found by the start-up call, before any question is tried
+    assert code == 2, output
+    assert "the API key was refused (HTTP 401)" in output and "check MISTRAL_API_KEY" in output, output
+    assert "storage" not in output and len(output.strip().splitlines()) == 1, output
 
 
 async def test_an_unreachable_model_server_is_named_as_the_network(tmp_path):
@@ -34,9 +35,9 @@ async def test_an_unreachable_model_server_is_named_as_the_network(tmp_path):
     code, output, _ = await run_cli(
         ["ask", "how do I roll back a deploy?", "--config", str(cfg)], {"MISTRAL_API_KEY": "k"}
     )
-    assert code == 1, output
-    assert "failed: network:" in output and "check the network" in output, output
-    assert "storage" not in output
+    assert code == 2, output
+    assert "cannot connect at http://127.0.0.1:" in output and "check base_url" in output, output
+    assert "storage" not in output and len(output.strip().splitlines()) == 1, output
 
 
 @pytest.mark.parametrize("command", [["ask", "how do I deploy?"], ["console"], ["reindex"]])

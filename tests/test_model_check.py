@@ -52,13 +52,18 @@ async def test_a_wrong_key_or_model_is_one_line_and_exit_2(tmp_path, status, sai
     assert "Traceback" not in output
 
 
-@pytest.mark.parametrize("command", [["models", "check"], ["run"]])
+@pytest.mark.parametrize("command", [["models", "check"], ["run"], ["ask", "how do I deploy?"], ["console"]])
 async def test_a_wrong_base_url_is_one_line_and_exit_2(tmp_path, command):
+    """Before the knowledge index is built or a graph worker started: one line, exit 2."""
     base = f"http://127.0.0.1:{free_port()}/v1"
     cfg = config(tmp_path, f'chat_model = "openai:test-model"\nbase_url = "{base}"\n')
     code, output, _ = await run_cli([*command, "--config", str(cfg)], KEY)
     assert code == 2, output
     assert f"cannot connect at {base}" in output and "check base_url" in output, output
+    assert ".:" not in output, output
+    if command[0] != "models":  # `models check` reports each part on its line
+        assert len(output.strip().splitlines()) == 1, output
+    assert not (tmp_path / "data" / "index").exists() or not any((tmp_path / "data" / "index").iterdir())
 
 
 async def test_a_provider_package_not_installed_is_named_with_its_pip_command(tmp_path):

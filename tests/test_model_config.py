@@ -90,4 +90,4 @@ async def test_a_fractional_request_timeout_reaches_the_model(tmp_path, seconds,
     assert code == 0, err
     result = json.loads(out)
     assert result["answer"] == "Hello from Mistral." and result["kind"] == "direct"
-    assert fake.tasks() == ["route", "direct"]
+    assert fake.tasks() == ["check", "route", "direct"]  # the start-up call, then the question

@@ -154,7 +154,9 @@ async def test_langsmith_receives_the_traces_of_a_real_process(tmp_path):
     meta = langsmith.metadata(root)
     assert (meta["thread_key"], meta["platform"], meta["kind"]) == ("console:traced", "console", "question")
     model_runs = [r for r in langsmith.runs.values() if r.get("run_type") == "llm"]
-    assert len(model_runs) == len(model.requests) > 0
+    # the start-up check of the model (TASK: check) is not a question: no trace of its own
+    questions = [r for r in model.requests if not r["messages"][0]["content"].startswith("TASK: check")]
+    assert len(model_runs) == len(questions) == len(model.requests) - 1 > 0
     assert all(
         r["trace_id"] == root["id"] and langsmith.metadata(r)["thread_key"] == "console:traced" for r in model_runs
     )

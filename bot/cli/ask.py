@@ -85,7 +85,7 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             return 1
         return 0
 
-    return await with_runtime(settings, args.source, body)
+    return await with_runtime(settings, args.source, body, check_model=True)
 
 
 async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
@@ -97,4 +97,4 @@ async def cmd_console(args: argparse.Namespace, settings: Settings) -> int:
             await run_console(rt, thread=args.thread, stop=stop)
         return 0
 
-    return await with_runtime(settings, args.source, body)
+    return await with_runtime(settings, args.source, body, check_model=True)

@@ -68,30 +68,6 @@ def slack_partial_tokens(secrets: Secrets) -> bool:
     return bool(secrets.slack_bot_token or secrets.slack_app_token or secrets.slack_signing_secret)
 
 
-async def chat_model_answers(rt: Runtime) -> bool:
-    """Call a chat model behind an API once before serving: False (after one line naming the
-    cause) when a wrong key, base URL or model name means no question could be answered; a
-    busy or slow provider (429, 5xx, timeout) is logged and the bot starts anyway. The
-    in-process offline model is not called (its backend was checked when it was built)."""
-    from graphs.models import model_kind, resolve_chat_spec
-    from graphs.models.check import probe_chat
-
-    if model_kind(rt.chat_model) != "hosted":
-        return True
-    spec = resolve_chat_spec(rt.settings.models, rt.secrets.mistral_api_key)
-    probe = await probe_chat(
-        rt.chat_model, timeout=rt.settings.models.request_timeout_seconds, structured=False, base_url=spec.base_url
-    )
-    if probe.ok:
-        log.info("chat model %s answered in %.2f s", probe.name, probe.seconds)
-    elif probe.fatal:
-        out.err.print(f"Configuration error: chat model {probe.name}: {probe.detail}", style="red", markup=False)
-        return False
-    else:
-        log.warning("chat model %s did not answer the start-up check (%s): starting anyway", probe.name, probe.detail)
-    return True
-
-
 def add_parsers(
     sub: argparse._SubParsersAction, common: argparse.ArgumentParser, source: argparse.ArgumentParser
 ) -> None:
@@ -132,8 +108,6 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             )
 
     async def body(rt: Runtime) -> int:
-        if not await chat_model_answers(rt):
-            return 2
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         log.info("event loop: %s", type(loop).__module__.split(".")[0])  # uvloop or asyncio ([service] event_loop)
@@ -197,7 +171,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return 0
 
     try:
-        return await with_runtime(settings, None, body, graph_workers=True, observer=metrics)
+        return await with_runtime(settings, None, body, graph_workers=True, observer=metrics, check_model=True)
     finally:
         for sock in sockets.values():
             sock.close()

@@ -22,6 +22,7 @@ async def with_runtime(
     build_index: bool = True,
     graph_workers: bool = False,
     observer: TurnObserver | None = None,
+    check_model: bool = False,
 ) -> int:
     """Open the runtime (:func:`bot.runtime.open_runtime`), run ``body`` with it, close it.
 
@@ -33,6 +34,8 @@ async def with_runtime(
         graph_workers: start ``[service] graph_workers`` worker processes and the sources'
             sync schedule (``run`` only: a long-lived server).
         observer: the service's metrics (``run`` with ``[monitoring] metrics_port``); None: none kept.
+        check_model: call a hosted chat model once before the index build (``run``, ``ask``,
+            ``console``): a wrong key, base URL or model name stops at once, exit code 2.
 
     Returns:
         ``body``'s exit code.
@@ -52,6 +55,7 @@ async def with_runtime(
             graph_workers=graph_workers,
             sync_schedule=graph_workers,
             observer=observer,
+            check_model=check_model,
         )
         runtime = await cm.__aenter__()
     try:

@@ -72,7 +72,9 @@ def explain(exc: BaseException, name: str, base_url: str = "", key_names: tuple[
     exc = _root(exc)
     status = status_of(exc)
     where = f" at {base_url}" if base_url else ""
-    text = " ".join(str(exc).split())[:200]
+    # the library's own sentence ends in a full stop ("Connection error."): dropped once
+    # here, where it is followed by our ": check ..."
+    text = " ".join(str(exc).split())[:200].rstrip(" .:;,")
     keys = " or ".join(key_names) or "the provider's API key"
     if isinstance(exc, ModelUnavailableError):
         return str(exc), True
