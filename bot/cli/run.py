@@ -147,9 +147,15 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             # Ctrl-C at the prompt: one line and 130, as in `console` (removing the loop's handler
             # left SIGINT at SIG_DFL: a silent kill)
             signal.signal(signal.SIGINT, interrupted)
+            from graphs.models import model_name
+
+            logged = (
+                "every event is logged" if args.verbose else "from here on only warnings are logged (-v: every event)"
+            )
             out.err.print(
-                "No SLACK_* or DISCORD_TOKEN set: starting the console chat (offline default; only "
-                "warnings are logged here, -v logs every event)."
+                f"No SLACK_* or DISCORD_TOKEN set: starting the console chat with the chat model "
+                f"{model_name(rt.chat_model)}; {logged}.",
+                markup=False,
             )
             if not args.verbose:  # the chat and the event log would share one terminal
                 logging.getLogger().setLevel(max(logging.WARNING, logging.getLogger().level))
