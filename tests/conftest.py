@@ -176,3 +176,12 @@ async def tavily() -> AsyncIterator[FakeTavily]:
     async with serve({"/search": fake.search}) as base_url:
         fake.base_url = base_url
         yield fake
+
+
+@pytest.fixture
+def long_answers(monkeypatch):
+    """A team that allows long answers ([graph] answer_characters at its maximum, set through
+    THREADWISE_GRAPH__ANSWER_CHARACTERS), so a model's long draft is posted rather than sent back
+    by the answer-shape check: for tests of what happens to long answers (splitting, escaping).
+    Request it before the fixture that opens the bot, so the setting is read at open."""
+    monkeypatch.setenv("THREADWISE_GRAPH__ANSWER_CHARACTERS", "20000")

@@ -95,13 +95,6 @@ def test_broadcast_words_never_read_as_broadcasts(word):
     assert BROADCAST.findall(text) == [] and "\u2060" in text
 
 
-@pytest.fixture
-def long_answers(monkeypatch):
-    """A team that allows long answers ([graph] answer_characters at its maximum), so a model's
-    long draft is posted rather than sent back by the shape check. Requested before ``slack``."""
-    monkeypatch.setenv("THREADWISE_GRAPH__ANSWER_CHARACTERS", "20000")
-
-
 async def test_an_answer_full_of_special_tokens_notifies_nobody(long_answers, slack):
     slack.model.script["generate"] = hostile_markdown()
     req, ts = slack.mention("UASKER", "how do I deploy?")

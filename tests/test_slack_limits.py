@@ -19,7 +19,7 @@ def long_answer() -> tuple[str, list[str]]:
     return md, paragraphs[:8] + code + paragraphs[8:]
 
 
-async def test_answer_of_12000_characters_is_split_in_order_with_balanced_fences(slack):
+async def test_answer_of_12000_characters_is_split_in_order_with_balanced_fences(long_answers, slack):
     md, lines = long_answer()
     assert 11_500 < len(md) < 13_000
     slack.model.script["generate"] = md
