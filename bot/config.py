@@ -466,7 +466,7 @@ class ServiceSettings(_Section):
         description='When a run\'s state is saved (LangGraph durability): "exit" = when it ends or pauses '
         "for a human (a crash mid-run starts the question again: its model calls are made "
         'again); "async" = after every step too (a crash continues from the last step; every '
-        'step costs a checkpoint write: ~25% more CPU per question, bench/README.md); "sync" = '
+        'step costs a checkpoint write, extra CPU on every question); "sync" = '
         "every step, waited for.",
     )
     max_question_characters: int = Field(
@@ -482,8 +482,8 @@ class ServiceSettings(_Section):
     )
     event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
         "auto",
-        description='The asyncio event loop every adapter runs on: "uvloop" (libuv, C: less CPU per question '
-        'under load, bench/README.md), "asyncio" (the standard library\'s), '
+        description='The asyncio event loop every adapter runs on: "uvloop" (libuv, in C: less of the loop\'s own '
+        'CPU per question under load), "asyncio" (the standard library\'s), '
         'or "auto" = uvloop when it is installed (Linux, macOS), else asyncio.',
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(

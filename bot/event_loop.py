@@ -2,7 +2,7 @@
 
 uvloop (https://github.com/MagicStack/uvloop) implements asyncio's loop on libuv in C. Under
 load the bot's CPU is the event loop's own bookkeeping (scheduling callbacks and tasks,
-selector calls, socket writes: about a quarter of the samples in bench/README.md's profiles)
+selector calls, socket writes: a large share of a profile's samples)
 plus the libraries on top; uvloop does the first part in C. Everything the bot runs on
 (aiohttp, httpx/anyio, aiosqlite, discord.py, slack_sdk) supports it.
 """

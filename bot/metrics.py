@@ -33,7 +33,7 @@ from typing import Any
 OUTCOMES = ("answer", "direct", "human", "help", "apology")
 
 #: Latency buckets in seconds: an answer from a hosted model takes 2-20 s, the offline
-#: model up to minutes, a help request's resume a few seconds (bench/README.md).
+#: model up to minutes, a help request's resume a few seconds.
 LATENCY_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 
 

@@ -177,7 +177,7 @@ def resolve_graders(graders: str, model: BaseChatModel) -> str:
 #: runs one call at a time; a hosted API takes many (its 429s shrink the call limit, see
 #: :class:`graphs.models.AdaptiveLimit`), so a fixed small cap would be the bottleneck.
 #: Runs: 128 per process that runs the graph (the chat process, or each graph worker), so a
-#: burst of questions does not wait in waves of a few dozen runs (measured in bench/README.md).
+#: burst of questions does not wait in waves of a few dozen runs.
 #: Calls: 64, shared out between graph workers: a larger first burst against an API that takes
 #: few calls at once failed some calls after their retries before the window had shrunk
 #: (tests/test_model_retry.py).
@@ -410,8 +410,7 @@ def freeze_startup_objects() -> None:
     collected first: the few objects already garbage are kept, a cost of kilobytes); and
     young collections run every 20,000 allocations (:data:`GC_THRESHOLDS`), not every 700.
 
-    The collector's own CPU time under load drops to a fraction with both (bench/README.md
-    has the figures). py-spy counts that time in whichever frame allocated
+    Both cut the collector's own CPU time under load. py-spy counts that time in whichever frame allocated
     (``BaseMessage.__init__``, ``dataclasses.replace``)."""
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

@@ -6,8 +6,8 @@ Why not httpx's own pool (httpcore on anyio): under load it was the largest sing
 cost of the bot's event loop after LangGraph. httpcore checks *every* idle keep-alive
 connection for a server-side close whenever a request is assigned or a response closed
 (``AsyncHTTP11Connection.has_expired`` -> a ``poll()`` per idle connection), so each request
-cost O(idle connections) system calls (with ~30-60 connections to the model API: 3-6% of the
-event loop's samples in py-spy profiles, bench/README.md), and its pure-Python HTTP/1.1 state
+cost O(idle connections) system calls (a busy bot keeps dozens of idle connections to a model
+API, so this grows with load), and its pure-Python HTTP/1.1 state
 machine (h11) parses every response. aiohttp's pool learns of a server's close from the
 socket itself (``connection_lost``), parses HTTP in C, and is the client the Slack adapter
 already uses. Checked in tests/test_model_caller.py (connections the server closed while idle
@@ -98,8 +98,8 @@ def model_http_client(
     def session() -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ssl=ssl_context, keepalive_timeout=60.0)
         # trust_env=False: proxies are handled above; aiohttp's trust_env would read ~/.netrc and
-        # the proxy variables in a worker thread on every request (two executor round trips a
-        # model call: 2% of the bot's CPU samples, bench/README.md), and a netrc entry for the
+        # the proxy variables in a worker thread on every request (two executor round trips for
+        # every model call), and a netrc entry for the
         # API's host would clash with the Authorization header (aiohttp raises ValueError)
         return aiohttp.ClientSession(connector=connector, trust_env=False)
 

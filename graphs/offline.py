@@ -62,16 +62,14 @@ def offline_questions(state: RAGState, history_limit: int) -> list[str]:
 
 #: RRF weight of the search variants that join the thread's history to the message (the
 #: message alone weighs 1): a new, unrelated question in a thread is pulled less towards the
-#: old topic. bench/README.md "Offline search in a thread": on the dev set's follow-ups
-#: recall@5 1.0 and facts 0.45 at 1.0 and at 0.75 (0.9 / 0.28 at 0.5); on its kb questions
-#: each asked after another one, recall@1 / @5 0.744 / 0.949 at 1.0 -> 0.769 / 1.0 at 0.75.
+#: old topic, while a real follow-up still finds its page (lower weights lost follow-ups).
 HISTORY_WEIGHT = 0.75
 
 
 def offline_search_queries(state: RAGState, history_limit: int) -> list[str | tuple[str, float]]:
     """Search variants without a model: :func:`~graphs.messages.kb_queries` plus, for a
     follow-up, the previous answer's opening joined with the message (it names what "it"
-    is; on the dev set follow-up recall@5 0.70 -> 1.0, bench/README.md), as
+    is, which a follow-up like "and how do I stop it?" does not say), as
     ``(query, weight)`` where the weight is not 1: the variants that carry the thread's
     history weigh :data:`HISTORY_WEIGHT`."""
     raw = last_user_message(state)

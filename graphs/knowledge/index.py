@@ -178,9 +178,9 @@ class IndexSnapshot:
         return [int(i) + 1 for i in top]
 
     def dense_many(self, query_vectors: np.ndarray | Sequence[np.ndarray], limit: int) -> list[list[int]]:
-        """:meth:`dense` of each query vector. One matrix-vector product each: measured on
-        100,000 x 384 vectors, one product of the matrix with both query vectors (BLAS gemm
-        with two columns) took longer than two separate products."""
+        """:meth:`dense` of each query vector. One matrix-vector product each: one product
+        of the matrix with all the query vectors at once (BLAS gemm with a few columns) is
+        slower than separate matrix-vector products."""
         return [self.dense(np.asarray(v), limit) for v in np.atleast_2d(np.asarray(query_vectors))]
 
     def file_chunks(self, file: str, source: str | None = None) -> list[tuple[Chunk, np.ndarray | None]]:
@@ -245,8 +245,8 @@ def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | 
             " file_hash TEXT, source TEXT, url TEXT)"
         )
         conn.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, title, file, content='', tokenize='{FTS_TOKENIZER}')")
-        # generators, not lists: a list of every row's tuple (and of its index text) cost
-        # ~300 MB more at 100,000 chunks
+        # generators, not lists: a list of every row's tuple (and of its index text) would
+        # hold the whole index's text in memory at once
         conn.executemany(
             "INSERT INTO chunks (rowid, file, title, text, file_hash, source, url) VALUES (?, ?, ?, ?, ?, ?, ?)",
             ((i, c.file, c.title, c.text, c.file_hash, c.source, c.url) for i, c in enumerate(chunks, start=1)),

@@ -1,8 +1,7 @@
 """The local embedding model (all-MiniLM-L6-v2, sentence-transformers) on the CPU, through
 ONNX Runtime when it is installed, else through torch.
 
-Why ONNX (bench/README.md "Local embeddings: backends"): a full reindex of the
-LangGraph docs (2,885 chunks) spent 250-450 s in torch on the shared 2-core machine. The
+Why ONNX: a full reindex in torch is slow on a small CPU. The
 same model exported to ONNX, its attention, GELU and layer norms fused by ONNX Runtime's
 transformer optimizer, gives torch's vectors (fp32, the default: same recall) faster, and
 needs neither torch nor sentence-transformers once exported (a query ~3x faster, a third
@@ -53,9 +52,9 @@ BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
 EXPORT_RECIPE = 2
 
 #: Operators quantized to int8 (``quantize_dynamic``'s ``op_types_to_quantize``), per channel.
-#: Measured (bench/README.md): every quantizable operator, per tensor: cosine to torch
-#: mean 0.94; per channel: mean 0.994, recall@1 0.735; MatMul only, per channel: mean
-#: 0.995, recall@1 0.735, recall@5 0.939 (torch 0.755 / 0.939), the fastest reindex.
+#: Why MatMul only, per channel: quantizing every operator per tensor moves the vectors far
+#: from torch's; MatMul per channel keeps them closest, keeps torch's recall at five results
+#: and gives the fastest reindex.
 QUANTIZED_OPS = ["MatMul"]
 
 #: Least cosine between an export's vectors and torch's on the check texts (fp32 / int8).
@@ -70,9 +69,8 @@ BATCH = 32
 #: Most word pieces of a text the local model reads by default: ``None``, the model's own
 #: ``max_seq_length`` (256 for all-MiniLM-L6-v2, which was trained on 128). Cutting at 128
 #: (``[models] local_embedding_max_tokens = 128``) made a full reindex of the LangGraph docs
-#: (2,885 chunks, median 218 word pieces, 73% over 128) ~2.5x faster but lost recall
-#: (hybrid recall@1 / @5 / follow-ups 0.735 / 0.898 / 0.60 against 0.755 / 0.939 / 0.70;
-#: bench/README.md "Local embeddings: sequence length"), so it is opt-in.
+#: (2,885 chunks, median 218 word pieces, 73% over 128) much faster but lost recall
+#: (most chunks are longer than 128 word pieces, and their tails were no longer seen), so it is opt-in.
 MAX_TOKENS: int | None = None
 
 _CHECK_TEXTS = [
@@ -140,7 +138,7 @@ class OnnxEncoder:
         folder: the export folder (``model.onnx``, ``tokenizer.json``, ``export.json``).
         threads: ONNX Runtime intra-op threads. Idle threads sleep instead of spinning
             (``session.intra_op.allow_spinning = 0``): on a shared 2-core machine
-            spinning threads took the cores the other thread needed (bench/README.md).
+            spinning threads took the cores the other thread needed.
         max_length: most word pieces per text (the rest is cut off); ``None`` or more than
             the model's ``max_seq_length`` (256 for all-MiniLM-L6-v2): the model's.
 
