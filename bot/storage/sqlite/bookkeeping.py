@@ -363,15 +363,7 @@ class SqliteBookkeeping:
         sources: list[dict[str, str]],
         path: list[str],
     ) -> None:
-        """Remember a posted answer so votes on it can be summarised and exported.
-
-        Args:
-            answer_id: unique id carried by the answer's vote buttons (hex, at most 32 characters).
-            channel: the platform channel id ("" when there is none, e.g. the console).
-            question: the standalone question (the router's ``state["question"]``).
-            kind: ``answer`` | ``direct`` | ``human``. route: ``vectorstore`` | ``websearch`` | ``direct`` | "".
-            sources: ``[{"title": str, "location": str}]`` as cited. path: the graph's nodes, in order.
-        """
+        """:meth:`bot.storage.base.Feedback.record_answer`."""
         await self._conn.execute(
             "INSERT OR REPLACE INTO answers (answer_id, thread_key, platform, channel, question, answer, kind, route,"
             " sources, path, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
