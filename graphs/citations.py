@@ -28,6 +28,9 @@ def format_docs(docs: list[Doc], limit: int, with_facts: bool = False, only: set
 
 _CODE = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
 _CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+#: a list of citations, ``[1], [2]``: renumbered as one, so two chunks of one file cited side
+#: by side read as that file once
+_CITATION_LIST = re.compile(r"\[\d+(?:\s*,\s*\d+)*\](?:,[ \t]*\[\d+(?:\s*,\s*\d+)*\])*")
 
 
 def cited_numbers(generation: str, count: int) -> set[int]:
@@ -62,7 +65,7 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
 
     def number(match: re.Match) -> str:
         numbers: list[int] = []
-        for part in match.group(1).split(","):
+        for part in re.findall(r"\d+", match.group(0)):
             i = int(part) - 1
             if not 0 <= i < len(docs):
                 continue
@@ -72,13 +75,14 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
                 sources[loc] = _source(docs[i])
             if order.index(loc) + 1 not in numbers:
                 numbers.append(order.index(loc) + 1)
-        return "".join(f"[{n}]" for n in numbers)
+        separator = ", " if "]," in match.group(0) else ""  # a list stays a list
+        return separator.join(f"[{n}]" for n in numbers)
 
     pieces, last = [], 0
     for code in _CODE.finditer(generation):  # renumber prose only
-        pieces += [_CITATION.sub(number, generation[last : code.start()]), code.group(0)]
+        pieces += [_CITATION_LIST.sub(number, generation[last : code.start()]), code.group(0)]
         last = code.end()
-    pieces.append(_CITATION.sub(number, generation[last:]))
+    pieces.append(_CITATION_LIST.sub(number, generation[last:]))
     if not order:
         for d in docs:
             sources.setdefault(d["location"], _source(d))

@@ -498,6 +498,13 @@ def test_citations_renumbered_to_match_listed_sources():
     assert [s["location"] for s in sources] == ["slack.md", "discord.md"]
     text, sources = cite_sources("No citations.", docs)
     assert text == "No citations." and [s["location"] for s in sources] == ["slack.md", "discord.md"]
+    # a list naming two chunks of one file names that file once, in the list's own form
+    for answer, expected in [
+        ("More in [3], [1], [2].", "More in [1], [2]."),
+        ("More in [1], [2].", "More in [1]."),
+        ("See [2],[1] and [3, 1].", "See [1] and [2][1]."),
+    ]:
+        assert cite_sources(answer, docs)[0] == expected
 
 
 async def test_lexical_graders_for_a_small_model(tmp_path):
