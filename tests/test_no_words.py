@@ -132,7 +132,22 @@ def test_threadwise_ask_with_no_words(tmp_path, argument):
     assert result.returncode == 0, result.stderr.decode(errors="replace")
     out = json.loads(result.stdout)
     assert out["kind"] == "notice" and out["path"] == [] and out["llm_calls"] == 0, out
-    assert out["notices"] == [REPLY], out
+    assert out["notices"] == [REPLY] and out["answer"] == REPLY, out
+
+
+def test_threadwise_ask_with_no_words_prints_the_reply_as_its_output(tmp_path):
+    """Without --json the reply is the command's output on stdout, not only a line on stderr."""
+    cfg = write_config(tmp_path)
+    cfg.write_text(cfg.read_text() + '\n[graph]\ncomposer = "extractive"\ngraders = "lexical"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "ask", "🙂", "--config", str(cfg)],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    assert REPLY in result.stdout.decode() and REPLY not in result.stderr.decode()
 
 
 async def test_an_expert_answer_or_remember_with_no_words_is_asked_for_words(tmp_path, fake):

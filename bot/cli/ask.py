@@ -42,7 +42,14 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     args.thread = args.thread or f"ask-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
     async def body(rt: Runtime) -> int:
-        responder = ConsoleResponder(args.thread, out.err, show_status=not args.json, show_answers=False)
+        # the bot's replies are the command's output (stdout); statuses and errors go to stderr
+        responder = ConsoleResponder(
+            args.thread,
+            out.err,
+            show_status=not args.json,
+            show_answers=False,
+            notice_console=out.err if args.json else out.console,
+        )
         async with graceful_stop(
             settings.service.stop_grace_seconds, exit_code=1, unfinished="the question was not answered"
         ):
@@ -55,7 +62,8 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
             print(
                 json.dumps(
                     {
-                        "answer": answer.text if answer else None,
+                        # no graph run (a message with no words, one too long): the reply is the answer
+                        "answer": answer.text if answer else (None if result else "\n".join(responder.notices) or None),
                         "kind": kind,
                         "sources": [s.location for s in (answer.sources if answer else [])],
                         "route_note": answer.route_note if answer else "",

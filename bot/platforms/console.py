@@ -67,10 +67,18 @@ class ConsoleResponder(Responder):
     """Prints statuses, answers and help requests for one console thread."""
 
     def __init__(
-        self, thread: str, console: Console | None = None, show_status: bool = True, show_answers: bool = True
+        self,
+        thread: str,
+        console: Console | None = None,
+        show_status: bool = True,
+        show_answers: bool = True,
+        notice_console: Console | None = None,
     ):
+        """``console``: where statuses, answers and help requests go; ``notice_console``: where the
+        bot's short replies go (a "what would you like to know?", an apology), ``console`` if None."""
         self.thread = thread
         self.console = console or make_console()
+        self.notice_console = notice_console or self.console
         self.show_status = show_status
         self.show_answers = show_answers  # False: answers are only recorded (the caller prints them)
         self.statuses: list[Status] = []
@@ -112,7 +120,7 @@ class ConsoleResponder(Responder):
 
     async def post_notice(self, text: str) -> None:
         self.notices.append(text)
-        self.console.print(text, markup=False, highlight=False)
+        self.notice_console.print(text, markup=False, highlight=False)
 
     async def update_progress(self, text: str, *, final: bool = False) -> None:
         await self.post_notice(text)
