@@ -184,7 +184,9 @@ def advice(kind: str) -> str:
     return {
         "storage": "The data folder cannot be written (full, read-only or missing): free space or fix its "
         "permissions, or point [service] data_dir in config.toml elsewhere.",
-        "auth": "The API refused the key: check MISTRAL_API_KEY (or TAVILY_API_KEY), or unset it to run offline.",
-        "network": "The model or search API could not be reached: check the network (or unset MISTRAL_API_KEY "
-        "to run offline).",
+        # whichever provider [models] names: `threadwise models check` says which key and URL it uses
+        "auth": "An API refused its key: check the chat model's key or TAVILY_API_KEY "
+        "(`threadwise models check` names the model, its key variable and base URL).",
+        "network": "The model or search API could not be reached: check the network and [models] base_url "
+        "(`threadwise models check` tries the model).",
     }.get(kind, "")

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         log.debug("threadwise %s failed", args.command, exc_info=True)
         kind = failure_kind(exc)
         out.err.print(f"threadwise {args.command} failed: {describe_failure(exc)}", style="red", markup=False)
-        if advice(kind) and (kind == "storage" or os.environ.get("MISTRAL_API_KEY") or kind == "auth"):
+        if advice(kind):
             out.err.print(advice(kind), markup=False)
         if not args.verbose:
             out.err.print("Run again with -v for the details.", markup=False)
