@@ -42,6 +42,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from graphs.file_formats import FILE_PATTERNS
 from graphs.settings import GraphSettings
 from graphs.settings import SettingsSection as _Section
 
@@ -307,20 +308,9 @@ class SourceSettings(_Section):
         "", examples=[["handbook/"]], description="files: folders, files or globs (relative to this file)"
     )
     patterns: list[str] = Field(
-        [
-            "**/*.md",
-            "**/*.markdown",
-            "**/*.mdx",
-            "**/*.txt",
-            "**/*.html",
-            "**/*.htm",
-            "**/*.pdf",
-            "**/*.docx",
-            "**/*.pptx",
-            "**/*.xlsx",
-        ],
+        default_factory=lambda: list(FILE_PATTERNS),
         examples=[["**/*.md", "**/*.pdf"]],
-        description="files: the files of a folder that are read (globs)",
+        description="files: the files of a folder that are read (globs); default: every supported format",
     )
     url: str = Field(
         "",

@@ -118,18 +118,23 @@ def build_knowledge_base(
     settings: Settings, embeddings: Embeddings | None, embedder_id: str, sources: Sequence[str] | None = None
 ) -> KnowledgeBase:
     """The knowledge base from ``[knowledge]`` and ``[[sources]]`` (``sources``, the
-    command line's ``--source``, replaces both)."""
+    command line's ``--source``, replaces both: each is a ``files`` source named by the path
+    as given, reading every format a ``[[sources]]`` files source reads)."""
+    from graphs.knowledge.connectors import FilesConnector
+
     k = settings.knowledge
-    srcs = list(sources) if sources else [str(settings.path(s)) for s in settings.legacy_sources()]
     index_dir = settings.path(k.index_dir)
     if sources:  # other sources get their own index, so the configured one is not replaced
         import hashlib
 
-        tag = hashlib.sha256("\n".join(str(Path(s).resolve()) for s in srcs).encode()).hexdigest()[:10]
+        tag = hashlib.sha256("\n".join(str(Path(s).resolve()) for s in sources).encode()).hexdigest()[:10]
         index_dir = index_dir.parent / f"{index_dir.name}-{tag}"
+        connectors: list[Connector] = [FilesConnector(s, [s]) for s in dict.fromkeys(map(str, sources))]
+    else:
+        connectors = source_connectors(settings, index_dir)
     return KnowledgeBase(
         index_dir,
-        srcs,
+        [] if sources else [str(settings.path(s)) for s in settings.legacy_sources()],
         k.patterns,
         embeddings=embeddings,
         embedder_id=embedder_id,
@@ -141,7 +146,7 @@ def build_knowledge_base(
         keep_generations=k.keep_generations,
         batch_size=k.embedding_batch_size,
         batch_tokens=k.embedding_batch_tokens,
-        connectors=[] if sources else source_connectors(settings, index_dir),
+        connectors=connectors,
     )
 
 

@@ -17,6 +17,7 @@ citations          documents numbered in prompts, citations renumbered in answer
 models             chat models and the model caller (retries, budgets, structured output)
 http_pool          the hosted model's HTTP client (httpx interface on aiohttp's pool)
 knowledge/         the knowledge base: sources, splitting, index, hybrid search, reindex
+file_formats       the file formats a knowledge source reads (name endings, default globs)
 learned            experts' answers saved as knowledge
 web                web search (Tavily)
 offline            the model-free pieces, built on first use

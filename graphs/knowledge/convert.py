@@ -27,22 +27,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from graphs.file_formats import HTML_SUFFIXES, OFFICE_SUFFIXES, TEXT_SUFFIXES
 from graphs.knowledge.templates import strip_templates
 
 log = logging.getLogger(__name__)
-
-TEXT_SUFFIXES = {
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".mdx": "mdx",
-    ".txt": "text",
-    ".text": "text",
-    ".rst": "text",
-}
-HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
-OFFICE_SUFFIXES = {".pdf", ".docx", ".pptx", ".xlsx"}
-SUPPORTED_SUFFIXES = frozenset(TEXT_SUFFIXES) | HTML_SUFFIXES | OFFICE_SUFFIXES
-"""File name endings :func:`convert` reads (lower case)."""
 
 
 class ConversionError(ValueError):

@@ -109,3 +109,70 @@ class BotProcess:
             else:
                 self.proc.kill()
         return self.text()
+
+
+def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a ``python -m bot`` command in a test: no chat tokens, model keys or
+    THREADWISE_ settings of the caller, offline Hugging Face hub, this checkout first."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MISTRAL_", "TAVILY_", "SLACK_", "DISCORD_", "THREADWISE_", "LANGSMITH_", "LANGCHAIN_"))
+    }
+    env.update(HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT), **(extra or {}))
+    return env
+
+
+def threadwise(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300, columns: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m bot ARGS`` to its end, stdin closed, output captured.
+
+    Args:
+        env: more environment (:func:`cli_env` is the rest).
+        timeout: seconds before the process is killed (the test fails).
+        columns: run with stdout on a pseudo-terminal this many columns wide (``COLUMNS``),
+            as a user's terminal; None: stdout is a pipe. stderr is a pipe either way.
+    """
+    command = [sys.executable, "-m", "bot", *args]
+    if columns is None:
+        return subprocess.run(
+            command,
+            cwd=cwd,
+            env=cli_env(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=cli_env({"COLUMNS": str(columns), "LINES": "50", "TERM": "xterm", **(env or {})}),
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(follower)
+    import select
+    import time
+
+    chunks, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not select.select([leader], [], [], 1.0)[0]:
+            continue
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(leader)
+    _, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return subprocess.CompletedProcess(command, proc.returncode, text, err)

@@ -14,25 +14,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from graphs.file_formats import FILE_PATTERNS, SUPPORTED_SUFFIXES
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
-from graphs.knowledge.convert import SUPPORTED_SUFFIXES, ConversionError, convert
+from graphs.knowledge.convert import ConversionError, convert
 from graphs.knowledge.sources import discover_files
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PATTERNS = (
-    "**/*.md",
-    "**/*.markdown",
-    "**/*.mdx",
-    "**/*.txt",
-    "**/*.html",
-    "**/*.htm",
-    "**/*.pdf",
-    "**/*.docx",
-    "**/*.pptx",
-    "**/*.xlsx",
-)
-"""Files of a source folder read by default (every supported format)."""
 
 
 class FilesConnector:
@@ -41,7 +28,8 @@ class FilesConnector:
     Args:
         name: the source's name.
         paths: folders, files or globs (absolute, or relative to the working folder).
-        patterns: globs inside a folder (``**/*.md``...).
+        patterns: globs inside a folder (``**/*.md``...); by default every supported format
+            (:data:`graphs.file_formats.FILE_PATTERNS`).
         web_url: a template of the address to cite, with ``{path}`` (the file's path inside
             its folder, URL-quoted), e.g. ``https://docs.example.com/{path}``; '' cites the path.
         max_file_bytes: larger files are skipped (one log line and a problem in the report).
@@ -53,7 +41,7 @@ class FilesConnector:
         self,
         name: str,
         paths: Sequence[str | Path],
-        patterns: Sequence[str] = DEFAULT_PATTERNS,
+        patterns: Sequence[str] = FILE_PATTERNS,
         web_url: str = "",
         max_file_bytes: int = 50_000_000,
     ):
@@ -64,7 +52,10 @@ class FilesConnector:
         self.max_file_bytes = max_file_bytes
 
     def describe(self) -> str:
-        return ", ".join(self.paths)
+        # other patterns are named: the index then sees a change of patterns as a new
+        # configuration and syncs the source again at the next start
+        where = ", ".join(self.paths)
+        return where if tuple(self.patterns) == FILE_PATTERNS else f"{where} ({', '.join(self.patterns)})"
 
     def url_of(self, rel: str) -> str:
         """The address cited for the file at ``rel`` ('' without a ``web_url``)."""

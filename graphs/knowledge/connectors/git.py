@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from graphs.file_formats import FILE_PATTERNS, SUPPORTED_SUFFIXES
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
-from graphs.knowledge.connectors.files import DEFAULT_PATTERNS
-from graphs.knowledge.convert import SUPPORTED_SUFFIXES, ConversionError, convert
+from graphs.knowledge.convert import ConversionError, convert
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class GitConnector:
         repo: an https/ssh URL or a local path of a repository.
         branch: the branch read ('' = the remote's default branch).
         paths: folders or globs inside the repository (``docs/``, ``**/*.md``); empty = all
-            files of :data:`DEFAULT_PATTERNS`.
+            files of :data:`graphs.file_formats.FILE_PATTERNS`.
         cache_dir: where the bare clone is kept.
         web_url: a template of the address to cite, with ``{path}``, ``{branch}`` and
             ``{commit}``, e.g. ``https://github.com/org/repo/blob/{branch}/{path}``.
@@ -111,7 +111,7 @@ class GitConnector:
     @staticmethod
     def _compile(paths: Sequence[str]) -> list[re.Pattern[str]]:
         if not paths:
-            return [glob_regex(p) for p in DEFAULT_PATTERNS]
+            return [glob_regex(p) for p in FILE_PATTERNS]
         out = []
         for p in paths:
             p = p.strip().lstrip("./") if p.strip().startswith("./") else p.strip().lstrip("/")
