@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 from tests.conftest import write_config
 from tests.fakes.bot_process import threadwise
 from tests.test_sources import page
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def offline_config(root: Path, extra: str = "") -> Path:
@@ -51,3 +54,43 @@ def test_ask_with_a_source_folder_reads_html_and_word_files_and_cites_them(tmp_p
     result = threadwise("reindex", "--source", "team-docs", "--config", str(cfg), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "team-docs: 0 added, 0 updated, 0 removed, 2 unchanged" in result.stdout
+
+
+def long_named_sources(tmp_path: Path) -> tuple[Path, str, str]:
+    """A config with a files source of a long name and a git source whose last sync failed
+    with a long error; returns (config, the long name, the error's repository path)."""
+    (tmp_path / "handbook").mkdir()
+    (tmp_path / "handbook" / "a.md").write_text("# Leave\n\nAsk your manager before booking leave.\n")
+    name = "engineering-handbook-and-runbooks-for-the-platform-team"
+    missing = tmp_path / "no" / "such" / "repository" / "anywhere" / "on" / "this" / "disk.git"
+    cfg = offline_config(tmp_path)
+    cfg.write_text(
+        cfg.read_text()
+        + f'\n[[sources]]\nname = "{name}"\ntype = "files"\npath = "handbook"\nschedule = "6h"\n'
+        + f'\n[[sources]]\nname = "wiki"\ntype = "git"\nrepo = "{missing}"\n'
+    )
+    synced = threadwise("sync", "--config", str(cfg), cwd=tmp_path)
+    assert synced.returncode == 1, synced.stderr  # the git source failed, the files source synced
+    return cfg, name, str(missing)
+
+
+def test_sources_shows_every_source_whole_on_a_narrow_terminal_and_in_a_pipe(tmp_path):
+    cfg, name, missing = long_named_sources(tmp_path)
+    tty = threadwise("sources", "--config", str(cfg), cwd=tmp_path, columns=80)
+    assert tty.returncode == 0, tty.stderr
+    shown = ANSI.sub("", tty.stdout)
+    assert "…" not in shown, shown
+    # a block per source: the whole name, the counts, the last sync and the whole error
+    assert f"{name} (files)" in shown and "wiki (git)" in shown, shown
+    assert "documents: 1" in shown and "chunks: 1" in shown and "schedule: 6h" in shown, shown
+    assert f"repository not found: {missing}" in shown, shown
+    assert re.search(r"last sync: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", shown), shown
+    # a wide terminal: the table, each cell whole
+    wide = ANSI.sub("", threadwise("sources", "--config", str(cfg), cwd=tmp_path, columns=300).stdout)
+    assert "┃ source" in wide and name in wide and f"repository not found: {missing}" in wide and "…" not in wide
+    # a pipe: one plain line per source
+    piped = threadwise("sources", "--config", str(cfg), cwd=tmp_path)
+    assert piped.returncode == 0 and "\x1b[" not in piped.stdout and "┃" not in piped.stdout
+    lines = {line.split(" ", 2)[1]: line for line in piped.stdout.splitlines() if line.startswith("• ")}
+    assert "1 documents, 1 chunks" in lines[name] and "every 6h" in lines[name], piped.stdout
+    assert f"FAILED: repository not found: {missing}" in lines["wiki"], piped.stdout

@@ -85,28 +85,57 @@ async def _sync(settings: Settings, names: list[str] | None, source_dirs: list[s
 
 
 def cmd_sources(args: argparse.Namespace, settings: Settings) -> int:
-    """``threadwise sources [--json]`` (see the module docstring)."""
-    from rich.table import Table
+    """``threadwise sources [--json]`` (see the module docstring).
 
+    Every source is shown whole: a table when it fits the terminal's width, else one block per
+    source; one plain line per source (the chat's ``sources`` reply) when stdout is not a
+    terminal; ``--json``, one JSON object per source.
+    """
     from bot.runtime import build_knowledge_base
-    from bot.sync import sources_table
+    from bot.sync import sources_table, sources_text
 
-    rows = sources_table(build_knowledge_base(settings, None, "none"), schedules(settings))
+    kb = build_knowledge_base(settings, None, "none")
+    if not out.console.is_terminal and not args.json:
+        out.console.print(sources_text(kb, schedules(settings)), markup=False, highlight=False)
+        return 0
+    rows = sources_table(kb, schedules(settings))
     if args.json:
         for r in rows:
             out.console.print(json.dumps(r, ensure_ascii=False), markup=False, highlight=False, soft_wrap=True)
         return 0
-    table = Table("source", "type", "documents", "chunks", "last sync", "schedule", "last error")
-    for r in rows:
-        error = r["last_error"] or (f"{len(r['problems'])} documents unreadable" if r["problems"] else "")
-        table.add_row(
-            r["name"],
-            r["kind"],
-            str(r["documents"]),
-            str(r["chunks"]),
-            r["last_sync"] or "never",
-            r["schedule"] or "-",
-            error,
-        )
-    out.console.print(table)
+    _print_sources(rows)
     return 0
+
+
+def _print_sources(rows: list[dict]) -> None:
+    """``rows`` (:func:`bot.sync.sources_table`) as a table when it fits the terminal whole,
+    else one block per source (a long name or error is never cut)."""
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    cells = [
+        {
+            "source": r["name"],
+            "type": r["kind"],
+            "documents": str(r["documents"]),
+            "chunks": str(r["chunks"]),
+            "last sync": r["last_sync"] or "never",
+            "schedule": r["schedule"] or "-",
+            "last error": r["last_error"] or (f"{len(r['problems'])} documents unreadable" if r["problems"] else ""),
+        }
+        for r in rows
+    ]
+    table = Table(*(cells[0] if cells else ("source", "type", "documents", "chunks", "last sync", "schedule")))
+    for c in cells:
+        table.add_row(*c.values())
+    console = out.console
+    # the table's width with no cell wrapped (rich measures within the width it is given)
+    if Measurement.get(console, console.options.update_width(1_000_000), table).maximum <= console.width:
+        console.print(table)
+        return
+    for i, c in enumerate(cells):
+        if i:
+            console.print()
+        console.print(f"{c['source']} ({c['type']})", style="bold", markup=False)
+        lines = [f"  {key}: {value}" for key, value in c.items() if key not in ("source", "type") and value]
+        console.print("\n".join(lines), markup=False, highlight=False)
