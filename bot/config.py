@@ -269,6 +269,13 @@ class KnowledgeSettings(_Section):
         "and sent again.",
     )
     keep_generations: int = Field(2, ge=1, le=20, description="Old index generations kept on disk after a swap.")
+    ann_min_chunks: int = Field(
+        20000,
+        ge=0,
+        le=1_000_000_000,
+        description="Indexes with at least this many embedded chunks get an approximate nearest-neighbour "
+        "graph (HNSW) for dense search; smaller ones are scanned exactly. 0: always a graph.",
+    )
 
 
 _SCHEDULE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)\s*$")

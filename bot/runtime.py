@@ -144,6 +144,7 @@ def build_knowledge_base(
         rrf_k=k.rrf_k,
         max_chunks_per_file=k.max_chunks_per_file,
         keep_generations=k.keep_generations,
+        ann_min_chunks=k.ann_min_chunks,
         batch_size=k.embedding_batch_size,
         batch_tokens=k.embedding_batch_tokens,
         connectors=connectors,

@@ -1,7 +1,10 @@
 """Fail when compiled libraries hold instructions outside the portable x86-64-v3 baseline.
 
-Usage: python scripts/check_isa.py PATH [PATH ...]
+Usage: python scripts/check_isa.py [--dispatched REGEX] PATH [PATH ...]
   PATH: a wheel (.whl), a shared library (.so), or a folder searched for both.
+  --dispatched REGEX: instructions inside functions whose (demangled) name matches REGEX are
+    allowed: variants for one CPU family that the library calls only after asking the CPU at
+    run time (e.g. numkong's ``nk_dot_f32_skylake`` beside ``nk_dot_f32_haswell``).
 
 A llama.cpp build made with -march=native on a CPU with AVX-512 or AMX carries
 ``zmm`` registers, opmask (``%k1``..``%k7``) operands and AMX tile instructions
@@ -54,17 +57,26 @@ def libraries(paths: list[str], scratch: Path) -> list[Path]:
     return list(unique.values())
 
 
-def offending(library: Path, limit: int = 5) -> tuple[int, list[str]]:
-    """(count, first `limit` lines) of instructions outside the baseline in one library."""
+_FUNCTION = re.compile(r"^[0-9a-f]+ <(.*)>:$")
+
+
+def offending(library: Path, limit: int = 5, dispatched: re.Pattern[str] | None = None) -> tuple[int, list[str]]:
+    """(count, first `limit` lines) of instructions outside the baseline in one library,
+    not counting those inside functions whose name matches ``dispatched``."""
     proc = subprocess.run(
-        ["objdump", "-d", "--no-show-raw-insn", str(library)],
+        ["objdump", "-d", "-C", "--no-show-raw-insn", str(library)],
         capture_output=True,
         text=True,
         check=False,
     )
     count, first = 0, []
+    allowed = False
     for line in proc.stdout.splitlines():
-        if FORBIDDEN.search(line):
+        function = _FUNCTION.match(line)
+        if function:
+            allowed = dispatched is not None and bool(dispatched.search(function.group(1)))
+            continue
+        if not allowed and FORBIDDEN.search(line):
             count += 1
             if len(first) < limit:
                 first.append(" ".join(line.split()))
@@ -78,6 +90,12 @@ def main(argv: list[str]) -> int:
     if shutil.which("objdump") is None:
         print("check_isa: objdump not found (install binutils)", file=sys.stderr)
         return 2
+    dispatched = None
+    if argv[0] == "--dispatched":
+        if len(argv) < 3:
+            print(__doc__.strip().splitlines()[2], file=sys.stderr)
+            return 2
+        dispatched, argv = re.compile(argv[1]), argv[2:]
     with tempfile.TemporaryDirectory() as tmp:
         libs = libraries(argv, Path(tmp))
         if not libs:
@@ -85,13 +103,13 @@ def main(argv: list[str]) -> int:
             return 2
         bad = 0
         for lib in libs:
-            count, first = offending(lib)
+            count, first = offending(lib, dispatched=dispatched)
             if count:
                 bad += 1
                 print(
                     f"check_isa: {lib.name}: {count} instructions outside x86-64-v3 "
-                    f"(AVX-512/AMX), e.g. {first[0]!r}; rebuild with "
-                    f"scripts/build-llama-portable.sh",
+                    f"(AVX-512/AMX), e.g. {first[0]!r}"
+                    + ("" if dispatched else "; rebuild with scripts/build-llama-portable.sh"),
                     file=sys.stderr,
                 )
         if bad:

@@ -133,3 +133,48 @@ def test_installed_llama_cpp_is_portable() -> None:
     assert spec is not None and spec.submodule_search_locations
     result = _check(Path(next(iter(spec.submodule_search_locations))))
     assert result.returncode == 0, result.stderr + "\nRebuild: scripts/build-llama-portable.sh .venv/bin/python"
+
+
+# numkong (usearch's distance kernels) builds each kernel for several CPU families and calls
+# one after asking the CPU at run time; the variants beyond x86-64-v3 carry the family's name
+NUMKONG_VARIANTS = r"_(?:skylake|icelake|genoa|sapphire|sapphireamx|graniteamx|turin|alder|sierra|diamond)(?:\.\w+)*$"
+
+
+@needs_objdump
+def test_isa_check_allows_named_run_time_variants(tmp_path: Path) -> None:
+    src = tmp_path / "k.c"
+    src.write_text(
+        'void nk_dot_f32_skylake(void) { __asm__ volatile("vaddps %zmm0, %zmm1, %zmm2"); }\n'
+        'void nk_dot_f32_haswell(void) { __asm__ volatile("vfmadd231ps %ymm0, %ymm1, %ymm2"); }\n'
+    )
+    lib = tmp_path / "libkernel.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    assert _check(lib).returncode == 1
+    result = subprocess.run(
+        [sys.executable, str(CHECK_ISA), "--dispatched", NUMKONG_VARIANTS, str(lib)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@needs_objdump
+def test_installed_vector_search_is_portable() -> None:
+    """usearch (graphs/knowledge/ann.py) and its kernels run on any x86-64-v3 CPU: no AVX-512
+    or AMX outside the variants chosen at run time, and the choice made here is one this CPU has."""
+    folders = []
+    for name in ("usearch", "numkong"):
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.submodule_search_locations, f"{name} is not installed"
+        folders.append(Path(next(iter(spec.submodule_search_locations))))
+    result = subprocess.run(
+        [sys.executable, str(CHECK_ISA), "--dispatched", NUMKONG_VARIANTS, *map(str, folders)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    import numpy as np
+    from usearch.index import Index
+
+    index = Index(ndim=8, metric="ip", dtype="i8")
+    index.add(np.array([1, 2], dtype=np.uint64), np.array([[0.5] * 8, [-0.5] * 8], dtype=np.float32))
+    assert index.search(np.array([0.5] * 8, dtype=np.float32), 1).keys.tolist() == [1]
+    assert index.hardware_acceleration  # names the family chosen at run time (e.g. "haswell")

@@ -88,6 +88,7 @@ class KeywordPostings:
         avgdl = float(lengths.sum()) / self.count if self.count else 1.0
         # the row-dependent part of the denominator, once per row, in fts5Bm25Function's order
         self.norm = K1 * (1 - B + B * lengths / (avgdl or 1.0))
+        self._saturation: dict[int, float] = {}
 
     @classmethod
     def from_fts(cls, conn: sqlite3.Connection, table: str = "fts", generation: str = "") -> KeywordPostings:
@@ -232,22 +233,23 @@ class KeywordPostings:
         # a term all of whose rows left stays in the vocabulary with no postings (FTS5 keeps none)
         return KeywordPostings(terms, indptr, rows, freqs, lengths, count, generation)
 
-    def add_term(self, scores: np.ndarray, hit: np.ndarray, token: str) -> None:
-        """Add one single-token phrase's bm25 term to ``scores`` (indexed by rowid) and mark
-        the rows holding it in ``hit``. An unknown token adds nothing."""
-        i = self.index.get(token)
-        if i is None:
-            return
-        start, end = self.indptr[i], self.indptr[i + 1]
-        rows, f = self.rows[start:end], self.freqs[start:end]
-        n = end - start
+    def idf(self, n: int) -> float:
+        """FTS5's idf of a term held by ``n`` rows: ln((N - n + 0.5) / (n + 0.5)), 1e-6 when
+        not positive."""
         idf = math.log((self.count - n + 0.5) / (n + 0.5))
-        if idf <= 0.0:
-            idf = 1e-6
-        # the same operations in the same order as fts5Bm25Function (fts5_aux.c), so equal
-        # scores stay equal and ties keep FTS5's row order: idf * (num / denom)
-        scores[rows] += idf * ((f * (K1 + 1.0)) / (f + self.norm[rows]))
-        hit[rows] = True
+        return idf if idf > 0.0 else 1e-6
+
+    def saturation(self, term: int) -> float:
+        """The largest ``f (k1 + 1) / (f + norm)`` over the rows of term id ``term`` (its
+        score without idf), computed as bm25 computes it: no row's term can exceed
+        ``idf x`` this. Computed once per term and kept."""
+        got = self._saturation.get(term)
+        if got is None:
+            start, end = int(self.indptr[term]), int(self.indptr[term + 1])
+            f = self.freqs[start:end]
+            got = float(np.max((f * (K1 + 1.0)) / (f + self.norm[self.rows[start:end]]))) if end > start else 0.0
+            self._saturation[term] = got
+        return got
 
 
 class QueryTokenizer:
@@ -279,6 +281,51 @@ class QueryTokenizer:
 PhraseScores = Callable[[str], Iterable[tuple[int, float]]]
 """``phrase -> [(rowid, bm25)]`` for one phrase, from FTS5 itself."""
 
+_MARGIN = 1e-9
+"""Relative margin of the pruning test: partial sums added in another order than the final
+scores may differ in their last bits; a row is dropped only when its bound is below the
+threshold by more than that, so ties at the boundary are always scored."""
+
+
+class _Term:
+    """One phrase of a query: its rows (ascending) and what it adds to each, with the
+    largest of those (the bound MaxScore prunes with)."""
+
+    def __init__(self, rows: np.ndarray, bound: float, contribution: Callable[[np.ndarray], np.ndarray]) -> None:
+        self.rows = rows
+        self.bound = bound
+        self.contribution = contribution  # positions in ``rows`` -> the values added there
+
+
+def _token_term(postings: KeywordPostings, token: str) -> _Term | None:
+    i = postings.index.get(token)
+    if i is None:
+        return None
+    start, end = int(postings.indptr[i]), int(postings.indptr[i + 1])
+    if end == start:
+        return None
+    rows, freqs = postings.rows[start:end], postings.freqs[start:end]
+    idf = postings.idf(end - start)
+    norm = postings.norm
+
+    def contribution(at: np.ndarray) -> np.ndarray:
+        # the same operations in the same order as fts5Bm25Function (fts5_aux.c), so equal
+        # scores stay equal and ties keep FTS5's row order: idf * (num / denom)
+        f = freqs[at]
+        return idf * ((f * (K1 + 1.0)) / (f + norm[rows[at]]))
+
+    return _Term(rows, idf * postings.saturation(i), contribution)
+
+
+def _phrase_term(found: Iterable[tuple[int, float]], size: int) -> _Term | None:
+    pairs = sorted((int(r), float(v)) for r, v in found if 0 <= int(r) < size)  # a row beyond has no token
+    if not pairs:
+        return None
+    rows = np.array([r for r, _ in pairs], dtype=np.int64)
+    values = np.array([v for _, v in pairs], dtype=np.float64)
+    # FTS5's bm25() is the negated score: ``score - value`` is what FTS5's sum adds
+    return _Term(rows, float(np.max(-values)), lambda at: -values[at])
+
 
 def rank(
     postings: KeywordPostings,
@@ -288,7 +335,15 @@ def rank(
     phrase_scores: PhraseScores | None = None,
 ) -> list[int]:
     """Rowids matching any of ``phrases`` (OR), best bm25 first, at most ``limit``; ties in
-    rowid order.
+    rowid order. The result is what scoring every matching row gives.
+
+    Not every matching row is scored: MaxScore pruning (Turtle & Flood, "Query evaluation:
+    strategies and optimizations", 1995). The phrases are read in order of the most each can
+    add to a row (rare words first); once the phrases left could add less, together, than
+    the ``limit``-th best score seen so far, no row they alone hold can be returned, so
+    their (long) row lists are not read: only the rows still able to reach that score are
+    looked up in them. Then those rows are scored as FTS5 scores them, phrase by phrase in
+    query order, so equal scores stay equal to the last bit.
 
     Args:
         postings: the generation's postings.
@@ -299,22 +354,67 @@ def rank(
         phrase_scores: for a phrase of several tokens, ``phrase -> [(rowid, bm25)]`` from
             FTS5 (``bm25()`` is negative, better is lower); None skips such phrases.
     """
-    scores = np.zeros(len(postings.lengths) if len(postings.lengths) else 1, dtype=np.float64)
-    hit = np.zeros(len(scores), dtype=bool)
+    size = len(postings.lengths) if len(postings.lengths) else 1
+    query: list[_Term] = []
     for phrase in phrases:
         tokens = tokenizer.tokens(phrase)
+        term = None
         if len(tokens) == 1:
-            postings.add_term(scores, hit, tokens[0])
+            term = _token_term(postings, tokens[0])
         elif len(tokens) > 1 and phrase_scores is not None:
-            for rowid, value in phrase_scores(phrase):
-                if rowid >= len(scores):  # a row with no token of its own cannot match
-                    continue
-                scores[rowid] -= value
-                hit[rowid] = True
-    found = np.flatnonzero(hit)
-    if not len(found) or limit <= 0:
+            term = _phrase_term(phrase_scores(phrase), size)
+        if term is not None:
+            query.append(term)
+    if not query or limit <= 0:
         return []
-    values = -scores[found]
+    # read the phrases with the highest bound first; stop when the rest cannot reach the cut
+    order = sorted(range(len(query)), key=lambda i: -query[i].bound)
+    rest = [0.0] * (len(order) + 1)
+    for j in range(len(order) - 1, -1, -1):
+        rest[j] = rest[j + 1] + query[order[j]].bound
+    partial = np.zeros(size, dtype=np.float64)
+    seen = np.zeros(size, dtype=bool)
+    candidates: np.ndarray | None = None
+    for j, i in enumerate(order):
+        term = query[i]
+        partial[term.rows] += term.contribution(np.arange(len(term.rows)))
+        seen[term.rows] = True
+        left = rest[j + 1]
+        if left == 0.0 or left >= rest[0] - left:  # nothing left, or the cut cannot be above it yet
+            continue
+        rows = np.flatnonzero(seen)
+        if len(rows) < limit:
+            continue
+        values = partial[rows]
+        cut = float(np.partition(values, len(values) - limit)[len(values) - limit]) * (1.0 - _MARGIN)
+        if left < cut:
+            # the rows the rest cannot lift to the cut are out, and so is every row not yet seen
+            candidates = rows[values + left * (1.0 + _MARGIN) >= cut]
+            break
+    if candidates is None:
+        candidates = np.flatnonzero(seen)
+    return _top(query, candidates, limit)
+
+
+def _top(query: list[_Term], candidates: np.ndarray, limit: int) -> list[int]:
+    """The best ``limit`` of ``candidates`` (rowids, ascending), each scored by every phrase
+    in query order; ties in rowid order."""
+    scores = np.zeros(len(candidates), dtype=np.float64)
+    for term in query:
+        if len(term.rows) <= len(candidates):
+            at = np.searchsorted(candidates, term.rows)
+            ok = at < len(candidates)
+            ok[ok] = candidates[at[ok]] == term.rows[ok]
+            scores[at[ok]] += term.contribution(np.flatnonzero(ok))
+        else:
+            at = np.searchsorted(term.rows, candidates)
+            ok = at < len(term.rows)
+            ok[ok] = term.rows[at[ok]] == candidates[ok]
+            scores[ok] += term.contribution(at[ok])
+    if not len(candidates):
+        return []
+    values = -scores
+    found = candidates
     if len(found) > 4 * limit:
         # only rows scoring at least the limit-th best can be returned: sort those alone (ties
         # at the boundary included, so the stable order is the full sort's)

@@ -9,6 +9,7 @@ Layout (``knowledge.index_dir``, separate from the checkpoint file)::
         chunks.sqlite         chunk table + FTS5 keyword index (BM25 ranking)
         keyword.npz           the FTS5 index's postings, for ranking in memory (graphs/knowledge/bm25.py)
         vectors.npy           float32 unit vectors, row i = chunk rowid i+1 (optional)
+        vectors.usearch(.json) the vectors' HNSW graph, for large indexes (graphs/knowledge/ann.py)
         manifest.json         sources, per-file sha256, chunking and embedding ids, counts
 
 A generation is written under ``<name>.tmp``, synced, renamed, and only then named in
@@ -33,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from graphs import terms
-from graphs.knowledge import bm25
+from graphs.knowledge import ann, bm25
 from graphs.knowledge.common import Chunk, KnowledgeBaseError, ReindexBusyError
 
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -109,6 +110,10 @@ class IndexSnapshot:
             self.postings = self._postings()
         except (OSError, ValueError, KeyError, sqlite3.Error) as exc:
             raise KnowledgeBaseError(f"index generation {directory.name} is unreadable: {exc}") from exc
+        # the approximate index of large generations; None: the exact scan serves (small, or
+        # written before the graph existed, or its graph is damaged)
+        self.ann = ann.AnnIndex.open(directory) if self.vectors is not None else None
+        self._live: np.ndarray | None = None
         self._lock = threading.Lock()
 
     def _postings(self) -> bm25.KeywordPostings:
@@ -131,6 +136,8 @@ class IndexSnapshot:
 
     def close(self) -> None:
         self._conn.close()
+        if self.ann is not None:
+            self.ann.close()
 
     def keyword(self, query: str, limit: int) -> list[int]:
         """Chunk rowids ranked by FTS5's bm25() (best first), any of the query's phrases
@@ -161,7 +168,12 @@ class IndexSnapshot:
             return self._conn.execute(f"SELECT rowid, {_BM25} FROM fts WHERE fts MATCH ?", (f'"{phrase}"',)).fetchall()
 
     def dense(self, query_vector: np.ndarray, limit: int) -> list[int]:
-        """Chunk rowids ranked by cosine similarity to ``query_vector`` (best first)."""
+        """Chunk rowids ranked by cosine similarity to ``query_vector`` (best first, equal
+        similarities by rowid); rows of removed chunks (zero vectors) never appear.
+
+        With the generation's graph (:mod:`graphs.knowledge.ann`) the candidates are its
+        approximate nearest neighbours, ranked by their exact similarity; without it every
+        vector is scanned."""
         if (
             self.vectors is None
             or not len(self.vectors)
@@ -169,13 +181,33 @@ class IndexSnapshot:
             or limit <= 0
         ):
             return []
-        sims = self.vectors @ query_vector.astype(np.float32)
-        if len(sims) > limit:  # the best ``limit`` found in linear time, then sorted
-            best = np.argpartition(-sims, limit - 1)[:limit]
-            top = best[np.argsort(-sims[best], kind="stable")]
+        q = np.asarray(query_vector, dtype=np.float32)
+        if self.ann is not None:
+            rows = self.ann.search(q, max(2 * limit, ann.CANDIDATES))
+            rows = rows[(rows >= 1) & (rows <= len(self.vectors))]
+            candidates = self.vectors[np.sort(rows) - 1]
+            sims = candidates @ q
+            live = np.any(candidates != 0, axis=1)
+            rows, sims = np.sort(rows)[live], sims[live]
         else:
-            top = np.argsort(-sims, kind="stable")
-        return [int(i) + 1 for i in top]
+            sims = self.vectors @ q
+            rows = np.flatnonzero(self._live_rows()) + 1
+            sims = sims[rows - 1]
+            if len(sims) > limit:  # the best ``limit`` found in linear time, then sorted
+                best = np.sort(np.argpartition(-sims, limit - 1)[:limit])
+                rows, sims = rows[best], sims[best]
+        top = np.argsort(-sims, kind="stable")[:limit]  # rows ascend: ties stay in rowid order
+        return [int(r) for r in rows[top]]
+
+    def _live_rows(self) -> np.ndarray:
+        """Which rows of :attr:`vectors` hold a chunk (non-zero), read once per generation."""
+        if self._live is None:
+            assert self.vectors is not None
+            step = 65536
+            self._live = np.concatenate(
+                [np.any(self.vectors[lo : lo + step] != 0, axis=1) for lo in range(0, len(self.vectors), step)]
+            )
+        return self._live
 
     def dense_many(self, query_vectors: np.ndarray | Sequence[np.ndarray], limit: int) -> list[list[int]]:
         """:meth:`dense` of each query vector. One matrix-vector product each: one product
@@ -236,8 +268,15 @@ def _fts_file(file: str) -> str:
     return terms.index_text(file.replace("/", " ").replace("_", " ").replace(".", " ").replace("-", " "))
 
 
-def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | None, manifest: dict) -> None:
-    """Write a complete generation into ``directory`` (an empty folder) and sync it."""
+def write_generation(
+    directory: Path,
+    chunks: list[Chunk],
+    matrix: np.ndarray | None,
+    manifest: dict,
+    ann_min_rows: int = ann.MIN_ROWS,
+) -> None:
+    """Write a complete generation into ``directory`` (an empty folder) and sync it; with
+    at least ``ann_min_rows`` vectors also their graph (:func:`ann.write`)."""
     conn = sqlite3.connect(directory / "chunks.sqlite")
     try:
         conn.execute(
@@ -267,6 +306,7 @@ def write_generation(directory: Path, chunks: list[Chunk], matrix: np.ndarray | 
         conn.close()
     if matrix is not None:
         np.save(directory / "vectors.npy", matrix)
+        ann.write(directory, min_rows=ann_min_rows)
     manifest = {**manifest, "max_rowid": len(chunks)}
     (directory / "manifest.json").write_text(json.dumps({"format": FORMAT, **manifest}, separators=(",", ":")))
     for name in ("chunks.sqlite", bm25.POSTINGS_FILE, "vectors.npy", "manifest.json"):
@@ -282,6 +322,7 @@ def write_delta(
     chunks: list[Chunk],
     matrix: np.ndarray | None,
     manifest: dict,
+    ann_min_rows: int = ann.MIN_ROWS,
 ) -> dict:
     """Write a generation into ``directory`` (an empty folder) as ``old`` minus the chunks of
     the documents in ``remove`` plus ``chunks``, without re-reading the rest: the chunk table
@@ -296,6 +337,7 @@ def write_delta(
         chunks: the new chunks, appended in order.
         matrix: their vectors (``len(chunks)`` rows) when ``old`` has vectors, else None.
         manifest: the new manifest; ``max_rowid``, ``chunks`` and ``source_chunks`` are set here.
+        ann_min_rows: fewest vectors given a graph (:func:`ann.edit`: the old one edited).
 
     Returns:
         The manifest written.
@@ -348,6 +390,7 @@ def write_delta(
             out[start:max_rowid] = matrix
         out.flush()
         del out
+        ann.edit(directory, old.directory, gone, min_rows=ann_min_rows)
     per_source = dict(old.manifest.get("source_chunks", {}))
     for source, n in removed_per_source.items():
         per_source[source] = per_source.get(source, 0) - n

@@ -69,6 +69,8 @@ class KnowledgeBase:
         rrf_k: the RRF constant (60 in the paper).
         max_chunks_per_file: at most this many chunks of one document in a result.
         keep_generations: old generations kept on disk after a swap.
+        ann_min_chunks: generations with at least this many vectors get an approximate
+            nearest-neighbour graph (:mod:`graphs.knowledge.ann`); smaller ones are scanned.
         batch_size: most chunks per embedding request.
         batch_tokens: most estimated tokens per embedding request (see
             :mod:`graphs.knowledge.embedding`).
@@ -89,6 +91,7 @@ class KnowledgeBase:
         rrf_k: int = 60,
         max_chunks_per_file: int = 2,
         keep_generations: int = 2,
+        ann_min_chunks: int = 20_000,
         batch_size: int = 64,
         batch_tokens: int = 8000,
         connectors: Sequence[Connector] = (),
@@ -111,6 +114,7 @@ class KnowledgeBase:
         self.rrf_k = rrf_k
         self.max_chunks_per_file = max_chunks_per_file
         self.keep_generations = keep_generations
+        self.ann_min_chunks = ann_min_chunks
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
         self.last_error: str | None = None
@@ -538,7 +542,15 @@ class KnowledgeBase:
         gen = idx.new_generation_name()
         tmp = self.index_dir / (gen + ".tmp")
         tmp.mkdir()
-        manifest = idx.write_delta(tmp, old, remove, chunks, matrix, self._manifest(docs, state, files, before, embed))
+        manifest = idx.write_delta(
+            tmp,
+            old,
+            remove,
+            chunks,
+            matrix,
+            self._manifest(docs, state, files, before, embed),
+            ann_min_rows=self.ann_min_chunks,
+        )
         progress("write", 1, 1)
         embedded = len(chunks) if matrix is not None else 0
         return self._publish(gen, tmp, old, manifest, reports, fresh, embedded, manifest["chunks"] - len(chunks), t0)
@@ -767,7 +779,7 @@ class KnowledgeBase:
             "source_chunks": per_source,
             "chunks": len(chunks),
         }
-        idx.write_generation(tmp, chunks, matrix, manifest)
+        idx.write_generation(tmp, chunks, matrix, manifest, ann_min_rows=self.ann_min_chunks)
         progress("write", 1, 1)
         embedded = len(todo) if (embed and self.embeddings is not None) else 0
         return self._publish(gen, tmp, old, manifest, reports, fresh, embedded, len(chunks) - len(todo), t0)
