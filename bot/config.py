@@ -298,6 +298,15 @@ def schedule_seconds(text: str) -> float | None:
     return seconds
 
 
+#: The options of each type of ``[[sources]]`` entry, the required one first (``name``,
+#: ``type`` and ``schedule`` go with every type). An option of another type is refused.
+SOURCE_OPTIONS = {
+    "files": ("path", "patterns", "web_url", "max_file_bytes"),
+    "web": ("url", "max_depth", "max_pages", "prefix", "timeout_seconds", "max_page_bytes"),
+    "git": ("repo", "branch", "paths", "web_url", "max_file_bytes"),
+}
+
+
 class SourceSettings(_Section):
     """One ``[[sources]]`` entry: a knowledge source synced into the index by name
     (graphs/knowledge/connectors/; docs/knowledge-base.md)."""
@@ -366,15 +375,27 @@ class SourceSettings(_Section):
 
     @model_validator(mode="after")
     def _complete(self) -> SourceSettings:
-        self.name = self.name.strip()
-        if not self.name or "/" in self.name or self.name != " ".join(self.name.split()):
-            raise ValueError("name: a short name without '/' is required")
+        # each message starts with the key it refuses: the error line names it (_problem)
+        name = self.name.strip()
+        if not name or "/" in name or name != " ".join(name.split()):
+            raise ValueError(f"name: a short name without '/' is required (got {self.name!r})")
+        self.name = name
+        options = SOURCE_OPTIONS[self.type]
+        for key in type(self).model_fields:
+            if key in self.model_fields_set and key not in ("name", "type", "schedule", *options):
+                raise ValueError(
+                    f"{key}: not an option of a {self.type} source (a {self.type} source takes "
+                    f"{', '.join(options)} and schedule)"
+                )
         if isinstance(self.path, str):
             self.path = [self.path] if self.path.strip() else []
-        need = {"files": ("path", self.path), "web": ("url", self.url), "git": ("repo", self.repo)}[self.type]
-        if not need[1]:
-            raise ValueError(f"a {self.type} source needs {need[0]}")
-        schedule_seconds(self.schedule)
+        required = options[0]  # path, url or repo
+        if not getattr(self, required):
+            raise ValueError(f"{required}: missing (a {self.type} source needs it)")
+        try:
+            schedule_seconds(self.schedule)
+        except ValueError as exc:
+            raise ValueError(f"schedule: {exc}") from None
         return self
 
     @property
@@ -1036,17 +1057,24 @@ class Secrets:
         return f"Secrets(present={present})"
 
 
-def _format_error(path: Path, err: ValidationError) -> str:
-    lines = []
-    for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        problem = e["msg"]
-        if e["type"] == "extra_forbidden":
-            problem = "unknown key (check the spelling; see the comments in config.toml)"
-        got = e.get("input")
-        shown = f" (got {got!r})" if e["type"] != "extra_forbidden" and not isinstance(got, dict) else ""
-        lines.append(f"{path.name}: {key}: {problem}{shown}")
-    return "\n".join(lines)
+def _problem(e: Any) -> tuple[tuple[int | str, ...], str]:
+    """One validation error (pydantic's ``ErrorDetails``) as ``(location, problem in words)``.
+    A model validator names the key it refuses at the start of its message (``"url: ..."``):
+    that key joins the location, so every line names a key."""
+    loc, problem = tuple(e["loc"]), e["msg"]
+    if e["type"] == "extra_forbidden":
+        return loc, "unknown key (check the spelling; see the comments in config.toml)"
+    if e["type"] == "value_error":
+        problem = problem.removeprefix("Value error, ")
+        named = re.match(r"([a-z_]+): (.*)", problem, re.S)
+        if named:
+            loc, problem = (*loc, named.group(1)), named.group(2)
+    got = e.get("input")
+    return loc, problem + (f" (got {got!r})" if not isinstance(got, dict) else "")
+
+
+def _key(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
 
 
 def _channel_errors(path: Path, settings: Settings) -> list[str]:
@@ -1220,14 +1248,16 @@ def _with_variables(line: str, layers: list[tuple[str, Mapping[str, str | None]]
 
 
 def _format_layered_error(path: Path, err: ValidationError, layers: list[tuple[str, Mapping[str, str | None]]]) -> str:
-    """:func:`_format_error`, naming the variable instead of the key where one set the value."""
+    """One line per error naming its key in config.toml (``config.toml: graph.k: ...``), or
+    the variable that set the value (with the key below it when the variable holds JSON)."""
     lines = []
-    for e, line in zip(err.errors(), _format_error(path, err).splitlines(), strict=True):
+    for e in err.errors():
+        loc, problem = _problem(e)
         variable, below = _variable_of(tuple(e["loc"]), layers)
-        if variable:
-            key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-            line = line.replace(f"{path.name}: {key}: ", f"{variable}: " + (f"{key}: " if below else ""), 1)
-        lines.append(line)
+        if not variable:
+            lines.append(f"{path.name}: {_key(loc)}: {problem}")
+        else:
+            lines.append(f"{variable}: " + (f"{_key(loc)}: " if below or len(loc) > len(e["loc"]) else "") + problem)
     return "\n".join(lines)
 
 

@@ -94,3 +94,77 @@ def test_sources_shows_every_source_whole_on_a_narrow_terminal_and_in_a_pipe(tmp
     lines = {line.split(" ", 2)[1]: line for line in piped.stdout.splitlines() if line.startswith("• ")}
     assert "1 documents, 1 chunks" in lines[name] and "every 6h" in lines[name], piped.stdout
     assert f"FAILED: repository not found: {missing}" in lines["wiki"], piped.stdout
+
+
+def test_a_sources_entry_with_a_wrong_or_missing_key_or_type_is_one_line_naming_the_key(tmp_path):
+    (tmp_path / "handbook").mkdir()
+    base = offline_config(tmp_path).read_text()
+    cfg = tmp_path / "config.toml"
+    for entry, line in [
+        ('type = "files"\npath = "handbook"\nurl = "https://x.example/"', "sources.0.url: not an option of a files"),
+        ('type = "files"\npaths = ["handbook"]', "sources.0.paths: not an option of a files source"),
+        ('type = "web"\nurl = "https://x.example/"\nbranch = "main"', "sources.0.branch: not an option of a web"),
+        ('type = "files"\npath = "handbook"\ncolour = "red"', "sources.0.colour: unknown key"),
+        ('type = "web"', "sources.0.url: missing (a web source needs it)"),
+        ('type = "git"\nrepo = ""', "sources.0.repo: missing (a git source needs it)"),
+        ('path = "handbook"', "sources.0.type: Field required"),
+        ('type = "ftp"\npath = "handbook"', "sources.0.type: Input should be 'files', 'web' or 'git' (got 'ftp')"),
+        ('type = "files"\npath = "handbook"\nschedule = "often"', "sources.0.schedule: 'often' is not a period"),
+    ]:
+        cfg.write_text(base + f'\n[[sources]]\nname = "handbook"\n{entry}\n')
+        result = threadwise("sources", "--config", str(cfg), cwd=tmp_path)
+        assert result.returncode == 2, (entry, result.stdout)
+        [shown] = result.stderr.strip().splitlines()  # one line
+        assert shown.startswith(f"Configuration error: config.toml: {line}"), (entry, shown)
+
+
+def test_sync_of_sources_that_cannot_be_read_says_so_in_one_line_each_and_syncs_the_others(tmp_path):
+    (tmp_path / "handbook").mkdir()
+    (tmp_path / "handbook" / "leave.md").write_text("# Leave\n\nAsk your manager before booking leave.\n")
+    (tmp_path / "notes.rtf").write_text("{\\rtf1 not read}")
+    cfg = offline_config(tmp_path)
+    cfg.write_text(
+        cfg.read_text()
+        + """
+[[sources]]
+name = "handbook"
+type = "files"
+path = "handbook"
+
+[[sources]]
+name = "site"
+type = "web"
+url = "http://127.0.0.1:9/"
+
+[[sources]]
+name = "missing"
+type = "files"
+path = "no-such-folder"
+
+[[sources]]
+name = "notes"
+type = "files"
+path = "notes.rtf"
+"""
+    )
+    unknown = threadwise("sync", "handbok", "--config", str(cfg), cwd=tmp_path)
+    assert unknown.returncode == 2 and unknown.stderr.strip().splitlines() == [
+        f"Unknown source handbok: the sources are {tmp_path / 'kb'}, handbook, site, missing, notes "
+        "(`threadwise sources` lists them)"
+    ]
+    result = threadwise("sync", "--config", str(cfg), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr  # sources failed; the rest synced
+    report = result.stdout.splitlines()
+    assert "• handbook: 1 added, 0 updated, 0 removed, 0 unchanged (1 document, 1 chunk" in result.stdout
+    [site] = [line for line in report if line.startswith("• site:")]
+    assert site.startswith("• site: FAILED: start page http://127.0.0.1:9/: cannot connect ("), site
+    [missing] = [line for line in report if line.startswith("• missing:")]
+    assert f"FAILED: knowledge source not found: {tmp_path / 'no-such-folder'}" in missing
+    # a file named in the configuration that no converter reads is a problem, not a silent skip
+    assert "  – notes: notes.rtf: unsupported file type .rtf (a files source reads .md," in result.stdout
+    # stderr: one log line per source that failed, one per unreadable document, nothing else
+    logged = [line for line in result.stderr.splitlines() if " ERROR " in line or " WARNING " in line]
+    assert len([line for line in logged if "site" in line]) == 1, logged
+    assert len([line for line in logged if "missing" in line]) == 1, logged
+    assert len([line for line in logged if "notes.rtf" in line]) == 1, logged
+    assert "Traceback" not in result.stderr

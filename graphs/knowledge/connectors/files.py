@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,11 +79,21 @@ class FilesConnector:
         out = Listing()
         stamps: dict[str, list[str]] = {k: list(v) for k, v in (state.get("files") or {}).items()}
         new_stamps: dict[str, list[str]] = {}
+        named = {Path(os.path.abspath(Path(p).expanduser())) for p in self.paths}
         for i, (path, rel) in enumerate(files, start=1):
             if progress is not None and (i % 500 == 0 or i == len(files)):
                 progress(i, len(files))
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
-                out.skipped += 1
+                if path in named:  # a file named in the configuration is not passed over in silence
+                    self._failed(
+                        out,
+                        known,
+                        rel,
+                        f"unsupported file type {path.suffix or '(no ending)'} (a files source reads "
+                        f"{', '.join(p.removeprefix('**/*') for p in FILE_PATTERNS)})",
+                    )
+                else:
+                    out.skipped += 1
                 continue
             try:
                 st = path.stat()

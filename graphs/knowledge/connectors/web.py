@@ -143,6 +143,8 @@ class WebConnector:
                     return url, resp.status_code, {k.lower(): v for k, v in resp.headers.items()}, bytes(body)
             except httpx.TimeoutException as exc:
                 raise PageError(f"took over {self.timeout_seconds:g} s (timeout_seconds)") from exc
+            except httpx.ConnectError as exc:  # no such host, nothing listening, TLS refused
+                raise PageError(f"cannot connect ({exc})") from exc
             except httpx.HTTPError as exc:
                 raise PageError(f"{type(exc).__name__}: {exc}") from exc
         raise PageError(f"more than {MAX_REDIRECTS} redirects")
@@ -223,8 +225,10 @@ class WebConnector:
                 try:
                     final, status, resp_headers, body = self._get(client, url, headers)
                 except PageError as exc:
+                    if url == self.url and not self.is_sitemap:
+                        start_failed = str(exc)  # the source fails with it: one line, not two
+                        continue
                     self._failed(out, known, old, url, str(exc))
-                    start_failed = start_failed or (str(exc) if url == self.url else None)
                     continue
                 links: list[str] = []
                 if status == 304 and old.get("id") in known:
@@ -235,9 +239,10 @@ class WebConnector:
                     links = list(old.get("links") or [])
                 elif status != 200:
                     # 404/410: the page is gone and leaves the index; any other status may pass
-                    self._failed(out, known, old, url, f"HTTP {status}", keep=status not in (404, 410))
                     if url == self.url and not self.is_sitemap:
-                        start_failed = f"HTTP {status}"
+                        start_failed = f"HTTP {status}"  # the source fails with it: one line, not two
+                        continue
+                    self._failed(out, known, old, url, f"HTTP {status}", keep=status not in (404, 410))
                     continue
                 else:
                     ctype = resp_headers.get("content-type", "")
