@@ -380,8 +380,7 @@ class PostgresBookkeeping:
         self._fences.pop(run_id, None)
 
     async def run_in_flight(self, run_id: str) -> bool:
-        """True while the run ``run_id`` is queued or running on any replica
-        (see :meth:`bot.storage.base.BookkeepingStore.run_in_flight`)."""
+        """:meth:`bot.storage.base.RunLedger.run_in_flight`, over every replica's runs."""
         return await self._one("SELECT 1 AS one FROM runs WHERE run_id = %s", (run_id,)) is not None
 
     async def unfinished_runs(self) -> list[dict[str, Any]]:
@@ -562,8 +561,8 @@ class PostgresBookkeeping:
 
     @asynccontextmanager
     async def exclusive(self, name: str) -> AsyncIterator[bool]:
-        """Try to take the named advisory lock (e.g. :data:`bot.admin.REINDEX_LOCK`) for the body;
-        yields False at once when another replica holds it. Uses one of the thread-lock slots."""
+        """:meth:`bot.storage.base.Coordination.exclusive` as a PostgreSQL advisory lock (across
+        replicas), held on a connection of one of the thread-lock slots."""
         async with self._lock_slots, self._lock_pool.connection() as conn:
             row = await (
                 await conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0)) AS ok", (name,))
@@ -579,12 +578,12 @@ class PostgresBookkeeping:
 
     # ---- the index generation -------------------------------------------------------------
     async def index_generation(self, name: str = "knowledge") -> str:
-        """The index generation every replica should serve ("" if none recorded)."""
+        """:meth:`bot.storage.base.Coordination.index_generation`, shared by every replica."""
         row = await self._one("SELECT generation FROM index_state WHERE name = %s", (name,))
         return str(row["generation"]) if row else ""
 
     async def set_index_generation(self, generation: str, name: str = "knowledge") -> None:
-        """Record the generation a reindex just built (the others pick it up)."""
+        """:meth:`bot.storage.base.Coordination.set_index_generation`: the other replicas pick it up."""
         await self._exec(
             "INSERT INTO index_state (name, generation, updated_by) VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE"
             " SET generation = excluded.generation, updated_at = now(), updated_by = excluded.updated_by",

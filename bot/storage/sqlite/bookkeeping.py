@@ -82,12 +82,7 @@ class SqliteBookkeeping:
     async def mark_seen(
         self, message_id: str, thread_key: str, run: tuple[str, dict[str, Any], dict[str, Any]] | None = None
     ) -> bool:
-        """Record a message id; True the first time, False for any repeated delivery.
-
-        With ``run = (platform, responder reference, message record)`` the message is
-        also queued as a run in flight (run id = ``message_id``), in the same transaction:
-        from then on a crash cannot lose it (:meth:`unfinished_runs`).
-        """
+        """:meth:`bot.storage.base.Deliveries.mark_seen`."""
         async with self._lock:
             cur = await self._conn.execute(
                 "INSERT OR IGNORE INTO seen_messages (message_id, thread_key, seen_at) VALUES (?, ?, ?)",
@@ -105,21 +100,21 @@ class SqliteBookkeeping:
         return first
 
     async def thread_of(self, message_id: str) -> str | None:
-        """The thread key a handled message id was recorded with, or None."""
+        """:meth:`bot.storage.base.Deliveries.thread_of`."""
         row = await (
             await self._conn.execute("SELECT thread_key FROM seen_messages WHERE message_id = ?", (message_id,))
         ).fetchone()
         return str(row[0]) if row else None
 
     async def has_thread(self, thread_key: str) -> bool:
-        """True if a message of this thread was handled before."""
+        """:meth:`bot.storage.base.Deliveries.has_thread`."""
         row = await (
             await self._conn.execute("SELECT 1 FROM seen_messages WHERE thread_key = ? LIMIT 1", (thread_key,))
         ).fetchone()
         return row is not None
 
     async def recent_message_ids(self, seconds: float, limit: int) -> list[str]:
-        """Ids of the messages handled in the last ``seconds`` (newest ``limit``, oldest first)."""
+        """:meth:`bot.storage.base.Deliveries.recent_message_ids`."""
         rows = await (
             await self._conn.execute(
                 "SELECT message_id FROM (SELECT message_id, seen_at FROM seen_messages WHERE seen_at >= ?"
@@ -135,7 +130,7 @@ class SqliteBookkeeping:
         await self._conn.commit()
 
     async def forget_seen_before(self, seconds: float) -> int:
-        """Drop seen ids older than ``seconds`` (redeliveries come within minutes)."""
+        """:meth:`bot.storage.base.Deliveries.forget_seen_before`."""
         cur = await self._conn.execute("DELETE FROM seen_messages WHERE seen_at < ?", (time.time() - seconds,))
         await self._conn.commit()
         return cur.rowcount
@@ -149,7 +144,7 @@ class SqliteBookkeeping:
         timeout_seconds: float,
         interrupt_id: str = "",
     ) -> float:
-        """Record an open help request; returns its deadline (epoch seconds)."""
+        """:meth:`bot.storage.base.HelpDesk.open_help_request`."""
         deadline = time.time() + timeout_seconds
         await self._conn.execute(
             "INSERT OR REPLACE INTO help_requests (thread_key, platform, reference, question, deadline, created_at,"
@@ -160,8 +155,7 @@ class SqliteBookkeeping:
         return deadline
 
     async def claim_help_request(self, thread_key: str, by: str) -> dict[str, Any] | None:
-        """Atomically move an open help request to resolved. Returns it (with its
-        ``reference``) to the first caller only; None if there is none open."""
+        """:meth:`bot.storage.base.HelpDesk.claim_help_request`."""
         row = await (
             await self._conn.execute(
                 "SELECT platform, reference, question FROM help_requests WHERE thread_key = ? AND status = 'open'",
@@ -180,7 +174,7 @@ class SqliteBookkeeping:
         return {"platform": row[0], "reference": json.loads(row[1]), "question": row[2]}
 
     async def open_help_requests(self) -> list[dict[str, Any]]:
-        """All open help requests: thread_key, platform, reference, deadline."""
+        """:meth:`bot.storage.base.HelpDesk.open_help_requests`."""
         rows = await (
             await self._conn.execute(
                 "SELECT thread_key, platform, reference, deadline, interrupt_id FROM help_requests"
@@ -208,18 +202,8 @@ class SqliteBookkeeping:
         graph_input: dict[str, Any],
         checkpoint_before: str,
     ) -> bool:
-        """Record that the graph is about to run (a queued message's row is updated).
-        Returns True: one process owns every run (replicas: False when another replica
-        took the run over, :meth:`bot.storage.postgres.PostgresBookkeeping.run_started`).
-
-        Args:
-            run_id: the message id for a user message, else a made-up unique id.
-            reference: the responder's :meth:`~bot.protocol.Responder.reference`.
-            graph_input: JSON-able input to start the run again: ``{"question": str}`` or
-                ``{"resume": {...}, "interrupt_id": str}``.
-            checkpoint_before: the thread's newest checkpoint id before the run ("" if none),
-                telling a recovery whether the run saved anything.
-        """
+        """:meth:`bot.storage.base.RunLedger.run_started` (a queued message's row is updated);
+        always True: one process owns every run."""
         await self._conn.execute(
             "INSERT INTO runs (run_id, thread_key, platform, reference, input, checkpoint_before, started_at, stage)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, 'running')"
@@ -251,7 +235,7 @@ class SqliteBookkeeping:
         await self._conn.commit()
 
     async def finish_run(self, run_id: str) -> None:
-        """Forget a run that ended (answered, apologised for, paused for a human, or no run needed)."""
+        """:meth:`bot.storage.base.RunLedger.finish_run`."""
         await self._conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
         await self._conn.commit()
 
@@ -281,8 +265,7 @@ class SqliteBookkeeping:
         ]
 
     async def run_in_flight(self, run_id: str) -> bool:
-        """True while the run ``run_id`` (a message id) is queued or running, i.e. not yet
-        finished by :meth:`finish_run`."""
+        """:meth:`bot.storage.base.RunLedger.run_in_flight`."""
         row = await (await self._conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,))).fetchone()
         return row is not None
 
@@ -336,7 +319,7 @@ class SqliteBookkeeping:
         return cur.rowcount
 
     async def audit(self, actor: str, command: str, allowed: bool, detail: str = "") -> None:
-        """Append an admin command to the audit log."""
+        """:meth:`bot.storage.base.AuditLog.audit`."""
         await self._conn.execute(
             "INSERT INTO audit (at, actor, command, allowed, detail) VALUES (?, ?, ?, ?, ?)",
             (time.time(), actor, command, int(allowed), detail),
@@ -384,7 +367,7 @@ class SqliteBookkeeping:
         await self._conn.commit()
 
     async def answer_record(self, answer_id: str) -> dict[str, Any] | None:
-        """The answer recorded as ``answer_id`` (the columns of :meth:`record_answer`), or None."""
+        """:meth:`bot.storage.base.Feedback.answer_record`."""
         row = await (
             await self._conn.execute(
                 "SELECT answer_id, thread_key, platform, channel, question, answer, kind, route, sources, path, at"
@@ -395,9 +378,7 @@ class SqliteBookkeeping:
         return _answer_row(row) if row else None
 
     async def record_vote(self, answer_id: str, user_id: str, vote: int, reason: str | None = None) -> bool:
-        """Record ``user_id``'s vote on an answer: +1 (👍) or -1 (👎). One vote per user and
-        answer; a later vote replaces the earlier one. ``reason`` None keeps the reason
-        already given with a 👎 (a 👍 clears it). Returns False when the answer is unknown."""
+        """:meth:`bot.storage.base.Feedback.record_vote`."""
         if vote not in (1, -1):
             raise ValueError(f"a vote is +1 or -1, not {vote!r}")
         if await self.answer_record(answer_id) is None:
@@ -412,7 +393,7 @@ class SqliteBookkeeping:
         return True
 
     async def vote_of(self, answer_id: str, user_id: str) -> dict[str, Any] | None:
-        """``{"vote": +1|-1, "reason": str}`` of one user on one answer, or None."""
+        """:meth:`bot.storage.base.Feedback.vote_of`."""
         row = await (
             await self._conn.execute(
                 "SELECT vote, reason FROM votes WHERE answer_id = ? AND user_id = ?", (answer_id, user_id)
@@ -421,9 +402,7 @@ class SqliteBookkeeping:
         return {"vote": row[0], "reason": row[1]} if row else None
 
     async def feedback_rows(self) -> list[dict[str, Any]]:
-        """Every vote with its answer, oldest first: the answer's columns (see
-        :meth:`record_answer`; ``sources``/``path`` decoded) plus ``user_id``, ``vote``
-        (+1/-1), ``reason`` and ``voted_at``."""
+        """:meth:`bot.storage.base.Feedback.feedback_rows`."""
         rows = await (
             await self._conn.execute(
                 "SELECT a.answer_id, a.thread_key, a.platform, a.channel, a.question, a.answer, a.kind, a.route,"

@@ -90,7 +90,7 @@ async def prepare(saver: Any) -> None:
 
 
 async def thread_keys(saver: Any, prefix: str = "") -> list[str]:
-    """Thread ids with at least one checkpoint, starting with ``prefix``, sorted."""
+    """:func:`bot.storage.checkpoints.thread_keys`."""
     conn = _conn(saver)
     if conn is None:
         return []
@@ -140,7 +140,7 @@ async def prune(saver: Any, thread_key: str, keep: int) -> int:
 
 
 async def latest_checkpoint_id(saver: Any, thread_key: str) -> str:
-    """The id of the newest checkpoint of a thread (root namespace), "" if none."""
+    """:func:`bot.storage.checkpoints.latest_checkpoint_id`."""
     conn = _conn(saver)
     if conn is None:
         return ""
