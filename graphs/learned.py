@@ -22,7 +22,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -162,6 +162,50 @@ def query_weights(queries: Sequence[str | tuple[str, float]]) -> list[tuple[str,
     return [(q, 1.0) if isinstance(q, str) else (q[0], float(q[1])) for q in queries]
 
 
+ENTRY_COLUMNS = "id, question, answer, answered_by, answered_at, thread_key, permalink, platform, channel"
+"""An entry's columns in every store, in :class:`LearnedEntry`'s order (a row of them makes one)."""
+
+
+def entry_values(question: str, answer: str, answered_at: float | None) -> tuple[str, str, float]:
+    """What :meth:`LearnedStore.add` saves of a new entry: its question and answer stripped,
+    and its time (now when ``answered_at`` is None).
+
+    Raises:
+        ValueError: ``answer`` is empty.
+    """
+    question, answer = question.strip(), answer.strip()
+    if not answer:
+        raise ValueError("a learned entry needs an answer")
+    return question, answer, time.time() if answered_at is None else answered_at
+
+
+def search_entries(
+    queries: Sequence[str | tuple[str, float]],
+    k: int,
+    rank: Callable[[str], Sequence[int] | None],
+    fetch: Callable[[list[int]], Sequence[LearnedEntry]],
+) -> list[LearnedEntry]:
+    """:meth:`LearnedStore.search` over a store's own full-text ranking: each query variant
+    ranked, the rankings fused (:func:`fuse`), the best entries fetched.
+
+    Args:
+        queries: plain or ``(query, weight)``, as ``KnowledgeBase.search`` takes them.
+        k: most entries returned.
+        rank: one query variant's entry ids, best first (None: nothing in it to search; the
+            variant is left out).
+        fetch: the entries of these ids, in any order (an id removed meanwhile is missing).
+
+    Returns:
+        At most ``k`` entries, best first.
+    """
+    ranked = [(list(ids), weight) for text, weight in query_weights(queries) if (ids := rank(text)) is not None]
+    best = fuse(ranked, k)
+    if not best:
+        return []
+    by_id = {e.id: e for e in fetch(best)}
+    return [by_id[i] for i in best if i in by_id]
+
+
 class SqliteLearnedStore:
     """The learned entries in one SQLite file (see the module docstring).
 
@@ -209,16 +253,12 @@ class SqliteLearnedStore:
         channel: str = "",
         answered_at: float | None = None,
     ) -> LearnedEntry:
-        """Save an entry and index it. Returns it (with its id).
+        """:meth:`LearnedStore.add`.
 
         Raises:
-            ValueError: ``answer`` is empty.
             sqlite3.Error: the file cannot be written (full or read-only disk).
         """
-        question, answer = question.strip(), answer.strip()
-        if not answer:
-            raise ValueError("a learned entry needs an answer")
-        at = time.time() if answered_at is None else answered_at
+        question, answer, at = entry_values(question, answer, answered_at)
         with self._write_lock, self._connect() as conn:
             cur = conn.execute(
                 "INSERT INTO entries (question, answer, answered_by, answered_at, thread_key, permalink, platform,"
@@ -234,7 +274,7 @@ class SqliteLearnedStore:
         return LearnedEntry(entry_id, question, answer, answered_by, at, thread_key, permalink, platform, channel)
 
     def forget(self, entry_id: int) -> bool:
-        """Remove an entry; False when there is none with that id."""
+        """:meth:`LearnedStore.forget`."""
         with self._write_lock, self._connect() as conn:
             cur = conn.execute("DELETE FROM entries WHERE id = ?", (entry_id,))
             conn.execute("DELETE FROM entries_fts WHERE rowid = ?", (entry_id,))
@@ -242,42 +282,35 @@ class SqliteLearnedStore:
 
     def get(self, entry_id: int) -> LearnedEntry | None:
         with self._connect() as conn:
-            row = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (entry_id,)).fetchone()
+            row = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ?", (entry_id,)).fetchone()
         return LearnedEntry(*row) if row else None
 
     def entries(self) -> list[LearnedEntry]:
-        """Every entry, oldest first."""
+        """:meth:`LearnedStore.entries`."""
         with self._connect() as conn:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM entries ORDER BY id").fetchall()
+            rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries ORDER BY id").fetchall()
         return [LearnedEntry(*r) for r in rows]
 
     def search(self, queries: Sequence[str | tuple[str, float]], k: int) -> list[LearnedEntry]:
-        """Entries matching the query variants (BM25 per query, fused with RRF), best first.
-
-        Args:
-            queries: plain or ``(query, weight)``, as ``KnowledgeBase.search`` takes them.
-            k: most entries returned.
-        """
-        ranked: list[tuple[list[int], float]] = []
+        """:meth:`LearnedStore.search`: FTS5's BM25 per query variant, fused (:func:`search_entries`)."""
         with self._connect() as conn:
-            for text, weight in query_weights(queries):
+
+            def rank(text: str) -> list[int] | None:
                 match = keyword_query(text)
                 if not match:
-                    continue
+                    return None
                 try:
                     rows = conn.execute(
                         "SELECT rowid FROM entries_fts WHERE entries_fts MATCH ? ORDER BY bm25(entries_fts) LIMIT ?",
                         (match, self.candidates),
                     ).fetchall()
-                except sqlite3.OperationalError:
-                    continue
-                ranked.append(([r[0] for r in rows], weight))
-            out = []
-            for i in fuse(ranked, k):
-                row = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (i,)).fetchone()
-                if row:
-                    out.append(LearnedEntry(*row))
-        return out
+                except sqlite3.OperationalError:  # a query FTS5 cannot parse: that variant only
+                    return None
+                return [r[0] for r in rows]
 
+            def fetch(ids: list[int]) -> list[LearnedEntry]:
+                marks = ", ".join("?" * len(ids))
+                rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id IN ({marks})", ids).fetchall()
+                return [LearnedEntry(*r) for r in rows]
 
-_COLUMNS = "id, question, answer, answered_by, answered_at, thread_key, permalink, platform, channel"
+            return search_entries(queries, k, rank, fetch)

@@ -10,36 +10,19 @@ store indexes (:func:`graphs.terms.index_text`: case-folded, spaceless scripts a
 and bigrams) under the ``english`` configuration (Snowball stemming, as FTS5's porter
 tokenizer of the SQLite store stems), with a GIN index. Each query variant's content terms
 (:func:`graphs.knowledge.index.keyword_phrases`) are OR-ed, entries ranked by ``ts_rank_cd``,
-and the variants fused by reciprocal rank as the SQLite store does (:func:`graphs.learned.fuse`).
+and the variants fused by reciprocal rank as the SQLite store does (:func:`graphs.learned.search_entries`).
 
 Calls are synchronous (the graph calls them from worker threads) over a small psycopg pool.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from graphs import terms
 from graphs.knowledge.index import keyword_phrases
-from graphs.learned import LearnedEntry, fuse, query_weights
-
-_COLUMNS = "id, question, answer, answered_by, answered_at, thread_key, permalink, platform, channel"
-
-
-def _entry(r: dict[str, Any]) -> LearnedEntry:
-    return LearnedEntry(
-        int(r["id"]),
-        r["question"],
-        r["answer"],
-        r["answered_by"],
-        float(r["answered_at"]),
-        r["thread_key"],
-        r["permalink"],
-        r["platform"],
-        r["channel"],
-    )
+from graphs.learned import ENTRY_COLUMNS, LearnedEntry, entry_values, search_entries
 
 
 class PostgresLearnedStore:
@@ -66,16 +49,12 @@ class PostgresLearnedStore:
         channel: str = "",
         answered_at: float | None = None,
     ) -> LearnedEntry:
-        """Save an entry and index it; returns it with its id.
+        """:meth:`graphs.learned.LearnedStore.add`.
 
         Raises:
-            ValueError: ``answer`` is empty.
             psycopg.Error, psycopg_pool.PoolTimeout: the database cannot be reached.
         """
-        question, answer = question.strip(), answer.strip()
-        if not answer:
-            raise ValueError("a learned entry needs an answer")
-        at = time.time() if answered_at is None else answered_at
+        question, answer, at = entry_values(question, answer, answered_at)
         searchable = f"{terms.index_text(question)} {terms.index_text(answer)}"
         with self._pool.connection() as conn:
             row = conn.execute(
@@ -87,46 +66,46 @@ class PostgresLearnedStore:
         return LearnedEntry(int(row["id"]), question, answer, answered_by, at, thread_key, permalink, platform, channel)
 
     def forget(self, entry_id: int) -> bool:
-        """Remove an entry (for every replica); False when there is none with that id."""
+        """:meth:`graphs.learned.LearnedStore.forget`, for every replica."""
         with self._pool.connection() as conn:
             row = conn.execute("DELETE FROM learned_entries WHERE id = %s RETURNING id", (int(entry_id),)).fetchone()
         return row is not None
 
     def get(self, entry_id: int) -> LearnedEntry | None:
-        """The entry ``entry_id``, or None."""
+        """:meth:`graphs.learned.LearnedStore.get`."""
         with self._pool.connection() as conn:
-            row = conn.execute(f"SELECT {_COLUMNS} FROM learned_entries WHERE id = %s", (int(entry_id),)).fetchone()
-        return _entry(row) if row else None
+            row = conn.execute(
+                f"SELECT {ENTRY_COLUMNS} FROM learned_entries WHERE id = %s", (int(entry_id),)
+            ).fetchone()
+        return LearnedEntry(**row) if row else None
 
     def entries(self) -> list[LearnedEntry]:
-        """Every entry, oldest first."""
+        """:meth:`graphs.learned.LearnedStore.entries`."""
         with self._pool.connection() as conn:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM learned_entries ORDER BY id").fetchall()
-        return [_entry(r) for r in rows]
+            rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM learned_entries ORDER BY id").fetchall()
+        return [LearnedEntry(**r) for r in rows]
 
     def search(self, queries: Sequence[str | tuple[str, float]], k: int) -> list[LearnedEntry]:
-        """Entries matching the query variants, best first (see the module docstring).
-
-        Args:
-            queries: plain or ``(query, weight)``, as ``KnowledgeBase.search`` takes them.
-            k: most entries returned.
-        """
-        ranked: list[tuple[list[int], float]] = []
+        """:meth:`graphs.learned.LearnedStore.search`: full text search per query variant, fused
+        (:func:`graphs.learned.search_entries`; see the module docstring)."""
         with self._pool.connection() as conn:
-            for text, weight in query_weights(queries):
+
+            def rank(text: str) -> list[int] | None:
                 phrases = keyword_phrases(text)
                 if not phrases:
-                    continue
+                    return None
                 tsquery = " || ".join(["plainto_tsquery('english', %s)"] * len(phrases))
                 rows = conn.execute(
                     f"SELECT id FROM learned_entries, ({'SELECT ' + tsquery} AS q) AS query WHERE search @@ q"
                     " ORDER BY ts_rank_cd(search, q) DESC, id LIMIT %s",
                     (*phrases, self.candidates),
                 ).fetchall()
-                ranked.append(([int(r["id"]) for r in rows], weight))
-            best = fuse(ranked, k)
-            if not best:
-                return []
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM learned_entries WHERE id = ANY(%s)", (best,)).fetchall()
-        by_id = {int(r["id"]): _entry(r) for r in rows}
-        return [by_id[i] for i in best if i in by_id]
+                return [int(r["id"]) for r in rows]
+
+            def fetch(ids: list[int]) -> list[LearnedEntry]:
+                rows = conn.execute(
+                    f"SELECT {ENTRY_COLUMNS} FROM learned_entries WHERE id = ANY(%s)", (ids,)
+                ).fetchall()
+                return [LearnedEntry(**r) for r in rows]
+
+            return search_entries(queries, k, rank, fetch)
