@@ -91,6 +91,18 @@ class ConfigError(ValueError):
 ReplyPolicyName = Literal["all", "unless_addressed_to_others", "mentions_only"]
 
 
+def _auto_or_between(key: str, low: int, high: int) -> Any:
+    """A validator of the setting ``key`` (``int | Literal["auto"]``): "auto", or a whole
+    number from ``low`` to ``high``. Assign it to a name in the settings class."""
+
+    def check(cls: type, v: int | str) -> int | str:
+        if isinstance(v, int) and not low <= v <= high:
+            raise ValueError(f'must be "auto" or between {low} and {high}')
+        return v
+
+    return field_validator(key)(classmethod(check))
+
+
 class ModelSettings(_Section):
     """``[models]``: the chat model and the embedding model."""
 
@@ -208,12 +220,7 @@ class ModelSettings(_Section):
             raise ValueError(f'write it as "provider:model", e.g. "openai:{v or "MODEL"}" (docs/choosing-a-model.md)')
         return v
 
-    @field_validator("max_concurrent_calls")
-    @classmethod
-    def _calls_range(cls, v: int | str) -> int | str:
-        if isinstance(v, int) and not 1 <= v <= 256:
-            raise ValueError('must be "auto" or between 1 and 256')
-        return v
+    _calls_range = _auto_or_between("max_concurrent_calls", 1, 256)
 
 
 class KnowledgeSettings(_Section):
@@ -521,19 +528,8 @@ class ServiceSettings(_Section):
         description="The apology when the bot cannot save (its disk is full or read-only).",
     )
 
-    @field_validator("graph_workers")
-    @classmethod
-    def _workers_range(cls, v: int | str) -> int | str:
-        if isinstance(v, int) and not 0 <= v <= 64:
-            raise ValueError('must be "auto" or between 0 and 64')
-        return v
-
-    @field_validator("max_concurrent_runs")
-    @classmethod
-    def _runs_range(cls, v: int | str) -> int | str:
-        if isinstance(v, int) and not 1 <= v <= 1024:
-            raise ValueError('must be "auto" or between 1 and 1024')
-        return v
+    _workers_range = _auto_or_between("graph_workers", 0, 64)
+    _runs_range = _auto_or_between("max_concurrent_runs", 1, 1024)
 
 
 class Reactions(_Section):
