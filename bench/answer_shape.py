@@ -31,40 +31,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bot.config import load_settings  # noqa: E402
+from bench.offline_rows import mean, open_offline, queries_for, read_rows, search_queries_for  # noqa: E402
 from bot.eval import first_fact_position, has_template_syntax  # noqa: E402
-from bot.runtime import build_knowledge_base  # noqa: E402
 from graphs import extractive as ex  # noqa: E402
 from graphs import signals  # noqa: E402
 from graphs.composers import _FOLLOWUP_WORDS  # noqa: E402
 from graphs.knowledge.crosslingual import load_encoder  # noqa: E402
-from graphs.models import build_embeddings  # noqa: E402
 from graphs.offline_router import OfflineRouter  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-
-
-def queries_for(row: dict) -> list[str]:
-    """The grader's and composer's question variants: the message, and for a follow-up
-    the previous user turn joined with it (:func:`graphs.offline.offline_questions`)."""
-    users = [h["content"] for h in row.get("history", []) if h["role"] == "user"]
-    return [row["question"]] + ([f"{users[-1]} {row['question']}"] if users else [])
-
-
-def search_queries_for(row: dict) -> list:
-    """The search variants of :func:`graphs.offline.offline_search_queries` (first pass)."""
-    users = [h["content"] for h in row.get("history", []) if h["role"] == "user"]
-    answers = [h["content"] for h in row.get("history", []) if h["role"] == "assistant"]
-    out: list = [row["question"]]
-    if users:
-        out.append((f"{users[-1]} {row['question']}", 0.75))
-    if answers:
-        out.append((f"{answers[-1][:300]} {row['question']}", 0.75))
-    return out
-
-
-def mean(xs: list[float]) -> float | None:
-    return round(sum(xs) / len(xs), 3) if xs else None
 
 
 def measure(rows: list[dict], brain: ex.Extractive, **shape) -> dict:
@@ -130,15 +105,8 @@ def main() -> None:
     ap.add_argument("--cross", action="store_true", help="with the multilingual encoder ([graph] cross_language)")
     ap.add_argument("--grid", action="store_true", help="facts / length / first fact for a grid of answer shapes")
     args = ap.parse_args()
-    rows = [json.loads(line) for line in Path(args.eval).read_text().splitlines() if line.strip()]
-    settings = load_settings(args.config)
-    emb, eid = build_embeddings("local", settings.models)
-    kb = build_knowledge_base(settings, emb, eid, [args.corpus])
-    if kb.needs_rebuild():
-        t = time.perf_counter()
-        kb.reindex()
-        print(f"index built in {time.perf_counter() - t:.0f}s", file=sys.stderr)
-    embedder = ex.TextEmbedder(emb, cache_size=200_000)
+    rows = read_rows(args.eval)
+    settings, kb, embedder = open_offline(args.config, args.corpus)
     brain = ex.Extractive(embedder, kb, cross_encoder=load_encoder() if args.cross else None)
     router = OfflineRouter(embedder, kb, extractive=brain)
     key = hashlib.sha256(
@@ -154,9 +122,9 @@ def main() -> None:
     else:
         per_row = []
         for row in rows:
-            qs = queries_for(row)
+            qs = queries_for(row, settings)
             route = router.decide(router.signals(row["question"]), bool(row.get("history")))
-            docs = brain.retrieve(search_queries_for(row), settings.knowledge.k)
+            docs = brain.retrieve(search_queries_for(row, settings), settings.knowledge.k)
             per_row.append(
                 {
                     "id": row["id"],

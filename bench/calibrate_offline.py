@@ -31,31 +31,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bot.config import load_settings  # noqa: E402
-from bot.runtime import build_knowledge_base  # noqa: E402
+from bench.offline_rows import mean, open_offline, queries_for, read_rows, search_queries_for  # noqa: E402
 from graphs import extractive as ex  # noqa: E402
-from graphs.models import build_embeddings  # noqa: E402
 from graphs.offline_router import OfflineRouter  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-
-
-def queries_for(row: dict) -> list[str]:
-    """The retrieve node's variants without a model: the message, and for a follow-up the
-    previous user turn joined with it."""
-    users = [h["content"] for h in row.get("history", []) if h["role"] == "user"]
-    return [row["question"]] + ([f"{users[-1]} {row['question']}"] if users else [])
-
-
-def search_queries_for(row: dict) -> list:
-    """Search variants of the extractive retrieve node: :func:`queries_for` plus, for a
-    follow-up, the previous answer's opening joined with the message."""
-    answers = [h["content"] for h in row.get("history", []) if h["role"] == "assistant"]
-    return queries_for(row) + ([(f"{answers[-1][:300]} {row['question']}", 1.0)] if answers else [])
-
-
-def mean(xs: list[float]) -> float | None:
-    return round(sum(xs) / len(xs), 3) if xs else None
 
 
 def main() -> None:
@@ -65,15 +45,8 @@ def main() -> None:
     ap.add_argument("--config", default=str(HERE.parent / "config.toml"))
     ap.add_argument("--cache", default="", help="pickle file caching text vectors between runs")
     args = ap.parse_args()
-    rows = [json.loads(line) for line in Path(args.eval).read_text().splitlines() if line.strip()]
-    settings = load_settings(args.config)
-    emb, eid = build_embeddings("local", settings.models)
-    kb = build_knowledge_base(settings, emb, eid, [args.corpus])
-    if kb.needs_rebuild():
-        t = time.perf_counter()
-        kb.reindex()
-        print(f"index built in {time.perf_counter() - t:.0f}s", file=sys.stderr)
-    embedder = ex.TextEmbedder(emb, cache_size=200_000)
+    rows = read_rows(args.eval)
+    settings, kb, embedder = open_offline(args.config, args.corpus)
     cache = Path(args.cache) if args.cache else None
     if cache and cache.exists():  # vectors of earlier runs (same model): fast re-runs while calibrating
         embedder._cache.update(pickle.loads(cache.read_bytes()))
@@ -83,10 +56,10 @@ def main() -> None:
 
     per_row = []
     for n, row in enumerate(rows):
-        qs = queries_for(row)
+        qs = queries_for(row, settings)
         t = time.perf_counter()
         plain = kb.search(qs, k)
-        sq = search_queries_for(row)
+        sq = search_queries_for(row, settings)
         cands = kb.search(sq, k * 4)
         cos, title = brain.rerank_features([q if isinstance(q, str) else q[0] for q in sq], cands)
         docs = brain.retrieve(sq, k)
