@@ -275,6 +275,13 @@ class KnowledgeSettings(_Section):
         "at 16384 tokens; a batch refused as too large is split in halves "
         "and sent again.",
     )
+    embedding_concurrency: int = Field(
+        2,
+        ge=1,
+        le=32,
+        description="Embedding requests in flight at once while a sync embeds its documents (a hosted "
+        "API or an embedding server answers several in the time of one; the local model runs one at a time).",
+    )
     keep_generations: int = Field(2, ge=1, le=20, description="Old index generations kept on disk after a swap.")
     ann_min_chunks: int = Field(
         20000,

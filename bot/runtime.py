@@ -147,6 +147,7 @@ def build_knowledge_base(
         ann_min_chunks=k.ann_min_chunks,
         batch_size=k.embedding_batch_size,
         batch_tokens=k.embedding_batch_tokens,
+        embedding_concurrency=k.embedding_concurrency,
         connectors=connectors,
     )
 

@@ -42,6 +42,7 @@ class Chunk:
         file_hash: the document's version (sha256 of a file's bytes, a blob id, a page's hash).
         source: the name of the source the document came from.
         url: the address an answer cites ('' when there is none: ``file`` is shown).
+        access: its document's access list (``Document.access``; None: everyone).
     """
 
     file: str
@@ -50,6 +51,7 @@ class Chunk:
     file_hash: str
     source: str = ""
     url: str = ""
+    access: tuple[str, ...] | None = None
 
 
 @dataclass

@@ -17,6 +17,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import numpy as np
@@ -97,6 +98,7 @@ def embed_texts(
     *,
     max_items: int,
     max_tokens: int,
+    concurrency: int = 1,
     progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """Embed ``texts`` (shortest first) in batches sized by :func:`batches`; a batch refused as too large
@@ -107,7 +109,11 @@ def embed_texts(
         texts: the texts, in order.
         max_items: most texts per request.
         max_tokens: most estimated tokens per request.
-        progress: called as ``progress(done, total)`` after each request.
+        concurrency: requests in flight at once (threads; the embeddings client must be
+            thread-safe, as httpx-based clients are). A server that embeds on several
+            cores or machines answers several requests in the time of one.
+        progress: called as ``progress(done, total)`` after each request (from the calling
+            thread or a worker, one call at a time).
 
     Returns:
         float32 matrix, row i = unit vector of ``texts[i]``.
@@ -118,6 +124,7 @@ def embed_texts(
     """
     rows: list[np.ndarray | None] = [None] * len(texts)
     done = 0
+    lock = threading.Lock()
 
     def run(idx: list[int]) -> None:
         nonlocal done
@@ -138,14 +145,27 @@ def embed_texts(
             return
         for i, v in zip(idx, normalise(np.asarray(vectors)), strict=True):
             rows[i] = v
-        done += len(idx)
-        if progress:
-            progress(done, len(texts))
+        with lock:
+            done += len(idx)
+            if progress:
+                progress(done, len(texts))
 
     # similar lengths together: a local model pads every text of a batch to its longest
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    for batch in batches([texts[i] for i in order], max_items, max_tokens):
-        run([order[j] for j in batch])
+    groups = [[order[j] for j in batch] for batch in batches([texts[i] for i in order], max_items, max_tokens)]
+    if concurrency <= 1 or len(groups) <= 1:
+        for g in groups:
+            run(g)
+    else:
+        with ThreadPoolExecutor(max_workers=min(concurrency, len(groups)), thread_name_prefix="embed") as pool:
+            futures = [pool.submit(run, g) for g in groups]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                for future in futures:  # requests not yet sent are not sent
+                    future.cancel()
+                raise
     if not rows:
         return np.zeros((0, 0), dtype=np.float32)
     return np.vstack(cast(list[np.ndarray], rows)).astype(np.float32)  # every row was filled

@@ -6,7 +6,8 @@ Layout (``knowledge.index_dir``, separate from the checkpoint file)::
       CURRENT                 name of the live generation (replaced atomically)
       reindex.lock            flock()ed by the one process building a generation; holds its pid
       gen-<timestamp>-<pid>-<n>/
-        chunks.sqlite         chunk table + FTS5 keyword index (BM25 ranking)
+        chunks.sqlite         chunk table (document, heading path, text, source, URL, access list,
+                              text hash) + FTS5 keyword index (BM25 ranking)
         keyword.npz           the FTS5 index's postings, for ranking in memory (graphs/knowledge/bm25.py)
         vectors.npy           float32 unit vectors, row i = chunk rowid i+1 (optional)
         vectors.usearch(.json) the vectors' HNSW graph, for large indexes (graphs/knowledge/ann.py)
@@ -14,7 +15,8 @@ Layout (``knowledge.index_dir``, separate from the checkpoint file)::
 
 A generation is written under ``<name>.tmp``, synced, renamed, and only then named in
 ``CURRENT`` (written to ``CURRENT.tmp``, synced, ``os.replace``d): whoever reads
-``CURRENT`` finds a complete generation with its manifest.
+``CURRENT`` finds a complete generation with its manifest. Generations are written by
+:class:`graphs.knowledge.writer.GenerationWriter` (batch by batch, in bounded memory).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,16 +38,13 @@ import numpy as np
 from graphs import terms
 from graphs.knowledge import ann, bm25
 from graphs.knowledge.common import Chunk, KnowledgeBaseError, ReindexBusyError
+from graphs.knowledge.writer import FORMAT, FTS_TOKENIZER, GenerationWriter, access_of
 
-FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-"""SQLite FTS5 tokenizer of the keyword index. The text it sees is already
-:func:`graphs.terms.index_text` (case-folded, spaceless scripts as character bigrams)."""
+__all__ = ["FORMAT", "FTS_TOKENIZER"]  # re-exported: the format and tokenizer are the writer's
+
 
 _MAX_QUERY_TERMS = 64
 
-FORMAT = 2
-"""The generation format: 2 = chunks carry their source and URL, the manifest lists each
-source's documents and sync state (generations of format 1 are read, and rebuilt at the next sync)."""
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +217,7 @@ class IndexSnapshot:
     def file_chunks(self, file: str, source: str | None = None) -> list[tuple[Chunk, np.ndarray | None]]:
         """Every chunk of document ``file`` (of ``source`` when given) in order, with its
         vector (None without a dense index)."""
-        sql = f"SELECT rowid, title, text, file_hash, {self._extra} FROM chunks WHERE file = ?"
+        sql = f"SELECT rowid, title, text, file_hash, {self._extra}, {self._access} FROM chunks WHERE file = ?"
         args: list[str] = [file]
         if source is not None and self.has_sources:
             sql, args = sql + " AND source = ?", [file, source]
@@ -226,10 +225,10 @@ class IndexSnapshot:
             rows = self._conn.execute(sql + " ORDER BY rowid", args).fetchall()
         return [
             (
-                Chunk(file=file, title=title, text=text, file_hash=h, source=src, url=url),
+                Chunk(file=file, title=title, text=text, file_hash=h, source=src, url=url, access=access_of(acc)),
                 self.vectors[rowid - 1] if self.vectors is not None else None,
             )
-            for rowid, title, text, h, src, url in rows
+            for rowid, title, text, h, src, url, acc in rows
         ]
 
     def chunks(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str, str, str]]:
@@ -244,15 +243,25 @@ class IndexSnapshot:
         return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def all_chunks(self) -> list[tuple[int, Chunk]]:
-        """Every ``(rowid, chunk)`` of the generation in rowid order (carried into the next one)."""
+        """Every ``(rowid, chunk)`` of the generation in rowid order."""
+        return list(self.iter_chunks())
+
+    def iter_chunks(self, source: str | None = None, batch: int = 2048) -> Iterator[tuple[int, Chunk]]:
+        """``(rowid, chunk)`` of the generation (of ``source`` only, when given) in rowid
+        order, read ``batch`` rows at a time on a connection of its own (a generation of any
+        size is carried into the next one without holding it in memory)."""
         conn = sqlite3.connect(f"file:{self.directory / 'chunks.sqlite'}?mode=ro", uri=True)
         try:
-            rows = conn.execute(
-                f"SELECT rowid, file, title, text, file_hash, {self._extra} FROM chunks ORDER BY rowid"
-            ).fetchall()
+            sql = f"SELECT rowid, file, title, text, file_hash, {self._extra}, {self._access} FROM chunks"
+            args: list[str] = []
+            if source is not None and self.has_sources:
+                sql, args = sql + " WHERE source = ?", [source]
+            cur = conn.execute(sql + " ORDER BY rowid", args)
+            while rows := cur.fetchmany(batch):
+                for r in rows:
+                    yield r[0], Chunk(r[1], r[2], r[3], r[4], r[5], r[6], access_of(r[7]))
         finally:
             conn.close()
-        return [(r[0], Chunk(r[1], r[2], r[3], r[4], r[5], r[6])) for r in rows]
 
     @property
     def has_sources(self) -> bool:
@@ -260,77 +269,51 @@ class IndexSnapshot:
         return int(self.manifest.get("format", 1)) >= 2
 
     @property
+    def has_access(self) -> bool:
+        """The chunk table holds each chunk's access list and text hash (format 3)."""
+        return int(self.manifest.get("format", 1)) >= 3
+
+    @property
     def _extra(self) -> str:
         return "source, url" if self.has_sources else "'', ''"
 
-
-def _fts_file(file: str) -> str:
-    return terms.index_text(file.replace("/", " ").replace("_", " ").replace(".", " ").replace("-", " "))
+    @property
+    def _access(self) -> str:
+        return "access" if self.has_access else "NULL"
 
 
 def write_generation(
     directory: Path,
-    chunks: list[Chunk],
+    chunks: Sequence[Chunk],
     matrix: np.ndarray | None,
     manifest: dict,
     ann_min_rows: int = ann.MIN_ROWS,
-) -> None:
-    """Write a complete generation into ``directory`` (an empty folder) and sync it; with
-    at least ``ann_min_rows`` vectors also their graph (:func:`ann.write`)."""
-    conn = sqlite3.connect(directory / "chunks.sqlite")
+) -> dict:
+    """Write a complete generation of ``chunks`` (with ``matrix``, their vectors, or None)
+    into ``directory`` (an empty folder) and sync it, with at least ``ann_min_rows`` vectors
+    also their graph (:func:`ann.write`); one batch of a
+    :class:`~graphs.knowledge.writer.GenerationWriter`. Returns the manifest written."""
+    writer = GenerationWriter(directory, vectors=matrix is not None, ann_min_rows=ann_min_rows)
     try:
-        conn.execute(
-            "CREATE TABLE chunks (rowid INTEGER PRIMARY KEY, file TEXT, title TEXT, text TEXT,"
-            " file_hash TEXT, source TEXT, url TEXT)"
-        )
-        conn.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, title, file, content='', tokenize='{FTS_TOKENIZER}')")
-        # generators, not lists: a list of every row's tuple (and of its index text) would
-        # hold the whole index's text in memory at once
-        conn.executemany(
-            "INSERT INTO chunks (rowid, file, title, text, file_hash, source, url) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            ((i, c.file, c.title, c.text, c.file_hash, c.source, c.url) for i, c in enumerate(chunks, start=1)),
-        )
-        conn.execute("CREATE INDEX chunks_document ON chunks (file, source)")
-        conn.executemany(
-            "INSERT INTO fts (rowid, text, title, file) VALUES (?, ?, ?, ?)",
-            (
-                (i, terms.index_text(c.text), terms.index_text(c.title), _fts_file(c.file))
-                for i, c in enumerate(chunks, start=1)
-            ),
-        )
-        conn.commit()
-        bm25.KeywordPostings.from_fts(conn, generation=directory.name.removesuffix(".tmp")).save(
-            directory / bm25.POSTINGS_FILE
-        )
+        writer.append(chunks, matrix)
+        return writer.finish(manifest)
     finally:
-        conn.close()
-    if matrix is not None:
-        np.save(directory / "vectors.npy", matrix)
-        ann.write(directory, min_rows=ann_min_rows)
-    manifest = {**manifest, "max_rowid": len(chunks)}
-    (directory / "manifest.json").write_text(json.dumps({"format": FORMAT, **manifest}, separators=(",", ":")))
-    for name in ("chunks.sqlite", bm25.POSTINGS_FILE, "vectors.npy", "manifest.json"):
-        if (directory / name).exists():
-            _fsync(directory / name)
-    _fsync(directory)
+        writer.close()
 
 
 def write_delta(
     directory: Path,
     old: IndexSnapshot,
     remove: set[tuple[str, str]],
-    chunks: list[Chunk],
+    chunks: Sequence[Chunk],
     matrix: np.ndarray | None,
     manifest: dict,
     ann_min_rows: int = ann.MIN_ROWS,
 ) -> dict:
     """Write a generation into ``directory`` (an empty folder) as ``old`` minus the chunks of
-    the documents in ``remove`` plus ``chunks``, without re-reading the rest: the chunk table
-    is copied and edited (removed rows also leave the FTS5 index through its ``delete``
-    command), the new rows get rowids after the old ones, vectors of removed rows become
-    zeros, and the keyword postings are the old ones without the removed rows plus those of
-    the new rows (:meth:`bm25.KeywordPostings.merged`). Its cost grows with the change and
-    with one copy of the files, not with re-tokenizing every chunk.
+    the documents in ``remove`` plus ``chunks``, without re-reading the rest (an edit by a
+    :class:`~graphs.knowledge.writer.GenerationWriter` with ``base=old``): its cost grows with
+    the change and with one copy of the files, not with re-tokenizing every chunk.
 
     Args:
         remove: ``(source, document id)`` pairs whose chunks go.
@@ -342,79 +325,15 @@ def write_delta(
     Returns:
         The manifest written.
     """
-    shutil.copyfile(old.directory / "chunks.sqlite", directory / "chunks.sqlite")
-    conn = sqlite3.connect(directory / "chunks.sqlite")
-    removed_per_source: dict[str, int] = {}
-    try:
-        gone: list[int] = []
-        for source, file in remove:
-            rows = conn.execute(
-                "SELECT rowid, text, title FROM chunks WHERE file = ? AND source = ?", (file, source)
-            ).fetchall()
-            conn.executemany(
-                "INSERT INTO fts (fts, rowid, text, title, file) VALUES ('delete', ?, ?, ?, ?)",
-                [(r, terms.index_text(text), terms.index_text(title), _fts_file(file)) for r, text, title in rows],
-            )
-            gone += [r for r, _, _ in rows]
-            removed_per_source[source] = removed_per_source.get(source, 0) + len(rows)
-        conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(r,) for r in gone])
-        start = int(old.manifest.get("max_rowid") or conn.execute("SELECT max(rowid) FROM chunks").fetchone()[0] or 0)
-        start = max(start, int(old.vectors.shape[0]) if old.vectors is not None else 0)
-        new_rows = [(start + i, c) for i, c in enumerate(chunks, start=1)]
-        conn.executemany(
-            "INSERT INTO chunks (rowid, file, title, text, file_hash, source, url) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(i, c.file, c.title, c.text, c.file_hash, c.source, c.url) for i, c in new_rows],
-        )
-        fts_rows = [(i, terms.index_text(c.text), terms.index_text(c.title), _fts_file(c.file)) for i, c in new_rows]
-        conn.executemany("INSERT INTO fts (rowid, text, title, file) VALUES (?, ?, ?, ?)", fts_rows)
-        conn.commit()
-        count = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    finally:
-        conn.close()
-    max_rowid = start + len(chunks)
-    name = directory.name.removesuffix(".tmp")
-    old.postings.merged(np.array(gone, dtype=np.int64), _postings_of(fts_rows), count, name).save(
-        directory / bm25.POSTINGS_FILE
+    writer = GenerationWriter(
+        directory, vectors=old.vectors is not None and matrix is not None, base=old, ann_min_rows=ann_min_rows
     )
-    if old.vectors is not None and matrix is not None:
-        out = np.lib.format.open_memmap(
-            directory / "vectors.npy", mode="w+", dtype=np.float32, shape=(max_rowid, old.vectors.shape[1])
-        )
-        step, rows = 65536, old.vectors.shape[0]
-        for lo in range(0, rows, step):
-            out[lo : min(lo + step, rows)] = old.vectors[lo : min(lo + step, rows)]
-        if gone:
-            out[np.array(gone, dtype=np.int64) - 1] = 0.0
-        out[old.vectors.shape[0] : start] = 0.0
-        if len(chunks):
-            out[start:max_rowid] = matrix
-        out.flush()
-        del out
-        ann.edit(directory, old.directory, gone, min_rows=ann_min_rows)
-    per_source = dict(old.manifest.get("source_chunks", {}))
-    for source, n in removed_per_source.items():
-        per_source[source] = per_source.get(source, 0) - n
-    for c in chunks:
-        per_source[c.source] = per_source.get(c.source, 0) + 1
-    per_source = {k: v for k, v in per_source.items() if v > 0}
-    manifest = {**manifest, "chunks": int(count), "max_rowid": max_rowid, "source_chunks": per_source}
-    (directory / "manifest.json").write_text(json.dumps({"format": FORMAT, **manifest}, separators=(",", ":")))
-    for file in ("chunks.sqlite", bm25.POSTINGS_FILE, "vectors.npy", "manifest.json"):
-        if (directory / file).exists():
-            _fsync(directory / file)
-    _fsync(directory)
-    return manifest
-
-
-def _postings_of(fts_rows: list[tuple[int, str, str, str]]) -> bm25.KeywordPostings:
-    """The postings of these FTS5 rows alone (an in-memory FTS5 table with the index's tokenizer)."""
-    conn = sqlite3.connect(":memory:")
     try:
-        conn.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, title, file, content='', tokenize='{FTS_TOKENIZER}')")
-        conn.executemany("INSERT INTO fts (rowid, text, title, file) VALUES (?, ?, ?, ?)", fts_rows)
-        return bm25.KeywordPostings.from_fts(conn)
+        writer.append(chunks, matrix)
+        writer.remove(remove)
+        return writer.finish(manifest)
     finally:
-        conn.close()
+        writer.close()
 
 
 def _fsync(path: Path) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import cast
 
@@ -28,6 +30,7 @@ from graphs.knowledge.connectors.files import FilesConnector
 from graphs.knowledge.embedding import TextEmbedder, embed_texts
 from graphs.knowledge.splitting import SPLITTER_ID, index_text, split_markdown
 from graphs.knowledge.templates import TEMPLATES_ID
+from graphs.knowledge.writer import GenerationWriter, reusable_vectors, text_key
 from graphs.state import Doc
 
 log = logging.getLogger(__name__)
@@ -76,6 +79,9 @@ class KnowledgeBase:
             :mod:`graphs.knowledge.embedding`).
         connectors: the ``[[sources]]`` entries as connectors (see
             :mod:`graphs.knowledge.connectors`), beside ``sources``.
+        embedding_concurrency: embedding requests in flight at once during a sync.
+        write_batch: chunks split, embedded and written to the new generation at a time
+            (what a sync holds in memory besides the index's own structures).
     """
 
     def __init__(
@@ -95,6 +101,8 @@ class KnowledgeBase:
         batch_size: int = 64,
         batch_tokens: int = 8000,
         connectors: Sequence[Connector] = (),
+        embedding_concurrency: int = 2,
+        write_batch: int = 2048,
     ):
         self.index_dir = Path(index_dir)
         self.patterns = list(patterns)
@@ -117,6 +125,8 @@ class KnowledgeBase:
         self.ann_min_chunks = ann_min_chunks
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
+        self.embedding_concurrency = max(1, int(embedding_concurrency))
+        self.write_batch = max(1, int(write_batch))
         self.last_error: str | None = None
         self.last_error_at: str | None = None
         self._snapshot: idx.IndexSnapshot | None = None
@@ -483,7 +493,7 @@ class KnowledgeBase:
 
     def _split(self, source: str, doc: Document) -> list[Chunk]:
         chunks = split_markdown(doc.text, doc.id, doc.version, self.chunk_size, self.chunk_overlap, title=doc.title)
-        return [Chunk(c.file, c.title, c.text, c.file_hash, source, doc.url) for c in chunks]
+        return [Chunk(c.file, c.title, c.text, c.file_hash, source, doc.url, doc.access) for c in chunks]
 
     MAX_GAP_SHARE = 0.25
     """A generation whose removed rows (gaps left by edits, see :func:`index.write_delta`) would
@@ -496,64 +506,6 @@ class KnowledgeBase:
         wants_vectors = embed and self.embeddings is not None
         top = max(old.max_rowid, 1)
         return old.has_sources and has_vectors == wants_vectors and (top - old.count) / top < self.MAX_GAP_SHARE
-
-    def _sync_delta(
-        self,
-        old: idx.IndexSnapshot,
-        remove: set[tuple[str, str]],
-        fresh: list[tuple[str, Document]],
-        docs: dict[str, dict[str, str]],
-        state: dict[str, dict],
-        reports: list[SourceReport],
-        progress: ProgressFn,
-        embed: bool,
-        t0: float,
-    ) -> IndexStats | None:
-        """Write the new generation as ``old`` minus ``remove`` plus the chunks of ``fresh``:
-        only the changed documents are split, embedded, tokenized. None when the embedder
-        settled on another vector space while loading (then everything is embedded again)."""
-        chunks: list[Chunk] = []
-        for i, (name, d) in enumerate(fresh, start=1):
-            chunks += self._split(name, d)
-            if i % 200 == 0 or i == len(fresh):
-                progress("split", i, len(fresh))
-        before = self.embedder_id if embed else "none"
-        matrix: np.ndarray | None = None
-        if embed and self.embeddings is not None:
-            load = getattr(self.embeddings, "load", None)
-            if callable(load) and chunks:
-                load()
-            if self.embedder_id != before:
-                return None
-            if chunks:
-                vectors = embed_texts(
-                    self.embeddings,
-                    [index_text(c) for c in chunks],
-                    max_items=self.batch_size,
-                    max_tokens=self.batch_tokens,
-                    progress=lambda d, t: progress("embed", d, t),
-                )
-                matrix = np.vstack(cast(list[np.ndarray], list(vectors))).astype(np.float32)
-            else:
-                matrix = np.zeros((0, old.vectors.shape[1] if old.vectors is not None else 0), np.float32)
-        files: dict[str, str] = {}
-        for name in self.connectors:
-            files.update(docs.get(name, {}))
-        gen = idx.new_generation_name()
-        tmp = self.index_dir / (gen + ".tmp")
-        tmp.mkdir()
-        manifest = idx.write_delta(
-            tmp,
-            old,
-            remove,
-            chunks,
-            matrix,
-            self._manifest(docs, state, files, before, embed),
-            ann_min_rows=self.ann_min_chunks,
-        )
-        progress("write", 1, 1)
-        embedded = len(chunks) if matrix is not None else 0
-        return self._publish(gen, tmp, old, manifest, reports, fresh, embedded, manifest["chunks"] - len(chunks), t0)
 
     def _manifest(
         self,
@@ -584,7 +536,7 @@ class KnowledgeBase:
         old: idx.IndexSnapshot | None,
         manifest: dict,
         reports: list[SourceReport],
-        fresh: list[tuple[str, Document]],
+        fresh: list[str],
         embedded: int,
         reused: int,
         t0: float,
@@ -607,7 +559,7 @@ class KnowledgeBase:
             reused_chunks=reused,
             seconds=round(time.perf_counter() - t0, 2),
             generation=gen,
-            changed_files=[d.id for _, d in fresh],
+            changed_files=fresh,
             sources=reports,
         )
         log.info(
@@ -625,6 +577,21 @@ class KnowledgeBase:
         return stats
 
     def _sync(self, progress: ProgressFn, embed: bool, names: Sequence[str] | None) -> IndexStats:
+        try:
+            return self._sync_once(progress, embed, names, reuse=True)
+        except _EmbedderChanged:
+            # the lazily loaded model settled on another vector space than the live
+            # generation's: nothing embedded before is comparable, every source is read again
+            log.info("the embedding model loaded as %s: every source is read and embedded again", self.embedder_id)
+            return self._sync_once(progress, embed, names, reuse=False)
+
+    def _sync_once(self, progress: ProgressFn, embed: bool, names: Sequence[str] | None, reuse: bool) -> IndexStats:
+        """One sync, streamed: each source's changed documents are split, embedded and written
+        into the next generation batch by batch (:class:`_Batcher`, one
+        :class:`~graphs.knowledge.writer.GenerationWriter`), so memory holds a batch of
+        documents whatever the corpus size. The next generation is an edit of the live one
+        when it can be (:meth:`_delta_fits`), else written whole, with the chunks of unchanged
+        documents carried over from the live generation with their vectors."""
         t0 = time.perf_counter()
         self.index_dir.mkdir(parents=True, exist_ok=True)
         old = self.snapshot  # re-read under the lock: another process may have published
@@ -637,53 +604,125 @@ class KnowledgeBase:
         old_docs: dict[str, dict[str, str]] = old_m.get("docs", {}) if readable else {}
         old_state: dict[str, dict] = old_m.get("state", {}) if readable else {}
         compatible = (
-            readable and old_m.get("chunking") == self._chunking_id() and old_m.get("embedder") == embedder_id_before
+            reuse
+            and readable
+            and old_m.get("chunking") == self._chunking_id()
+            and old_m.get("embedder") == embedder_id_before
         )
         # the named sources alone, unless the live generation's chunks cannot be carried over
         # (other chunking or embedder, an older format): then every source is read again
         wanted = set(self.sources if names is None or (old is not None and not compatible) else names)
+        vectors_on = embed and self.embeddings is not None
+        delta = old is not None and compatible and self._delta_fits(old, embed)
 
+        gen = idx.new_generation_name()
+        tmp = self.index_dir / (gen + ".tmp")
+        tmp.mkdir()
+        writer = GenerationWriter(
+            tmp, vectors=vectors_on, base=old if delta else None, ann_min_rows=self.ann_min_chunks
+        )
+        batch = _Batcher(
+            self, writer, old if compatible else None, progress, vectors_on, embedder_id_before if compatible else None
+        )
+        try:
+            stats = self._stream(
+                old, old_docs, old_state, compatible, readable, wanted, delta, writer, batch, progress, embed, t0
+            )
+        except BaseException:
+            writer.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        finally:
+            batch.close()
+        if stats.generation != gen:  # nothing changed: the live generation stays
+            writer.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+        return stats
+
+    def _stream(
+        self,
+        old: idx.IndexSnapshot | None,
+        old_docs: dict[str, dict[str, str]],
+        old_state: dict[str, dict],
+        compatible: bool,
+        readable: bool,
+        wanted: set[str],
+        delta: bool,
+        writer: GenerationWriter,
+        batch: _Batcher,
+        progress: ProgressFn,
+        embed: bool,
+        t0: float,
+    ) -> IndexStats:
+        old_m = old.manifest if old is not None else {}
         reports: list[SourceReport] = []
         keep: dict[str, set[str]] = {}  # source -> document ids whose old chunks are carried over
-        fresh: list[tuple[str, Document]] = []
+        fresh: list[str] = []
         docs: dict[str, dict[str, str]] = {}
         state: dict[str, dict] = {}
         for name, conn in self.connectors.items():
+            batch.flush()  # what the sources before queued is written: a failure below drops this source's alone
             prev = old_docs.get(name, {}) if compatible else {}
             report = SourceReport(name, conn.kind, synced=name in wanted)
             reports.append(report)
             if name not in wanted:
                 keep[name], docs[name], state[name] = set(prev), dict(prev), old_state.get(name, {})
                 report.documents = len(prev)
+                if not delta:
+                    batch.carry(old, name, keep[name])
                 continue
             s0 = time.perf_counter()
 
             def scan_progress(done: int, total: int, _name: str = name) -> None:
                 progress(f"scan {_name}", done, total)
 
+            mark, fresh_start = writer.mark(), len(fresh)
+            mine: dict[str, str] = {}  # documents read in this sync, id -> version
+            failure: Exception | None = None
+            listing = None
             try:
                 listing = conn.scan(prev, old_state.get(name, {}) if compatible else {}, scan_progress)
+                stream = iter(listing.changed)
             except Exception as exc:  # noqa: BLE001 - one source failing never stops the others
+                failure = exc
+            while failure is None:
+                try:
+                    d = next(stream)
+                except StopIteration:
+                    break
+                except Exception as exc:  # noqa: BLE001 - the source failed halfway through its documents
+                    failure = exc
+                    break
+                if d.id in mine:
+                    continue  # one id twice in a listing: the first wins
+                mine[d.id] = d.version
+                fresh.append(d.id)
+                batch.add(name, d)  # embedding or writing errors are the sync's, not the source's
+            if failure is None:
+                batch.flush()
+            if failure is not None or listing is None:
+                exc = failure
                 why = str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
                 why = why.removeprefix(f"source {name}: ")
                 log.error("source %s failed: %s; its last good documents stay", name, why)
+                batch.discard()
+                writer.drop_since(mark)
+                del fresh[fresh_start:]
                 report.ok, report.error = False, why
                 keep[name], docs[name], state[name] = set(prev), dict(prev), old_state.get(name, {})
                 if not compatible and readable and old_docs.get(name):
                     keep[name] = set(old_docs[name])  # carried over and embedded again below
                     docs[name] = dict(old_docs[name])
+                if not delta:
+                    batch.carry(old, name, keep[name])
                 report.documents = len(docs[name])
                 report.seconds = round(time.perf_counter() - s0, 2)
                 continue
-            changed_ids = {d.id for d in listing.changed}
+            changed_ids = set(mine)
             kept = (listing.kept & set(prev)) - changed_ids
             keep[name] = kept
             docs[name] = {d: prev[d] for d in kept}
-            for d in listing.changed:
-                if d.id in docs[name]:
-                    continue  # one id twice in a listing: the first wins
-                docs[name][d.id] = d.version
-                fresh.append((name, d))
+            docs[name].update(mine)
             state[name] = listing.state
             report.added = sum(1 for d in changed_ids if d not in prev)
             report.updated = len(changed_ids) - report.added
@@ -691,7 +730,10 @@ class KnowledgeBase:
             report.unchanged = len(kept)
             report.problems, report.skipped = list(listing.problems), listing.skipped
             report.documents = len(docs[name])
+            if not delta:
+                batch.carry(old, name, kept)
             report.seconds = round(time.perf_counter() - s0, 2)
+        batch.flush()
         attempted = [r for r in reports if r.synced]
         if attempted and all(not r.ok for r in attempted) and not any(docs.values()):
             self._write_status(reports)
@@ -719,70 +761,177 @@ class KnowledgeBase:
                 generation=old.directory.name,
                 sources=reports,
             )
-
-        if old is not None and compatible and self._delta_fits(old, embed):
-            # removed, updated, and from sources no longer configured: their old chunks go
-            remove = {(n, d) for n, ids in old_docs.items() for d in ids if d not in keep.get(n, set())}
-            stats = self._sync_delta(old, remove, fresh, docs, state, reports, progress, embed, t0)
-            if stats is not None:
-                return stats
-
-        # carried-over chunks, in the old generation's order, with their vectors
-        chunks: list[Chunk] = []
-        vectors: list[np.ndarray | None] = []
-        if old is not None and readable and any(keep.values()):
-            for rowid, c in old.all_chunks():
-                if c.file in keep.get(c.source, ()):
-                    chunks.append(c)
-                    vectors.append(old.vectors[rowid - 1] if (compatible and old.vectors is not None) else None)
-        for i, (name, d) in enumerate(fresh, start=1):
-            new = self._split(name, d)
-            chunks += new
-            vectors += [None] * len(new)
-            if i % 200 == 0 or i == len(fresh):
-                progress("split", i, len(fresh))
-        if not chunks:
+        if not delta and writer.count == 0:
             self._write_status(reports)
             raise KnowledgeBaseError(f"no text found in the knowledge sources: {', '.join(self.sources)}")
-
-        todo = [i for i, v in enumerate(vectors) if v is None]
-        if callable(load) and todo:
-            load()  # a lazily loaded model settles its backend (and embedder id) before embedding
-        embedder_id = self.embedder_id if embed else "none"
-        if embedder_id != embedder_id_before and compatible:  # the model fell back while loading
-            todo = list(range(len(chunks)))
-        matrix: np.ndarray | None = None
-        if embed and self.embeddings is not None:
-            if todo:
-                fresh_vectors = embed_texts(
-                    self.embeddings,
-                    [index_text(chunks[i]) for i in todo],
-                    max_items=self.batch_size,
-                    max_tokens=self.batch_tokens,
-                    progress=lambda d, t: progress("embed", d, t),
-                )
-                for i, v in zip(todo, fresh_vectors, strict=True):
-                    vectors[i] = v
-            matrix = np.vstack(cast(list[np.ndarray], vectors)).astype(np.float32)  # every vector was filled
-
-        per_source: dict[str, int] = {}
-        for c in chunks:
-            per_source[c.source] = per_source.get(c.source, 0) + 1
+        if delta:
+            assert old is not None
+            # removed, updated, and from sources no longer configured: their old chunks go
+            writer.remove({(n, d) for n, ids in old_docs.items() for d in ids if d not in keep.get(n, set())})
         files: dict[str, str] = {}
         for name in self.connectors:
             files.update(docs.get(name, {}))
-        gen = idx.new_generation_name()
-        tmp = self.index_dir / (gen + ".tmp")
-        tmp.mkdir()
-        manifest = {
-            **self._manifest(docs, state, files, embedder_id, embed),
-            "source_chunks": per_source,
-            "chunks": len(chunks),
-        }
-        idx.write_generation(tmp, chunks, matrix, manifest, ann_min_rows=self.ann_min_chunks)
+        embedder_id = self.embedder_id if embed else "none"
+        manifest = writer.finish(self._manifest(docs, state, files, embedder_id, embed))
         progress("write", 1, 1)
-        embedded = len(todo) if (embed and self.embeddings is not None) else 0
-        return self._publish(gen, tmp, old, manifest, reports, fresh, embedded, len(chunks) - len(todo), t0)
+        gen = writer.directory.name.removesuffix(".tmp")
+        embedded = batch.embedded
+        reused = int(manifest["chunks"]) - (batch.embedded if batch.vectors_on else batch.split)
+        return self._publish(gen, writer.directory, old, manifest, reports, fresh, embedded, reused, t0)
+
+
+class _EmbedderChanged(Exception):
+    """The embedding model loaded into another vector space than the live generation's."""
+
+
+class _Batcher:
+    """Turns a stream of documents into batches of chunks for a :class:`GenerationWriter`:
+    split, then vectors (reused by text from the live generation when a chunk's heading path
+    and text are already there, as for a moved or renamed document; the rest embedded,
+    ``embedding_concurrency`` requests at a time), then appended.
+
+    Args:
+        kb: the knowledge base (splitting and embedding settings).
+        writer: the generation being written.
+        reuse_from: the live generation when its vectors are comparable (same embedder and
+            chunking), else None.
+        progress: the sync's progress callback.
+        vectors_on: the generation has vectors.
+        embedder_id: the embedder id the reuse assumes (None: no reuse); a model that loads
+            into another raises :class:`_EmbedderChanged`.
+    """
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        writer: GenerationWriter,
+        reuse_from: idx.IndexSnapshot | None,
+        progress: ProgressFn,
+        vectors_on: bool,
+        embedder_id: str | None,
+    ) -> None:
+        self.kb, self.writer, self.reuse_from = kb, writer, reuse_from
+        self.progress, self.vectors_on, self.embedder_id = progress, vectors_on, embedder_id
+        self.pending: list[Chunk] = []
+        self.carried: list[Chunk] = []
+        self.carried_vectors: list[np.ndarray] = []
+        self.embedded = 0  # texts sent to the embedder
+        self.split = 0  # chunks of documents read in this sync
+        self.written = 0
+        self.loaded = False
+        self._pool: ThreadPoolExecutor | None = None
+        self._inflight: tuple[list[Chunk], Future[np.ndarray]] | None = None
+
+    def add(self, source: str, doc: Document) -> None:
+        """Split ``doc`` and queue its chunks; a full batch is sent to be embedded."""
+        self.writer.prepare()  # an edit: the live generation's files are copied meanwhile
+        chunks = self.kb._split(source, doc)
+        self.pending += chunks
+        self.split += len(chunks)
+        if len(self.pending) >= self.kb.write_batch:
+            self._send()
+
+    def carry(self, old: idx.IndexSnapshot | None, source: str, ids: set[str]) -> None:
+        """Queue the chunks of the live generation's documents ``ids`` of ``source`` (with
+        their vectors when comparable, else embedded again)."""
+        if old is None or not ids or not old.has_sources:
+            return
+        vectors = old.vectors if (self.reuse_from is not None and self.vectors_on) else None
+        for rowid, c in old.iter_chunks(source):
+            if c.file not in ids:
+                continue
+            if vectors is not None:
+                self.carried.append(c)
+                self.carried_vectors.append(np.array(vectors[rowid - 1], dtype=np.float32))
+                if len(self.carried) >= self.kb.write_batch:
+                    self._write(self.carried, np.vstack(self.carried_vectors))
+                    self.carried, self.carried_vectors = [], []
+            else:
+                self.pending.append(c)
+                if len(self.pending) >= self.kb.write_batch:
+                    self._send()
+
+    def _send(self) -> None:
+        """Embed the queued chunks in the background while the previous batch is written and
+        the next one read and split (one batch in flight: memory holds three at most)."""
+        chunks, self.pending = self.pending, []
+        if not self.vectors_on:
+            self._write(chunks, None)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sync-embed")
+        future = self._pool.submit(self._vectors, chunks)
+        self._drain()
+        self._inflight = (chunks, future)
+
+    def _drain(self) -> None:
+        """Wait for the batch in flight and write it (its embedding errors are raised here)."""
+        if self._inflight is not None:
+            chunks, future = self._inflight
+            self._inflight = None
+            self._write(chunks, future.result())
+
+    def _write(self, chunks: list[Chunk], vectors: np.ndarray | None) -> None:
+        self.writer.append(chunks, vectors)
+        self.written += len(chunks)
+        self.progress("write", self.written, self.written)
+
+    def discard(self) -> None:
+        """Drop what is queued or in flight (the source it came from failed)."""
+        self.pending, self.carried, self.carried_vectors = [], [], []
+        if self._inflight is not None:
+            _, future = self._inflight
+            self._inflight = None
+            future.exception()  # waited for; its outcome belongs to the failed source
+
+    def flush(self) -> None:
+        """Embed and write everything queued, and wait until it is written."""
+        if self.pending:
+            self._send()
+        self._drain()
+        if self.carried:
+            self._write(self.carried, np.vstack(self.carried_vectors))
+            self.carried, self.carried_vectors = [], []
+
+    def close(self) -> None:
+        """Stop the background embedding (after the sync, or when it failed)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def _vectors(self, chunks: list[Chunk]) -> np.ndarray:
+        keys = [text_key(c.title, c.text) for c in chunks]
+        found = reusable_vectors(self.reuse_from, keys) if self.reuse_from is not None else {}
+        todo: dict[int, int] = {}  # text key -> index of the first chunk with it
+        for i, k in enumerate(keys):
+            if k not in found:
+                todo.setdefault(k, i)
+        if todo:
+            self._load()
+            texts = [index_text(chunks[i]) for i in todo.values()]
+            base = self.embedded
+            got = embed_texts(
+                cast(Embeddings, self.kb.embeddings),
+                texts,
+                max_items=self.kb.batch_size,
+                max_tokens=self.kb.batch_tokens,
+                concurrency=1 if getattr(self.kb.embeddings, "in_process", False) else self.kb.embedding_concurrency,
+                progress=lambda d, _t: self.progress("embed", base + d, self.split),
+            )
+            self.embedded += len(texts)
+            found.update(zip(todo, got, strict=True))
+        return np.vstack([found[k] for k in keys]).astype(np.float32)
+
+    def _load(self) -> None:
+        """Load a lazily loaded model before its first use; it may settle on another vector space."""
+        if self.loaded:
+            return
+        self.loaded = True
+        load = getattr(self.kb.embeddings, "load", None)
+        if callable(load):
+            load()
+        if self.embedder_id is not None and self.kb.embedder_id != self.embedder_id:
+            raise _EmbedderChanged(self.kb.embedder_id)
 
 
 def _now() -> str:

@@ -384,6 +384,10 @@ class LocalEmbeddings(Embeddings):
         ValueError: ``backend`` is unknown, ``max_tokens`` below 8.
     """
 
+    in_process = True
+    """The model computes in this process on its ``threads``: requests in flight at once
+    would only share the same cores (a sync sends them one at a time)."""
+
     def __init__(
         self,
         path: str,

@@ -6,6 +6,11 @@ connector answers with the new or changed documents, the ids it keeps as they we
 its own cursor for next time (a commit, HTTP validators). An id it neither returns nor
 keeps has left the source and leaves the index.
 
+The new or changed documents come as a stream (:attr:`Listing.changed` may be a one-pass
+iterator that reads each document as it is asked for), so a first sync of 100,000 documents
+never holds every document's text at once; what the scan learns on the way (kept ids,
+problems, its cursor) is complete once the stream has been consumed.
+
 Bad input in one document (a corrupt PDF, a page answering 500, a 200 MB file) costs that
 document only: one log line and one entry in :attr:`Listing.problems`; a document that was
 indexed before and cannot be read now is kept as it was (its id goes to ``kept``). A
@@ -16,7 +21,7 @@ page) raises :class:`SourceError`; the sync then keeps the source's last good do
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,14 +65,16 @@ class Listing:
     """What one scan of a source found.
 
     Attributes:
-        changed: new documents and documents whose version changed (already read).
+        changed: new documents and documents whose version changed: a list, or a one-pass
+            iterator reading them as they are asked for; the attributes below are complete
+            only once it has been consumed (an error of the whole source may be raised from it).
         kept: ids indexed before that stay as they were (unchanged, or unreadable this time).
         state: the connector's cursor, handed back to the next scan (JSON-serialisable).
         problems: one line per document that could not be read (also logged).
         skipped: documents that were not indexed on purpose (not text, excluded by robots.txt).
     """
 
-    changed: list[Document] = field(default_factory=list)
+    changed: Iterable[Document] = field(default_factory=list)
     kept: set[str] = field(default_factory=set)
     state: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)

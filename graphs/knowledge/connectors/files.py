@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -77,9 +77,22 @@ class FilesConnector:
         except Exception as exc:  # noqa: BLE001 - a missing folder or unreadable glob: the source fails
             raise SourceError(f"source {self.name}: {exc}") from exc
         out = Listing()
+        out.changed = self._read(files, known, state, out, progress)
+        return out
+
+    def _read(
+        self,
+        files: list[tuple[Path, str]],
+        known: Mapping[str, str],
+        state: Mapping[str, Any],
+        out: Listing,
+        progress: ScanProgress | None,
+    ) -> Iterator[Document]:
+        """The changed documents, read one at a time; fills ``out`` on the way."""
         stamps: dict[str, list[str]] = {k: list(v) for k, v in (state.get("files") or {}).items()}
         new_stamps: dict[str, list[str]] = {}
         named = {Path(os.path.abspath(Path(p).expanduser())) for p in self.paths}
+        out.state = {"files": new_stamps}
         for i, (path, rel) in enumerate(files, start=1):
             if progress is not None and (i % 500 == 0 or i == len(files)):
                 progress(i, len(files))
@@ -130,9 +143,7 @@ class FilesConnector:
                 new_stamps.pop(rel, None)
                 self._failed(out, known, rel, str(exc))
                 continue
-            out.changed.append(Document(id=rel, title=doc.title, text=doc.text, url=self.url_of(rel), version=digest))
-        out.state = {"files": new_stamps}
-        return out
+            yield Document(id=rel, title=doc.title, text=doc.text, url=self.url_of(rel), version=digest)
 
     def _failed(self, out: Listing, known: Mapping[str, str], rel: str, why: str) -> None:
         out.problem(self.name, rel, why)

@@ -16,7 +16,7 @@ import logging
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -256,6 +256,19 @@ class GitConnector:
                     out.kept.add(path)
             else:
                 todo.append(path)
+        out.changed = self._read(todo, tree, known, commit, out, progress)
+        return out
+
+    def _read(
+        self,
+        todo: list[str],
+        tree: dict[str, tuple[str, int]],
+        known: Mapping[str, str],
+        commit: str,
+        out: Listing,
+        progress: ScanProgress | None,
+    ) -> Iterator[Document]:
+        """The documents at ``todo``, read 200 blobs at a time; fills ``out`` on the way."""
         for start in range(0, len(todo), 200):
             batch = todo[start : start + 200]
             blobs = self._blobs([tree[p][0] for p in batch])
@@ -272,9 +285,6 @@ class GitConnector:
                     if path in known:
                         out.kept.add(path)
                     continue
-                out.changed.append(
-                    Document(id=path, title=doc.title, text=doc.text, url=self.url_of(path, commit), version=sha)
-                )
+                yield Document(id=path, title=doc.title, text=doc.text, url=self.url_of(path, commit), version=sha)
             if progress is not None:
                 progress(min(start + 200, len(todo)), len(todo))
-        return out
