@@ -904,13 +904,18 @@ class Settings(_Section):
         name, or the resolved path of a ``[knowledge] sources`` entry); None for all."""
         if entry is None or entry.sources is None:
             return None
-        out = []
-        for want in entry.sources:
-            out += [s.name for s in self.sources if s.name == want.strip()]
-            for src in self.legacy_sources():
-                if want.strip().rstrip("/") in (src.rstrip("/"), Path(src.rstrip("/")).name):
-                    out.append(str(self.path(src)))
-        return sorted(set(out))
+        return sorted({name for want in entry.sources for name in self.source_names(want)})
+
+    def source_names(self, wanted: str) -> list[str]:
+        """The knowledge base's names of the source ``wanted`` means: a ``[[sources]]`` name,
+        or a ``[knowledge] sources`` entry as written (a trailing ``/`` aside) or by its last
+        part (such a source is indexed under its resolved path); [] when it means none."""
+        want = wanted.strip().rstrip("/") or wanted.strip()
+        out = [s.name for s in self.sources if s.name == wanted.strip()]
+        for src in self.legacy_sources():
+            if want in (src.rstrip("/"), Path(src.rstrip("/")).name):
+                out.append(str(self.path(src)))
+        return out
 
     def legacy_sources(self) -> list[str]:
         """``[knowledge] sources`` as indexed: as written, except that its default (this
@@ -1084,8 +1089,6 @@ def _channel_errors(path: Path, settings: Settings) -> list[str]:
     """``[[channels]]`` entries naming sources that ``[knowledge] sources`` lacks, or repeated."""
     problems, seen = [], set()
     legacy = settings.legacy_sources()
-    names = {s.rstrip("/") for s in legacy} | {Path(s.rstrip("/")).name for s in legacy}
-    names |= {s.name for s in settings.sources}
     named: set[str] = set()
     for i, src in enumerate(settings.sources):
         if src.name in named:
@@ -1098,7 +1101,7 @@ def _channel_errors(path: Path, settings: Settings) -> list[str]:
             problems.append(f"{where}: {ch.platform} channel {ch.id or ch.name!r} has an earlier entry")
         seen.add(key)
         for want in ch.sources or []:
-            if want.strip().rstrip("/") not in names:
+            if not settings.source_names(want):
                 problems.append(
                     f"{where}.sources: {want!r} is not one of the [[sources]] names or [knowledge] "
                     f"sources ({', '.join([*(s.name for s in settings.sources), *legacy])})"

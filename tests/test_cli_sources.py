@@ -168,3 +168,16 @@ path = "notes.rtf"
     assert len([line for line in logged if "missing" in line]) == 1, logged
     assert len([line for line in logged if "notes.rtf" in line]) == 1, logged
     assert "Traceback" not in result.stderr
+
+
+def test_sync_takes_a_knowledge_folder_by_the_name_config_toml_gives_it(tmp_path):
+    cfg = offline_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace(json.dumps([str(tmp_path / "kb")]), '["kb/"]'))
+    for name in ("kb", "kb/"):
+        result = threadwise("sync", name, "--config", str(cfg), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert f"• {tmp_path / 'kb'}: " in result.stdout, result.stdout
+    wrong = threadwise("sync", "kbb", "--config", str(cfg), cwd=tmp_path)
+    assert wrong.returncode == 2 and wrong.stderr.strip().splitlines() == [
+        f"Unknown source kbb: the sources are {tmp_path / 'kb'} (`threadwise sources` lists them)"
+    ]

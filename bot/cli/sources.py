@@ -58,7 +58,10 @@ async def _sync(settings: Settings, names: list[str] | None, source_dirs: list[s
     secrets = Secrets.from_env()
     emb, emb_id = build_embeddings(settings.knowledge.embeddings, settings.models, secrets.mistral_api_key)
     kb = build_knowledge_base(settings, emb, emb_id, source_dirs)
-    unknown = [n for n in names or [] if n not in kb.sources]
+    # a name as config.toml writes it: a [knowledge] sources folder is indexed under its resolved path
+    meant = {n: settings.source_names(n) or ([n] if n in kb.sources else []) for n in names or []}
+    unknown = [n for n, found in meant.items() if not found]
+    names = sorted({s for found in meant.values() for s in found}) if names else None
     if unknown:
         out.err.print(
             f"Unknown source {', '.join(unknown)}: the sources are {', '.join(kb.sources) or 'none'} "
