@@ -30,6 +30,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -321,6 +322,28 @@ SOURCE_OPTIONS = {
 }
 
 
+#: The fields a ``web_url`` template of each type may name (what the connectors' ``url_of``
+#: fill in: graphs/knowledge/connectors/files.py and git.py).
+WEB_URL_FIELDS = {"files": ("path", "stem"), "git": ("path", "branch", "commit")}
+
+
+def _check_template(template: str, fields: tuple[str, ...]) -> None:
+    """Refuse a ``web_url`` that ``str.format`` cannot fill with ``fields``.
+
+    Raises:
+        ValueError: naming ``web_url``, the unknown field or the broken brace.
+    """
+    import string
+
+    try:
+        named = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"web_url: not a template ({exc}; a literal brace is written twice)") from None
+    for f in named:
+        if f not in fields:
+            raise ValueError(f"web_url: {{{f}}} is not one of its fields ({', '.join('{' + x + '}' for x in fields)})")
+
+
 class SourceSettings(_Section):
     """One ``[[sources]]`` entry: a knowledge source synced into the index by name
     (graphs/knowledge/connectors/; docs/knowledge-base.md)."""
@@ -406,6 +429,11 @@ class SourceSettings(_Section):
         required = options[0]  # path, url or repo
         if not getattr(self, required):
             raise ValueError(f"{required}: missing (a {self.type} source needs it)")
+        url = urlsplit(self.url.strip())
+        if self.type == "web" and (url.scheme.lower() not in ("http", "https") or not url.netloc):
+            raise ValueError(f"url: an http:// or https:// address is needed (got {self.url!r})")
+        if self.web_url:
+            _check_template(self.web_url, WEB_URL_FIELDS[self.type])
         try:
             schedule_seconds(self.schedule)
         except ValueError as exc:

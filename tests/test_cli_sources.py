@@ -110,6 +110,10 @@ def test_a_sources_entry_with_a_wrong_or_missing_key_or_type_is_one_line_naming_
         ('path = "handbook"', "sources.0.type: Field required"),
         ('type = "ftp"\npath = "handbook"', "sources.0.type: Input should be 'files', 'web' or 'git' (got 'ftp')"),
         ('type = "files"\npath = "handbook"\nschedule = "often"', "sources.0.schedule: 'often' is not a period"),
+        ('type = "web"\nurl = "docs.example.com"', "sources.0.url: an http:// or https:// address is needed"),
+        ('type = "files"\npath = "handbook"\nweb_url = "https://x/{file}"', "sources.0.web_url: {file} is not one"),
+        ('type = "files"\npath = "handbook"\nweb_url = "https://x/{path"', "sources.0.web_url: not a template"),
+        ('type = "git"\nrepo = "r"\nweb_url = "https://x/{stem}"', "sources.0.web_url: {stem} is not one of"),
     ]:
         cfg.write_text(base + f'\n[[sources]]\nname = "handbook"\n{entry}\n')
         result = threadwise("sources", "--config", str(cfg), cwd=tmp_path)
