@@ -186,3 +186,38 @@ def test_postings_that_do_not_match_their_index_are_read_again_from_it(snapshot,
     finally:
         reopened.close()
     assert len([r for r in caplog.records if POSTINGS_FILE in r.getMessage()]) == 1
+
+
+def test_many_rows_of_common_words_rank_as_fts5_does(tmp_path):
+    """Ranking skips the long row lists of common words when they cannot change the top
+    (rows holding only them score too little); the result must still be FTS5's, ties and
+    all, for questions mixing rare and common words and for common words alone."""
+    import random
+
+    rng = random.Random(5)
+    vocab = [f"w{i}" for i in range(400)]
+
+    def words(n: int) -> list[str]:
+        return [vocab[min(int(rng.paretovariate(1.1)) - 1, len(vocab) - 1)] for _ in range(n)]
+
+    files = {}
+    for d in range(300):
+        sections = [f"## Part {s}\n\n{' '.join(words(60) + [f'rare{d}x{s}', f'topic{d % 7}'])}\n" for s in range(4)]
+        files[f"doc{d}.md"] = f"# Guide {d}\n\n" + "\n".join(sections)
+    for c in range(5):  # identical chunks: equal scores, FTS5's row order
+        files[f"copy{c}.md"] = "w1 w2 w3 w40 topic3 rare7x1\n"
+    kb = _index(tmp_path, files)
+    snap = kb.snapshot
+    assert snap is not None and snap.count > 1000
+    queries = (
+        [
+            f"how does topic{rng.randrange(7)} handle rare{rng.randrange(300)}x{rng.randrange(4)} "
+            f"and {' '.join(words(3))}"
+            for _ in range(25)
+        ]
+        + [" ".join(words(4)) for _ in range(25)]
+        + ["w1 w2 w3 w40 topic3 rare7x1", "w0", "part guide"]
+    )
+    for query in queries:
+        for limit in (1, 5, 40):
+            assert snap.keyword(query, limit) == snap.keyword_fts(query, limit), (query, limit)
