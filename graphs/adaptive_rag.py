@@ -3,14 +3,15 @@
     START -> start -> route -> direct ---------------------------------------> finish -> END
                             -> retrieve -> grade_documents -> generate -> grade_answer
                             -> web_search -^        |  none relevant          | useful -> finish
-                                                    v                         | hallucination -> generate (budget)
+                                                    v                         | bad draft -> generate (budget)
                                       rewrite_kb / rewrite_web / human_review | not useful -> next search
     human_review --answer--> finish; --retry--> rewrite_kb; --dismiss--> apology -> finish
 
 "Next search" (corrective RAG): the knowledge base again while its budget lasts, then the
 web (when configured) while its budget lasts, then a human (interrupt), or the apology
 when human review is off. A question routed to the web that the web cannot answer tries
-the knowledge base (while its budget lasts) before a human.
+the knowledge base (while its budget lasts) before a human. A bad draft is an ungrounded,
+empty or misshapen one (too long, a step cut short): it is rewritten from the same documents.
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
         verdict = s.get("verdict")
         if verdict == "useful":
             return "finish"
-        if verdict in ("hallucination", "empty") and s.get("generations", 0) < nodes.cfg.max_generations:
-            return "generate"  # an ungrounded or empty draft: write another from the same documents
+        if verdict in ("hallucination", "empty", "misshapen") and s.get("generations", 0) < nodes.cfg.max_generations:
+            return "generate"  # an ungrounded, empty or misshapen draft: write another from the same documents
         return _next_search(nodes, s)
 
     g.add_conditional_edges(

@@ -71,10 +71,9 @@ class LLMGraders:
 
     facts_in_prompt = True
 
-    def __init__(self, caller: ModelCaller, max_document_characters: int, answer_characters: int = 700) -> None:
+    def __init__(self, caller: ModelCaller, max_document_characters: int) -> None:
         self.caller = caller
         self.max_document_characters = max_document_characters
-        self.answer_characters = answer_characters
 
     async def grade_documents(self, state: RAGState, retrieved: list[Doc]) -> tuple[DocGrades, int]:
         """One batched structured call; on unparseable output every document is kept (the
@@ -108,10 +107,6 @@ class LLMGraders:
             AnswerGrade,
             AnswerGrade(grounded=True, useful=True),
         )
-        if grade.grounded and grade.useful:
-            problem = shape_problem(state.get("generation", ""), self.answer_characters)
-            if problem:
-                grade = AnswerGrade(grounded=True, useful=False, feedback=problem)
         return grade, calls
 
     def check_route(self, message: str, route: str) -> str:
@@ -237,7 +232,7 @@ def graders_for(config: GraphConfig, caller: ModelCaller, kit: OfflineKit) -> Gr
         return ExtractiveGraders(kit, config.history_messages)
     if config.graders == "lexical":
         return LexicalGraders(config.relevance_threshold, config.grounding_threshold)
-    return LLMGraders(caller, config.max_document_characters, config.answer_characters)
+    return LLMGraders(caller, config.max_document_characters)
 
 
 _CODE_BLOCK = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1[ \t]*$", re.S | re.M)

@@ -36,7 +36,7 @@ from langgraph.types import interrupt
 
 from graphs.citations import cite_sources
 from graphs.composers import Composer, composer_for
-from graphs.graders import Graders, graders_for
+from graphs.graders import Graders, graders_for, shape_problem
 from graphs.knowledge import KnowledgeBase
 from graphs.learned import LearnedStore, entry_doc
 from graphs.messages import kb_queries, last_user_message
@@ -268,12 +268,25 @@ class Nodes:
         """Check grounding and usefulness (:attr:`graders`); record generation feedback
         (not grounded) or query feedback (grounded but not useful). An empty draft
         is a failed draft (verdict ``empty``, no model call): it counts against
-        ``max_generations`` like an ungrounded one and is never posted."""
+        ``max_generations`` like an ungrounded one and is never posted. A chat model's draft
+        whose shape is wrong (:func:`graphs.graders.shape_problem`: far past ``answer_characters``,
+        a step cut with "…") is sent back the same way (verdict ``misshapen``), before any
+        model call."""
         if not state.get("generation", "").strip():
             return {
                 **self._step(state, "grade_answer"),
                 "verdict": "empty",
                 "generation_feedback": [*state.get("generation_feedback", []), "the draft was empty: write the answer"],
+            }
+        quoted = self.cfg.composer == "extractive"  # quotes are shaped by construction
+        problem = "" if quoted else shape_problem(state["generation"], self.cfg.answer_characters)
+        if problem:
+            # the draft's shape is the writer's fault, not the documents': the writer redrafts
+            # from the same documents, told why (a new search would not make it shorter)
+            return {
+                **self._step(state, "grade_answer"),
+                "verdict": "misshapen",
+                "generation_feedback": [*state.get("generation_feedback", []), problem],
             }
         grade, calls = await self.graders.grade_answer(state)
         update = {**self._step(state, "grade_answer", calls)}
@@ -349,6 +362,8 @@ class Nodes:
             return f"drafts were not supported by the sources; searched {', '.join(searched)}"
         if state.get("verdict") == "empty":
             return f"the model's drafts were empty; searched {', '.join(searched)}"
+        if state.get("verdict") == "misshapen":
+            return f"the model's drafts were too long or cut steps short; searched {', '.join(searched)}"
         if state.get("verdict") == "not_useful":
             return f"the documents found did not answer it; searched {', '.join(searched)}"
         return f"nothing relevant found; searched {', '.join(searched)}"

@@ -161,7 +161,7 @@ class RAGState(TypedDict, total=False):
     answer_route: AnswerRoute  # set by ``finish``: how the answer was found
     drafts: int  # set by ``finish``: drafts written this turn (generate steps, across searches)
     answered_by: str
-    verdict: str  # last answer grade: useful | hallucination | not_useful
+    verdict: str  # last answer grade: useful | hallucination | not_useful | empty | misshapen | downvoted
     human_action: str  # last human resume action: answer | retry | dismiss
     review_note: str  # why a teammate asked the experts about an answer (a 👎 escalated)
     scope: dict[str, Any]  # what this turn may use (the channel's settings): sources, web, learning

@@ -329,3 +329,35 @@ def test_provider_keys_come_from_secret_files_too(tmp_path, monkeypatch):
     monkeypatch.setenv("THREADWISE_SECRETS_DIR", str(secrets))
     export_model_keys()
     build_chat_model(load_settings(write_config(tmp_path, extra='chat_model = "anthropic:claude-haiku-4-5"')).models)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@pytest.mark.parametrize("bad", ["wall", "cut step"])
+async def test_the_answer_shape_is_asked_for_and_a_wall_of_text_or_a_cut_step_is_sent_back(tmp_path, wire, bad):
+    """On any provider the writer's system prompt asks for the shape a teammate reads in ten
+    seconds (the answering sentence first, the length budget, steps whole); a draft far past the
+    budget, or one that cuts a step with "…", goes back with the reason, and the short answer
+    that follows is what is posted."""
+    drafts = {
+        "wall": "The container reads REDIS_URI and DATABASE_URI at boot [1]. "
+        + "It also reads many other settings that the sources describe at length [1]. " * 30,
+        "cut step": "1. Set REDIS_URI [1].\n2. Run `docker run -e DATABASE_URI=… image` [1].",
+    }
+    reasons = {"wall": "answer in about 700", "cut step": "cut with an ellipsis"}
+    short = "It needs REDIS_URI and DATABASE_URI set before it boots [1].\n\nMore in [1]."
+    async with model_api(wire, {"generate": [drafts[bad], short]}) as (fake, base):
+        settings = load_settings(write_config(tmp_path, extra=models_config(wire, base)))
+        async with open_runtime(settings, Secrets(), embeddings=None) as rt:
+            from bot.platforms.console import ConsoleResponder
+
+            out = ConsoleResponder("m", show_status=False, show_answers=False)
+            result = await rt.service.ask("console:m", "what does the container need to boot?", out)
+    assert result.answer is not None and result.answer.text.startswith("It needs REDIS_URI and DATABASE_URI")
+    generate = fake.bodies("generate")
+    assert len(generate) == 2, fake.tasks()
+    system = fake.system_of(generate[0]) or str(generate[0].get("system", ""))
+    assert "Open with the sentence or the step that answers" in system
+    assert "about 700 characters" in system and "never shorten them" in system
+    assert reasons[bad] not in fake.last_text(generate[0])
+    assert reasons[bad] in fake.last_text(generate[1])  # the redraft is told why the draft went back
+    assert not fake.refused
