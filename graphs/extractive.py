@@ -50,6 +50,7 @@ RERANK_PRIOR_WEIGHT = 0.75  # weight of the hybrid search's rank against cos(que
 RERANK_TITLE_WEIGHT = 0.1  # weight of the question terms found in the file and heading path
 # answer shape
 INLINE_CODE_BONUS = 0.1  # added to the score of a sentence holding inline code (identifiers, settings)
+QUANTITY_BONUS = 0.2  # added to a sentence stating an amount when the question asks for one ("how many days")
 SUPPORT_CUTOFF = 0.4  # supporting passages start at sentences scoring at least this share of the lead's score
 NEIGHBOURS = 2  # sentences quoted after each supporting sentence
 BEFORE = 0  # sentences quoted before each supporting sentence
@@ -277,10 +278,17 @@ class Extractive:
         qs = [q for q in questions if q.strip()]
         return self.embedder(qs) if qs else None
 
-    def score_units(self, questions: Sequence[str], units: list[Unit]) -> list[Scored]:
+    def score_units(
+        self, questions: Sequence[str], units: list[Unit], contexts: Sequence[str] | None = None
+    ) -> list[Scored]:
         """Score each unit: best cosine over the question variants (0 without embeddings)
         plus ``LEXICAL_WEIGHT`` x the share of the question's terms it holds. Code blocks
-        score on their terms and half their cosine (MiniLM reads code poorly)."""
+        score on their terms and half their cosine (MiniLM reads code poorly).
+
+        ``contexts`` (one per unit, "" for none): the heading a prose unit sits under; its
+        cosine is then the better of the unit's own and that of ``"heading: unit"``, so a
+        sentence that only makes sense under its heading ("Under 2 years - not eligible"
+        under "Sabbatical leave") is scored with it."""
         if not units:
             return []
         q_terms: set[str] = set()
@@ -293,6 +301,11 @@ class Extractive:
         if qv is not None:
             uv = embedder([u.text[:1000] for u in units])
             cos = (uv @ qv.T).max(axis=1)
+            if contexts is not None:
+                at = [i for i, (u, c) in enumerate(zip(units, contexts, strict=True)) if c and not u.code]
+                if at:
+                    cv = embedder([f"{contexts[i]}: {units[i].text}"[:1000] for i in at])
+                    cos[at] = np.maximum(cos[at], (cv @ qv.T).max(axis=1))
         out = []
         for u, c in zip(units, cos, strict=True):
             lex = lexical_share(q_terms, u.text)
@@ -491,8 +504,9 @@ class Extractive:
            prose stays within ``budget`` characters;
         3. "More in [n]" naming the documents quoted, for the rest.
 
-        A sentence's score is :meth:`score_units`' plus ``doc_prior`` x its document's
-        rank weight (the search ranked the document with its whole context).
+        A sentence's score is :meth:`score_units`' (read under its heading) plus ``doc_prior``
+        x its document's rank weight (the search ranked the document with its whole context),
+        plus ``QUANTITY_BONUS`` when the question asks for an amount and the sentence states one.
 
         Args:
             questions: the question variants scored against (the message first).
@@ -513,9 +527,12 @@ class Extractive:
         lead_before = LEAD_BEFORE if lead_before is None else lead_before
         doc_prior = DOC_PRIOR if doc_prior is None else doc_prior
         units = self.doc_units(docs)
-        scored = self.score_units(questions, units)
+        scored = self.score_units(questions, units, self._headings(docs, units))
+        quantity = bool(questions) and signals.asks_for_quantity(questions[0])
         for sc in scored:
             sc.score += doc_prior * (1.0 / (1 + sc.unit.doc))
+            if quantity and not sc.unit.code and signals.states_quantity(sc.unit.text):
+                sc.score += QUANTITY_BONUS  # "how many days": the sentence with the number
         by_key = {(sc.unit.doc, sc.unit.pos): sc for sc in scored}
         prose = sorted(
             (sc for sc in scored if not sc.unit.code and not sc.unit.heading and sc.score > 0), key=lambda sc: -sc.score
@@ -604,6 +621,20 @@ class Extractive:
         cited = sorted({d for d, _ in parts})
         out.append("More in " + ", ".join(f"[{d + 1}]" for d in cited) + ".")
         return "\n\n".join(out)
+
+    @staticmethod
+    def _headings(docs: Sequence[Doc], units: list[Unit]) -> list[str]:
+        """The heading each unit sits under: the last heading unit before it in its document,
+        else the document's title (a section's heading path)."""
+        out: list[str] = []
+        current, doc = "", -1
+        for u in units:
+            if u.doc != doc:
+                current, doc = str(docs[u.doc].get("title", "") or ""), u.doc
+            if u.heading:
+                current = u.text
+            out.append(current)
+        return out
 
     @staticmethod
     def _numbered(units: list[Unit], u: Unit) -> bool:

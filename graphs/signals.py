@@ -139,3 +139,32 @@ def asks_for_now(text: str) -> bool:
     release", "is X down"): documents written earlier cannot answer it, whatever they say
     about the subject."""
     return bool(_NOW.search(text))
+
+
+# A question asking for an amount, a duration, a frequency or a time: "how many days", "how much
+# notice", "how long", "how often", "by when", "what's the default timeout", "which port".
+_QUANTITY_QUESTION = re.compile(
+    r"\b(?:how\s+(?:many|much|long|often|soon|far|big|large|late|early)|by\s+when|what\s+time|"
+    r"(?:what|which)(?:'s|\s+is)?\s+(?:the\s+)?(?:default\s+)?(?:port|size|limit|percentage|rate|timeout|number)|"
+    r"maximum|minimum|deadline)\b",
+    re.I,
+)
+# An amount in a sentence: a digit, a number word, a frequency word.
+_QUANTITY = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|"
+    r"forty|fifty|hundred|thousand|half|once|twice|daily|weekly|fortnightly|monthly|annually|yearly|"
+    r"every)\b",
+    re.I,
+)
+
+
+def asks_for_quantity(question: str) -> bool:
+    """The question asks for an amount, a duration, a frequency or a time ("how many days",
+    "how much notice", "how often", "by when", "the default timeout")."""
+    return bool(_QUANTITY_QUESTION.search(question))
+
+
+def states_quantity(text: str) -> bool:
+    """``text`` states an amount: a digit or a number or frequency word ("five seconds",
+    "fortnightly", "25 days")."""
+    return bool(_QUANTITY.search(text))

@@ -15,6 +15,7 @@ from graphs import prompts
 from graphs.extractive import Extractive, TextEmbedder
 from graphs.graders import shape_problem
 from graphs.settings import GraphSettings
+from tests.conftest import requires_offline_model
 
 LEAVE = """# Leave
 
@@ -178,3 +179,53 @@ async def test_a_chat_models_wall_of_text_is_sent_back_and_the_short_answer_post
     assert values["path"].count("generate") == 2, values["path"]
     generate_prompts = [str(m[0].content) for task, m in model.calls if task == "generate"]
     assert all("about 700 characters" in p for p in generate_prompts)
+
+
+HOLIDAY = """# Holiday
+
+Book your holiday in the HR system and tell your team about your holiday plans in the team channel.
+Bank holidays are booked for you. The holiday year runs from January to December.
+
+## Notice
+
+Requests of more than two days need four weeks' notice before the first day off.
+"""
+
+
+def test_a_how_much_question_leads_with_the_sentence_stating_the_amount():
+    """ "how much notice": the sentence with the amount ("four weeks' notice") opens the answer,
+    though another sentence shares as many of the question's words; a question asking for no
+    amount on the same page still leads with the sentence about what it asks."""
+    answer = compose("how much notice do I need to book holiday", HOLIDAY, budget=100)
+    assert answer.startswith("Requests of more than two days need four weeks' notice"), answer
+    answer = compose("where do I book holiday", HOLIDAY, budget=100)
+    assert answer.startswith("Book your holiday in the HR system"), answer
+
+
+SABBATICAL = """Sabbaticals give you time away from work to rest, study or travel. Tell your line manager early
+so the team can plan around your absence. Requests go to the People team, who reply within a month.
+
+## Who can take one
+
+- Under 2 years of service - not eligible
+- Between 2 and 5 years - between 4 weeks and 6 months
+- Over 5 years - up to 12 months
+"""
+
+
+@requires_offline_model
+def test_a_sentence_is_read_under_its_heading():
+    """ "am I eligible for a sabbatical": the list under "Who can take one" answers it, though its
+    lines never say "sabbatical"; read alone they lose to the page's opening sentence."""
+    from bot.config import ModelSettings
+    from graphs.models import build_embeddings
+
+    embeddings, _ = build_embeddings("local", ModelSettings())
+    brain = Extractive(TextEmbedder(embeddings))
+    docs = [{"id": "d#1", "location": "leave.md", "title": "Sabbatical leave", "text": SABBATICAL}]
+    question = "am I eligible for a sabbatical after a year"
+    answer = brain.compose([question], docs, budget=200)
+    assert first_fact_position(answer, ["not eligible"]) < 100, answer
+    units = brain.doc_units(docs)
+    alone = max(brain.score_units([question], units), key=lambda s: s.score)
+    assert alone.unit.text.startswith("Sabbaticals give you time away")  # what the heading changes
