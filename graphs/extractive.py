@@ -58,6 +58,7 @@ LEAD_AFTER = 3  # sentences quoted after the lead sentence (its passage opens th
 LEAD_BEFORE = 1  # sentences quoted before the lead sentence (the cause before a matched symptom)
 DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its sentences' scores
 ANSWER_CHARACTERS = 700  # default prose budget ([graph] answer_characters)
+SHORT_LIST_SHARE = 0.3  # a bulleted list this share of the budget or shorter is quoted whole, as a list
 MAX_CODE_CHARACTERS = 1200
 MAX_SECTION_CHARACTERS = 4000
 
@@ -498,7 +499,8 @@ class Extractive:
         1. the lead: the passage around the best-scoring sentence or list item (the
            ``before`` sentences before it in its paragraph, the ``neighbours`` after it);
            a numbered list (steps) is quoted whole when it fits (else from the lead's step
-           on, saying where the rest is); the code block or table a quoted sentence
+           on, saying where the rest is), and so is a bulleted list of at most
+           ``SHORT_LIST_SHARE`` x ``budget`` characters (cases read together); the code block or table a quoted sentence
            introduces follows whole (one longer than ``MAX_CODE_CHARACTERS`` is named);
         2. support: passages around the next best sentences, best first, while the quoted
            prose stays within ``budget`` characters;
@@ -563,7 +565,9 @@ class Extractive:
             u = seed.unit
             if (u.doc, u.pos) in used or norm(u.text) in quoted:
                 continue
-            if u.list >= 0 and u.item[:1].isdigit() or (u.list >= 0 and not u.item and self._numbered(units, u)):
+            numbered = u.list >= 0 and (u.item[:1].isdigit() or (not u.item and self._numbered(units, u)))
+            short_list = u.list >= 0 and self._list_size(units, u) <= budget * SHORT_LIST_SHARE
+            if numbered or short_list:  # steps, or a short bulleted list (a table of cases): whole, as a list
                 text, keys, rest = self._render_list(units, u, budget)
                 if n and size + len(text) > budget:
                     continue
@@ -637,6 +641,11 @@ class Extractive:
         return out
 
     @staticmethod
+    def _list_size(units: list[Unit], u: Unit) -> int:
+        """Characters of the list holding ``u`` (its items' text, about as rendered)."""
+        return sum(len(x.text) + 3 for x in units if x.doc == u.doc and x.list == u.list and not x.code)
+
+    @staticmethod
     def _numbered(units: list[Unit], u: Unit) -> bool:
         """``u`` continues a numbered list item (a later sentence of a step)."""
         first = [x for x in units if x.doc == u.doc and x.para == u.para and x.item]
@@ -644,7 +653,7 @@ class Extractive:
 
     @staticmethod
     def _render_list(units: list[Unit], lead: Unit, budget: int) -> tuple[str, set[tuple[int, int]], bool]:
-        """The numbered list holding ``lead`` as Markdown (each step's number and sentences),
+        """The list holding ``lead`` as Markdown (each step's number or a "-", and its sentences),
         whole when it fits ``budget`` (x 1.5: steps are not cut for a few characters), else
         from the lead's step on while steps fit. Returns the text, the units quoted and
         whether steps were left out after the last one quoted."""
@@ -667,7 +676,7 @@ class Extractive:
             if lines and size + len(text) > budget * 1.5:
                 rest = True
                 break
-            marker = it[0].item or "-"
+            marker = it[0].item if it[0].item[:1].isdigit() else "-"
             lines.append(f"{marker} {text}")
             keys |= {(y.doc, y.pos) for y in it}
             size += len(text) + len(marker) + 1

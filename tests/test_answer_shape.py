@@ -213,6 +213,16 @@ so the team can plan around your absence. Requests go to the People team, who re
 """
 
 
+def test_a_short_bulleted_list_is_quoted_whole_as_a_list():
+    """The cases of a short list are read together, each on its line, in the page's order (they
+    were joined into one line of prose, from the matching case on, the earlier ones later)."""
+    answer = compose("how long a sabbatical after 5 years of service", SABBATICAL)
+    assert (
+        "- Under 2 years of service - not eligible\n- Between 2 and 5 years - between 4 weeks and 6 months\n"
+        "- Over 5 years - up to 12 months"
+    ) in answer, answer
+
+
 @requires_offline_model
 def test_a_sentence_is_read_under_its_heading():
     """ "am I eligible for a sabbatical": the list under "Who can take one" answers it, though its
