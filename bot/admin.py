@@ -11,6 +11,7 @@ import asyncio
 import logging
 import re
 import time
+from collections.abc import Callable
 
 from bot.chat.syntax import REPLY_SYNTAX
 from bot.protocol import Responder
@@ -53,6 +54,9 @@ class AdminCommands:
         kb_description: ``[knowledge] description``.
         learned: the learned entries (``learned list|forget``); None when learning is off.
         sync: runs syncs one at a time (default: one over ``knowledge`` and ``store``).
+        source_names: the knowledge base's names of a source as config.toml names it
+            (:meth:`bot.config.Settings.source_names`: a ``[knowledge] sources`` folder as
+            written); None: only the knowledge base's own names.
     """
 
     def __init__(
@@ -65,6 +69,7 @@ class AdminCommands:
         progress_interval: float = 2.0,
         learned: LearnedStore | None = None,
         sync: SourceSync | None = None,
+        source_names: Callable[[str], list[str]] | None = None,
     ):
         self.knowledge = knowledge
         self.store = store
@@ -73,6 +78,7 @@ class AdminCommands:
         self.progress_interval = progress_interval
         self.learned = learned
         self.sync = sync or SourceSync(knowledge, store)
+        self.source_names = source_names
 
     @staticmethod
     def parse(text: str) -> str | None:
@@ -101,14 +107,16 @@ class AdminCommands:
                 return
             m = _REINDEX.match(command)
             if m:
-                name = next((s for s in self.knowledge.sources if s.lower() == m.group(1)), None)
-                if name is None:
+                names = [s for s in self.knowledge.sources if s.lower() == m.group(1)]
+                if not names and self.source_names is not None:  # "docs" for a [knowledge] sources folder
+                    names = [s for s in self.source_names(m.group(1)) if s in self.knowledge.sources]
+                if not names:
                     await out.notify_private(
                         f"There is no source `{m.group(1)}`. Sources: "
                         + ", ".join(f"`{s}`" for s in self.knowledge.sources)
                     )
                     return
-                await self.reindex(out, [name])
+                await self.reindex(out, names)
             else:
                 await self.reindex(out)
         elif _LEARNED.match(command):

@@ -512,6 +512,7 @@ async def open_runtime(
             describe={"Chat model": provider, "Web search": "on (Tavily)" if web else "off"},
             learned=learned,
             sync=sync,
+            source_names=None if sources else settings.source_names,
         )
         observer = observer or TurnObserver()
         pool = await start_graph_pool(settings, observer, workers, max_calls, sources) if workers else None

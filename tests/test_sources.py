@@ -596,6 +596,17 @@ sources = ["site"]
             assert "repo: 0 added, 0 updated, 0 removed, 3 unchanged" in out.progress[-1]
 
 
+async def test_admin_reindex_takes_a_knowledge_folder_by_the_name_config_toml_gives_it(tmp_path):
+    config = write_config(tmp_path)
+    config.write_text(config.read_text().replace(json.dumps([str(tmp_path / "kb")]), '["kb/"]'))
+    async with scripted_runtime(load_settings(config)) as (rt, _):
+        out = ConsoleOut()
+        await rt.service.admin("reindex kb", actor_id="ana", is_admin=True, out=out)  # type: ignore[arg-type]
+        assert not out.notices and out.progress[-1].startswith("Reindex done: "), (out.notices, out.progress)
+        await rt.service.admin("reindex kbb", actor_id="ana", is_admin=True, out=out)  # type: ignore[arg-type]
+        assert out.notices == [f"There is no source `kbb`. Sources: `{tmp_path / 'kb'}`"]
+
+
 class ConsoleOut:
     """The admin command's output: notices and progress texts."""
 
