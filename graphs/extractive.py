@@ -671,12 +671,14 @@ class Extractive:
         keys: set[tuple[int, int]] = set()
         size = 0
         rest = False
-        for it in items[first:]:
+        numbers = {it[0].item for it in items if it[0].item[:1].isdigit()}
+        lazy = len(numbers) == 1 and len(items) > 1  # "1." on every step: Markdown numbers them 1, 2, 3
+        for at, it in enumerate(items[first:], start=first + 1):
             text = " ".join(y.text for y in it)
             if lines and size + len(text) > budget * 1.5:
                 rest = True
                 break
-            marker = it[0].item if it[0].item[:1].isdigit() else "-"
+            marker = (f"{at}." if lazy else it[0].item) if it[0].item[:1].isdigit() else "-"
             lines.append(f"{marker} {text}")
             keys |= {(y.doc, y.pos) for y in it}
             size += len(text) + len(marker) + 1

@@ -213,6 +213,13 @@ so the team can plan around your absence. Requests go to the People team, who re
 """
 
 
+def test_steps_numbered_1_1_1_in_the_source_are_quoted_1_2_3():
+    """Markdown numbers a list written "1." on every step; the quoted steps read as it renders."""
+    lazy = STEPS.replace("2. Tag", "1. Tag").replace("3. Wait", "1. Wait").replace("4. Announce", "1. Announce")
+    answer = compose("how do I publish a release? which git tag command", lazy)
+    assert re.findall(r"^(\d)\. ", answer, re.M) == ["1", "2", "3", "4"], answer
+
+
 def test_a_short_bulleted_list_is_quoted_whole_as_a_list():
     """The cases of a short list are read together, each on its line, in the page's order (they
     were joined into one line of prose, from the matching case on, the earlier ones later)."""
