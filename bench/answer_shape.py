@@ -10,7 +10,8 @@ measured in seconds. The official end-to-end figures come from ``threadwise eval
 Reports recall@1/@5 (kb + follow-up rows), facts found, median answer characters, the
 median position of the first expected fact and the share of answered rows with it in
 the first 300 characters, help requests with the expected page retrieved, answers with
-template syntax. ``--halves`` adds the same on odd / even rows.
+template syntax. ``--halves`` adds the same on odd / even rows. ``--negatives FILE...``
+asks other corpora's questions too and counts those answered instead of sent to the experts.
 
 Usage:
     OMP_NUM_THREADS=1 PYTHONPATH=. python bench/answer_shape.py --corpus DIR --eval FILE [--show]
@@ -47,7 +48,7 @@ def measure(rows: list[dict], brain: ex.Extractive, **shape) -> dict:
     :meth:`graphs.extractive.Extractive.compose`) and score it."""
     out = []
     for r in rows:
-        th = brain.threshold_for(r["qs"], r["route"] == "websearch")
+        th = brain.threshold_for(r["qs"], r["route"] == "websearch", brain.passage_match(r["qs"], r["docs"]))
         kept = [d for g, d in zip(r["grades"], r["docs"], strict=False) if g >= th]
         if r["route"] == "websearch" and signals.asks_for_now(r["question"]):
             kept = []  # the extractive graders: documents cannot tell what is true right now
@@ -92,6 +93,29 @@ def totals(out: list[dict]) -> dict:
     }
 
 
+def negatives(files: list[str], brain: ex.Extractive, router: OfflineRouter, k: int, per_file: int = 12) -> dict:
+    """Ask the first ``per_file`` kb questions of each of ``files`` (other corpora's eval sets)
+    as the graph's first pass does; count those answered (a document kept) instead of sent to
+    the experts. Questions routed ``direct`` are not searched; a current-events question
+    about the present moment is never answered from documents."""
+    asked = answered = 0
+    ids = []
+    for f in files:
+        rows = [json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()]
+        for row in [r for r in rows if r["kind"] == "kb"][:per_file]:
+            q = row["question"]
+            asked += 1
+            route = router.decide(router.signals(q), False)
+            if route == "direct" or (route == "websearch" and signals.asks_for_now(q)):
+                continue
+            docs = brain.retrieve([q], k)
+            th = brain.threshold_for([q], route == "websearch", brain.passage_match([q], docs))
+            if any(g >= th for g in brain.grade([q], docs)):
+                answered += 1
+                ids.append(row["id"])
+    return {"negatives_asked": asked, "negatives_answered": answered, "answered_ids": ids}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", required=True)
@@ -104,6 +128,13 @@ def main() -> None:
     ap.add_argument("--json", default="", help="write rows and totals here")
     ap.add_argument("--cross", action="store_true", help="with the multilingual encoder ([graph] cross_language)")
     ap.add_argument("--grid", action="store_true", help="facts / length / first fact for a grid of answer shapes")
+    ap.add_argument(
+        "--negatives",
+        nargs="*",
+        default=[],
+        help="other corpora's eval files: their first 12 kb questions, which this corpus does not answer, "
+        "are asked too; reports how many are answered with quotes instead of a help request",
+    )
     args = ap.parse_args()
     rows = read_rows(args.eval)
     settings, kb, embedder = open_offline(args.config, args.corpus)
@@ -174,6 +205,8 @@ def main() -> None:
                         flush=True,
                     )
         return
+    if args.negatives:
+        print(json.dumps(negatives(args.negatives, brain, router, settings.knowledge.k)))
     report = measure(per_row, brain)
     vec_cache.parent.mkdir(parents=True, exist_ok=True)
     vec_cache.write_bytes(pickle.dumps(dict(embedder._cache)))

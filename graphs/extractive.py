@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 # ---- calibrated constants (bench/calibrate_offline.py on the dev eval set) ---------------
 LEXICAL_WEIGHT = 0.5  # weight of the lexical share against the cosine in a unit's score
 RELEVANCE_THRESHOLD = 0.5  # a document is relevant when its best unit scores at least this
+# ... minus MATCH_WEIGHT x (the question's best passage cosine - MATCH_CENTRE): a question whose
+# words match a sentence weakly while a whole passage (with its page and headings) matches it
+# well is answered, and the bar rises for one no passage is near (graded on the tuning corpora
+# against their own questions and the other corpora's questions, which no page answers)
+MATCH_WEIGHT = 0.5
+MATCH_CENTRE = 0.36
 # ... and at least this when the router took the question for current events (no web search
 # configured, so the knowledge base is searched anyway: only a strong match may answer)
 CURRENT_RELEVANCE_THRESHOLD = 0.62
@@ -46,8 +52,15 @@ CURRENT_RELEVANCE_THRESHOLD = 0.62
 CROSS_RELEVANCE_THRESHOLD = 0.2
 CROSS_RANK_WEIGHT = 2.0  # RRF weight of the encoder's ranking against the ordinary search's
 CROSS_RERANK_PRIOR_WEIGHT = 0.75  # RERANK_PRIOR_WEIGHT for a question in another language
+CROSS_RERANK_TITLE_WEIGHT = 0.1  # RERANK_TITLE_WEIGHT for a question in another language (no page evidence)
 RERANK_PRIOR_WEIGHT = 0.75  # weight of the hybrid search's rank against cos(question, chunk)
-RERANK_TITLE_WEIGHT = 0.1  # weight of the question terms found in the file and heading path
+# weight of the question terms found in the file and heading path: none since the page's evidence
+# below, which measures what a title only hints at (with both, a page whose path repeats a question
+# word outranked the page about the question on the tuning corpora)
+RERANK_TITLE_WEIGHT = 0.0
+# weight of the page's evidence (the mean cosine of the message with all the page's chunks): the
+# page about a topic outranks a neighbouring page that mentions it in one passage
+RERANK_PAGE_WEIGHT = 0.3
 # answer shape
 INLINE_CODE_BONUS = 0.1  # added to the score of a sentence holding inline code (identifiers, settings)
 QUANTITY_BONUS = 0.2  # added to a sentence stating an amount when the question asks for one ("how many days")
@@ -265,13 +278,31 @@ class Extractive:
             self._cross_index = CrossLingualIndex(cast(Embeddings, self.cross_embedder.embeddings), snap)
         return self._cross_index
 
-    def threshold_for(self, questions: Sequence[str], current: bool = False) -> float:
+    def threshold_for(self, questions: Sequence[str], current: bool = False, match: float | None = None) -> float:
         """The relevance threshold a document's :meth:`grade` must reach: the multilingual
         one for a question in another language, the current-events one when the router took
-        the question for current events (``current``), else the plain one."""
+        the question for current events (``current``), else the plain one, moved by
+        ``match`` (:meth:`passage_match` of the graded documents, when given): lower by
+        ``MATCH_WEIGHT`` x how far it lies above ``MATCH_CENTRE``, higher below it."""
         if self.foreign(questions):
             return CROSS_RELEVANCE_THRESHOLD + (CURRENT_RELEVANCE_THRESHOLD - RELEVANCE_THRESHOLD if current else 0.0)
-        return self.current_relevance_threshold if current else self.relevance_threshold
+        if current:
+            return self.current_relevance_threshold
+        shift = MATCH_WEIGHT * (match - MATCH_CENTRE) if match is not None else 0.0
+        return self.relevance_threshold - shift
+
+    def passage_match(self, questions: Sequence[str], docs: Sequence[Doc]) -> float | None:
+        """The best cosine of the question variants with the documents' chunks as the index
+        embedded them (file path, heading path and text: the passage in its context, where
+        :meth:`grade` scores single sentences); None when a document is not a knowledge-base
+        chunk, without vectors or without documents."""
+        if not docs:
+            return None
+        qv = self.question_vectors(questions)
+        dv = self.index_vectors(docs)
+        if qv is None or dv is None or dv.shape[1] != qv.shape[1]:
+            return None
+        return float((dv @ qv.T).max())
 
     # ---- scoring ------------------------------------------------------------------
     def question_vectors(self, questions: Sequence[str]) -> np.ndarray | None:
@@ -385,26 +416,67 @@ class Extractive:
             rows.append(int(m.group(1)) - 1)
         return np.asarray(vectors[rows], dtype=np.float32)
 
+    def page_evidence(self, questions: Sequence[str], docs: Sequence[Doc]) -> np.ndarray:
+        """Per chunk, how much its whole page is about the question: the mean over all the
+        page's chunks (from the live index) of their cosine with the first variant (the
+        message itself: the thread's earlier question would pull a follow-up back to the
+        page of the earlier subject). A page about the topic holds many passages near the
+        question, a neighbouring page that mentions it once holds one, so the mean tells them
+        apart where the best chunk alone does not. Zeros without an index with vectors, for
+        a question in another language (the index's vectors are not the multilingual
+        encoder's) and for a document that is not a knowledge-base chunk."""
+        out = np.zeros(len(docs), dtype=np.float32)
+        snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
+        if snap is None or getattr(snap, "vectors", None) is None or not hasattr(snap, "file_chunks") or not docs:
+            return out
+        if self.foreign(questions):
+            return out
+        qv = self.question_vectors(questions[:1])
+        if qv is None or qv.shape[1] != snap.vectors.shape[1]:
+            return out
+        pages: dict[tuple[str, str | None], float] = {}
+        for i, d in enumerate(docs):
+            if not re.search(r"#\d+$", str(d.get("id", ""))) or not d.get("location"):
+                continue
+            key = (d["location"], d.get("source"))
+            if key not in pages:
+                try:
+                    vecs = [v for _, v in snap.file_chunks(*key) if v is not None]
+                except Exception:  # noqa: BLE001 - page evidence is an optional extra
+                    vecs = []
+                pages[key] = float((np.vstack(vecs) @ qv[0]).mean()) if vecs else 0.0
+            out[i] = pages[key]
+        return out
+
     @staticmethod
     def rerank_scores(
         cos: np.ndarray,
         title: np.ndarray,
         prior: float = RERANK_PRIOR_WEIGHT,
         title_weight: float = RERANK_TITLE_WEIGHT,
+        page: np.ndarray | None = None,
+        page_weight: float = RERANK_PAGE_WEIGHT,
     ) -> np.ndarray:
         """Rerank score of chunks in hybrid-search order: ``prior x 11/(10 + rank)`` (the
-        fused rank, 1 for the first) plus the cosine plus ``title_weight x`` title share."""
+        fused rank, 1 for the first) plus the cosine plus ``title_weight x`` title share plus
+        ``page_weight x`` the page's evidence (:meth:`page_evidence`, when given)."""
         ranks = np.arange(1, len(cos) + 1, dtype=np.float32)
-        return prior * 11.0 / (10.0 + ranks) + cos + title_weight * title
+        score = prior * 11.0 / (10.0 + ranks) + cos + title_weight * title
+        return score + page_weight * page if page is not None else score
 
     def rerank(self, questions: Sequence[str], docs: list[Doc], k: int) -> list[Doc]:
-        """The ``k`` best of ``docs`` (hybrid-search order) by :meth:`rerank_scores` (for a
-        question in another language, with the multilingual cosine and its own prior weight)."""
+        """The ``k`` best of ``docs`` (hybrid-search order) by :meth:`rerank_scores` with the
+        page's evidence (for a question in another language, with the multilingual cosine and
+        its own prior and title weights, without page evidence)."""
         if len(docs) <= 1:
             return docs[:k]
         cos, title = self.rerank_features(questions, docs)
-        prior = CROSS_RERANK_PRIOR_WEIGHT if self.foreign(questions) else RERANK_PRIOR_WEIGHT
-        order = np.argsort(-self.rerank_scores(cos, title, prior), kind="stable")
+        if self.foreign(questions):
+            scores = self.rerank_scores(cos, title, CROSS_RERANK_PRIOR_WEIGHT, CROSS_RERANK_TITLE_WEIGHT)
+        else:
+            page = self.page_evidence(questions, docs)
+            scores = self.rerank_scores(cos, title, RERANK_PRIOR_WEIGHT, RERANK_TITLE_WEIGHT, page=page)
+        order = np.argsort(-scores, kind="stable")
         return [docs[i] for i in order[:k]]
 
     def retrieve(

@@ -187,8 +187,9 @@ class ExtractiveGraders:
         self.history_messages = history_messages
 
     async def grade_documents(self, state: RAGState, retrieved: list[Doc]) -> tuple[DocGrades, int]:
-        """A document is relevant when its best unit scores over the threshold; a
-        current-events question the knowledge base must answer strongly (a higher one)."""
+        """A document is relevant when its best unit scores over the threshold, which the
+        question's best passage match moves (:meth:`~graphs.extractive.Extractive.threshold_for`);
+        a current-events question the knowledge base must answer strongly (a higher one)."""
         extractive = self.kit.extractive
         questions = offline_questions(state, self.history_messages)
         scores = await asyncio.to_thread(extractive.grade, questions, retrieved)
@@ -197,7 +198,8 @@ class ExtractiveGraders:
             history = history_before_last(state, self.history_messages)
             route, _ = await asyncio.to_thread(self.kit.router.route, last_user_message(state), bool(history))
             current = route == "websearch"
-        threshold = extractive.threshold_for(questions, current)
+        match = await asyncio.to_thread(extractive.passage_match, questions, retrieved)
+        threshold = extractive.threshold_for(questions, current, match)
         if current and state.get("needs_web") and signals.asks_for_now(last_user_message(state)):
             # documents cannot tell what is true right now: say so (the help request's reason)
             # rather than quote text about the subject
