@@ -255,7 +255,13 @@ class KnowledgeSettings(_Section):
         le=1000,
         description="Candidates per query and per retriever (BM25, dense) before Reciprocal Rank Fusion (at least k).",
     )
-    rrf_k: int = Field(60, ge=1, le=1000, description="RRF constant (Cormack et al. 2009 use 60).")
+    rrf_k: int = Field(
+        20,
+        ge=1,
+        le=1000,
+        description="RRF constant (Cormack et al. 2009 use 60; a smaller one gives the first candidates of each "
+        "ranking more weight against the many that share words with the question).",
+    )
     max_chunks_per_file: int = Field(
         2, ge=1, le=50, description="At most this many chunks of one file among the k results."
     )
