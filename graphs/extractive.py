@@ -644,6 +644,17 @@ class Extractive:
                 if n and size + len(text) > budget:
                     continue
                 passage = [(u.doc, text)] + ([(u.doc, f"The steps go on in [{u.doc + 1}].")] if rest else [])
+                intro = unit_at(u.doc, min(keys)[1] - 1)
+                if (
+                    intro is not None
+                    and not intro.code
+                    and not intro.heading
+                    and intro.list != u.list
+                    and intro.text.rstrip().endswith(":")
+                    and (intro.doc, intro.pos) not in used
+                ):  # the sentence the list completes ("Requests are approved when:") reads first
+                    passage[0] = (u.doc, f"{intro.text}\n{text}")
+                    keys.add((intro.doc, intro.pos))
                 last = max(keys)[1]
             else:
                 para = [

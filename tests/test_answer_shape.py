@@ -72,6 +72,7 @@ def test_numbered_steps_are_quoted_whole_with_the_command_they_lead_to():
     steps = re.findall(r"^(\d)\. ", answer, re.M)
     assert steps == ["1", "2", "3", "4"], answer  # every step, in order, none cut
     assert "2. Tag the commit with `git tag -s vX.Y.Z` and push the tag." in answer
+    assert "To publish a release:\n1. Bump the version" in answer  # the sentence the steps complete, first
     answer = compose("the publish CI job failed, what do I run?", STEPS)
     assert "```bash\nscripts/publish --retry\n```" in answer  # the command whole, after its sentence
     assert answer.index("If the CI job fails") < answer.index("scripts/publish --retry")
