@@ -53,8 +53,9 @@ CONNECTIVITY = 16
 """Graph edges per node (HNSW's M): 16 gives recall@10 above 0.95 on the bench's vectors."""
 EXPANSION_ADD = 128
 """Candidate list length while inserting (efConstruction)."""
-EXPANSION_SEARCH = 128
-"""Candidate list length while searching (ef); a search asks for at least :data:`CANDIDATES`."""
+EXPANSION_SEARCH = 512
+"""Candidate list length while searching (ef): at a million vectors 128 found 0.81 of the
+exact top 10 on the bench's vectors, 256 0.95, 512 0.97, each search still ~1-2 ms."""
 CANDIDATES = 100
 """Fewest neighbours asked of the graph per query, ranked again exactly by the caller."""
 DTYPE = "i8"
