@@ -347,11 +347,6 @@ class GenerationWriter:
         rows appended by this writer stay)."""
         self._remove.update(pairs)
 
-    def reusable(self, keys: Sequence[int]) -> dict[int, np.ndarray]:
-        """``text key -> vector`` of ``base``'s chunks with these :func:`text_key` values (a
-        moved or renamed document's chunks), for ``base`` generations of format 3 with vectors."""
-        return reusable_vectors(self.base, keys) if self.base is not None else {}
-
     # ---- finishing -------------------------------------------------------------------------
     def finish(self, manifest: dict) -> dict:
         """Apply the removals, write the keyword postings, the vectors' final header and
