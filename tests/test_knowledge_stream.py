@@ -250,3 +250,22 @@ def test_a_source_failing_halfway_through_its_stream_keeps_its_last_good_documen
     stats = kb.reindex()
     assert {r.name: r for r in stats.sources}["l"].updated == 6
     assert all("second" in kb.search([f"keyword{i}"], k=1)[0]["text"] for i in range(6))
+
+
+def test_postings_read_in_small_pieces_equal_those_fts5_holds(tmp_path, monkeypatch):
+    """Common words (more occurrences than one piece holds) are read in pieces, a row's count
+    carried across two pieces; a full build and an edit give FTS5's own postings."""
+    from graphs.knowledge import writer
+
+    monkeypatch.setattr(writer, "POSTINGS_STEP", 5)
+    folder = tmp_path / "docs"
+    write_docs(folder, 12)
+    kb = KnowledgeBase(tmp_path / "index", connectors=[FilesConnector("d", [folder])], write_batch=5)
+    kb.reindex()
+    for round_ in range(2):
+        snap = kb.snapshot
+        again = bm25.KeywordPostings.from_fts(snap._conn, generation=snap.directory.name)
+        assert postings_of(snap.postings) == postings_of(again)
+        assert np.array_equal(snap.postings.lengths[: len(again.lengths)], again.lengths)
+        (folder / "part0" / f"p{round_ * 3}.md").write_text("# New\n\nalpha alpha beta alpha gamma alpha\n")
+        kb.reindex()

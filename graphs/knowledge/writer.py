@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -641,6 +642,10 @@ def _postings_ranges(
         sql = f"SELECT group_concat(doc * {ncols} + {_column_case()}) FROM {inst} WHERE term >= ? AND term <= ?"
         a = 0
         while a < len(terms_):
+            if int(counts[a]) > POSTINGS_STEP:  # a very common word: read alone, in pieces
+                per_term.append(_heavy_term(conn, inst, terms_[a], int(counts[a]), out, weights, lengths))
+                a += 1
+                continue
             done = int(cum[a - 1]) if a else 0
             b = int(np.searchsorted(cum, done + POSTINGS_STEP, side="right"))
             b = min(max(b, a + 1), len(terms_))
@@ -660,6 +665,56 @@ def _postings_ranges(
         raise
     per_term.append(out)
     return per_term, lengths
+
+
+def _heavy_term(
+    conn: sqlite3.Connection,
+    inst: str,
+    term: str,
+    count: int,
+    out: _PostingsFiles,
+    weights: np.ndarray,
+    lengths: np.ndarray,
+) -> np.ndarray:
+    """The postings of one term with more than :data:`POSTINGS_STEP` occurrences (a word in
+    most chunks: ~64 per chunk for the commonest word of the bench's corpus, 64 million at a
+    million chunks), read :data:`POSTINGS_STEP` rows at a time, a row's weighted count carried
+    over when its occurrences straddle two pieces. Returns ``[postings of the term]``."""
+    ncols = len(bm25.COLUMNS)
+    try:
+        cur = conn.execute(f"SELECT doc * {ncols} + {_column_case()} FROM {inst} WHERE term = ?", (term,))
+    except (UnicodeEncodeError, sqlite3.Error) as exc:
+        raise _OrderUnsure(f"{type(exc).__name__}: {exc}") from exc
+    seen = postings = 0
+    carry_doc, carry_freq = -1, 0.0
+    while rows := cur.fetchmany(POSTINGS_STEP):
+        codes = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(rows))
+        del rows
+        seen += len(codes)
+        d, col = np.divmod(codes, ncols)
+        if int(d[0]) < carry_doc or bool(np.any(d[1:] < d[:-1])):
+            raise _OrderUnsure("occurrences of a term not by row")
+        if int(d.max()) >= len(lengths) or int(d.min()) < 1:
+            raise KnowledgeBaseError("the keyword index holds rows the chunk table does not")
+        lengths += np.bincount(d, minlength=len(lengths))[: len(lengths)]
+        first = np.ones(len(d), dtype=bool)
+        first[1:] = d[1:] != d[:-1]
+        starts = np.flatnonzero(first)
+        docs, freqs = d[starts], np.add.reduceat(weights[col], starts)
+        if int(docs[0]) == carry_doc:
+            freqs[0] += carry_freq
+        elif carry_doc >= 0:
+            out.add(np.array([carry_doc]), np.array([carry_freq]))
+            postings += 1
+        out.add(docs[:-1], freqs[:-1])
+        postings += len(docs) - 1
+        carry_doc, carry_freq = int(docs[-1]), float(freqs[-1])
+    if carry_doc >= 0:
+        out.add(np.array([carry_doc]), np.array([carry_freq]))
+        postings += 1
+    if seen != count:
+        raise _OrderUnsure("a term came back with another number of occurrences")
+    return np.array([postings], dtype=np.int64)
 
 
 def _postings_rows(
