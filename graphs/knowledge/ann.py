@@ -34,6 +34,7 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -161,7 +162,7 @@ def edit(directory: Path, old_directory: Path, gone: Sequence[int] | np.ndarray,
     return _save(directory, index, vectors)
 
 
-def _read(directory: Path, view: bool) -> tuple[object, dict] | None:
+def _read(directory: Path, view: bool) -> tuple[Any, dict] | None:
     """``(usearch index, meta)`` of a generation's graph if it is there and consistent with
     its ``vectors.npy``; None when absent; None and a warning when unreadable."""
     path, meta_path = directory / ANN_FILE, directory / META_FILE

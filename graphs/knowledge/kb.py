@@ -701,8 +701,8 @@ class KnowledgeBase:
             if failure is None:
                 batch.flush()
             if failure is not None or listing is None:
-                exc = failure
-                why = str(exc) if isinstance(exc, SourceError) else f"{type(exc).__name__}: {exc}"
+                err = failure
+                why = str(err) if isinstance(err, SourceError) else f"{type(err).__name__}: {err}"
                 why = why.removeprefix(f"source {name}: ")
                 log.error("source %s failed: %s; its last good documents stay", name, why)
                 batch.discard()

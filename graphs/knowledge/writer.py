@@ -35,6 +35,7 @@ import zipfile
 from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import BinaryIO, cast
 
 import numpy as np
 
@@ -184,7 +185,7 @@ class GenerationWriter:
         self.base_top = 0  # rows up to this one belong to ``base``
         self._conn: sqlite3.Connection | None = None
         self._side: sqlite3.Connection | None = None  # an edit: FTS5 of the new rows alone
-        self._vec = None
+        self._vec: BinaryIO | None = None
         self._vec_rows = 0
         self._remove: set[tuple[str, str]] = set()
         self.gone: np.ndarray = np.zeros(0, np.int64)
@@ -537,7 +538,7 @@ class _PostingsFiles:
                         if isinstance(value, np.ndarray):
                             np.lib.format.write_array(f, value, allow_pickle=False)
                             continue
-                        tmp, dtype = value  # type: ignore[misc]
+                        tmp, dtype = cast(tuple[Path, str], value)
                         np.lib.format.write_array_header_1_0(
                             f, {"descr": np.dtype(dtype).str, "fortran_order": False, "shape": (self.n,)}
                         )

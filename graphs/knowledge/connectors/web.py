@@ -196,6 +196,8 @@ class WebConnector:
         old_pages: dict[str, dict[str, Any]] = dict(state.get("pages") or {})
         pages: dict[str, dict[str, Any]] = {}
         out = Listing()
+        changed: list[Document] = []
+        out.changed = changed
         seen_docs: set[str] = set()
         with self._client() as client:
             robots = self._robots(client)
@@ -276,7 +278,7 @@ class WebConnector:
                         if not md.strip():
                             out.skipped += 1
                             continue
-                        out.changed.append(Document(id=doc_id, title=title, text=md, url=doc_id, version=version))
+                        changed.append(Document(id=doc_id, title=title, text=md, url=doc_id, version=version))
                 if depth < self.max_depth:
                     for link in links:
                         if link not in queued and self.in_scope(link):
