@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -130,3 +132,16 @@ class IndexStats:
             f"{self.files} files into {self.chunks} chunks ({self.embedded_chunks} embedded, "
             f"{self.reused_chunks} reused) in {self.seconds:.1f} s"
         )
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file or a folder (its entries) to disk: ``os.fsync`` of a read-only descriptor.
+
+    Raises:
+        OSError: the path cannot be opened or synced.
+    """
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -37,7 +37,7 @@ import numpy as np
 
 from graphs import terms
 from graphs.knowledge import ann, bm25
-from graphs.knowledge.common import Chunk, KnowledgeBaseError, ReindexBusyError
+from graphs.knowledge.common import Chunk, KnowledgeBaseError, ReindexBusyError, fsync_path
 from graphs.knowledge.writer import FORMAT, FTS_TOKENIZER, GenerationWriter, access_of
 
 __all__ = ["FORMAT", "FTS_TOKENIZER"]  # re-exported: the format and tokenizer are the writer's
@@ -336,14 +336,6 @@ def write_delta(
         writer.close()
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def new_generation_name() -> str:
     """A generation folder name that sorts by creation time and is unique across processes."""
     return f"gen-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 1_000_000_000:09d}-{os.getpid()}"
@@ -360,7 +352,7 @@ def publish(index_dir: Path, tmp: Path, name: str) -> Path:
         f.flush()
         os.fsync(f.fileno())
     os.replace(pointer, index_dir / "CURRENT")
-    _fsync(index_dir)
+    fsync_path(index_dir)
     return final
 
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from graphs import terms
 from graphs.knowledge import ann, bm25
-from graphs.knowledge.common import Chunk, KnowledgeBaseError
+from graphs.knowledge.common import Chunk, KnowledgeBaseError, fsync_path
 
 log = logging.getLogger(__name__)
 
@@ -401,8 +401,8 @@ class GenerationWriter:
         (self.directory / "manifest.json").write_text(json.dumps({"format": FORMAT, **manifest}, separators=(",", ":")))
         for file in ("chunks.sqlite", bm25.POSTINGS_FILE, "vectors.npy", "manifest.json"):
             if (self.directory / file).exists():
-                _fsync(self.directory / file)
-        _fsync(self.directory)
+                fsync_path(self.directory / file)
+        fsync_path(self.directory)
         return manifest
 
     def _apply_removals(self, conn: sqlite3.Connection) -> None:
@@ -823,11 +823,3 @@ def merge_postings(
         lengths[removed[removed < size]] = 0.0
     lengths[: len(new.lengths)] += new.lengths
     out.save(path, list(old.terms) + list(extra), indptr, lengths, count, generation)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
