@@ -1,0 +1,69 @@
+"""Every question set in bench/eval names pages that exist in its corpus and expects facts that
+those pages state verbatim, checked by running bench/check_facts.py as a process (it reads the
+pages only: no index, no search, so it is safe on held-out corpora)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EVAL = ROOT / "bench" / "eval"
+CORPORA = ROOT / "bench" / "corpora"
+# eval sets named after a shorter word than their corpus folder
+FOLDERS = {"httpx": "httpx-docs", "hugo": "hugo-docs", "dxw": "dxw-playbook"}
+
+
+def corpus_of(path: Path) -> Path:
+    """The corpus folder of an eval set: its name without "crosslang-" and "-heldout"."""
+    name = path.stem.removeprefix("crosslang-").removesuffix("-heldout")
+    return CORPORA / FOLDERS.get(name, name)
+
+
+SETS = sorted(p for p in EVAL.glob("*.jsonl") if corpus_of(p).is_dir())
+
+
+def test_the_sets_of_both_new_held_out_corpora_are_checked():
+    names = {p.name for p in SETS}
+    for corpus in ("cargo-book", "engineering-playbook"):
+        assert f"{corpus}-heldout.jsonl" in names
+        assert f"crosslang-{corpus}-heldout.jsonl" in names
+
+
+@pytest.mark.parametrize("path", SETS, ids=[p.stem for p in SETS])
+def test_each_expected_fact_is_on_a_listed_page(path: Path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "check_facts.py"), str(corpus_of(path)), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " 0 failures" in proc.stdout
+
+
+def test_a_fact_missing_from_its_page_fails_the_check(tmp_path: Path):
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    (corpus / "leave.md").write_text("# Leave\n\nYou get 25 days of\nannual leave.\n", encoding="utf-8")
+    rows = tmp_path / "q.jsonl"
+    rows.write_text(
+        '{"id": "a", "kind": "kb", "question": "how much leave", "history": [], "expected_route": '
+        '"vectorstore", "sources": ["leave.md"], "answer_facts": ["25 days"]}\n'
+        '{"id": "b", "kind": "kb", "question": "how much leave", "history": [], "expected_route": '
+        '"vectorstore", "sources": ["leave.md"], "answer_facts": ["25 days of annual leave"]}\n',
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "check_facts.py"), str(corpus), str(rows)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    # the second fact spans two lines of the page, so no single line states it
+    assert proc.returncode == 1
+    assert "b: fact '25 days of annual leave' is on no listed source" in proc.stdout
+    assert "FAIL a:" not in proc.stdout
