@@ -27,7 +27,7 @@ from langchain_core.embeddings import Embeddings
 
 from graphs import signals
 from graphs.knowledge.common import KnowledgeBaseError
-from graphs.knowledge.crosslingual import CrossLingualIndex, head_text, is_foreign
+from graphs.knowledge.crosslingual import CrossLingualIndex, is_foreign, window_texts
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
 from graphs.knowledge.splitting import fence_indented_code
 from graphs.state import Doc
@@ -378,21 +378,18 @@ class Extractive:
         )
         cross = self.cross_index() if self.foreign(questions) else None
         if cross is not None and docs:
-            rowids, vecs = cross.vectors()
-            at = {int(r): i for i, r in enumerate(rowids)}
-            rows = [
-                at.get(int(m.group(1))) if (m := re.search(r"#(\d+)$", str(d.get("id", "")))) else None for d in docs
-            ]
             cqv = cross.query_vectors([q for q in questions if q.strip()] or [""])
-            cdv = np.vstack(
-                [
-                    vecs[r]
-                    if r is not None
-                    else cross.query_vectors([head_text(d.get("title", ""), d.get("text", ""))])[0]
-                    for r, d in zip(rows, docs, strict=True)
-                ]
-            )
-            return (cdv @ cqv.T).max(axis=1), title
+            rowids, scores = cross.chunk_scores(cqv)
+            at = {int(r): float(s) for r, s in zip(rowids, scores, strict=True)}
+            cos = np.zeros(len(docs), dtype=np.float32)
+            for i, d in enumerate(docs):
+                m = re.search(r"#(\d+)$", str(d.get("id", "")))
+                if m and int(m.group(1)) in at:
+                    cos[i] = at[int(m.group(1))]
+                else:  # not a chunk of the live generation: its windows encoded now
+                    wv = cross.query_vectors(window_texts(d.get("title", ""), d.get("text", "")))
+                    cos[i] = float((wv @ cqv.T).max())
+            return cos, title
         qv = self.question_vectors(questions)
         if qv is None or not docs:
             return np.zeros(len(docs), dtype=np.float32), title

