@@ -185,3 +185,48 @@ def test_sync_takes_a_knowledge_folder_by_the_name_config_toml_gives_it(tmp_path
     assert wrong.returncode == 2 and wrong.stderr.strip().splitlines() == [
         f"Unknown source kbb: the sources are {tmp_path / 'kb'} (`threadwise sources` lists them)"
     ]
+
+
+def test_an_index_from_before_a_format_was_read_is_read_again_without_a_reindex(tmp_path):
+    """An index written when office files were not read (its manifest, as an older release
+    wrote it, names no readers) is synced again by the next command that uses it, and the
+    files it passed over are answered from; with the readers recorded, it is used as it is."""
+    from docx import Document as Docx
+
+    folder = tmp_path / "team-docs"
+    folder.mkdir()
+    (folder / "leave.md").write_text("# Leave\n\nAsk your manager before booking leave.\n")
+    cfg = offline_config(tmp_path)
+    first = threadwise(
+        "ask", "--json", "how do I book leave?", "--source", "team-docs", "--config", str(cfg), cwd=tmp_path
+    )
+    assert first.returncode == 0 and json.loads(first.stdout)["sources"] == ["leave.md"], first.stderr[-2000:]
+    d = Docx()
+    d.add_paragraph("Visitors park their okapi carts in bay nine, behind the loading dock.")
+    d.save(str(folder / "parking.docx"))
+    # the live generation as a release that read Markdown only left it
+    [manifest] = (tmp_path / "data").glob("index-*/gen-*/manifest.json")
+    written = json.loads(manifest.read_text())
+    assert "parking.docx" not in written["files"]
+    written.pop("readers", None)
+    manifest.write_text(json.dumps(written))
+    question = ["ask", "--json", "where do visitors park their okapi carts?", "--source", "team-docs"]
+    result = threadwise(*question, "--config", str(cfg), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    answer = json.loads(result.stdout)
+    assert answer["sources"] == ["parking.docx"] and "bay nine" in answer["answer"], answer
+    assert "scan team-docs" in result.stderr  # synced again (its progress bar)
+    # the readers are recorded now: the next command uses the index as it is
+    (folder / "later.md").write_text("# Later\n\nThe aardvark lounge opens at noon.\n")
+    again = threadwise(
+        "ask",
+        "--json",
+        "when does the aardvark lounge open?",
+        "--source",
+        "team-docs",
+        "--config",
+        str(cfg),
+        cwd=tmp_path,
+    )
+    assert again.returncode == 0 and "scan team-docs" not in again.stderr, again.stderr[-2000:]
+    assert "later.md" not in again.stdout

@@ -152,6 +152,7 @@ class ListConnector:
     stream it fails as a whole source fails (an expired token, a dropped connection)."""
 
     kind = "list"
+    readers = "list-1"
 
     def __init__(self, name: str, docs: list[Document], fail_after: int | None = None) -> None:
         self.name, self.docs, self.fail_after = name, docs, fail_after

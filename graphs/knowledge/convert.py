@@ -27,10 +27,24 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from graphs.file_formats import HTML_SUFFIXES, OFFICE_SUFFIXES, TEXT_SUFFIXES
+from graphs.file_formats import HTML_SUFFIXES, OFFICE_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES
 from graphs.knowledge.templates import strip_templates
 
 log = logging.getLogger(__name__)
+
+CONVERTER_VERSION = 2
+"""Raised whenever a format's conversion gives other Markdown than before (another
+converter, tables or headings written differently): part of :data:`FILE_READERS` and
+:data:`HTML_READERS`, so documents read by the older conversion are read again at the next
+sync. 1: office files through markitdown; 2: DOCX through python-docx. An index written
+before readers were recorded has none: read again."""
+FILE_READERS = f"{CONVERTER_VERSION}:{','.join(sorted(SUPPORTED_SUFFIXES))}"
+"""What a ``files`` or ``git`` source can read: the conversion's version and every readable
+ending. The index keeps it per source (``readers`` in its manifest); when it differs, a file
+that was passed over or converted by an older release is read again without a manual
+reindex (see :meth:`graphs.knowledge.KnowledgeBase.needs_rebuild`)."""
+HTML_READERS = f"{CONVERTER_VERSION}:html"
+"""What a ``web`` source can read (its pages are HTML): as :data:`FILE_READERS`."""
 
 
 class ConversionError(ValueError):

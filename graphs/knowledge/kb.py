@@ -188,7 +188,10 @@ class KnowledgeBase:
 
     def needs_rebuild(self) -> bool:
         """True if there is no index, it was built with other chunking or embeddings, or a
-        configured source was never synced into it (or one in it is no longer configured)."""
+        configured source was never synced into it (or one in it is no longer configured),
+        or was synced when its connector read other formats or converted them otherwise
+        (:attr:`~graphs.knowledge.connectors.base.Connector.readers`: an index built before
+        office files were read has none of them)."""
         snap = self.snapshot
         if snap is None:
             return True
@@ -199,9 +202,12 @@ class KnowledgeBase:
         m = snap.manifest
         if not snap.has_sources:
             return list(self.sources)
-        seen = m.get("config", {})
-        out = [n for n in self.sources if seen.get(n) != self._config_id(n)]
+        seen, read_by = m.get("config", {}), m.get("readers", {})
+        out = [n for n in self.sources if seen.get(n) != self._config_id(n) or read_by.get(n) != self._readers(n)]
         return out + [n for n in m.get("docs", {}) if n not in self.connectors]
+
+    def _readers(self, name: str) -> str:
+        return self.connectors[name].readers
 
     def _config_id(self, name: str) -> str:
         return f"{self.connectors[name].kind}:{self.connectors[name].describe()}"
@@ -514,12 +520,14 @@ class KnowledgeBase:
         files: dict[str, str],
         embedder_id: str,
         embed: bool,
+        readers: dict[str, str],
     ) -> dict:
         return {
             "sources": list(self.sources),
             "docs": {n: docs.get(n, {}) for n in self.connectors},
             "state": {n: state.get(n, {}) for n in self.connectors},
             "config": {n: self._config_id(n) for n in self.connectors},
+            "readers": {n: readers[n] for n in self.connectors if n in readers},
             "files": files,
             "chunking": self._chunking_id(),
             "embedder": embedder_id,
@@ -660,6 +668,10 @@ class KnowledgeBase:
         fresh: list[str] = []
         docs: dict[str, dict[str, str]] = {}
         state: dict[str, dict] = {}
+        # per source, the readers its documents were read with (kept as they were for a
+        # source not synced now or failing)
+        old_readers: dict[str, str] = old_m.get("readers", {}) if compatible else {}
+        readers = dict(old_readers)
         for name, conn in self.connectors.items():
             batch.flush()  # what the sources before queued is written: a failure below drops this source's alone
             prev = old_docs.get(name, {}) if compatible else {}
@@ -680,8 +692,15 @@ class KnowledgeBase:
             mine: dict[str, str] = {}  # documents read in this sync, id -> version
             failure: Exception | None = None
             listing = None
+            known, cursor = prev, old_state.get(name, {}) if compatible else {}
+            if prev and old_readers.get(name) != conn.readers:
+                # it reads other formats now, or converts them otherwise: files it passed over
+                # or converted before are read again (a text that comes out the same keeps
+                # its vectors: nothing is embedded again for it)
+                log.info("source %s: its readable formats or their conversion changed: every document is read", name)
+                known, cursor = {}, {}
             try:
-                listing = conn.scan(prev, old_state.get(name, {}) if compatible else {}, scan_progress)
+                listing = conn.scan(known, cursor, scan_progress)
                 stream = iter(listing.changed)
             except Exception as exc:  # noqa: BLE001 - one source failing never stops the others
                 failure = exc
@@ -718,6 +737,7 @@ class KnowledgeBase:
                 report.documents = len(docs[name])
                 report.seconds = round(time.perf_counter() - s0, 2)
                 continue
+            readers[name] = conn.readers
             changed_ids = set(mine)
             kept = (listing.kept & set(prev)) - changed_ids
             keep[name] = kept
@@ -745,6 +765,7 @@ class KnowledgeBase:
             and not fresh
             and not any(r.removed for r in reports)
             and old_m.get("config") == {n: self._config_id(n) for n in self.connectors}
+            and old_m.get("readers", {}) == {n: readers[n] for n in self.connectors if n in readers}
             and set(old_docs) == set(self.connectors)
         ):
             # nothing changed: the live generation stays (a connector's cursor is not saved, so
@@ -772,7 +793,7 @@ class KnowledgeBase:
         for name in self.connectors:
             files.update(docs.get(name, {}))
         embedder_id = self.embedder_id if embed else "none"
-        manifest = writer.finish(self._manifest(docs, state, files, embedder_id, embed))
+        manifest = writer.finish(self._manifest(docs, state, files, embedder_id, embed, readers))
         progress("write", 1, 1)
         gen = writer.directory.name.removesuffix(".tmp")
         embedded = batch.embedded

@@ -97,10 +97,14 @@ class Connector(Protocol):
     Attributes:
         name: the ``[[sources]]`` entry's name.
         kind: ``"files"``, ``"web"`` or ``"git"``.
+        readers: the formats it reads and the version of their conversion
+            (:data:`graphs.knowledge.convert.FILE_READERS`); when it differs from the one the
+            index recorded at the last sync, every document is read again.
     """
 
     name: str
     kind: str
+    readers: str
 
     def scan(self, known: Mapping[str, str], state: Mapping[str, Any], progress: ScanProgress | None = None) -> Listing:
         """List the source and read what changed.

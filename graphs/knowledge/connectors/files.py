@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from graphs.file_formats import FILE_PATTERNS, SUPPORTED_SUFFIXES
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
-from graphs.knowledge.convert import ConversionError, convert
+from graphs.knowledge.convert import FILE_READERS, ConversionError, convert
 from graphs.knowledge.sources import discover_files
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ class FilesConnector:
     """
 
     kind = "files"
+    readers = FILE_READERS
 
     def __init__(
         self,

@@ -23,7 +23,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from graphs.file_formats import FILE_PATTERNS, SUPPORTED_SUFFIXES
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
-from graphs.knowledge.convert import ConversionError, convert
+from graphs.knowledge.convert import FILE_READERS, ConversionError, convert
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,7 @@ class GitConnector:
     """
 
     kind = "git"
+    readers = FILE_READERS
 
     def __init__(
         self,

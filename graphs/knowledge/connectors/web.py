@@ -27,7 +27,7 @@ from xml.etree import ElementTree
 import httpx
 
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
-from graphs.knowledge.convert import decode_html, html_to_markdown
+from graphs.knowledge.convert import HTML_READERS, decode_html, html_to_markdown
 from graphs.knowledge.templates import strip_templates
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class WebConnector:
     """
 
     kind = "web"
+    readers = HTML_READERS
 
     def __init__(
         self,
