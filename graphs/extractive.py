@@ -2,8 +2,9 @@
 own sentences, with the knowledge base's embeddings and the lexical signals of
 :mod:`graphs.signals`, and no chat-model call (``[graph] composer = "extractive"``).
 
-- :func:`split_units` cuts a document into sentences / list items (prose) and whole
-  fenced code blocks (never cut).
+- :func:`split_units` cuts a document into sentences / list items (prose), whole
+  fenced code blocks and tables (never cut), and each table row read with its header
+  (:func:`table_rows`), so a spreadsheet or a rota is graded and quoted by its rows.
 - :class:`Extractive` scores units against the question (cosine similarity of MiniLM
   vectors plus the share of the question's terms they hold), grades documents by their
   best unit, reranks retrieved chunks, widens a chunk to its section (parent retrieval),
@@ -79,7 +80,8 @@ MAX_SECTION_CHARACTERS = 4000
 # ---- splitting ------------------------------------------------------------------------
 @dataclass
 class Unit:
-    """One sentence / list item (``code`` False) or one whole fenced code block or table."""
+    """One sentence / list item / table row read with its header (``code`` False) or one
+    whole fenced code block or table."""
 
     doc: int  # 0-based position of its document
     pos: int  # position in the document
@@ -89,6 +91,7 @@ class Unit:
     item: str = ""  # the list marker ("1.", "-") of a list item's first sentence, else ""
     list: int = -1  # the list (consecutive items) a list item belongs to, -1 outside lists
     heading: bool = False  # a heading: it names what follows, it does not answer
+    row: int = -1  # a table row read with its header: the position of its table's unit, else -1
 
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
@@ -123,8 +126,9 @@ def clean_prose(text: str) -> str:
 def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]:
     """Cut ``text`` (Markdown) into prose units (sentences, list items; hard-wrapped lines
     joined), whole code blocks (fenced ones dedented, fences kept; indented ones fenced) and whole
-    tables (rows kept). Prose pieces shorter
-    than ``min_characters`` are dropped; code blocks are never cut."""
+    tables (rows kept), each table followed by its body rows as prose units
+    (:func:`table_rows`, ``row`` set). Prose pieces shorter than ``min_characters`` are
+    dropped; code blocks are never cut."""
     units: list[Unit] = []
     lines = fence_indented_code(text).splitlines()  # indented code is code too, not prose to join
     block: list[str] = []
@@ -199,7 +203,14 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]
                 i += 1
             if len(rows) > 1 and not rows[-1].endswith("|"):
                 rows.pop()  # a row cut by the chunk's or the prompt's length limit
+            at = len(units)
             add_block("\n".join(rows))
+            # each row also reads as a sentence with its header ("team: search, on-call lead:
+            # Ana"): a table alone on its page (a spreadsheet, a rota) is graded and quoted by
+            # the row that answers, where the whole table, read like code, never could
+            for text in table_rows(rows):
+                units.append(Unit(doc, len(units), text, para=para[0], row=at))
+                para[0] += 1
             continue
         if not line.strip() or _ITEM.match(line) or line.lstrip().startswith("#") or _ADMONITION.match(line):
             flush()
@@ -216,6 +227,47 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]
         i += 1
     flush()
     return units
+
+
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+
+
+def _cells(row: str) -> list[str]:
+    """The cells of a Markdown table row (outer pipes optional, ``\\|`` inside a cell kept
+    as ``|``), each as plain text (:func:`clean_prose`)."""
+    row = row.strip()
+    row = row[1:] if row.startswith("|") else row
+    row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
+    return [clean_prose(c.replace("\\|", "|")) for c in _CELL_SPLIT.split(row)]
+
+
+def table_rows(rows: list[str]) -> list[str]:
+    """Each body row of a Markdown table (``rows``: its lines) as one line of text, every
+    cell named by its column's header: ``"team: search, on-call lead: Ana"``. A cell
+    without a header, or a table without a header row (no separator line), reads as its
+    text alone; a header row of empty cells (HTML converters write one for a table without
+    ``<th>``) gives way to the first body row. Empty cells are left out, and so are rows
+    holding fewer than two words of text."""
+    if len(rows) >= 2 and _TABLE_SEPARATOR.match(rows[1]):
+        header, body = _cells(rows[0]), rows[2:]
+        if not any(header) and body:
+            header, body = _cells(body[0]), body[1:]
+    else:
+        header, body = [], rows
+    out: list[str] = []
+    for row in body:
+        if _TABLE_SEPARATOR.match(row):
+            continue
+        cells = _cells(row)
+        parts = [
+            f"{header[i]}: {cell}" if i < len(header) and header[i] and header[i] != cell else cell
+            for i, cell in enumerate(cells)
+            if cell
+        ]
+        text = ", ".join(parts)
+        if len(text.split()) >= 2:
+            out.append(text)
+    return out
 
 
 def _closes(line: str, fence: str) -> bool:
@@ -570,7 +622,10 @@ class Extractive:
            a numbered list (steps) is quoted whole when it fits (else from the lead's step
            on, saying where the rest is), and so is a bulleted list of at most
            ``SHORT_LIST_SHARE`` x ``budget`` characters (cases read together); the code block or table a quoted sentence
-           introduces follows whole (one longer than ``MAX_CODE_CHARACTERS`` is named);
+           introduces follows whole (one longer than ``MAX_CODE_CHARACTERS`` is named); a
+           table row, read with its header ("team: search, on-call lead: Ana"), is quoted alone,
+           and another row of its table only when it holds a word of the question the rows
+           quoted do not ("search and billing");
         2. support: passages around the next best sentences, best first, while the quoted
            prose stays within ``budget`` characters;
         3. "More in [n]" naming the documents quoted, for the rest.
@@ -628,12 +683,17 @@ class Extractive:
         def norm(text: str) -> str:
             return " ".join(text.split()).lower()
 
+        asked = {t for q in questions for t in signals.terms(q)}
+        table_terms: dict[tuple[int, int], set[str]] = {}  # (document, table) -> words of its rows quoted
         for n, seed in enumerate(prose):
             if n and (seed.score < top * SUPPORT_CUTOFF or size >= budget):
                 break
             u = seed.unit
             if (u.doc, u.pos) in used or norm(u.text) in quoted:
                 continue
+            seen = table_terms.get((u.doc, u.row)) if u.row >= 0 else None
+            if seen is not None and not (asked & signals.terms(u.text)) - seen:
+                continue  # another row of a table quoted already, adding none of the question's words
             numbered = u.list >= 0 and (u.item[:1].isdigit() or (not u.item and self._numbered(units, u)))
             short_list = u.list >= 0 and self._list_size(units, u) <= budget * SHORT_LIST_SHARE
             if numbered or short_list:  # steps, or a short bulleted list (a table of cases): whole, as a list
@@ -666,8 +726,8 @@ class Extractive:
                 pos = u.pos
                 for _ in range(neighbours if n else lead_after):  # the next sentences, up to a block
                     nxt = unit_at(u.doc, pos + 1)
-                    if nxt is None or nxt.code or nxt.heading or (nxt.doc, nxt.pos) in used:
-                        break
+                    if nxt is None or nxt.code or nxt.heading or nxt.row >= 0 or (nxt.doc, nxt.pos) in used:
+                        break  # a table's row is quoted on its own, never as the next sentence
                     chosen.append(nxt)
                     pos += 1
                 chosen = [x for x in chosen if norm(x.text) not in quoted]
@@ -681,18 +741,22 @@ class Extractive:
                 if n and size + len(text) > budget:
                     continue
                 keys = {(x.doc, x.pos) for x in chosen}
+                if u.row >= 0:
+                    table_terms.setdefault((u.doc, u.row), set()).update(signals.terms(u.text))
                 quoted |= {norm(x.text) for x in chosen}
                 passage = [(u.doc, text)]
                 last = chosen[-1].pos
             used |= keys
             size += sum(len(t) for _, t in passage)
             parts += passage
-            block = unit_at(u.doc, last + 1)
+            block = unit_at(u.doc, last + 1) if u.row < 0 else None  # a row is its own answer
             if block is not None and block.code and (block.doc, block.pos) not in used:
                 introduced = unit_at(u.doc, last)
                 if n == 0 or (introduced is not None and introduced.text.rstrip().endswith(":")):
                     if len(block.text) <= MAX_CODE_CHARACTERS:
                         parts.append((u.doc, block.text))
+                        # a table quoted whole: its rows are not quoted again
+                        used |= {(x.doc, x.pos) for x in units if x.doc == block.doc and x.row == block.pos}
                     elif n == 0:
                         parts.append(
                             (u.doc, f"(The {'table' if block.text.startswith('|') else 'code'} is in [{u.doc + 1}].)")

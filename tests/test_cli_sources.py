@@ -187,6 +187,65 @@ def test_sync_takes_a_knowledge_folder_by_the_name_config_toml_gives_it(tmp_path
     ]
 
 
+def write_tables(folder: Path) -> None:
+    """Documents that hold nothing but a short table, each written by its format's own writer:
+    a spreadsheet (openpyxl), a Word table (python-docx), an HTML table and a Markdown table."""
+    from docx import Document as Docx
+    from openpyxl import Workbook
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "Rota"
+    for row in (["Team", "On-call rota lead"], ["Search", "Tomasz"], ["Billing", "Benedikt"]):
+        ws.append(row)
+    buf = io.BytesIO()
+    wb.save(buf)
+    (folder / "oncall.xlsx").write_bytes(buf.getvalue())
+    d = Docx()
+    table = d.add_table(rows=3, cols=3)
+    for r, cells in enumerate(
+        [("Room", "Floor", "Seats"), ("Quokka room", "third", "12"), ("Wombat room", "fifth", "4")]
+    ):
+        for c, text in enumerate(cells):
+            table.cell(r, c).text = text
+    buf = io.BytesIO()
+    d.save(buf)
+    (folder / "rooms.docx").write_bytes(buf.getvalue())
+    (folder / "ports.html").write_bytes(
+        page(
+            "Ports",
+            # no <th>: the first row is the header
+            "<table><tr><td>Service</td><td>Port</td></tr><tr><td>Capybara gateway</td><td>7443</td></tr>"
+            "<tr><td>Mongoose cache</td><td>6380</td></tr></table>",
+        )
+    )
+    (folder / "budgets.md").write_text(
+        "| Project | Budget owner |\n| --- | --- |\n| Narwhal launch | Ingrid |\n| Pelican audit | Oskar |\n"
+    )
+
+
+def test_a_document_holding_only_a_short_table_is_answered_from_the_row_that_answers(tmp_path):
+    write_tables(tmp_path / "tables")
+    cfg = offline_config(tmp_path)
+    for question, cited, row in [
+        ("who leads the on-call rota for search?", "oncall.xlsx", "Team: Search, On-call rota lead: Tomasz"),
+        ("which floor is the quokka room on?", "rooms.docx", "Room: Quokka room, Floor: third, Seats: 12"),
+        ("which port is the capybara gateway on?", "ports.html", "Service: Capybara gateway, Port: 7443"),
+        (
+            "who is the budget owner of the narwhal launch?",
+            "budgets.md",
+            "Project: Narwhal launch, Budget owner: Ingrid",
+        ),
+    ]:
+        result = threadwise("ask", "--json", question, "--source", "tables", "--config", str(cfg), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-2000:]
+        answer = json.loads(result.stdout)
+        assert answer["sources"][:1] == [cited], (question, answer)
+        # the row that answers opens the answer, read with its header
+        assert answer["answer"].startswith(f"{row} [1]"), (question, answer)
+
+
 def test_an_index_from_before_a_format_was_read_is_read_again_without_a_reindex(tmp_path):
     """An index written when office files were not read (its manifest, as an older release
     wrote it, names no readers) is synced again by the next command that uses it, and the

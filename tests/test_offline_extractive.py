@@ -15,7 +15,7 @@ from bot.config import Secrets, load_settings
 from bot.platforms.console import ConsoleResponder
 from bot.protocol import IncomingMessage
 from bot.runtime import open_runtime
-from graphs.extractive import split_units
+from graphs.extractive import split_units, table_rows
 from tests.fakes.chat_model import ScriptedChatModel
 
 DOCS = {
@@ -225,6 +225,27 @@ def test_tables_are_kept_whole_not_flattened_into_prose():
     assert not any("|" in u.text for u in units if not u.code)
     cut = split_units("| A | B |\n| --- | --- |\n| one | two |\n| thr", min_characters=8)
     assert cut[0].text.splitlines()[-1] == "| one | two |"  # a row cut by a length limit is dropped
+
+
+def test_each_table_row_also_reads_as_a_sentence_with_its_header():
+    text = (
+        "| Team | On-call lead | Notes |\n| --- | --- | --- |\n"
+        "| Search | Ana |  |\n| [Billing](b.md) | Ben \\| Bo | x |\n"
+    )
+    units = split_units(text, min_characters=8)
+    [table] = [u for u in units if u.code]
+    rows = [u for u in units if u.row >= 0]
+    assert [u.text for u in rows] == [
+        "Team: Search, On-call lead: Ana",
+        "Team: Billing, On-call lead: Ben | Bo, Notes: x",
+    ]
+    assert all(u.row == table.pos and not u.code for u in rows)
+    # a header row of empty cells (an HTML table without <th>) gives way to the first row
+    assert table_rows(["|  |  |", "| --- | --- |", "| Service | Port |", "| Capybara gateway | 7443 |"]) == [
+        "Service: Capybara gateway, Port: 7443"
+    ]
+    # a table without a header row: the cells alone
+    assert table_rows(["| Capybara gateway | 7443 |"]) == ["Capybara gateway, 7443"]
 
 
 @pytest.mark.parametrize(

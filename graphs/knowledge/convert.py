@@ -8,10 +8,10 @@
   markdownify writes ATX headings, pipe tables and fenced code (its language from a
   ``language-*`` class). The encoding comes from the HTTP header, then ``<meta charset>``,
   then detection (charset-normalizer), so non-UTF-8 pages read correctly.
-- PDF, PPTX and XLSX go through Microsoft's markitdown (pdfminer.six, python-pptx,
-  openpyxl under it), DOCX through python-docx (:func:`_docx` says why): headings and
-  tables of office files are kept; a PDF gives its text in reading order (PDFs carry no
-  headings; see docs/knowledge-base.md for why markitdown and not docling).
+- PDF and PPTX go through Microsoft's markitdown (pdfminer.six, python-pptx under it),
+  DOCX through python-docx (:func:`_docx` says why), XLSX through openpyxl (:func:`_xlsx`
+  says why): headings and tables of office files are kept; a PDF gives its text in reading
+  order (PDFs carry no headings; see docs/knowledge-base.md for why markitdown and not docling).
 
 Template syntax (Liquid/Jinja tags, Hugo shortcodes, MDX imports and components) is removed
 by :func:`graphs.knowledge.templates.strip_templates` from Markdown, MDX and converted HTML,
@@ -32,12 +32,12 @@ from graphs.knowledge.templates import strip_templates
 
 log = logging.getLogger(__name__)
 
-CONVERTER_VERSION = 2
+CONVERTER_VERSION = 3
 """Raised whenever a format's conversion gives other Markdown than before (another
 converter, tables or headings written differently): part of :data:`FILE_READERS` and
 :data:`HTML_READERS`, so documents read by the older conversion are read again at the next
-sync. 1: office files through markitdown; 2: DOCX through python-docx. An index written
-before readers were recorded has none: read again."""
+sync. 1: office files through markitdown; 2: DOCX through python-docx; 3: XLSX through
+openpyxl (:func:`_xlsx`). An index written before readers were recorded has none: read again."""
 FILE_READERS = f"{CONVERTER_VERSION}:{','.join(sorted(SUPPORTED_SUFFIXES))}"
 """What a ``files`` or ``git`` source can read: the conversion's version and every readable
 ending. The index keeps it per source (``readers`` in its manifest); when it differs, a file
@@ -238,6 +238,8 @@ def _office(data: bytes, kind: str) -> Converted:
     try:
         if kind == "docx":
             text, title = _docx(data), ""
+        elif kind == "xlsx":
+            text, title = _xlsx(data), ""
         else:
             result = _converter(kind).convert(io.BytesIO(data), StreamInfo(extension="." + kind))
             text, title = result.markdown or "", (result.title or "").strip()
@@ -258,7 +260,7 @@ def _converter(kind: str) -> Any:
     if kind not in _CONVERTERS:
         from markitdown import converters
 
-        cls = {"pdf": converters.PdfConverter, "pptx": converters.PptxConverter, "xlsx": converters.XlsxConverter}[kind]
+        cls = {"pdf": converters.PdfConverter, "pptx": converters.PptxConverter}[kind]
         _CONVERTERS[kind] = cls()
     return _CONVERTERS[kind]
 
@@ -320,3 +322,46 @@ def _docx(data: bytes) -> str:
                 lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
                 out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"
+
+
+def _xlsx(data: bytes) -> str:
+    """XLSX to Markdown with openpyxl: each sheet that holds a value becomes ``## <sheet>``
+    and one pipe table, its first row that holds a value as the header; empty rows and
+    columns are left out, empty cells stay empty, a whole number reads ``12`` and a date
+    ``2026-12-03``; formulas give their last computed value. Not markitdown's XLSX path
+    (pandas): it writes every empty cell as ``NaN``, an empty sheet as a broken table, and a
+    column of numbers with a gap as ``12.0`` (pandas makes it float), which then reads as the
+    document's text in answers."""
+    import datetime as dt
+
+    import openpyxl
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        if isinstance(value, dt.datetime):
+            return value.date().isoformat() if value.time() == dt.time() else value.isoformat(sep=" ")
+        if isinstance(value, dt.date | dt.time):
+            return value.isoformat()
+        return " ".join(str(value).split()).replace("|", "\\|")
+
+    book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    out: list[str] = []
+    try:
+        for sheet in book.worksheets:
+            rows = [[cell(v) for v in row] for row in sheet.iter_rows(values_only=True)]
+            rows = [r for r in rows if any(r)]
+            if not rows:
+                continue
+            width = max(len(r) for r in rows)
+            rows = [r + [""] * (width - len(r)) for r in rows]
+            used = [i for i in range(width) if any(r[i] for r in rows)]
+            rows = [[r[i] for i in used] for r in rows]
+            lines = ["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(used)]
+            lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+            out.append(f"## {sheet.title}\n\n" + "\n".join(lines))
+    finally:
+        book.close()
+    return "\n\n".join(out) + "\n" if out else ""
