@@ -1,4 +1,4 @@
-"""Admin commands from chat: ``reindex [SOURCE]`` (admins only), ``sources``, ``status``, ``help``,
+"""Admin commands from chat: ``reindex [SOURCE]`` (admins only), ``sources [SOURCE]``, ``status``, ``help``,
 and ``learned list`` / ``learned forget ID`` (admins only: the experts' answers saved as knowledge).
 
 The same words work as a slash command (``/threadwise reindex``) and as the whole text
@@ -11,12 +11,11 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Callable
 
 from bot.chat.syntax import REPLY_SYNTAX
 from bot.protocol import Responder
 from bot.storage import BookkeepingStore
-from bot.sync import SYNC_LOCK, SourceSync, SyncBusy, sources_text, sync_summary
+from bot.sync import SYNC_LOCK, SourceAliases, SourceSync, SyncBusy, resolve_sources, sources_text, sync_summary
 from graphs.knowledge import KnowledgeBase
 from graphs.learned import LearnedEntry, LearnedStore
 
@@ -25,6 +24,7 @@ log = logging.getLogger(__name__)
 COMMANDS = ("reindex", "sources", "status", "help")
 _LEARNED = re.compile(r"^learned(?:\s+(list|forget)(?:\s+#?(\S+))?)?$")
 _REINDEX = re.compile(r"^reindex\s+(\S+)$")
+_SOURCES = re.compile(r"^sources\s+(\S+)$")
 LIST_LIMIT = 30  # entries shown by `learned list` (a chat message stays readable)
 REINDEX_LOCK = SYNC_LOCK  # the store's cross-replica lock of a reindex (bot.storage)
 
@@ -38,7 +38,7 @@ HELP_TEXT = (
     + " (or use the buttons).\n"
     "• Rate an answer with its 👍 / 👎 buttons. Experts can teach me with `remember: <the answer>` in a thread.\n"
     "• Admin commands: `reindex` or `reindex SOURCE`, `learned list`, `learned forget ID` (admins only), "
-    "`sources`, `status`, `help`. "
+    "`sources` or `sources SOURCE`, `status`, `help`. "
     "This help is shown only to you."
 )
 
@@ -56,7 +56,8 @@ class AdminCommands:
         sync: runs syncs one at a time (default: one over ``knowledge`` and ``store``).
         source_names: the knowledge base's names of a source as config.toml names it
             (:meth:`bot.config.Settings.source_names`: a ``[knowledge] sources`` folder as
-            written); None: only the knowledge base's own names.
+            written); None: only the knowledge base's own names. A name typed in chat is
+            matched by :func:`bot.sync.resolve_sources` (exactly, else without case).
     """
 
     def __init__(
@@ -69,7 +70,7 @@ class AdminCommands:
         progress_interval: float = 2.0,
         learned: LearnedStore | None = None,
         sync: SourceSync | None = None,
-        source_names: Callable[[str], list[str]] | None = None,
+        source_names: SourceAliases | None = None,
     ):
         self.knowledge = knowledge
         self.store = store
@@ -82,11 +83,18 @@ class AdminCommands:
 
     @staticmethod
     def parse(text: str) -> str | None:
-        """The admin command if ``text`` is exactly one of :data:`COMMANDS` (case and a
-        leading ``/`` or ``!`` ignored), else None: questions that merely contain the
-        word are questions."""
-        word = " ".join(text.strip().lstrip("/!").strip().lower().split())
-        if word in COMMANDS or _LEARNED.match(word) or _REINDEX.match(word):
+        """The admin command if ``text`` is exactly one of :data:`COMMANDS` (the command's
+        case and a leading ``/`` or ``!`` ignored; a source name after ``reindex`` or
+        ``sources`` keeps its case), else None: questions that merely contain the word are
+        questions."""
+        words = text.strip().lstrip("/!").split()
+        if not words:
+            return None
+        word = " ".join([words[0].lower(), *words[1:]])
+        if _REINDEX.match(word) or _SOURCES.match(word):
+            return word
+        word = word.lower()
+        if word in COMMANDS or _LEARNED.match(word):
             return word
         return None
 
@@ -97,8 +105,12 @@ class AdminCommands:
             await out.notify_private(HELP_TEXT.format(kb=self.kb_description))
         elif command == "status":
             await out.post_notice(await self.status_text())
-        elif command == "sources":
-            await out.post_notice(sources_text(self.knowledge, self.sync.schedules))
+        elif command == "sources" or _SOURCES.match(command):
+            m = _SOURCES.match(command)
+            names = await self._named(m.group(1), out) if m else None
+            if m and not names:
+                return
+            await out.post_notice(sources_text(self.knowledge, self.sync.schedules, names))
         elif command == "reindex" or _REINDEX.match(command):
             await self.store.audit(actor_id, command, is_admin)
             if not is_admin:
@@ -107,16 +119,9 @@ class AdminCommands:
                 return
             m = _REINDEX.match(command)
             if m:
-                names = [s for s in self.knowledge.sources if s.lower() == m.group(1)]
-                if not names and self.source_names is not None:  # "docs" for a [knowledge] sources folder
-                    names = [s for s in self.source_names(m.group(1)) if s in self.knowledge.sources]
-                if not names:
-                    await out.notify_private(
-                        f"There is no source `{m.group(1)}`. Sources: "
-                        + ", ".join(f"`{s}`" for s in self.knowledge.sources)
-                    )
-                    return
-                await self.reindex(out, names)
+                names = await self._named(m.group(1), out)
+                if names:
+                    await self.reindex(out, names)
             else:
                 await self.reindex(out)
         elif _LEARNED.match(command):
@@ -128,6 +133,16 @@ class AdminCommands:
             await self.learned_command(command, out)
         else:
             await out.post_notice(f"Unknown command `{command}`. Try `help`.")
+
+    async def _named(self, word: str, out: Responder) -> list[str]:
+        """The sources ``word`` names (:func:`bot.sync.resolve_sources`); [] after telling the
+        person privately that none is called so, and which ones there are."""
+        names, unknown = resolve_sources([word], self.knowledge.sources, self.source_names)
+        if unknown:
+            await out.notify_private(
+                f"There is no source `{word}`. Sources: " + ", ".join(f"`{s}`" for s in self.knowledge.sources)
+            )
+        return names
 
     async def learned_command(self, command: str, out: Responder) -> None:
         """``learned [list]`` lists the entries (newest first, at most :data:`LIST_LIMIT`),

@@ -940,14 +940,19 @@ class Settings(_Section):
             return None
         return sorted({name for want in entry.sources for name in self.source_names(want)})
 
-    def source_names(self, wanted: str) -> list[str]:
+    def source_names(self, wanted: str, fold: bool = False) -> list[str]:
         """The knowledge base's names of the source ``wanted`` means: a ``[[sources]]`` name,
         or a ``[knowledge] sources`` entry as written (a trailing ``/`` aside) or by its last
-        part (such a source is indexed under its resolved path); [] when it means none."""
+        part (such a source is indexed under its resolved path); [] when it means none.
+        ``fold``: compared without case (a name typed in chat, see :func:`bot.sync.resolve_sources`)."""
+
+        def same(a: str, b: str) -> bool:
+            return a.casefold() == b.casefold() if fold else a == b
+
         want = wanted.strip().rstrip("/") or wanted.strip()
-        out = [s.name for s in self.sources if s.name == wanted.strip()]
+        out = [s.name for s in self.sources if same(s.name, wanted.strip())]
         for src in self.legacy_sources():
-            if want in (src.rstrip("/"), Path(src.rstrip("/")).name):
+            if any(same(want, spelling) for spelling in (src.rstrip("/"), Path(src.rstrip("/")).name)):
                 out.append(str(self.path(src)))
         return out
 

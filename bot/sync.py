@@ -150,6 +150,43 @@ def _period(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
+SourceAliases = Callable[[str, bool], list[str]]
+"""``aliases(word, fold)``: the knowledge base's source names config.toml gives ``word``
+(:meth:`bot.config.Settings.source_names`: a ``[knowledge] sources`` folder as written),
+compared without case when ``fold``."""
+
+
+def resolve_sources(
+    wanted: Sequence[str], known: Sequence[str], aliases: SourceAliases | None = None
+) -> tuple[list[str], list[str]]:
+    """The knowledge base's source names that the words ``wanted`` (typed by a person: ``sync
+    NAME``, chat ``reindex NAME``) mean, and the words that mean none.
+
+    A word means a source of ``known`` (the knowledge base's names) or one ``aliases`` gives
+    for it, compared exactly first; only when nothing matches exactly, without case (so
+    ``runbooks`` finds ``Runbooks``, while a source ``runbooks`` beside ``Runbooks`` is
+    told apart).
+
+    Returns:
+        ``(names, unknown)``: the names in ``known``'s order, each once; the words in the
+        order given.
+    """
+    found: set[str] = set()
+    unknown: list[str] = []
+    for word in wanted:
+        names: list[str] = []
+        for fold in (False, True):
+            names = [s for s in known if (s.casefold() == word.casefold() if fold else s == word)]
+            names += [s for s in (aliases(word, fold) if aliases is not None else []) if s in known]
+            if names:
+                break
+        if names:
+            found.update(names)
+        else:
+            unknown.append(word)
+    return [s for s in known if s in found], unknown
+
+
 def sync_summary(stats: IndexStats) -> str:
     """The chat and terminal summary of a sync: the totals, then one line per synced source."""
     lines = [f"Sync done: {stats.summary()}."]
@@ -171,9 +208,12 @@ def sources_table(knowledge: KnowledgeBase, schedules: Mapping[str, float] | Non
     return rows
 
 
-def sources_text(knowledge: KnowledgeBase, schedules: Mapping[str, float] | None = None) -> str:
-    """The admin ``sources`` reply: one line per source (documents, chunks, last sync, last error)."""
-    rows = sources_table(knowledge, schedules)
+def sources_text(
+    knowledge: KnowledgeBase, schedules: Mapping[str, float] | None = None, names: Sequence[str] | None = None
+) -> str:
+    """The admin ``sources`` reply: one line per source (documents, chunks, last sync, last
+    error); ``names``: those sources only (None: all)."""
+    rows = [r for r in sources_table(knowledge, schedules) if names is None or r["name"] in names]
     if not rows:
         return "No knowledge sources are configured."
     lines = [f"{len(rows)} knowledge source{'s' if len(rows) != 1 else ''}:"]

@@ -177,7 +177,7 @@ path = "notes.rtf"
 def test_sync_takes_a_knowledge_folder_by_the_name_config_toml_gives_it(tmp_path):
     cfg = offline_config(tmp_path)
     cfg.write_text(cfg.read_text().replace(json.dumps([str(tmp_path / "kb")]), '["kb/"]'))
-    for name in ("kb", "kb/"):
+    for name in ("kb", "kb/", "KB"):  # as written, or in another case
         result = threadwise("sync", name, "--config", str(cfg), cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         assert f"• {tmp_path / 'kb'}: " in result.stdout, result.stdout

@@ -104,3 +104,49 @@ async def test_questions_are_answered_while_a_reindex_runs(slack):
     assert len(answer) == 1 and len(done) == 1
     assert answer[0].at < done[0].at  # answered before the reindex finished
     assert DONE.search(done[0].args["text"]).group(1) == "1502"
+
+
+async def test_a_source_is_named_in_chat_as_config_toml_writes_it_or_in_other_case(tmp_path, fake):
+    """``reindex NAME`` and ``sources NAME`` keep the name's case: an exact name first (``runbooks``
+    beside ``Runbooks`` is told apart), else the name in any case (``RUNBOOKS``, ``KB`` for the
+    ``kb`` folder); an unknown name is answered privately with the sources there are."""
+    from tests.fakes.chat_model import ScriptedChatModel
+    from tests.fakes.slack_api import SlackHarness, write_config
+
+    for folder, text in (("Runbooks", "# Pager\n\nPage the on-call lead."), ("runbooks", "# Old\n\nOld pages.")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "pager.md").write_text(text)
+    sources = "".join(
+        f'\n[[sources]]\nname = "{name}"\ntype = "files"\npath = "{tmp_path / name}"\n'
+        for name in ("Runbooks", "runbooks")
+    )
+    harness = await SlackHarness(
+        tmp_path, fake, write_config(tmp_path, fake, extra=sources), ScriptedChatModel()
+    ).open()
+    kb = str(tmp_path / "kb")
+    try:
+        for words, reindexed in [
+            ("reindex Runbooks", "Runbooks"),
+            ("reindex runbooks", "runbooks"),
+            ("Reindex RUNBOOKS", "Runbooks, runbooks"),
+            ("reindex KB", kb),
+        ]:
+            fake.calls.clear()
+            await harness.send(command(harness, "UADMIN", words))
+            await harness.bot.drain(20)
+            _, texts = progress_edits(harness)
+            assert texts[0] == f"Reindexing {reindexed}…", (words, texts)
+            assert texts[-1].startswith("Reindex done"), (words, texts)
+        fake.calls.clear()
+        req, _ = harness.mention("UADMIN", "reindex Handbook")
+        await harness.send(req)
+        private = [c.args["text"] for c in fake.calls_to("chat.postEphemeral", ok_only=True)]
+        assert private == [f"There is no source `Handbook`. Sources: `{kb}`, `Runbooks`, `runbooks`"]
+        assert fake.calls_to("chat.postMessage", "chat.update") == []
+        fake.calls.clear()
+        await harness.send(command(harness, "UASKER", "sources RUNBOOKS"))
+        [post] = fake.posts()
+        assert "• Runbooks (files): 1 documents" in post["text"] and "• runbooks (files)" in post["text"]
+        assert kb not in post["text"], post["text"]
+    finally:
+        await harness.close()

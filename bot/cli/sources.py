@@ -52,16 +52,17 @@ async def _sync(settings: Settings, names: list[str] | None, source_dirs: list[s
     # the embedding model and the index libraries (torch, onnxruntime) load only here
     from bot.runtime import build_knowledge_base
     from bot.storage import open_storage
-    from bot.sync import SourceSync, SyncBusy, sync_summary
+    from bot.sync import SourceSync, SyncBusy, resolve_sources, sync_summary
     from graphs.models import build_embeddings
 
     secrets = Secrets.from_env()
     emb, emb_id = build_embeddings(settings.knowledge.embeddings, settings.models, secrets.mistral_api_key)
     kb = build_knowledge_base(settings, emb, emb_id, source_dirs)
-    # a name as config.toml writes it: a [knowledge] sources folder is indexed under its resolved path
-    meant = {n: settings.source_names(n) or ([n] if n in kb.sources else []) for n in names or []}
-    unknown = [n for n, found in meant.items() if not found]
-    names = sorted({s for found in meant.values() for s in found}) if names else None
+    # a name as config.toml writes it (a [knowledge] sources folder is indexed under its
+    # resolved path), exactly, else without case
+    unknown: list[str] = []
+    if names:
+        names, unknown = resolve_sources(names, kb.sources, None if source_dirs else settings.source_names)
     if unknown:
         out.err.print(
             f"Unknown source {', '.join(unknown)}: the sources are {', '.join(kb.sources) or 'none'} "

@@ -47,8 +47,8 @@ class SlashCommand:
 def command_name(service: ChatService, words: str) -> str:
     """The admin command ``words`` name: an exact admin command (:meth:`bot.admin.AdminCommands.parse`),
     else its first word (an unknown one is answered "Unknown command"), ``"help"`` when empty."""
-    words = words.strip().lower()
-    return service.command_of(words) or (re.split(r"\s+", words)[0] if words else "help")
+    words = words.strip()
+    return service.command_of(words) or (re.split(r"\s+", words)[0].lower() if words else "help")
 
 
 async def on_command(service: ChatService, command: SlashCommand, out: Responder) -> str:
