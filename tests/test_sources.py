@@ -221,6 +221,24 @@ def test_a_website_is_crawled_with_its_edge_cases(tmp_path):
         assert "nine hours" in kb.search(["tokens expire"], k=1)[0]["text"]
 
 
+def test_a_website_is_read_one_page_at_a_time_as_the_sync_asks_for_it():
+    """The web source streams like the files and git sources: no page is fetched before the
+    sync asks for a document, and each document costs the pages up to it, not the site."""
+    with serve_site() as site:
+        site.html("/", "Home", "".join(f"<p><a href='/p{i}/'>page {i}</a></p>" for i in range(30)))
+        for i in range(30):
+            site.html(f"/p{i}/", f"Page {i}", f"<h1>Page {i}</h1><p>The marmot count of page {i} is {i}.</p>")
+        listing = web_connector(site).scan({}, {})
+        assert site.hits == {}  # nothing fetched yet
+        stream = iter(listing.changed)
+        first, second = next(stream), next(stream)
+        assert (first.title, second.title) == ("Home", "Page 0")
+        assert sum(site.hits.values()) <= 4  # robots.txt, the start page, the first linked page
+        rest = list(stream)
+        assert len(rest) == 29 and len(listing.state["pages"]) == 31
+        assert all(n == 1 for n in site.hits.values())  # each page once
+
+
 def test_a_sitemap_lists_the_pages_and_a_dead_start_page_fails_the_source(tmp_path):
     with serve_site() as site:
         build_site(site)

@@ -19,7 +19,7 @@ import re
 import time
 import urllib.robotparser
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 from xml.etree import ElementTree
@@ -189,16 +189,24 @@ class WebConnector:
     # ---- the crawl -----------------------------------------------------------------
     def scan(self, known: Mapping[str, str], state: Mapping[str, Any], progress: ScanProgress | None = None) -> Listing:
         """See :meth:`graphs.knowledge.connectors.base.Connector.scan`. ``state["pages"]`` maps
-        each address read to its validators, its document id and its links.
+        each address read to its validators, its document id and its links. The pages are
+        fetched as the stream of changed documents is read, one at a time (like the files
+        and git sources), so a sync holds a batch of pages, not the site.
 
         Raises:
-            SourceError: the start page or the sitemap cannot be read at all.
+            SourceError: (from the stream) the start page or the sitemap cannot be read at all.
         """
+        out = Listing()
+        out.changed = self._crawl(known, state, out, progress)
+        return out
+
+    def _crawl(
+        self, known: Mapping[str, str], state: Mapping[str, Any], out: Listing, progress: ScanProgress | None
+    ) -> Iterator[Document]:
+        """The new and changed pages, fetched as they are asked for; fills ``out`` (kept ids,
+        problems, skipped pages, and last ``out.state``) on the way."""
         old_pages: dict[str, dict[str, Any]] = dict(state.get("pages") or {})
         pages: dict[str, dict[str, Any]] = {}
-        out = Listing()
-        changed: list[Document] = []
-        out.changed = changed
         seen_docs: set[str] = set()
         with self._client() as client:
             robots = self._robots(client)
@@ -279,7 +287,7 @@ class WebConnector:
                         if not md.strip():
                             out.skipped += 1
                             continue
-                        changed.append(Document(id=doc_id, title=title, text=md, url=doc_id, version=version))
+                        yield Document(id=doc_id, title=title, text=md, url=doc_id, version=version)
                 if depth < self.max_depth:
                     for link in links:
                         if link not in queued and self.in_scope(link):
@@ -295,7 +303,6 @@ class WebConnector:
                     len(queue),
                 )
         out.state = {"pages": pages}
-        return out
 
     def _failed(
         self, out: Listing, known: Mapping[str, str], old: Mapping[str, Any], url: str, why: str, keep: bool = True
