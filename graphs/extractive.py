@@ -74,6 +74,11 @@ DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its 
 ANSWER_CHARACTERS = 700  # default prose budget ([graph] answer_characters)
 SHORT_LIST_SHARE = 0.3  # a bulleted list this share of the budget or shorter is quoted whole, as a list
 MAX_CODE_CHARACTERS = 1200
+# table rows given a cosine per scoring (those holding the most of the question's terms; the
+# rest score on their words): a sheet widened to its section is ~50 rows a document, and
+# embedding every row of the graded documents took 10-18 s a question with a 300-row sheet on
+# a two-core machine at load 13, 2-5 s with this limit (a table of up to 8 rows: every row)
+ROW_COSINE_LIMIT = 8
 MAX_SECTION_CHARACTERS = 4000
 
 
@@ -372,27 +377,32 @@ class Extractive:
         ``contexts`` (one per unit, "" for none): the heading a prose unit sits under; its
         cosine is then the better of the unit's own and that of ``"heading: unit"``, so a
         sentence that only makes sense under its heading ("Under 2 years - not eligible"
-        under "Sabbatical leave") is scored with it."""
+        under "Sabbatical leave") is scored with it. A table row carries its header already:
+        no context; and of the rows, only the ``ROW_COSINE_LIMIT`` holding the most of the
+        question's terms get a cosine, the rest score on their terms."""
         if not units:
             return []
         q_terms: set[str] = set()
         for q in questions:
             q_terms |= signals.terms(q)
+        lexical = [lexical_share(q_terms, u.text) for u in units]
         embedder = self.cross_embedder if self.foreign(questions) and self.cross_embedder else self.embedder
         qs = [q for q in questions if q.strip()]
         qv = embedder(qs) if qs else None
         cos = np.zeros(len(units), dtype=np.float32)
         if qv is not None:
-            uv = embedder([u.text[:1000] for u in units])
-            cos = (uv @ qv.T).max(axis=1)
+            rows = [i for i, u in enumerate(units) if u.row >= 0]
+            rows_read = set(sorted(rows, key=lambda i: -lexical[i])[:ROW_COSINE_LIMIT])
+            at = [i for i, u in enumerate(units) if u.row < 0 or i in rows_read]
+            uv = embedder([units[i].text[:1000] for i in at])
+            cos[at] = (uv @ qv.T).max(axis=1)
             if contexts is not None:
-                at = [i for i, (u, c) in enumerate(zip(units, contexts, strict=True)) if c and not u.code]
+                at = [i for i, (u, c) in enumerate(zip(units, contexts, strict=True)) if c and not u.code and u.row < 0]
                 if at:
                     cv = embedder([f"{contexts[i]}: {units[i].text}"[:1000] for i in at])
                     cos[at] = np.maximum(cos[at], (cv @ qv.T).max(axis=1))
         out = []
-        for u, c in zip(units, cos, strict=True):
-            lex = lexical_share(q_terms, u.text)
+        for u, c, lex in zip(units, cos, lexical, strict=True):
             bonus = INLINE_CODE_BONUS if not u.code and "`" in u.text else 0.0
             out.append(Scored(u, float(c) * (0.5 if u.code else 1.0) + LEXICAL_WEIGHT * lex + bonus))
         return out
@@ -684,14 +694,21 @@ class Extractive:
             return " ".join(text.split()).lower()
 
         asked = {t for q in questions for t in signals.terms(q)}
-        table_terms: dict[tuple[int, int], set[str]] = {}  # (document, table) -> words of its rows quoted
+        # (file, header row) -> the words of its rows quoted: a long table comes in several chunks,
+        # each starting with the header row, in one document or in several
+        table_terms: dict[tuple[str, str], set[str]] = {}
+
+        def table_of(u: Unit) -> tuple[str, str]:
+            table = by_key[(u.doc, u.row)].unit
+            return str(docs[u.doc].get("location") or u.doc), table.text.split("\n", 1)[0]
+
         for n, seed in enumerate(prose):
             if n and (seed.score < top * SUPPORT_CUTOFF or size >= budget):
                 break
             u = seed.unit
             if (u.doc, u.pos) in used or norm(u.text) in quoted:
                 continue
-            seen = table_terms.get((u.doc, u.row)) if u.row >= 0 else None
+            seen = table_terms.get(table_of(u)) if u.row >= 0 else None
             if seen is not None and not (asked & signals.terms(u.text)) - seen:
                 continue  # another row of a table quoted already, adding none of the question's words
             numbered = u.list >= 0 and (u.item[:1].isdigit() or (not u.item and self._numbered(units, u)))
@@ -742,7 +759,7 @@ class Extractive:
                     continue
                 keys = {(x.doc, x.pos) for x in chosen}
                 if u.row >= 0:
-                    table_terms.setdefault((u.doc, u.row), set()).update(signals.terms(u.text))
+                    table_terms.setdefault(table_of(u), set()).update(signals.terms(u.text))
                 quoted |= {norm(x.text) for x in chosen}
                 passage = [(u.doc, text)]
                 last = chosen[-1].pos

@@ -286,3 +286,20 @@ def test_answers_quote_the_sentence_before_a_match(doc, question, fact):
     for para in answer.split("\n\n")[:-1]:  # the last one says where to read more
         for sentence in split_units(para.rsplit(" [", 1)[0], min_characters=1):
             assert sentence.text in " ".join(doc.replace("- ", "").split())
+
+
+def test_a_table_row_answers_alone_and_other_rows_join_only_with_more_of_the_question():
+    """A row that answers leads, read with its header; a row of the same table (also in the
+    next chunk, which repeats the header) joins only when it holds a word of the question the
+    rows quoted do not."""
+    from graphs.extractive import Extractive, TextEmbedder
+
+    header = "| Team | On-call rota lead |\n| --- | --- |\n"
+    text = header + "| Search | Tomasz |\n| Billing | Benedikt |\n\n" + header + "| Payments | Oskar |\n"
+    doc = {"id": "rota.xlsx#1", "location": "rota.xlsx", "title": "Rota", "text": text}
+    brain = Extractive(TextEmbedder(None))
+    one = brain.compose(["who leads the on-call rota for search?"], [doc])
+    assert one == "Team: Search, On-call rota lead: Tomasz [1]\n\nMore in [1].", one
+    both = brain.compose(["who leads the on-call rota for search and payments?"], [doc])
+    assert "Team: Search, On-call rota lead: Tomasz [1]" in both and "Payments, On-call rota lead: Oskar" in both
+    assert "Benedikt" not in both, both
