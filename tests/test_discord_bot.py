@@ -547,6 +547,20 @@ async def test_slash_reindex_by_an_admin_edits_one_progress_message(fake, bot):
     assert [m for m in fake.followups if m["interaction_token"] == inter["token"]] == []  # one message, edited
 
 
+async def test_slash_reindex_of_one_source_takes_its_name_in_any_case(fake, bot):
+    adam = fake.add_user("adam", roles=[fake.admin_role_id])
+    inter = await fake.slash(adam, "threadwise", "reindex", options={"source": "KB"})  # the folder kb
+    await fake.wait_until(lambda: "Reindex done" in (fake._original.get(inter["token"]) or {}).get("content", ""))
+    await bot.idle()
+    (first,) = callbacks_for(fake, inter)
+    assert first["data"]["content"].startswith("Reindexing ") and first["data"]["content"].endswith("kb…")
+    wrong = await fake.slash(adam, "threadwise", "reindex", options={"source": "handbook"})
+    await fake.wait_until(lambda: bool(ephemeral_texts(fake, wrong)))
+    await bot.idle()
+    texts = ephemeral_texts(fake, wrong)  # privately, naming the sources there are
+    assert any(t.startswith("There is no source `handbook`. Sources: `") and t.endswith("kb`") for t in texts), texts
+
+
 async def test_slash_reindex_refused_ephemerally_for_a_non_admin(fake, bot):
     bob = fake.add_user("bob")
     inter = await fake.slash(bob, "threadwise", "reindex")

@@ -505,9 +505,17 @@ class FakeDiscord:
         return data
 
     async def slash(
-        self, user: FakeUser, group: str, sub: str, *, channel_id: str | None = None, dm: bool = False
+        self,
+        user: FakeUser,
+        group: str,
+        sub: str,
+        *,
+        channel_id: str | None = None,
+        dm: bool = False,
+        options: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        """``user`` runs ``/<group> <sub>`` (a CHAT_INPUT command with one subcommand)."""
+        """``user`` runs ``/<group> <sub>`` (a CHAT_INPUT command with one subcommand), with
+        ``options`` as its string options (``{"source": "docs"}``)."""
         channel_id = channel_id or (self.dm_channel_for(user) if dm else self.channel_id)
         data = self._interaction_base(user, channel_id=channel_id, kind=2, dm=dm)
         command_id = self._command_ids.get(group, snowflake())
@@ -515,7 +523,13 @@ class FakeDiscord:
             "id": command_id,
             "name": group,
             "type": 1,
-            "options": [{"name": sub, "type": 1, "options": []}],
+            "options": [
+                {
+                    "name": sub,
+                    "type": 1,
+                    "options": [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()],
+                }
+            ],
         }
         await self.dispatch("INTERACTION_CREATE", data)
         return data

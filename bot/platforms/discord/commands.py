@@ -52,8 +52,9 @@ class ThreadwiseCommands(app_commands.Group):
         self.bot = bot
 
     @app_commands.command(name="reindex", description="Rebuild the knowledge index (admins only)")
-    async def reindex(self, interaction: discord.Interaction) -> None:
-        await self.run_admin(interaction, "reindex")
+    @app_commands.describe(source="one source to sync, by its name (default: every source)")
+    async def reindex(self, interaction: discord.Interaction, source: str | None = None) -> None:
+        await self.run_admin(interaction, f"reindex {source.strip()}" if source and source.strip() else "reindex")
 
     @app_commands.command(name="status", description="Show the knowledge base and bot status")
     async def status(self, interaction: discord.Interaction) -> None:
