@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,3 +146,29 @@ def fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def display_name(name: str) -> str:
+    """``name`` as it may be shown and stored: bytes that are not UTF-8 (a Latin-1 name from a
+    zip or a Windows share, which Python holds as lone surrogates) as ``\\xff``, and control
+    characters (a newline in a name) as ``\\n``/``\\x1b``, so one odd name can neither break the
+    index's UTF-8 text nor split a line of a citation list."""
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in name):
+        try:
+            name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no decoder of bytes makes: its code point
+            name = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), name)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` as UTF-8 can store it: lone surrogates (bytes a decoder let through) become
+    U+FFFD, so one bad document cannot stop the index from being written."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")

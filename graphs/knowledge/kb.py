@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -24,6 +25,8 @@ from graphs.knowledge.common import (
     KnowledgeBaseError,
     ProgressFn,
     SourceReport,
+    display_name,
+    valid_text,
 )
 from graphs.knowledge.connectors.base import Connector, Document, SourceError
 from graphs.knowledge.connectors.files import FilesConnector
@@ -712,6 +715,7 @@ class KnowledgeBase:
                 except Exception as exc:  # noqa: BLE001 - the source failed halfway through its documents
                     failure = exc
                     break
+                d = _storable(d)
                 if d.id in mine:
                     continue  # one id twice in a listing: the first wins
                 mine[d.id] = d.version
@@ -799,6 +803,17 @@ class KnowledgeBase:
         embedded = batch.embedded
         reused = int(manifest["chunks"]) - (batch.embedded if batch.vectors_on else batch.split)
         return self._publish(gen, writer.directory, old, manifest, reports, fresh, embedded, reused, t0)
+
+
+def _storable(d: Document) -> Document:
+    """``d`` with fields the index can store and show whatever the connector read: a name in
+    no UTF-8 or with a newline escaped (it is a citation's label), bad text replaced; otherwise
+    one such document would fail the writing of every source's documents."""
+    title = display_name(" ".join(d.title.split()))
+    doc_id, text, url = display_name(d.id), valid_text(d.text), display_name(d.url)
+    if (doc_id, title, text, url) == (d.id, d.title, d.text, d.url):
+        return d
+    return dataclasses.replace(d, id=doc_id, title=title, text=text, url=url)
 
 
 class _EmbedderChanged(Exception):

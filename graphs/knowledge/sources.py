@@ -10,28 +10,46 @@ Fenced code is never touched.
 
 from __future__ import annotations
 
-import glob
+import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import yaml
 
-from graphs.knowledge.common import KnowledgeBaseError
+from graphs.knowledge.common import KnowledgeBaseError, display_name
+
+log = logging.getLogger(__name__)
 
 
-def discover_files(sources: Sequence[str | Path], patterns: Sequence[str]) -> list[tuple[Path, str]]:
+def discover_files(
+    sources: Sequence[str | Path],
+    patterns: Sequence[str],
+    outside: list[str] | None = None,
+) -> list[tuple[Path, str]]:
     """List the files to index.
+
+    A folder is walked without following links to folders (a link such as ``ln -s . current``
+    would make the walk endless, and the files of a folder linked from inside the folder are
+    listed under their own path anyway). A linked file is read only when its real path is
+    inside the folder, and then once: a file reached by two names is listed by its own name.
+    Anything whose real path is outside the folder is never read (the bot would serve any
+    file its user can read to whoever can write a link into a synced folder); it is logged
+    and named in ``outside``.
 
     Args:
         sources: folders (every file matching ``patterns`` below them) or glob patterns
-            or single files.
-        patterns: glob patterns relative to a source folder, e.g. ``"**/*.md"``.
+            or single files. A glob is walked from its folder part like a folder.
+        patterns: glob patterns relative to a source folder, e.g. ``"**/*.md"`` (``**`` any
+            number of folders, hidden ones included; ``*``, ``?``, ``[...]`` inside one name).
+        outside: when given, gets the display path of each link left out because it leads
+            outside its folder.
 
     Returns:
-        ``(absolute path, display path)`` pairs, sorted; the display path is relative to
-        its source folder.
+        ``(path, display path)`` pairs, sorted by display path; the display path is relative
+        to its source folder (a single file: its name), with bytes that are not UTF-8 and
+        control characters escaped (:func:`display_name`).
 
     Raises:
         KnowledgeBaseError: a source matches nothing that exists.
@@ -40,27 +58,124 @@ def discover_files(sources: Sequence[str | Path], patterns: Sequence[str]) -> li
     for src in sources:
         p = Path(src).expanduser()
         if p.is_dir():
-            # absolute, not resolved: realpath() makes system calls for every file, slow on large
-            # folders; glob.glob on strings, not Path.glob: a third of the time on 100,000 files
-            base = os.path.abspath(p)
-            for pat in patterns:
-                for rel in glob.glob(pat, root_dir=base, recursive=True, include_hidden=True):
-                    full = os.path.join(base, rel)
-                    if os.path.isfile(full):
-                        found.setdefault(full, rel.replace(os.sep, "/"))
+            base, matcher = os.path.realpath(p), _patterns_regex(patterns)
         elif p.is_file():
-            found.setdefault(os.path.abspath(p), p.name)
+            # a file named in the configuration is read where it leads: the user chose it
+            found.setdefault(os.path.abspath(p), display_name(p.name))
+            continue
         else:
-            matches = [Path(m) for m in glob.glob(str(p), recursive=True)]
-            if not matches:
+            base, rest = _glob_split(str(p))
+            if not rest or not os.path.isdir(base):
                 raise KnowledgeBaseError(
                     f"knowledge source not found: {src} (a path in config.toml is relative to "
                     "the config file's folder, one given with --source to the current folder)"
                 )
-            for f in matches:
-                if f.is_file():
-                    found.setdefault(os.path.abspath(f), f.name)
+            base, matcher = os.path.realpath(base), _patterns_regex([rest])
+        before = len(found)
+        for full, rel in _walk(base, matcher, outside):
+            found.setdefault(full, display_name(rel))
+        if not p.is_dir() and len(found) == before:
+            raise KnowledgeBaseError(
+                f"knowledge source not found: {src} (a path in config.toml is relative to "
+                "the config file's folder, one given with --source to the current folder)"
+            )
     return sorted(((Path(k), v) for k, v in found.items()), key=lambda kv: kv[1])
+
+
+def _walk(base: str, matcher: re.Pattern[str], outside: list[str] | None) -> Iterator[tuple[str, str]]:
+    """``(path, path relative to base with '/')`` of the files below the real folder ``base``
+    whose relative path ``matcher`` matches; links to folders are not followed, linked files
+    only when they stay inside ``base`` (each real file once, under its own name first)."""
+    linked: dict[str, str] = {}
+    seen: set[str] = set()
+    inside = base.rstrip(os.sep) + os.sep
+    stack = [("", base)]
+    while stack:
+        prefix, folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as exc:
+            log.warning("cannot list %s (%s)", display_name(folder), exc.strerror or exc)
+            continue
+        for entry in entries:
+            rel = prefix + entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((rel + "/", entry.path))
+                    continue
+                if not entry.is_symlink():
+                    if entry.is_file(follow_symlinks=False) and matcher.fullmatch(rel):
+                        seen.add(entry.path)
+                        yield entry.path, rel
+                    continue
+            except OSError:
+                continue
+            target = os.path.realpath(entry.path)
+            if target != base and not target.startswith(inside):
+                log.warning(
+                    "%s: not read: a link to %s, outside the folder %s",
+                    display_name(rel),
+                    display_name(target),
+                    display_name(base),
+                )
+                if outside is not None:
+                    outside.append(display_name(rel))
+            elif os.path.isfile(target) and matcher.fullmatch(rel):  # a folder inside is walked already
+                linked.setdefault(target, rel)
+    for target, rel in sorted(linked.items(), key=lambda kv: kv[1]):
+        if target not in seen:  # the real file was not listed by its own name (another pattern)
+            yield target, rel
+
+
+def _glob_split(pattern: str) -> tuple[str, str]:
+    """``("/srv/policies", "*.pdf")`` for ``"/srv/policies/*.pdf"``: the folder before the
+    first name holding a wildcard, and the rest ('' when there is no wildcard)."""
+    parts = os.path.abspath(pattern).split(os.sep)
+    for i, part in enumerate(parts):
+        if any(c in part for c in "*?["):
+            return os.sep.join(parts[:i]) or os.sep, "/".join(parts[i:])
+    return pattern, ""
+
+
+def _patterns_regex(patterns: Sequence[str]) -> re.Pattern[str]:
+    """One regex matching a relative path (with '/') that any of the glob ``patterns`` matches
+    as ``glob.glob(..., recursive=True, include_hidden=True)`` would."""
+    return re.compile("|".join(f"(?:{_glob_regex(p)})" for p in patterns) or r"(?!)", re.S)
+
+
+def _glob_regex(pattern: str) -> str:
+    out = ""
+    parts = pattern.replace(os.sep, "/").strip("/").split("/")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            out += ".*" if last else "(?:[^/]+/)*"
+            continue
+        out += _name_regex(part) + ("" if last else "/")
+    return out
+
+
+def _name_regex(name: str) -> str:
+    """A glob of one path name (``*``, ``?``, ``[...]``, ``[!...]``) as a regex."""
+    out, i = "", 0
+    while i < len(name):
+        c = name[i]
+        i += 1
+        if c == "*":
+            out += "[^/]*"
+        elif c == "?":
+            out += "[^/]"
+        elif c == "[":
+            j = i + (name[i : i + 1] == "!")
+            j = name.find("]", j + (name[j : j + 1] == "]"))
+            if j < 0:  # no closing bracket: a plain "["
+                out += re.escape(c)
+                continue
+            body, i = name[i:j], j + 1
+            out += "[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]"
+        else:
+            out += re.escape(c)
+    return out
 
 
 _FRONT_MATTER = re.compile(r"\A\ufeff?(---|\+\+\+)[ \t]*\n(.*?)\n(?:---|\.\.\.|\+\+\+)[ \t]*(?:\n|\Z)", re.S)

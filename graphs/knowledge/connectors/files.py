@@ -3,6 +3,7 @@
 A file's version is ``<size>:<mtime_ns>`` first; only a file whose size or time changed is
 read, hashed and (if its sha256 changed) converted again, so a sync of 100,000 unchanged files
 costs 100,000 ``stat`` calls. Files over ``max_file_bytes`` are skipped with one log line.
+A link leading outside its folder is never read (:func:`graphs.knowledge.sources.discover_files`).
 """
 
 from __future__ import annotations
@@ -73,11 +74,14 @@ class FilesConnector:
         Raises:
             SourceError: a configured path matches nothing.
         """
+        outside: list[str] = []
         try:
-            files = discover_files(self.paths, self.patterns)
+            files = discover_files(self.paths, self.patterns, outside)
         except Exception as exc:  # noqa: BLE001 - a missing folder or unreadable glob: the source fails
             raise SourceError(f"source {self.name}: {exc}") from exc
         out = Listing()
+        # already logged, with the link's target, by discover_files; a link indexed before leaves the index
+        out.problems += [f"{rel}: not read: a link to a file outside the folder" for rel in outside]
         out.changed = self._read(files, known, state, out, progress)
         return out
 
