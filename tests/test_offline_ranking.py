@@ -125,3 +125,57 @@ async def test_a_question_whose_page_is_found_is_answered_not_sent_to_the_expert
 async def test_a_question_no_page_answers_still_goes_to_the_experts(handbook):
     _, kept = await relevant_pages(handbook, "how do I rebalance kafka consumer groups after adding partitions?")
     assert kept == []
+
+
+LOUD_WORD = {
+    # a short page all about one word of the question ("email"), its title and path included, beside
+    # the longer page about what the question asks (resigning), which uses that word once
+    "people/email-addresses.md": """# Email addresses
+
+Every teammate gets a work email address on their first day, in the form first.last@example.com.
+
+## Changing your email address
+
+You can ask for a new email address when your name changes. Email the IT team with the address you want and
+they will set it up within a week. Your old email address keeps working as an alias for a year.
+
+## Shared mailboxes
+
+Teams can have a shared email inbox such as support@example.com. Ask the IT team by email to create one.
+""",
+    "people/leaving.md": """# Leaving the company
+
+We are sorry to see people go, and we want leaving to be simple.
+
+## Resigning
+
+Tell your line manager first and agree your last working day. Your notice period is in your contract: one
+month for most roles. Then send your resignation email to people@example.com so the People team can start
+your offboarding.
+
+## Exit interviews
+
+Every leaver is offered an exit interview with their People Partner in their last week.
+""",
+    "people/holiday.md": "# Holiday\n\nEveryone gets 25 days of holiday a year. Book it in the leave calendar.\n",
+    "people/expenses.md": "# Expenses\n\nClaim expenses in Xero with a photo of the receipt.\n",
+}
+
+
+@pytest.mark.slow
+def test_a_page_repeating_one_word_of_the_question_does_not_outrank_the_page_about_it(tmp_path):
+    # "email" is the loudest word of these questions and the whole subject of the neighbouring
+    # page (title, path, every paragraph); the page about resigning holds it once
+    for rel, text in LOUD_WORD.items():
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / rel).write_text(text)
+    emb, eid = build_embeddings("local", ModelSettings())
+    kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"], embeddings=emb, embedder_id=eid)
+    kb.reindex()
+    brain = ex.Extractive(ex.TextEmbedder(emb), kb)
+    for question in (
+        "how do i give my notice, who should i email",
+        "i want to resign, who do i email?",
+        "who do i email to quit",
+    ):
+        assert brain.retrieve([question], 3)[0]["location"] == "people/leaving.md", question
