@@ -633,9 +633,9 @@ class Extractive:
            on, saying where the rest is), and so is a bulleted list of at most
            ``SHORT_LIST_SHARE`` x ``budget`` characters (cases read together); the code block or table a quoted sentence
            introduces follows whole (one longer than ``MAX_CODE_CHARACTERS`` is named); a
-           table row, read with its header ("team: search, on-call lead: Ana"), is quoted alone,
-           and another row of its table only when it holds a word of the question the rows
-           quoted do not ("search and billing");
+           table row of a document that is all tables, read with its header ("team: search,
+           on-call lead: Ana"), is quoted alone, and another row of its table only when it
+           holds a word of the question the rows quoted do not ("search and billing");
         2. support: passages around the next best sentences, best first, while the quoted
            prose stays within ``budget`` characters;
         3. "More in [n]" naming the documents quoted, for the rest.
@@ -670,8 +670,20 @@ class Extractive:
             if quantity and not sc.unit.code and signals.states_quantity(sc.unit.text):
                 sc.score += QUANTITY_BONUS  # "how many days": the sentence with the number
         by_key = {(sc.unit.doc, sc.unit.pos): sc for sc in scored}
+        # a table's rows are quoted in a document that is all tables (a spreadsheet, a rota): a
+        # page with prose is quoted by its sentences, a table following the one that leads to it
+        # (its rows, whose header words recur in every row, outranked the page's answer)
+        written = {u.doc for u in units if not u.code and not u.heading and u.row < 0}
         prose = sorted(
-            (sc for sc in scored if not sc.unit.code and not sc.unit.heading and sc.score > 0), key=lambda sc: -sc.score
+            (
+                sc
+                for sc in scored
+                if not sc.unit.code
+                and not sc.unit.heading
+                and sc.score > 0
+                and not (sc.unit.row >= 0 and sc.unit.doc in written)
+            ),
+            key=lambda sc: -sc.score,
         )
         if not prose:
             return ""
