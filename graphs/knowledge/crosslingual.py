@@ -45,6 +45,10 @@ VECTORS_FILE = "crosslingual-use3-windows.npz"
 HEAD_CHARACTERS = 400  # characters of a chunk's prose in one encoded window (after its heading path)
 WINDOW_OVERLAP = 100  # characters consecutive windows share (a sentence cut by one is whole in the next)
 WINDOWS = 3  # windows encoded per chunk at most
+# more than one window per chunk only up to this many chunks in a generation: three windows of 512
+# float32 are 6 kB a chunk, read whole into memory (600 MB at 100,000 chunks), and take three times as
+# long to encode (about 0.01 s a window on one core); a larger index keeps one window, its head
+WINDOW_CHUNK_LIMIT = 100_000
 # the generation's mean window vector is taken off every window (and the rest normalised again):
 # the encoder puts every passage of one corpus in a narrow cone, whose common direction (what all
 # the pages share: "a handbook", "an API reference") ranks the passages nearest the corpus' centre
@@ -245,8 +249,9 @@ class CrossLingualIndex:
         rows = self.snapshot.chunks(list(range(1, count + 1)))
         owners_list: list[int] = []
         texts: list[str] = []
+        windows = WINDOWS if count <= WINDOW_CHUNK_LIMIT else 1
         for r in range(1, count + 1):
-            pieces = window_texts(rows[r][1], rows[r][2]) if r in rows else [""]
+            pieces = window_texts(rows[r][1], rows[r][2], windows) if r in rows else [""]
             owners_list += [r] * len(pieces)
             texts += pieces
         unique = list(dict.fromkeys(texts))
