@@ -477,11 +477,13 @@ async def open_runtime(
     else:
         emb, emb_id = embeddings, (f"custom:{type(embeddings).__name__}" if embeddings is not None else "none")
     knowledge = build_knowledge_base(settings, emb, emb_id, sources)
-    if build_index and knowledge.needs_rebuild():
-        log.info("building the knowledge index from %s", ", ".join(knowledge.sources))
+    # --source folders are read again every time: a user asking about a folder expects its
+    # files as they are now, and an unchanged folder costs a listing (stat per file)
+    if build_index and (sources or knowledge.needs_rebuild()):
+        log.info("syncing the knowledge index from %s", ", ".join(knowledge.sources))
         # a failed build (embeddings API, another reindex running) is logged and shown by
         # `status`; the bot starts with the last good generation, or keyword-only
-        await asyncio.to_thread(knowledge.ensure_index, progress)  # embedding calls must not block the loop
+        await asyncio.to_thread(knowledge.ensure_index, progress, bool(sources))  # embedding must not block the loop
     max_calls, _ = resolve_concurrency(m.max_concurrent_calls, settings.service.max_concurrent_runs, model)
     s = settings.service
     async with open_storage(settings, secrets.database_url or None) as storage:

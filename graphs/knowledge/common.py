@@ -69,6 +69,7 @@ class SourceReport:
         problems: one line per document that could not be read (kept as it was if it had
             been indexed before).
         skipped: documents left out on purpose (not a supported format, robots.txt).
+        skipped_examples: the first few of them, ``"what (why)"``.
         documents, chunks: what the index holds for the source afterwards.
         seconds: the source's share of the sync.
         synced: False when the source was not asked to sync (its documents were carried over).
@@ -84,6 +85,7 @@ class SourceReport:
     unchanged: int = 0
     problems: list[str] = field(default_factory=list)
     skipped: int = 0
+    skipped_examples: list[str] = field(default_factory=list)
     documents: int = 0
     chunks: int = 0
     seconds: float = 0.0
@@ -96,7 +98,10 @@ class SourceReport:
         if not self.ok:
             return f"{self.name}: FAILED: {self.error} (kept {kept})"
         extra = f"; {_count(len(self.problems), 'problem')}" if self.problems else ""
-        extra += f"; {self.skipped} skipped" if self.skipped else ""
+        if self.skipped:
+            more = ", …" if self.skipped > len(self.skipped_examples) else ""
+            named = f": {', '.join(self.skipped_examples)}{more}" if self.skipped_examples else ""
+            extra += f"; {self.skipped} skipped{named}"
         return (
             f"{self.name}: {self.added} added, {self.updated} updated, {self.removed} removed, "
             f"{self.unchanged} unchanged{extra} ({kept}, {self.seconds:.1f} s)"

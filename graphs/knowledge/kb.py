@@ -448,9 +448,15 @@ class KnowledgeBase:
 
     sync = reindex
 
-    def ensure_index(self, progress: ProgressFn | None = None) -> IndexStats | None:
-        """The start-up build: sync if :meth:`needs_rebuild`, never failing because of
-        the embeddings or a concurrent reindex.
+    def ensure_index(self, progress: ProgressFn | None = None, refresh: bool = False) -> IndexStats | None:
+        """The start-up build: sync if :meth:`needs_rebuild` (or ``refresh``), never failing
+        because of the embeddings or a concurrent reindex.
+
+        Args:
+            progress: see :meth:`reindex`.
+            refresh: sync even a complete index, so it answers from the sources as they are
+                now (only changed documents are read; an unchanged source costs a listing
+                and keeps the live generation).
 
         When the build fails that way, the failure is logged in one line and kept in
         ``last_error``, and the bot starts with the last good generation; if there is
@@ -463,7 +469,7 @@ class KnowledgeBase:
             KnowledgeBaseError: the sources are missing or hold no text (a configuration
                 error the user must fix).
         """
-        if not self.needs_rebuild():
+        if not refresh and not self.needs_rebuild():
             return None
         try:
             return self.reindex(progress)
@@ -727,7 +733,6 @@ class KnowledgeBase:
                 err = failure
                 why = str(err) if isinstance(err, SourceError) else f"{type(err).__name__}: {err}"
                 why = why.removeprefix(f"source {name}: ")
-                log.error("source %s failed: %s; its last good documents stay", name, why)
                 batch.discard()
                 writer.drop_since(mark)
                 del fresh[fresh_start:]
@@ -753,6 +758,7 @@ class KnowledgeBase:
             report.removed = len(set(prev) - kept - changed_ids)
             report.unchanged = len(kept)
             report.problems, report.skipped = list(listing.problems), listing.skipped
+            report.skipped_examples = list(listing.skipped_examples)
             report.documents = len(docs[name])
             if not delta:
                 batch.carry(old, name, kept)
@@ -761,7 +767,11 @@ class KnowledgeBase:
         attempted = [r for r in reports if r.synced]
         if attempted and all(not r.ok for r in attempted) and not any(docs.values()):
             self._write_status(reports)
+            # the error says it all, once: no log line of each source before it
             raise KnowledgeBaseError("; ".join(f"{r.name}: {r.error}" for r in attempted))
+        for r in attempted:
+            if not r.ok:
+                log.error("source %s failed: %s; its last good documents stay", r.name, r.error)
 
         if (
             old is not None

@@ -60,6 +60,10 @@ class Document:
     access: tuple[str, ...] | None = None
 
 
+SKIPPED_EXAMPLES = 3
+"""Skipped documents named in a sync report: enough to see what kind was left out, one line."""
+
+
 @dataclass
 class Listing:
     """What one scan of a source found.
@@ -72,6 +76,7 @@ class Listing:
         state: the connector's cursor, handed back to the next scan (JSON-serialisable).
         problems: one line per document that could not be read (also logged).
         skipped: documents that were not indexed on purpose (not text, excluded by robots.txt).
+        skipped_examples: the first few of them, ``"what (why)"`` (:meth:`skip`).
     """
 
     changed: Iterable[Document] = field(default_factory=list)
@@ -79,6 +84,15 @@ class Listing:
     state: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     skipped: int = 0
+    skipped_examples: list[str] = field(default_factory=list)
+
+    def skip(self, source: str, what: str, why: str) -> None:
+        """Count a document of ``source`` left out on purpose, and name it: a debug log line
+        (``-v``; a folder may hold thousands of images), the first few in the sync report."""
+        log.debug("source %s: %s skipped: %s", source, what, why)
+        self.skipped += 1
+        if len(self.skipped_examples) < SKIPPED_EXAMPLES:
+            self.skipped_examples.append(f"{what} ({why})")
 
     def problem(self, source: str, what: str, why: str) -> None:
         """Record (and log, one line) a document of ``source`` that could not be read."""

@@ -111,7 +111,7 @@ class FilesConnector:
                         f"{', '.join(p.removeprefix('**/*') for p in FILE_PATTERNS)})",
                     )
                 else:
-                    out.skipped += 1
+                    out.skip(self.name, rel, "not a format read")
                 continue
             try:
                 st = path.stat()

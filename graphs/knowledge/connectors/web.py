@@ -221,7 +221,7 @@ class WebConnector:
             while queue and fetched < self.max_pages:
                 url, depth = queue.popleft()
                 if not robots.can_fetch(ROBOTS_AGENT, url):
-                    out.skipped += 1
+                    out.skip(self.name, url, "robots.txt")
                     continue
                 fetched += 1
                 if progress is not None:
@@ -258,8 +258,7 @@ class WebConnector:
                 else:
                     ctype = resp_headers.get("content-type", "")
                     if "html" not in ctype.lower():
-                        out.skipped += 1
-                        log.info("source %s: %s skipped: not HTML (%s)", self.name, url, ctype or "no type")
+                        out.skip(self.name, url, f"not HTML: {ctype or 'no type'}")
                         continue
                     html = decode_html(body, ctype)
                     canonical = self._canonical(html, final)
@@ -285,7 +284,7 @@ class WebConnector:
                             continue
                         md = strip_templates(md, "html")
                         if not md.strip():
-                            out.skipped += 1
+                            out.skip(self.name, url, "no text")
                             continue
                         yield Document(id=doc_id, title=title, text=md, url=doc_id, version=version)
                 if depth < self.max_depth:
