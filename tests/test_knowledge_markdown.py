@@ -212,3 +212,59 @@ def test_indented_code_of_every_kind_becomes_a_fence(text, code):
 )
 def test_text_without_indented_code_is_left_as_it_is(text):
     assert fence_indented_code(text) == text
+
+
+CORPORA = Path(__file__).resolve().parent.parent / "bench" / "corpora"
+# real pages with reference-style links, shortcut references, footnotes and links whose label
+# is defined nowhere in the page (bench/corpora/README.md names their sources and licences)
+REFERENCE_PAGES = {
+    "linux.md": CORPORA / "hugo-docs/installation/linux.md",
+    "deprecation.md": CORPORA / "hugo-docs/troubleshooting/deprecation.md",
+    "usage.md": CORPORA / "hugo-docs/getting-started/usage.md",
+    "etcdHighFsyncDurations.md": CORPORA / "prometheus-runbooks/runbooks/etcd/etcdHighFsyncDurations.md",
+    "NodeFilesystemSpaceFillingUp.md": CORPORA / "prometheus-runbooks/runbooks/node/NodeFilesystemSpaceFillingUp.md",
+}
+RAW_MARKDOWN = re.compile(r"\]\[[^\]\n]*\]|\[\^[^\]\s]+\]|^[ \t]{0,3}\[[^\]\n]+\]:[ \t]*\S", re.M)
+
+
+def prose(text: str) -> str:
+    """``text`` without fenced code and inline code spans (code keeps what it shows)."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"^\s*```.*?^\s*```", "", text, flags=re.S | re.M))
+
+
+def test_reference_links_and_footnotes_read_as_text_on_real_pages(tmp_path):
+    """A reference link shows its words (with the address its definition gives, as an inline
+    link), a reference defined nowhere in the page its words, a footnote its text; the
+    definition lines go and code is left alone."""
+    kb = build(tmp_path, {name: path.read_text() for name, path in REFERENCE_PAGES.items()})
+    texts = {name: "\n\n".join(t for _, t in chunks_of(kb, name)) for name in REFERENCE_PAGES}
+    for name, text in texts.items():
+        assert RAW_MARKDOWN.findall(prose(text)) == [], name
+    linux, deprecation, etcd = texts["linux.md"], texts["deprecation.md"], texts["etcdHighFsyncDurations.md"]
+    assert "[Snap](https://snapcraft.io/) is a free and open-source package manager" in linux  # [Snap][]
+    assert "Common [reasons for deprecation](https://en.wikipedia.org/wiki/Deprecation):" in deprecation
+    assert "3 minor releases\n" in deprecation + "\n"  # the marker [^1] goes ...
+    assert "For example, v0.1.1 => v0.2.0 is a minor release." in deprecation  # ... its footnote's text stays
+    # labels defined nowhere in the page (the addresses are listed at its end): the words
+    assert "has to be fsync'd to disk by the leader node" in etcd
+    assert "(as part of the Raft consensus algorithm)" in etcd
+    assert "Log_replication" not in etcd  # an address holding "(algorithm)" goes whole with its list of links
+    assert "[container ephemeral storage]" not in texts["NodeFilesystemSpaceFillingUp.md"]
+    assert "container ephemeral storage, container images" in texts["NodeFilesystemSpaceFillingUp.md"]
+
+
+@pytest.mark.parametrize(
+    "text, kept",
+    [
+        ('The last message is state["messages"][-1] here.\n', 'state["messages"][-1]'),  # an index, not a link
+        ('Read it with ["messages"][0] first.\n', '["messages"][0]'),
+        ("- [ ] write the tests\n- [x] ship it\n", "- [ ] write the tests"),  # task list boxes
+        ("Use `[text][label]` for a reference link.\n", "`[text][label]`"),  # inline code
+        ("Example:\n\n```markdown\n[text][label]\n\n[label]: https://example.com\n```\n", "[text][label]\n\n[label]:"),
+        ("Example:\n\n    [text][label]\n    [label]: https://example.com\n", "[text][label]"),  # indented code
+        ("[tool]: We, the experts, are here to help!\n", "[tool]: We, the experts"),  # not a definition
+    ],
+)
+def test_what_only_looks_like_a_reference_link_is_left_as_written(tmp_path, text, kept):
+    kb = build(tmp_path, {"page.md": "# Page\n\n" + text})
+    assert kept in "\n".join(t for _, t in chunks_of(kb, "page.md"))

@@ -4,8 +4,15 @@
 comments, admonition markers (MkDocs ``!!! note``/``??? note``, Docusaurus/VuePress
 ``:::tip`` ... ``:::``, GitHub ``> [!NOTE]``) while keeping the admonitions' content,
 link-only lines standing alone (navigation, badges, "edit this page"; in a list or inside
-a paragraph only the addresses go) and reference link definitions.
-Fenced code is never touched.
+a paragraph only the addresses go).
+
+Reference-style links are resolved last (:func:`resolve_references`): ``[text][label]``,
+``[text][]`` and ``[text]`` become ``[text](address)`` with the address of the page's
+``[label]: address`` definition, and a reference whose label is defined nowhere in the page
+(a site-wide link map, or a list of links at the bottom) shows its text; footnote markers
+``[^1]`` go and a footnote's text stays as a paragraph. A reader of an answer quoted from
+the page then sees the words, not ``[fsync'd][fsync]``; the definitions go.
+Fenced and indented code and inline code are never touched.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import yaml
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import normalizeReference
 
 from graphs.knowledge.common import KnowledgeBaseError, display_name
 
@@ -183,10 +192,10 @@ FENCE_RE = re.compile(r"^([ \t>]*)(`{3,}|~{3,})(.*)$")
 _MKDOCS_ADMONITION = re.compile(r"^([ \t]*)(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t]+\"(.*)\")?[ \t]*$")
 _COLON_FENCE = re.compile(r"^[ \t]*:{3,}[ \t]*(?:[\w-]+)?[ \t]*(?:\[(.*)\]|(.*?))[ \t]*(?:\{.*\})?[ \t]*$")
 _GITHUB_ALERT = re.compile(r"^([ \t]*>[ \t]*)\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(.*)$", re.I)
-_LINK = r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\([^)]*\)"
+# a link's address may hold one level of parentheses (``https://en.wikipedia.org/wiki/Raft_(algorithm)``)
+_LINK = r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\((?:[^()]|\([^()]*\))*\)"
 _LINK_ONLY = re.compile(rf"^[ \t]*((?:[-*+]|\d+[.)])[ \t]+)?((?:{_LINK}[ \t|·•,;–-]*)+)$")
-_LINK_TEXT = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\([^)]*\)")
-_LINK_DEFINITION = re.compile(r"^[ \t]{0,3}\[[^\]]+\]:[ \t]*\S+.*$")
+_LINK_TEXT = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\((?:[^()]|\([^()]*\))*\)")
 
 
 def front_matter_title(text: str) -> tuple[str, str]:
@@ -224,7 +233,108 @@ def clean_markdown(text: str) -> tuple[str, str]:
         byte for byte; admonition bodies are de-indented by the 4 spaces MkDocs requires.
     """
     title, text = front_matter_title(text.replace("\r\n", "\n").replace("\r", "\n"))
-    return title, "\n".join(_clean_lines(text.split("\n")))
+    return title, resolve_references("\n".join(_clean_lines(text.split("\n"))))
+
+
+# block-level parse only (CommonMark: its reference definitions and its code blocks)
+_BLOCKS = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])
+_DEFINITION = re.compile(
+    r"^[ \t]{0,3}\[([^\]]+)\]:[ \t]*<?([^\s>]+)>?(?:[ \t]+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?[ \t]*$"
+)
+_FOOTNOTE_DEFINITION = re.compile(r"^([ \t]{0,3})\[\^[^\]\s]+\]:[ \t]*", re.M)
+_FOOTNOTE_MARK = re.compile(r"\[\^[^\]\s]+\](?!:)")
+# ``[text][label]``, ``[text][]`` or ``[text]`` not followed by ``(`` (an inline link) or ``:``
+# (a definition), not right after a word, ``]`` or ``\`` (``x["a"]["b"]`` is an index, not a link);
+# the text may hold one level of brackets and run over lines of one paragraph
+_REFERENCE = re.compile(
+    r"(?<![\w\]\\])(!?)\[((?:[^\[\]\\]|\\.|\[[^\[\]]*\])+?)\](?:\[([^\[\]\n]*)\](?![(\[])|(?![(:\[]))"
+)
+_INLINE_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
+_LABEL_LIKE = re.compile(r"[^\"'\s-][^\"']*", re.S)  # a name or a number, not a quoted key or "-1"
+
+
+def resolve_references(text: str) -> str:
+    """``text`` (Markdown) with its reference-style links written inline and footnotes unmarked.
+
+    - ``[text][label]``, ``[text][]`` and ``[text]`` whose label (CommonMark's matching:
+      case and runs of spaces ignored) a ``[label]: address`` line of the page defines become
+      ``[text](address)`` (``![alt][label]`` likewise); the definition lines go.
+    - ``[text][label]`` and ``[text][]`` with no definition in the page (a generator's site-wide
+      link map, or addresses listed at the end) become ``text``: how the page reads when built;
+      a ``[text]`` alone is left as it is (a checkbox, a literal bracket).
+    - Footnote markers ``[^1]`` go, and a footnote's definition ``[^1]: text`` stays as the
+      paragraph ``text``.
+
+    Code blocks (fenced or indented, markdown-it decides) and inline code spans are left
+    byte for byte. Never raises."""
+    if "[" not in text:
+        return text
+    try:
+        tokens = _BLOCKS.parse(text)
+    except Exception:  # noqa: BLE001 - a page the parser cannot read keeps its links as written
+        return text
+    lines = text.split("\n")
+    code = [False] * len(lines)
+    for tok in tokens:
+        if tok.type in ("fence", "code_block") and tok.map:
+            for i in range(tok.map[0], min(tok.map[1], len(lines))):
+                code[i] = True
+    # the definitions, read line by line: generators (Hugo's goldmark, Python-Markdown) also take
+    # one right after a paragraph or a footnote, where CommonMark reads it as the paragraph's text
+    references: dict[str, str] = {}
+    for at, line in enumerate(lines):
+        d = None if code[at] else _DEFINITION.match(line)
+        if d and not d.group(1).startswith("^"):
+            references.setdefault(normalizeReference(d.group(1)), d.group(2))  # the first one counts
+            lines[at], code[at] = "", True  # the definition is not text; nothing to resolve on its line
+    out: list[str] = []
+    i = 0
+    while i < len(lines):  # runs of prose lines (whole paragraphs: a link may wrap) and of code lines
+        j = i
+        while j < len(lines) and code[j] == code[i]:
+            j += 1
+        run = "\n".join(lines[i:j])
+        out.append(run if code[i] else _resolve_run(run, references))
+        i = j
+    return "\n".join(out)
+
+
+def _resolve_run(text: str, references: dict[str, str]) -> str:
+    """The rules of :func:`resolve_references` on prose (no code blocks); inline code spans
+    are set aside first and put back after."""
+    spans: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        spans.append(m.group(0))
+        return f"\ue000{len(spans) - 1}\ue001"
+
+    def back(s: str) -> str:
+        return re.sub("\ue000(\\d+)\ue001", lambda m: spans[int(m.group(1))], s)
+
+    text = _INLINE_CODE_SPAN.sub(keep, text)
+    text = _FOOTNOTE_DEFINITION.sub(r"\1", text)
+    text = _FOOTNOTE_MARK.sub("", text)
+
+    def link(m: re.Match[str]) -> str:
+        bang, body, label = m.group(1), m.group(2), m.group(3)
+        if body.startswith("^"):
+            return m.group(0)
+        key = normalizeReference(back(label if label else body))
+        ref = references.get(key) if key else None
+        if ref is not None:
+            return f"{bang}[{body}]({ref})"
+        if label is None:  # ``[text]`` alone, defined nowhere: not a link
+            return m.group(0)
+        words = back(body)
+        if words.startswith(('"', "'")) or len(re.findall(r"\w", words)) < 2:
+            return m.group(0)  # ``["messages"][0]``, ``[i][0]``: a key and an index, not a reference
+        if not _LABEL_LIKE.fullmatch(back(label) or words):
+            return m.group(0)
+        return body
+
+    for _ in range(2):  # twice: a reference inside another's text (a badge image in a link)
+        text = _REFERENCE.sub(link, text)
+    return back(text)
 
 
 def _clean_lines(lines: list[str]) -> list[str]:
@@ -301,8 +411,6 @@ def _clean_lines(lines: list[str]) -> list[str]:
                 if texts:
                     out.append(line[: len(line) - len(line.lstrip())] + (m.group(1) or "") + ", ".join(texts))
             continue  # a line of its own holding only links or badges: navigation, not content
-        if _LINK_DEFINITION.match(line):
-            continue
         out.append(line)
     return out
 

@@ -25,7 +25,7 @@ from markdown_it import MarkdownIt
 from graphs.knowledge.common import Chunk
 from graphs.knowledge.sources import FENCE_RE, clean_markdown
 
-SPLITTER_ID = "md-blocks-1"
+SPLITTER_ID = "md-blocks-2"
 """Names this chunking; stored in the manifest so a change of it rebuilds the index."""
 
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])  # blocks only
