@@ -97,11 +97,12 @@ class Unit:
     list: int = -1  # the list (consecutive items) a list item belongs to, -1 outside lists
     heading: bool = False  # a heading: it names what follows, it does not answer
     row: int = -1  # a table row read with its header: the position of its table's unit, else -1
+    short: bool = False  # shorter than the minimum, kept as a step of its list (never an answer alone)
 
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)+\|?\s*$")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_LINK = re.compile(r"!?\[([^\]]*)\]\((?:[^()]|\([^()]*\))*\)")  # an address may hold one level of ( )
 _HTML = re.compile(
     r"</?(?:a|p|br|hr|div|span|img|sup|sub|details|summary|figure|figcaption|iframe|video|source|"
     r"table|thead|tbody|tr|td|th|ul|ol|li|em|strong|b|i|code|pre|center|picture)\b[^<>]*>",
@@ -128,21 +129,24 @@ def clean_prose(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip(" \t")
 
 
-def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]:
+def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: bool = False) -> list[Unit]:
     """Cut ``text`` (Markdown) into prose units (sentences, list items; hard-wrapped lines
     joined), whole code blocks (fenced ones dedented, fences kept; indented ones fenced) and whole
     tables (rows kept), each table followed by its body rows as prose units
     (:func:`table_rows`, ``row`` set). Prose pieces shorter than ``min_characters`` are
-    dropped; code blocks are never cut."""
+    dropped (with ``short_items``, a list item's first sentence is kept, marked ``short``: a
+    step "Install the agent:"); code blocks are never cut."""
     units: list[Unit] = []
     lines = fence_indented_code(text).splitlines()  # indented code is code too, not prose to join
     block: list[str] = []
     para = [0]  # the number of the next paragraph / item / block
     lists = [-1, 0]  # the open list's number (-1: none), the next list's number
+    adjacent = [False]  # nothing but blank lines since the last code block or table
 
     def flush() -> None:
         if not block:
             return
+        adjacent[0] = False
         m = _ITEM.match(block[0])
         marker = m.group(0).strip() if m else ""
         heading = block[0].lstrip().startswith("#")
@@ -155,8 +159,10 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]
         first = True
         for piece in _SENTENCE_END.split(joined):
             piece = piece.strip()
-            # a CJK character carries about a word: count it twice against the minimum
-            if len(piece) + sum(1 for ch in piece if ord(ch) >= 0x2E80) >= min_characters:
+            # a CJK character carries about a word: count it twice against the minimum; a list
+            # item's first sentence is kept however short (a step: "1. Install the agent:")
+            long_enough = len(piece) + sum(1 for ch in piece if ord(ch) >= 0x2E80) >= min_characters
+            if long_enough or (short_items and marker and first and piece):
                 units.append(
                     Unit(
                         doc,
@@ -166,14 +172,22 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20) -> list[Unit]
                         item=marker if first else "",
                         list=lists[0],
                         heading=heading,
+                        short=not long_enough,
                     )
                 )
                 first = False
         para[0] += 1
 
     def add_block(text: str) -> None:
+        prev = units[-1] if units and adjacent[0] else None
+        if prev is not None and prev.code:
+            merged = _rejoin(prev.text, text)
+            if merged is not None:  # one block the chunking cut in two (reopened, or its header repeated)
+                prev.text = merged
+                return
         units.append(Unit(doc, len(units), text, code=True, para=para[0], list=lists[0]))
         para[0] += 1
+        adjacent[0] = True
 
     i = 0
     while i < len(lines):
@@ -273,6 +287,18 @@ def table_rows(rows: list[str]) -> list[str]:
         if len(text.split()) >= 2:
             out.append(text)
     return out
+
+
+def _rejoin(first: str, second: str) -> str | None:
+    """``first`` and ``second`` as one code block when ``second`` continues it: a fenced block
+    reopened with the same opening line (the chunking closes a long block at a chunk's end and
+    reopens it in the next); else None. (A table cut in two stays two: its rows follow each.)"""
+    a, b = first.split("\n"), second.split("\n")
+    fence = _FENCE.match(a[0])
+    if fence:
+        if len(a) > 1 and len(b) > 1 and a[0] == b[0] and _closes(a[-1], fence.group(1)):
+            return "\n".join(a[:-1] + b[1:])
+    return None
 
 
 def _closes(line: str, fence: str) -> bool:
@@ -407,11 +433,11 @@ class Extractive:
             out.append(Scored(u, float(c) * (0.5 if u.code else 1.0) + LEXICAL_WEIGHT * lex + bonus))
         return out
 
-    def doc_units(self, docs: Sequence[Doc]) -> list[Unit]:
-        """The units of every document, the title counted as a prose unit of its own."""
+    def doc_units(self, docs: Sequence[Doc], short_items: bool = False) -> list[Unit]:
+        """The units of every document (``short_items``: see :func:`split_units`)."""
         units: list[Unit] = []
         for i, d in enumerate(docs):
-            units += split_units(d.get("text", ""), i)
+            units += split_units(d.get("text", ""), i, short_items=short_items)
         return units
 
     def grade(self, questions: Sequence[str], docs: Sequence[Doc]) -> list[float]:
@@ -631,13 +657,16 @@ class Extractive:
            ``before`` sentences before it in its paragraph, the ``neighbours`` after it);
            a numbered list (steps) is quoted whole when it fits (else from the lead's step
            on, saying where the rest is), and so is a bulleted list of at most
-           ``SHORT_LIST_SHARE`` x ``budget`` characters (cases read together); the code block or table a quoted sentence
-           introduces follows whole (one longer than ``MAX_CODE_CHARACTERS`` is named); a
-           table row of a document that is all tables, read with its header ("team: search,
-           on-call lead: Ana"), is quoted alone, and another row of its table only when it
-           holds a word of the question the rows quoted do not ("search and billing");
-        2. support: passages around the next best sentences, best first, while the quoted
-           prose stays within ``budget`` characters;
+           ``SHORT_LIST_SHARE`` x ``budget`` characters (cases read together), with the code
+           blocks inside its steps; the code block or table right after the passage (the one
+           its last sentence introduces) follows whole (one longer than
+           ``MAX_CODE_CHARACTERS`` is named, "(The code is in [n].)"); a table row of a
+           document that is all tables, read with its header ("team: search, on-call lead:
+           Ana"), is quoted alone, and another row of its table only when it holds a word of
+           the question the rows quoted do not ("search and billing");
+        2. support: passages around the next best sentences, best first, each with the block
+           its last sentence introduces, while they stay within ``budget`` characters (a
+           support's block counts; one that does not fit is named);
         3. "More in [n]" naming the documents quoted, for the rest.
 
         A sentence's score is :meth:`score_units`' (read under its heading) plus ``doc_prior``
@@ -647,7 +676,7 @@ class Extractive:
         Args:
             questions: the question variants scored against (the message first).
             docs: the graded documents, best first.
-            budget: characters of quoted prose (code blocks and tables come on top).
+            budget: characters of quoted text (the lead's code blocks and tables come on top).
             focus: terms a follow-up adds to the thread's question ("and sick leave?"):
                 the lead must hold one when any sentence does, so the answer is about
                 what was asked now, not about the earlier subject.
@@ -662,7 +691,7 @@ class Extractive:
         lead_after = LEAD_AFTER if lead_after is None else lead_after
         lead_before = LEAD_BEFORE if lead_before is None else lead_before
         doc_prior = DOC_PRIOR if doc_prior is None else doc_prior
-        units = self.doc_units(docs)
+        units = self.doc_units(docs, short_items=True)  # a short step is quoted with its list
         scored = self.score_units(questions, units, self._headings(docs, units))
         quantity = bool(questions) and signals.asks_for_quantity(questions[0])
         for sc in scored:
@@ -680,6 +709,7 @@ class Extractive:
                 for sc in scored
                 if not sc.unit.code
                 and not sc.unit.heading
+                and not sc.unit.short
                 and sc.score > 0
                 and not (sc.unit.row >= 0 and sc.unit.doc in written)
             ),
@@ -714,6 +744,15 @@ class Extractive:
             table = by_key[(u.doc, u.row)].unit
             return str(docs[u.doc].get("location") or u.doc), table.text.split("\n", 1)[0]
 
+        def block_after(x: Unit | None) -> Unit | None:
+            """The code block or table right after the sentence or list ``x`` (the one it
+            introduces: "Run the following command in all etcd pods." and its command), if not
+            quoted yet."""
+            if x is None or x.heading or x.code or x.row >= 0:  # a table's row is its own answer
+                return None
+            block = unit_at(x.doc, x.pos + 1)
+            return block if block is not None and block.code and (block.doc, block.pos) not in used else None
+
         for n, seed in enumerate(prose):
             if n and (seed.score < top * SUPPORT_CUTOFF or size >= budget):
                 break
@@ -726,10 +765,12 @@ class Extractive:
             numbered = u.list >= 0 and (u.item[:1].isdigit() or (not u.item and self._numbered(units, u)))
             short_list = u.list >= 0 and self._list_size(units, u) <= budget * SHORT_LIST_SHARE
             if numbered or short_list:  # steps, or a short bulleted list (a table of cases): whole, as a list
-                text, keys, rest = self._render_list(units, u, budget)
-                if n and size + len(text) > budget:
+                pieces, keys, rest = self._render_list(units, u, budget)
+                if n and size + sum(len(p) for p in pieces) > budget:
                     continue
-                passage = [(u.doc, text)] + ([(u.doc, f"The steps go on in [{u.doc + 1}].")] if rest else [])
+                passage = [(u.doc, p) for p in pieces]
+                passage += [(u.doc, f"The steps go on in [{u.doc + 1}].")] if rest else []
+                text = pieces[0]
                 intro = unit_at(u.doc, min(keys)[1] - 1)
                 if (
                     intro is not None
@@ -778,19 +819,16 @@ class Extractive:
             used |= keys
             size += sum(len(t) for _, t in passage)
             parts += passage
-            block = unit_at(u.doc, last + 1) if u.row < 0 else None  # a row is its own answer
-            if block is not None and block.code and (block.doc, block.pos) not in used:
-                introduced = unit_at(u.doc, last)
-                if n == 0 or (introduced is not None and introduced.text.rstrip().endswith(":")):
-                    if len(block.text) <= MAX_CODE_CHARACTERS:
-                        parts.append((u.doc, block.text))
-                        # a table quoted whole: its rows are not quoted again
-                        used |= {(x.doc, x.pos) for x in units if x.doc == block.doc and x.row == block.pos}
-                    elif n == 0:
-                        parts.append(
-                            (u.doc, f"(The {'table' if block.text.startswith('|') else 'code'} is in [{u.doc + 1}].)")
-                        )
-                    used.add((block.doc, block.pos))
+            block = block_after(unit_at(u.doc, last))
+            if block is not None:  # the block the passage's last sentence introduces goes with it
+                shown = _shown_block(block)
+                if n and size + len(shown) > budget:  # a support's block counts, and is named when it does not fit
+                    shown = _shown_block(block, whole=False)
+                parts.append((u.doc, shown))
+                size += len(shown) if n else 0
+                used.add((block.doc, block.pos))
+            # a table quoted whole (after its sentence, or in a step): its rows are not quoted again
+            used |= {(x.doc, x.pos) for x in units if x.row >= 0 and (x.doc, x.row) in used}
         out: list[str] = []
         for doc_i, text in parts:
             is_block = text.startswith(("```", "~~~", "|", "The steps go on", "(The "))
@@ -815,8 +853,8 @@ class Extractive:
 
     @staticmethod
     def _list_size(units: list[Unit], u: Unit) -> int:
-        """Characters of the list holding ``u`` (its items' text, about as rendered)."""
-        return sum(len(x.text) + 3 for x in units if x.doc == u.doc and x.list == u.list and not x.code)
+        """Characters of the list holding ``u`` (its items' text and blocks, about as rendered)."""
+        return sum(len(x.text) + 3 for x in units if x.doc == u.doc and x.list == u.list)
 
     @staticmethod
     def _numbered(units: list[Unit], u: Unit) -> bool:
@@ -825,21 +863,32 @@ class Extractive:
         return bool(first) and first[0].item[:1].isdigit()
 
     @staticmethod
-    def _render_list(units: list[Unit], lead: Unit, budget: int) -> tuple[str, set[tuple[int, int]], bool]:
-        """The list holding ``lead`` as Markdown (each step's number or a "-", and its sentences),
-        whole when it fits ``budget`` (x 1.5: steps are not cut for a few characters), else
-        from the lead's step on while steps fit. Returns the text, the units quoted and
-        whether steps were left out after the last one quoted."""
-        members = [x for x in units if x.doc == lead.doc and x.list == lead.list and not x.code]
+    def _render_list(units: list[Unit], lead: Unit, budget: int) -> tuple[list[str], set[tuple[int, int]], bool]:
+        """The list holding ``lead`` as Markdown (each step's number or a "-", and its sentences;
+        a paragraph without a marker continues its step), with the code blocks and tables inside
+        its steps in place (one longer than ``MAX_CODE_CHARACTERS`` named: "(The code is in
+        [n].)"), whole when it fits ``budget`` (x 1.5: steps are not cut for a few characters;
+        blocks count), else from the lead's step on while steps fit. Returns the pieces (runs of
+        steps, and each block apart: a citation goes after prose, never inside a fence), the
+        units quoted and whether steps were left out after the last one quoted."""
+        members = [x for x in units if x.doc == lead.doc and x.list == lead.list]
         items: list[list[Unit]] = []
         for x in members:
-            if x.item or not items or x.para != items[-1][-1].para:
+            if x.code and not items:
+                continue  # nothing to belong to
+            if not x.code and (x.item or not items):
                 items.append([x])
             else:
                 items[-1].append(x)
         lead_item = next(i for i, it in enumerate(items) if lead in it)
-        whole = sum(len(" ".join(y.text for y in it)) + 4 for it in items)
+        shown = {(b.doc, b.pos): _shown_block(b) for it in items for b in it if b.code}
+
+        def cost(it: list[Unit]) -> int:
+            return sum(len(shown[(y.doc, y.pos)]) if y.code else len(y.text) + 1 for y in it) + 3
+
+        whole = sum(cost(it) for it in items)
         first = 0 if whole <= budget * 1.5 else lead_item
+        pieces: list[str] = []
         lines: list[str] = []
         keys: set[tuple[int, int]] = set()
         size = 0
@@ -847,12 +896,34 @@ class Extractive:
         numbers = {it[0].item for it in items if it[0].item[:1].isdigit()}
         lazy = len(numbers) == 1 and len(items) > 1  # "1." on every step: Markdown numbers them 1, 2, 3
         for at, it in enumerate(items[first:], start=first + 1):
-            text = " ".join(y.text for y in it)
-            if lines and size + len(text) > budget * 1.5:
+            if keys and size + cost(it) > budget * 1.5:
                 rest = True
                 break
             marker = (f"{at}." if lazy else it[0].item) if it[0].item[:1].isdigit() else "-"
-            lines.append(f"{marker} {text}")
+            prose: list[str] = []
+            for y in [*it, None]:
+                if y is not None and not y.code:
+                    prose.append(y.text)
+                    continue
+                if prose:  # the step's sentences (after a block: its text going on, unmarked)
+                    lines.append(f"{marker} {' '.join(prose)}" if marker else " ".join(prose))
+                    prose, marker = [], ""
+                if y is not None:  # a block inside the step: a piece of its own
+                    if lines:
+                        pieces.append("\n".join(lines))
+                        lines = []
+                    pieces.append(shown[(y.doc, y.pos)])
+                    marker = ""
             keys |= {(y.doc, y.pos) for y in it}
-            size += len(text) + len(marker) + 1
-        return "\n".join(lines), keys, rest
+            size += cost(it)
+        if lines:
+            pieces.append("\n".join(lines))
+        return pieces, keys, rest
+
+
+def _shown_block(block: Unit, whole: bool = True) -> str:
+    """A code block or table as quoted: whole (``whole`` and at most ``MAX_CODE_CHARACTERS``
+    long), else named with where it is ("(The code is in [2].)"); never cut."""
+    if whole and len(block.text) <= MAX_CODE_CHARACTERS:
+        return block.text
+    return f"(The {'table' if block.text.startswith('|') else 'code'} is in [{block.doc + 1}].)"

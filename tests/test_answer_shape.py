@@ -6,14 +6,16 @@ and its grader refuses a wall of text; the greeting names what the knowledge bas
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from bot.eval import first_fact_position, has_template_syntax
 from bot.runtime import describe_sources
 from graphs import prompts
-from graphs.extractive import Extractive, TextEmbedder
+from graphs.extractive import Extractive, TextEmbedder, split_units
 from graphs.graders import shape_problem
+from graphs.knowledge.sources import clean_markdown
 from graphs.settings import GraphSettings
 from tests.conftest import requires_offline_model
 
@@ -247,3 +249,124 @@ def test_a_sentence_is_read_under_its_heading():
     units = brain.doc_units(docs)
     alone = max(brain.score_units([question], units), key=lambda s: s.score)
     assert alone.unit.text.startswith("Sabbaticals give you time away")  # what the heading changes
+
+
+RUNBOOKS = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "prometheus-runbooks" / "runbooks"
+
+
+def introductions(text: str) -> list[tuple[str, str]]:
+    """``(sentence, block)`` for every sentence of ``text`` right before a code block or table
+    (the sentence that introduces it, whatever its last character)."""
+    units = split_units(text, short_items=True)
+    return [(a.text, b.text) for a, b in zip(units, units[1:], strict=False) if b.code and not a.code and not a.heading]
+
+
+def orphans(answer: str, text: str) -> list[str]:
+    """The sentences of ``answer`` that introduce a block in ``text`` and are quoted without it
+    (neither the block whole right after it, nor a line saying where it is)."""
+    out = []
+    for sentence, block in introductions(text):
+        at = answer.find(sentence)
+        if at < 0:
+            continue
+        rest = re.sub(r"^ \[\d+\]", "", answer[at + len(sentence) :])
+        if not rest.startswith((f"\n\n{block}", "\n\n(The code is in [", "\n\n(The table is in [")):
+            out.append(sentence)
+    return out
+
+
+@pytest.mark.parametrize(
+    "page, question",
+    [
+        ("etcd/etcdBackendQuotaLowSpace.md", "etcd db is at 96% of its quota, quickest way to claw back space?"),
+        ("etcd/etcdBackendQuotaLowSpace.md", "how do I defragment etcd and check how much space it frees"),
+        ("etcd/etcdHighFsyncDurations.md", "etcd fsync alert, how do I check the disk is fast enough"),
+        ("etcd/etcdGRPCRequestsSlow.md", "etcd requests slow, defragment the db, what to run"),
+        ("etcd/etcdMembersDown.md", "an etcd member is down, how do I check the members"),
+        ("kubernetes/KubePersistentVolumeFillingUp.md", "a persistent volume is filling up, what to check"),
+        ("node/NodeFilesystemSpaceFillingUp.md", "node filesystem filling up, how do I find what uses the space"),
+        ("alertmanager/AlertmanagerFailedReload.md", "alertmanager failed to reload its config, how to see why"),
+    ],
+)
+def test_a_sentence_introducing_a_command_is_quoted_with_it_on_real_pages(page, question):
+    """Any quoted sentence right before a code block carries it ("Run the following command in
+    all etcd pods." and `etcdctl defrag`), wherever it stands in the answer (lead or support),
+    whether it ends with ":" or "."; the block whole, or named when it does not fit the budget."""
+    text = clean_markdown((RUNBOOKS / page).read_text())[1]
+    assert introductions(text)
+    for budget in (300, 700):
+        answer = compose(question, text, budget=budget)
+        assert orphans(answer, text) == [], answer
+        assert "…" not in answer
+
+
+SETUP = """# Worker setup
+
+Workers pull jobs from the queue and report back to the scheduler every minute.
+
+1. Install the agent:
+
+   ```bash
+   pip install worker-agent
+   ```
+
+2. Register the worker with the scheduler.
+
+   ```bash
+   worker-agent register --scheduler https://scheduler.internal
+   ```
+
+3. Start the service and check its status.
+
+If a worker stops reporting, restart it with the new flag.
+
+    worker-agent restart --resync
+
+The scheduler then hands its jobs to the other workers.
+"""
+
+
+@pytest.mark.parametrize(
+    "question, block",
+    [
+        (
+            "how do I register a worker with the scheduler",
+            "worker-agent register --scheduler https://scheduler.internal",
+        ),
+        ("how do I install the worker agent", "pip install worker-agent"),
+        ("a worker stopped reporting, how do I restart it", "worker-agent restart --resync"),
+    ],
+)
+def test_steps_keep_the_commands_inside_them_and_a_plain_sentence_its_indented_block(question, block):
+    """A step's command (a block inside the list item) is quoted inside the steps, in place; an
+    indented code block after a sentence ending with "." comes with that sentence."""
+    answer = compose(question, SETUP)
+    assert f"```bash\n{block}\n```" in answer or f"```\n{block}\n```" in answer, answer
+    assert orphans(answer, SETUP) == [], answer
+    if "register" in question:
+        steps = answer[answer.index("1. Install") :]
+        assert steps.index("pip install") < steps.index("2. Register") < steps.index("worker-agent register")
+        assert steps.index("worker-agent register") < steps.index("3. Start the service")
+
+
+def test_a_block_the_chunking_cut_in_two_is_quoted_whole_or_named(tmp_path):
+    """A long command block split over two chunks (closed at the end of one, reopened in the next)
+    is one block again in the answer: whole, or "(The code is in [n].)" past the code limit;
+    never its first half alone."""
+    from graphs.knowledge import KnowledgeBase
+
+    lines = "\n".join(f"kubectl annotate node worker-{i:02d} drained=true --overwrite" for i in range(24))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "drain.md").write_text(
+        f"# Draining\n\nRun the following commands to mark every worker drained.\n\n```bash\n{lines}\n```\n"
+    )
+    kb = KnowledgeBase(tmp_path / "index", [src], chunk_size=600, chunk_overlap=20)
+    kb.reindex()
+    assert len(kb.snapshot.file_chunks("drain.md")) >= 3  # the block is cut by the chunking
+    brain = Extractive(TextEmbedder(None), kb)
+    docs = brain.retrieve(["how do I mark every worker drained"], 3)
+    answer = brain.compose(["how do I mark every worker drained"], docs)
+    fences = re.findall(r"^```", answer, re.M)
+    assert len(fences) in (0, 2), answer  # one block, not two halves
+    assert (lines in answer) or "(The code is in [1].)" in answer, answer
