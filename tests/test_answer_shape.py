@@ -370,3 +370,58 @@ def test_a_block_the_chunking_cut_in_two_is_quoted_whole_or_named(tmp_path):
     fences = re.findall(r"^```", answer, re.M)
     assert len(fences) in (0, 2), answer  # one block, not two halves
     assert (lines in answer) or "(The code is in [1].)" in answer, answer
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_runbook_answers_through_the_cli_carry_their_commands_and_no_raw_links(tmp_path):
+    """`threadwise eval --answers` offline on the real etcd runbooks: the defragment answer shows
+    the command its sentence announces; the fsync answer shows the words of its reference links
+    (`[fsync'd][fsync]` on the page), no Markdown reference syntax."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    src = tmp_path / "runbooks"
+    shutil.copytree(RUNBOOKS / "etcd", src)
+    (tmp_path / "config.toml").write_text(
+        '[knowledge]\nembeddings = "local"\nk = 3\n[graph]\ncomposer = "extractive"\n'
+        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
+    )
+    rows = [
+        {
+            "id": "defrag",
+            "kind": "kb",
+            "expected_route": "vectorstore",
+            "question": "etcd db is nearly at its quota, how do I defragment it?",
+        },
+        {
+            "id": "fsync",
+            "kind": "kb",
+            "expected_route": "vectorstore",
+            "question": "etcd fsync latency alert - why does etcd care about disk latency?",
+        },
+    ]
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    for secret in ("MISTRAL_API_KEY", "TAVILY_API_KEY"):
+        env.pop(secret, None)
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "eval", "q.jsonl", "--config", "config.toml", "--source", str(src)]
+        + ["--json", "out.json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    answers = {r["id"]: r["answer"] for r in json.loads((tmp_path / "out.json").read_text())["rows"]}
+    assert re.search(
+        r"Run the following command in all etcd pods\. \[\d\]\n\n```\w*\n\$ etcdctl defrag\n```", answers["defrag"]
+    )
+    assert "has to be fsync'd to disk" in answers["fsync"], answers["fsync"]
+    for answer in answers.values():
+        assert not re.search(r"\]\[|\[\^", prose_of(answer)), answer
