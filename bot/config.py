@@ -224,18 +224,28 @@ class ModelSettings(_Section):
     _calls_range = _auto_or_between("max_concurrent_calls", 1, 256)
 
 
+USER_GUIDE = "docs"
+"""The folder of this project's user guide: the knowledge base when none is configured."""
+USER_GUIDE_DESCRIPTION = "the Threadwise user guide: installing, configuring and running the Threadwise chat bot"
+
+
 class KnowledgeSettings(_Section):
     """``[knowledge]``: the documents searched and how they are indexed."""
 
     sources: list[str] = Field(
-        ["docs"], description="Folders, files or globs of Markdown/text; default: this project's user guide."
+        [],
+        examples=[["docs"]],
+        description="Folders, files or globs of Markdown/text, indexed beside [[sources]]; empty: this "
+        "project's user guide (docs/) while no [[sources]] are declared, else none.",
     )
     patterns: list[str] = Field(
         ["**/*.md", "**/*.markdown", "**/*.txt"], description="Files of the source folders that are indexed (globs)."
     )
     description: str = Field(
-        "the Threadwise user guide: installing, configuring and running the Threadwise chat bot",
-        description="What the knowledge base holds, in a few words (helps the router).",
+        "",
+        examples=["the platform team's runbooks and handbook"],
+        description="What the knowledge base holds, in a few words (helps the router); empty: the user "
+        "guide's description while it is the knowledge base, else the sources' names.",
     )
     index_dir: str = Field(
         "",
@@ -957,11 +967,21 @@ class Settings(_Section):
         return out
 
     def legacy_sources(self) -> list[str]:
-        """``[knowledge] sources`` as indexed: as written, except that its default (this
-        project's guide) is left out when ``[[sources]]`` entries exist and it was not set."""
-        if self.sources and "sources" not in self.knowledge.model_fields_set:
-            return []
-        return list(self.knowledge.sources)
+        """``[knowledge] sources`` as indexed: as written; left empty, this project's user guide
+        while no ``[[sources]]`` are declared (a team that declares its own sources does not get
+        the guide mixed into its answers), else none."""
+        if self.knowledge.sources:
+            return list(self.knowledge.sources)
+        return [] if self.sources else [USER_GUIDE]
+
+    def kb_description(self) -> str:
+        """What the knowledge base holds, for the router and the help text: ``[knowledge]
+        description``; left empty, the user guide's while it is the only source, else the
+        names of the sources (``"the knowledge sources handbook, runbooks"``)."""
+        if self.knowledge.description:
+            return self.knowledge.description
+        names = [s.name for s in self.sources] + [Path(src.rstrip("/")).name or src for src in self.knowledge.sources]
+        return f"the knowledge sources {', '.join(names)}" if names else USER_GUIDE_DESCRIPTION
 
     def path(self, relative: str) -> Path:
         """Resolve a path from config.toml against the config file's folder."""

@@ -259,15 +259,12 @@ def graph_config(
     ``[knowledge] k`` and ``description`` (a description of ``sources`` when they override
     config.toml's) and ``[service] apology``."""
     g = settings.graph
-    default_description = type(settings.knowledge).model_fields["description"].default
     return GraphConfig.of(
         g,
         k=settings.knowledge.k,
         apology=settings.service.apology,
         kb_description=(
-            describe_sources(sources)
-            if sources and settings.knowledge.description == default_description
-            else settings.knowledge.description
+            describe_sources(sources) if sources and not settings.knowledge.description else settings.kb_description()
         ),
         graders="lexical" if degraded else resolve_graders(g.graders, model),
         composer="extractive" if degraded else resolve_composer(g.composer, model),
@@ -510,7 +507,7 @@ async def open_runtime(
         admin = AdminCommands(
             knowledge,
             store,
-            kb_description=settings.knowledge.description,
+            kb_description=settings.kb_description(),
             describe={"Chat model": provider, "Web search": "on (Tavily)" if web else "off"},
             learned=learned,
             sync=sync,

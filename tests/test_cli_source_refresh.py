@@ -4,6 +4,7 @@ once and by name: through the real process and real files."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.fakes.bot_process import threadwise
 from tests.test_sources_safety import files_config
@@ -53,3 +54,24 @@ def test_a_sync_report_names_what_it_skipped(tmp_path):
     synced = threadwise("sync", "--config", str(cfg), cwd=tmp_path)
     assert synced.returncode == 0, synced.stderr[-2000:]
     assert "kb: 1 added, 0 updated, 0 removed, 0 unchanged; 1 skipped: logo.png (not a format read)" in synced.stdout
+
+
+def test_sources_added_to_the_shipped_config_replace_the_user_guide(tmp_path):
+    """A team copies the shipped config.toml elsewhere and adds its own [[sources]]: only they
+    are synced and searched (no user guide beside them, no failed docs/ folder), and the
+    knowledge base is described by their names, not as the Threadwise user guide."""
+    shipped = (Path(__file__).resolve().parent.parent / "config.toml").read_text()
+    (tmp_path / "handbook").mkdir()
+    (tmp_path / "handbook" / "leave.md").write_text("# Leave\n\nAsk your manager before booking leave.\n")
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        shipped.replace('embeddings = "auto"', 'embeddings = "none"', 1)
+        + '\n[[sources]]\nname = "handbook"\ntype = "files"\npath = "handbook"\n'
+    )
+    synced = threadwise("sync", "--config", str(cfg), cwd=tmp_path)
+    assert synced.returncode == 0, synced.stdout + synced.stderr[-2000:]
+    listed = threadwise("sources", "--json", "--config", str(cfg), cwd=tmp_path)
+    assert [json.loads(line)["name"] for line in listed.stdout.splitlines()] == ["handbook"], listed.stdout
+    from bot.config import load_settings
+
+    assert load_settings(cfg).kb_description() == "the knowledge sources handbook"

@@ -137,7 +137,7 @@ def test_config_errors_name_the_key(tmp_path: Path):
 def test_shipped_config_is_valid_and_holds_no_secrets():
     root = Path(__file__).resolve().parent.parent
     settings = load_settings(root / "config.toml")
-    assert settings.knowledge.sources == ["docs"]
+    assert settings.legacy_sources() == ["docs"] and "user guide" in settings.kb_description()
     text = (root / "config.toml").read_text().lower()
     for word in ("xoxb-", "xapp-", "tvly-", "api_key =", "token ="):
         assert word not in text
