@@ -19,7 +19,7 @@ Thresholds are calibrated on the development eval set by ``bench/calibrate_offli
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -30,6 +30,7 @@ from graphs import signals
 from graphs.knowledge.common import KnowledgeBaseError
 from graphs.knowledge.crosslingual import CrossLingualIndex, is_foreign, window_texts
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
+from graphs.knowledge.links import plain_links
 from graphs.knowledge.splitting import fence_indented_code
 from graphs.state import Doc
 
@@ -102,10 +103,13 @@ class Unit:
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)+\|?\s*$")
-_LINK = re.compile(r"!?\[([^\]]*)\]\((?:[^()]|\([^()]*\))*\)")  # an address may hold one level of ( )
+# elements whose content is not text a reader sees: removed with their content
+_HIDDEN_HTML = re.compile(r"<(script|style|noscript|template)\b[^>]*>.*?(?:</\1\s*>|\Z)|<!--.*?(?:-->|\Z)", re.I | re.S)
 _HTML = re.compile(
-    r"</?(?:a|p|br|hr|div|span|img|sup|sub|details|summary|figure|figcaption|iframe|video|source|"
-    r"table|thead|tbody|tr|td|th|ul|ol|li|em|strong|b|i|code|pre|center|picture)\b[^<>]*>",
+    r"</?(?:a|p|br|hr|div|span|img|sup|sub|details|summary|figure|figcaption|iframe|video|audio|source|"
+    r"table|thead|tbody|tfoot|caption|tr|td|th|ul|ol|li|dl|dt|dd|em|strong|b|i|u|s|del|ins|mark|small|"
+    r"abbr|cite|q|kbd|var|samp|time|code|pre|center|picture|section|article|blockquote|font|"
+    r"script|style|noscript|template|h[1-6])\b[^<>]*>",
     re.I,
 )
 _ADMONITION = re.compile(r"^\s*(?:!!!|\?\?\?\+?)\s*\w*(?:\s+\"([^\"]*)\")?\s*$")
@@ -118,12 +122,27 @@ _SENTENCE_END = re.compile(
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 
 
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
+
+
+def _outside_code(text: str, change: Callable[[str], str]) -> str:
+    """``text`` with ``change`` applied to what is not inside an inline code span."""
+    out, at = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [change(text[at : m.start()]), m.group(0)]
+        at = m.end()
+    return "".join([*out, change(text[at:])])
+
+
 def clean_prose(text: str) -> str:
-    """Markdown prose as plain readable text: links keep their words, HTML tags, list
-    markers, heading marks and admonition markers go."""
-    text = _LINK.sub(r"\1", text)
+    """Markdown prose as plain readable text: links and images become their words
+    (:func:`graphs.knowledge.links.plain_links`: nested ones, addresses with parentheses and
+    autolinks too), HTML tags go (scripts, styles and comments with their content), as do
+    list markers, heading marks and admonition markers. Inline code is kept as written."""
+    text = _outside_code(text, lambda prose: _HIDDEN_HTML.sub(" ", prose))
+    text = plain_links(text)
     text = re.sub(r":::\w*", " ", text)  # mkdocs tab / language markers
-    text = _HTML.sub(" ", text)
+    text = _outside_code(text, lambda prose: _HTML.sub(" ", prose))
     text = re.sub(r"^\s*#+\s*", "", text)
     text = _ITEM.sub("", text)
     return re.sub(r"\s+", " ", text).strip(" \t")

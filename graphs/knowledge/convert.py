@@ -5,7 +5,9 @@
   what charset-normalizer found); bytes that are not text (NUL bytes, or mostly control
   characters: a binary file named ``.md``) are refused.
 - HTML goes through :func:`html_to_markdown`: navigation chrome (``nav``, ``header``,
-  ``footer``, ``aside``, scripts, forms) is dropped, ``main``/``article`` is preferred, and
+  ``footer``, ``aside``, scripts, forms) and headings' permalinks (``¶``) are dropped, every
+  link becomes one whole Markdown link or its words (:func:`_plain_links`),
+  ``main``/``article`` is preferred, and
   markdownify writes ATX headings, pipe tables and fenced code (its language from a
   ``language-*`` class). The encoding comes from a byte-order mark, the HTTP header, then
   ``<meta charset>``, then UTF-8, then detection as for text, so non-UTF-8 pages read correctly.
@@ -33,12 +35,13 @@ from graphs.knowledge.templates import strip_templates
 
 log = logging.getLogger(__name__)
 
-CONVERTER_VERSION = 3
+CONVERTER_VERSION = 4
 """Raised whenever a format's conversion gives other Markdown than before (another
 converter, tables or headings written differently): part of :data:`FILE_READERS` and
 :data:`HTML_READERS`, so documents read by the older conversion are read again at the next
 sync. 1: office files through markitdown; 2: DOCX through python-docx; 3: XLSX through
-openpyxl (:func:`_xlsx`). An index written before readers were recorded has none: read again."""
+openpyxl (:func:`_xlsx`); 4: HTML links made whole or dropped (:func:`_plain_links`). An
+index written before readers were recorded has none: read again."""
 FILE_READERS = f"{CONVERTER_VERSION}:{','.join(sorted(SUPPORTED_SUFFIXES))}"
 """What a ``files`` or ``git`` source can read: the conversion's version and every readable
 ending. The index keeps it per source (``readers`` in its manifest); when it differs, a file
@@ -250,6 +253,7 @@ def html_to_markdown(html: str, base_url: str = "") -> tuple[str, str]:
     h1 = root.find("h1")
     if not title and h1 is not None:
         title = " ".join(h1.get_text(" ").split())
+    _plain_links(root)
 
     def language(el: Any) -> str:
         for node in (el, el.find("code")):
@@ -268,6 +272,85 @@ def html_to_markdown(html: str, base_url: str = "") -> tuple[str, str]:
     ).convert_soup(root)
     md = re.sub(r"\n{3,}", "\n\n", md).strip() + "\n"
     return title, md
+
+
+_PERMALINK_CLASS = re.compile(
+    r"(^|[\s_-])(headerlink|anchor|anchorjs-link|hash-link|header-anchor|heading-link|permalink)($|[\s_-])", re.I
+)
+_FOOTNOTE_MARK = re.compile(r"\[?(?:\d{1,3}|[*†‡§])\]?")  # a footnote's marker: [2], 3, *, †
+_BLOCKS = [
+    "p",
+    "div",
+    "section",
+    "article",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "ul",
+    "ol",
+    "li",
+    "dl",
+    "table",
+    "pre",
+    "blockquote",
+    "figure",
+    "hr",
+]
+_URL_UNSAFE = re.compile(r"[\s()<>\[\]\\]")
+
+
+def _safe_url(url: str) -> str:
+    """``url`` with the characters that would end a Markdown link early (white space,
+    parentheses, angle and square brackets, backslashes) percent-encoded: the address reads
+    the same to a browser, and the link stays one link."""
+    return _URL_UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), url.strip())
+
+
+def _plain_links(root: Any) -> None:
+    """Make every ``<a>`` and ``<img>`` under ``root`` convert to one whole Markdown link or to
+    its words, so no part of a link is left in the text (a stray ``)`` or ``](``):
+
+    - a heading's permalink (``<a class="headerlink" href="#x">¶</a>``, or a same-page link
+      whose text holds no letter or digit: ``¶``, ``#``, ``§``, an icon) goes, as does a
+      footnote's marker (a same-page link ``[2]``: Markdown's ``[^2]`` goes too, and a reader
+      of an answer would take it for a citation);
+    - a link without an address, or to ``javascript:``, becomes its text;
+    - a link around blocks (a card: a heading and a paragraph in one ``<a>``) becomes its
+      blocks: Markdown has no link across paragraphs;
+    - addresses are made safe for Markdown (:func:`_safe_url`: parentheses, spaces);
+    - an image whose address is the picture itself (``data:``) becomes its alt text.
+    """
+    for a in root.find_all("a"):
+        if a.decomposed or a.attrs is None:
+            continue
+        href = str(a.get("href") or "").strip()
+        classes = " ".join(a.get("class") or [])
+        words = a.get_text("", strip=True)
+        if href.startswith("#") and (
+            _FOOTNOTE_MARK.fullmatch(words)
+            or not re.search(r"\w", words)
+            or (_PERMALINK_CLASS.search(classes) and len(words) <= 3)
+        ):
+            a.decompose()
+        elif not href or href.lower().startswith(("javascript:", "data:", "vbscript:")) or a.find(_BLOCKS):
+            a.unwrap()
+        else:
+            a["href"] = _safe_url(href)
+    for img in root.find_all("img"):
+        if img.decomposed or img.attrs is None:
+            continue
+        src = str(img.get("src") or "").strip()
+        if not src or src.lower().startswith("data:"):
+            alt = " ".join(str(img.get("alt") or "").split())
+            if alt:
+                img.replace_with(alt)
+            else:
+                img.decompose()
+        else:
+            img["src"] = _safe_url(src)
 
 
 def _office(data: bytes, kind: str) -> Converted:

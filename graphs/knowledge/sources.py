@@ -28,6 +28,7 @@ from markdown_it import MarkdownIt
 from markdown_it.common.utils import normalizeReference
 
 from graphs.knowledge.common import KnowledgeBaseError, display_name
+from graphs.knowledge.links import link_texts
 
 log = logging.getLogger(__name__)
 
@@ -192,10 +193,9 @@ FENCE_RE = re.compile(r"^([ \t>]*)(`{3,}|~{3,})(.*)$")
 _MKDOCS_ADMONITION = re.compile(r"^([ \t]*)(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t]+\"(.*)\")?[ \t]*$")
 _COLON_FENCE = re.compile(r"^[ \t]*:{3,}[ \t]*(?:[\w-]+)?[ \t]*(?:\[(.*)\]|(.*?))[ \t]*(?:\{.*\})?[ \t]*$")
 _GITHUB_ALERT = re.compile(r"^([ \t]*>[ \t]*)\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(.*)$", re.I)
-# a link's address may hold one level of parentheses (``https://en.wikipedia.org/wiki/Raft_(algorithm)``)
-_LINK = r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\((?:[^()]|\([^()]*\))*\)"
-_LINK_ONLY = re.compile(rf"^[ \t]*((?:[-*+]|\d+[.)])[ \t]+)?((?:{_LINK}[ \t|·•,;–-]*)+)$")
-_LINK_TEXT = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\((?:[^()]|\([^()]*\))*\)")
+_LIST_MARK = re.compile(r"[ \t]*((?:[-*+]|\d+[.)])[ \t]+)?")
+# an HTML block that is not text: a script or a style sheet, with its content (to its closing tag)
+_HIDDEN_BLOCK = re.compile(r"^[ \t]{0,3}<(script|style)(?:[\s>]|$)", re.I)
 
 
 def front_matter_title(text: str) -> tuple[str, str]:
@@ -401,32 +401,46 @@ def _clean_lines(lines: list[str]) -> list[str]:
             if m.group(2).strip():
                 out.append(m.group(2).strip())
             continue
-        m = _LINK_ONLY.match(line)
+        m = _HIDDEN_BLOCK.match(line)
         if m:
-            texts = [t for t in (_link_text(x) for x in re.findall(_LINK, m.group(2))) if t.strip()]
+            close = f"</{m.group(1).lower()}"
+            while close not in line.lower() and i < len(lines):
+                line = lines[i]
+                i += 1
+            rest = line[line.lower().rfind(close) :].split(">", 1)[1] if close in line.lower() else ""
+            if rest.strip():
+                out.append(rest)
+            continue  # a script or style sheet in the page: code the reader never sees
+        only = _link_only(line)
+        if only:
+            marker, texts = only
+            texts = [t for t in texts if t.strip()]
             before = lines[i - 2] if i >= 2 else ""
             after = lines[i] if i < len(lines) else ""
-            if m.group(1) or not _stands_alone(before, after):
+            if marker or not _stands_alone(before, after):
                 # a list of links, or a link inside a paragraph: keep the titles, drop the addresses
                 if texts:
-                    out.append(line[: len(line) - len(line.lstrip())] + (m.group(1) or "") + ", ".join(texts))
+                    out.append(line[: len(line) - len(line.lstrip())] + marker + ", ".join(texts))
             continue  # a line of its own holding only links or badges: navigation, not content
         out.append(line)
     return out
 
 
+def _link_only(line: str) -> tuple[str, list[str]] | None:
+    """``(list marker or "", the texts of its links)`` when ``line`` holds only links or
+    images (badges, navigation; :func:`graphs.knowledge.links.link_texts`), else None."""
+    m = _LIST_MARK.match(line)
+    rest = line[m.end() :] if m else line
+    if not rest.startswith(("[", "![")):
+        return None
+    texts = link_texts(rest)
+    return ((m.group(1) or "") if m else "", texts) if texts is not None else None
+
+
 def _stands_alone(before: str, after: str) -> bool:
     """A line between these neighbours is a paragraph of its own (or part of a block of
     link-only lines), not a line inside a sentence."""
-    return all(not n.strip() or _LINK_ONLY.match(n) or n.lstrip().startswith(("#", "<")) for n in (before, after))
-
-
-def _link_text(link: str) -> str:
-    """The visible text of a Markdown link or image (nested badge links unwrapped)."""
-    prev = None
-    while prev != link:
-        prev, link = link, _LINK_TEXT.sub(r"\1", link)
-    return link.strip()
+    return all(not n.strip() or _link_only(n) or n.lstrip().startswith(("#", "<")) for n in (before, after))
 
 
 def _drop_comments(line: str) -> tuple[str, bool]:

@@ -23,10 +23,12 @@ from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 from markdown_it import MarkdownIt
 
 from graphs.knowledge.common import Chunk
+from graphs.knowledge.links import plain_links
 from graphs.knowledge.sources import FENCE_RE, clean_markdown
 
-SPLITTER_ID = "md-blocks-2"
-"""Names this chunking; stored in the manifest so a change of it rebuilds the index."""
+SPLITTER_ID = "md-blocks-3"
+"""Names this chunking; stored in the manifest so a change of it rebuilds the index.
+3: headings, scripts and link-only lines read with whole links (:mod:`graphs.knowledge.links`)."""
 
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])  # blocks only
 _MAX_HEADING_LEVEL = 4
@@ -40,6 +42,16 @@ class _Block:
     @property
     def text(self) -> str:
         return "\n".join(self.lines)
+
+
+# inline HTML a heading may hold around its words (a permalink, an anchor, code, emphasis)
+_HEADING_HTML = re.compile(r"</?(?:a|span|code|em|strong|b|i|img|sup|sub|small|br|kbd|mark)\b[^<>]*>", re.I)
+
+
+def heading_text(source: str) -> str:
+    """A heading's words on one line: links and images as their text (a permalink
+    ``[¶](#x)`` as its sign), its inline HTML tags gone, white space collapsed."""
+    return " ".join(_HEADING_HTML.sub(" ", plain_links(source)).split())
 
 
 def _sections(text: str) -> list[tuple[list[str], list[_Block]]]:
@@ -59,7 +71,7 @@ def _sections(text: str) -> list[tuple[list[str], list[_Block]]]:
                 blocks = []
             level = int(tok.tag[1:])
             headings = {k: v for k, v in headings.items() if k < level}
-            headings[level] = " ".join(tokens[i + 1].content.split())
+            headings[level] = heading_text(tokens[i + 1].content)
             continue
         if tok.type == "hr":
             continue
