@@ -3,7 +3,8 @@
 
 - :mod:`.base`: :class:`Document`, :class:`Listing`, the :class:`Connector` contract, :class:`SourceError`.
 - :mod:`.files`: local folders, files and globs (Markdown, MDX, text, HTML, PDF, DOCX, PPTX, XLSX).
-- :mod:`.web`: a website from a start page or a sitemap.
+- :mod:`.web`: a website from a start page or a sitemap (HTTP under a deadline: :mod:`.fetch`;
+  sitemaps: :mod:`.sitemap`).
 - :mod:`.git`: one branch of a Git repository.
 
 Conversion to Markdown is :mod:`graphs.knowledge.convert`, shared by all three.
