@@ -15,6 +15,9 @@
   DOCX through python-docx (:func:`_docx` says why), XLSX through openpyxl (:func:`_xlsx`
   says why): headings and tables of office files are kept; a PDF gives its text in reading
   order (PDFs carry no headings; see docs/knowledge-base.md for why markitdown and not docling).
+- DOCX, PPTX and XLSX are zip archives: :func:`check_zip` refuses one that would expand too
+  far (a zip bomb: over 200 MB in all, or a part over 100:1) from its central directory,
+  before any converter opens it.
 
 Template syntax (Liquid/Jinja tags, Hugo shortcodes, MDX imports and components) is removed
 by :func:`graphs.knowledge.templates.strip_templates` from Markdown, MDX and converted HTML,
@@ -31,6 +34,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from graphs.file_formats import HTML_SUFFIXES, OFFICE_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES
+from graphs.knowledge.common import display_name
 from graphs.knowledge.templates import strip_templates
 
 log = logging.getLogger(__name__)
@@ -353,7 +357,79 @@ def _plain_links(root: Any) -> None:
             img["src"] = _safe_url(src)
 
 
+ZIP_KINDS = ("docx", "pptx", "xlsx")
+"""The formats that are zip archives of XML parts (Office Open XML): :func:`check_zip` looks
+at their central directory before any converter opens them."""
+MAX_UNZIPPED_BYTES = 200_000_000
+"""The most an office file's parts may expand to, all together. The file size limit
+(``max_file_bytes``) counts the compressed bytes only: a 424 KB DOCX can expand to 754 MB,
+which python-docx would parse whole (an lxml tree takes several times its XML's size in
+memory). 200 MB is four times the default 50 MB file limit, so a file of that size made of
+pictures (stored as they are: they expand to about their own size) is still read, while
+the XML the converters parse stays at a size one sync can hold."""
+MAX_ZIP_RATIO = 100
+"""The most one part of an office file may expand, uncompressed bytes per compressed byte,
+once it expands past :data:`ZIP_RATIO_GRACE_BYTES`. Apache POI's ``ZipSecureFile``, the zip
+bomb guard of the Java office-file library, refuses the same by default
+(``MIN_INFLATE_RATIO = 0.01``, after 100 KiB); word-processing and spreadsheet XML compress
+5-20:1, a bomb's repeated bytes 1000:1 (the most deflate reaches). See also OWASP's file
+upload cheat sheet and the "Decompression pitfalls" of Python's ``zipfile`` documentation."""
+ZIP_RATIO_GRACE_BYTES = 100 * 1024
+"""A part expanding to less than this is not held to :data:`MAX_ZIP_RATIO` (POI's grace size:
+a small, repetitive part such as an empty sheet compresses well and costs nothing)."""
+MAX_ZIP_MEMBERS = 10_000
+"""The most parts an office file may hold: a 500-slide deck has a few thousand (slides,
+their relations, pictures); more is an archive of many tiny parts made to exhaust the parser."""
+
+
+def check_zip(data: bytes, kind: str) -> None:
+    """Refuse an office file (a zip archive) that would expand too far, before it is opened
+    by a converter: reads the archive's central directory only (microseconds), not its parts.
+
+    The sizes the directory declares are the ones that count: Python's ``zipfile``, which
+    python-docx, python-pptx and openpyxl read through, stops a part at its declared size (its
+    checksum then fails), so a part cannot expand past what is checked here.
+
+    Args:
+        data: the file's bytes.
+        kind: ``"docx"``, ``"pptx"`` or ``"xlsx"`` (for the message).
+
+    Raises:
+        ConversionError: not a zip archive, more than :data:`MAX_ZIP_MEMBERS` parts, over
+            :data:`MAX_UNZIPPED_BYTES` unzipped, or a part over :data:`MAX_ZIP_RATIO` (the
+            message names the part and the sizes).
+    """
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        raise ConversionError(f"cannot read this {kind.upper()} (not a zip archive: {exc})") from None
+    if len(members) > MAX_ZIP_MEMBERS:
+        raise ConversionError(
+            f"refused: {len(members)} parts in this {kind.upper()}, over the {MAX_ZIP_MEMBERS} a document "
+            "has (a zip bomb?)"
+        )
+    total = sum(m.file_size for m in members)
+    if total > MAX_UNZIPPED_BYTES:
+        raise ConversionError(
+            f"refused: this {kind.upper()} expands to {total / 1e6:,.0f} MB, over the "
+            f"{MAX_UNZIPPED_BYTES / 1e6:.0f} MB an office file may unzip to (a zip bomb?)"
+        )
+    for m in members:
+        ratio = m.file_size / max(m.compress_size, 1)
+        if m.file_size > ZIP_RATIO_GRACE_BYTES and ratio > MAX_ZIP_RATIO:
+            raise ConversionError(
+                f"refused: its part {display_name(m.filename[:200])} expands {ratio:,.0f}:1 "
+                f"({m.compress_size / 1e3:,.0f} KB to {m.file_size / 1e6:,.1f} MB), over the "
+                f"{MAX_ZIP_RATIO}:1 of any document (a zip bomb?)"
+            )
+
+
 def _office(data: bytes, kind: str) -> Converted:
+    if kind in ZIP_KINDS:
+        check_zip(data, kind)
     try:
         from markitdown import StreamInfo
     except ImportError as exc:  # the 'documents' extra is not installed
