@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 from urllib.parse import urljoin
 from xml.etree import ElementTree
 
@@ -56,7 +57,7 @@ def parse(body: bytes) -> tuple[bool, list[str], bool]:
             body = gunzip(body, MAX_SITEMAP_BYTES, _TOO_LARGE)
         except PageError as exc:
             raise SitemapError(str(exc)) from exc
-    parser = ElementTree.XMLPullParser(events=("start", "end"))
+    parser: ElementTree.XMLPullParser[ElementTree.Element] = ElementTree.XMLPullParser(events=("start", "end"))
     root: ElementTree.Element | None = None
     is_index = False
     locs: list[str] = []
@@ -65,8 +66,9 @@ def parse(body: bytes) -> tuple[bool, list[str], bool]:
     try:
         while chunk := stream.read(1 << 20):
             parser.feed(chunk)
-            for event, el in parser.read_events():
-                assert isinstance(el, ElementTree.Element)
+            for item in parser.read_events():
+                # ("start" | "end", element): the only events asked for
+                event, el = cast(tuple[str, ElementTree.Element], item)
                 name = el.tag.rsplit("}", 1)[-1]
                 if event == "start":
                     depth += 1
