@@ -7,7 +7,9 @@ parts, rendered by the platform's mention builder *after* the text is escaped, f
 we validate. A model or a document therefore never produces ``<!channel>``, ``<@U…>``,
 ``<#C…>`` or ``<!subteam^…>``: links are only made for the schemes in
 :data:`LINK_SCHEMES`, and broadcast words (``@channel``, ``@here``, ``@everyone``) are
-broken with a word joiner so no client or setting turns them into a ping.
+broken with a word joiner so no client or setting turns them into a ping. Emoji codes
+(``:x:``, ``:warning:``) in text are broken the same way (:func:`break_emoji_codes`): a
+document that says ``:x:`` shows the colons and the word, not a red cross.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from typing import Literal
 # Link targets that may become a clickable link; anything else (``!channel``, ``@U1``,
 # ``#C1``, ``!subteam^S1``, relative paths) is shown as text.
 LINK_SCHEMES = ("http://", "https://", "mailto:")
-_WORD_JOINER = "\u2060"
+WORD_JOINER = "\u2060"  # invisible, joins nothing: text reads the same, markup does not form
 _BROADCAST = re.compile(r"(?<![\w@])@(channel|here|everyone)\b", re.I)
+# ``:name:`` as Slack, Discord and Rich read an emoji code: letters, digits, ``_+-'``; a name of
+# digits only is a time or a ratio ("10:30:00"), except the emoji 100 and 1234
+_EMOJI_CODE = re.compile(r":(?=(?!\d+:)[\w+'-]+:|(?:100|1234):)")
 
 
 @dataclass(frozen=True)
@@ -60,4 +65,12 @@ def link_target(url: str) -> str | None:
 def break_broadcasts(text: str) -> str:
     """Insert a word joiner into ``@channel`` / ``@here`` / ``@everyone`` (any case), so the
     word reads the same but can never become a broadcast ping."""
-    return _BROADCAST.sub(lambda m: "@" + _WORD_JOINER + m.group(1), text)
+    return _BROADCAST.sub(lambda m: "@" + WORD_JOINER + m.group(1), text)
+
+
+def break_emoji_codes(text: str) -> str:
+    """Insert a word joiner after the first colon of every emoji code ``:name:`` (``:x:``,
+    ``:warning:``, ``:+1:``, ``:100:``), so it reads the same but no client shows an emoji for
+    it; a time such as ``10:30:00`` is left as it is. For prose only: code shows its text as
+    written and is passed over by the callers."""
+    return _EMOJI_CODE.sub(":" + WORD_JOINER, text)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 
-# <https://x>, <mailto:a@b>, <a@b.example>: CommonMark autolinks (the scheme is 2-32 characters)
-_AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*|[\w.!#$%&'*+/=?^`{|}~-]+@[\w-]+(?:\.[\w-]+)+)>")
+# <https://x>, <mailto:a@b>, <a@b.example>: CommonMark autolinks (the scheme is 2-32 characters);
+# not one holding "|": ``<https://x|label>`` is Slack's masked link, kept as written (shown as text)
+_AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>|]*|[\w.!#$%&'*+/=?^`{|}~-]+@[\w-]+(?:\.[\w-]+)+)>")
 _MAX_LINK = 4000  # characters one link may span (a longer "link" is prose with a stray bracket)
 _MAX_DEPTH = 32  # nested parentheses in an address (CommonMark's limit)
 

@@ -7,6 +7,8 @@ length", https://discord.com/developers/docs/resources/message#create-message). 
 * turns a message's text into a question (bot mentions ``<@id>`` / ``<@!id>`` / its role stripped),
 * names a thread from a question (Discord: 1-100 characters),
 * renders an :class:`~bot.protocol.Answer` with its sources and route note,
+* shows text from people, documents and models as written (:func:`inert_markdown`: no
+  mention, channel link, custom emoji, timestamp or emoji code of Discord's acts in it),
 * renders a :class:`~bot.protocol.HelpRequest`,
 * splits long text into messages of at most ``limit`` characters, in order, at paragraph or
   line boundaries, closing a code fence at a cut and reopening it (with its language) in the
@@ -27,7 +29,7 @@ from bot.chat import sources
 from bot.chat.help import HELP_LEAD, how_to_answer
 from bot.chat.sources import SourceLine
 from bot.chat.split import MARKDOWN_FENCE, split_text, utf16_size
-from bot.chat.text import break_broadcasts
+from bot.chat.text import WORD_JOINER, break_broadcasts, break_emoji_codes
 from bot.protocol import Answer, HelpRequest
 
 DISCORD_MESSAGE_LIMIT = 2000  # characters per message (Discord API: Create Message)
@@ -57,6 +59,40 @@ def inert_payload(value: Any) -> Any:
     if isinstance(value, list):
         return [inert_payload(item) for item in value]
     return value
+
+
+# Discord's markup in angle brackets: mentions <@1> <@!1> <@&1>, channels <#1>, slash commands
+# </name:1>, custom emoji <:name:1> <a:name:1>, timestamps <t:1:R>, guide links <id:browse>
+_DISCORD_MARKUP = re.compile(r"<(?=[@#:/]|a:|t:|id:)")
+_INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+
+
+def _inert_prose(text: str) -> str:
+    text = _DISCORD_MARKUP.sub("<" + WORD_JOINER, text)
+    return break_emoji_codes(text)
+
+
+def inert_markdown(markdown: str) -> str:
+    """Markdown from people, documents or models as Discord shows it literally: a word joiner
+    after the ``<`` of Discord's markup (``<@1>``, ``<@&1>``, ``<#1>``, ``</cmd:1>``,
+    ``<:name:1>``, ``<t:1:R>``) and after the first colon of an emoji code (``:x:``,
+    :func:`bot.chat.text.break_emoji_codes`), so it reads the same and is neither a mention
+    (which ``allowed_mentions`` would keep from pinging but not from showing as one), nor
+    an emoji, nor a timestamp. Code blocks and inline code are left as written (Discord
+    shows them so)."""
+    out: list[str] = []
+    in_code = False
+    for line in markdown.split("\n"):
+        if _FENCE.match(line):
+            in_code = not in_code
+        elif not in_code:
+            parts, at = [], 0
+            for m in _INLINE_CODE.finditer(line):
+                parts += [_inert_prose(line[at : m.start()]), m.group(0)]
+                at = m.end()
+            line = "".join([*parts, _inert_prose(line[at:])])
+        out.append(line)
+    return "\n".join(out)
 
 
 def inert_form(form: Any) -> Any:
@@ -136,7 +172,7 @@ def to_discord_markdown(markdown: str) -> str:
 
 
 def _source_line(src: SourceLine) -> str:
-    label = src.label.replace("[", "(").replace("]", ")").strip()
+    label = inert_markdown(src.label.replace("[", "(").replace("]", ")").strip())
     if src.is_url:
         return f"{src.number}. [{label}](<{src.location}>)"
     return f"{src.number}. {label} — `{src.location}`" if src.title else f"{src.number}. `{label}`"
@@ -161,7 +197,7 @@ def format_answer(answer: Answer, limit: int = DISCORD_MESSAGE_LIMIT) -> list[st
     Returns:
         One or more non-empty message texts, in posting order.
     """
-    body = to_discord_markdown(answer.text.strip()) or "…"
+    body = to_discord_markdown(inert_markdown(answer.text.strip())) or "…"
     tail = format_sources(answer)
     text = f"{body}\n\n{tail}" if tail else body
     return split_message(text, limit)
@@ -179,15 +215,15 @@ def format_help_request(
         limit: message limit; the question and attempts are shortened to fit.
         open_for: how long the request stays open (:func:`bot.chat.help.duration`); "" : not said.
     """
-    question = request.question.strip() or "(no question text)"
+    question = inert_markdown(request.question.strip()) or "(no question text)"
     head = f"🙋 {mentions + ' ' if mentions else ''}{HELP_LEAD}"
     how = how_to_answer("in this thread (or to this message)", open_for)
-    attempts = [a.strip() for a in request.attempts if a.strip()][:8]
+    attempts = [inert_markdown(a.strip()) for a in request.attempts if a.strip()][:8]
 
     def render(q: str, tried: list[str]) -> str:
         parts = [head, "", "> " + q.replace("\n", "\n> ")]
         if request.reason:
-            parts += ["", f"**Why:** {request.reason.strip()}"]
+            parts += ["", f"**Why:** {inert_markdown(request.reason.strip())}"]
         if tried:
             parts += ["**Tried:**"] + [f"- {a}" for a in tried]
         parts += ["", how]

@@ -23,6 +23,7 @@ from bot.chat.sources import SourceLine
 from bot.chat.text import Mention, Part
 from bot.platforms.slack.format import (
     escape,
+    escape_code,
     markdown_to_mrkdwn,
     slack_link,
     slack_mention,
@@ -102,7 +103,7 @@ def _preview(mrkdwn: str) -> str:
 def _source_line(src: SourceLine) -> str:
     if src.is_url:
         return f"{src.number}. {slack_link(src.location, src.label)}"
-    loc = escape(src.location.replace("`", "'"))
+    loc = escape_code(src.location.replace("`", "'"))
     return f"{src.number}. `{loc}`" + (f" — {escape(src.title)}" if src.title else "")
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bot.chat.split import MRKDWN_FENCE, split_text
-from bot.chat.text import Mention, Part, break_broadcasts, compose, link_target
+from bot.chat.text import Mention, Part, break_broadcasts, break_emoji_codes, compose, link_target
 
 FENCE = "```"
 _FENCE_LINE = re.compile(r"^\s*(```|~~~)(.*)$")
@@ -31,7 +31,8 @@ _TASK = re.compile(r"^\[( |x|X)\]\s+(.*)$")
 _QUOTE = re.compile(r"^(\s*(?:>\s?)+)(.*)$")
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 _MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
-_AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
+# no "|" in it: ``<https://x|label>`` is Slack's masked link, shown as text, never a link
+_AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s|]+)>")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|(?<![\w_])__(?=\S)(.+?)(?<=\S)__(?![\w_])")
 _ITALIC_STAR = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
@@ -43,9 +44,18 @@ _PROTECTED = re.compile(r"<[^<>\n]*>|&[a-z]+;")  # links and entities: a cut nev
 _SLACK_TOKEN = re.compile(r"<([^<>\n]+)>")
 
 
-def escape(text: str) -> str:
-    """Escape the three characters Slack treats as markup: ``&``, ``<``, ``>``."""
+def escape_code(text: str) -> str:
+    """Escape the three characters Slack treats as markup: ``&``, ``<``, ``>`` (for code and
+    link targets: Slack shows code as written, emoji codes included)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def escape(text: str) -> str:
+    """Text from people, documents or models as mrkdwn prose that shows as written: ``&``,
+    ``<``, ``>`` escaped (:func:`escape_code`), so ``<@U1>``, ``<!channel>``, ``<#C1>`` and
+    ``<https://x|label>`` are text, and every emoji code ``:name:`` broken
+    (:func:`bot.chat.text.break_emoji_codes`), so ``:x:`` is not an emoji."""
+    return break_emoji_codes(escape_code(text))
 
 
 _SLACK_ID = re.compile(r"^[A-Z0-9]{2,30}$")
@@ -79,7 +89,7 @@ def slack_link(url: str, label: str = "") -> str:
     if target is None:
         shown = url if not label or label == url else f"{label} ({url})"
         return break_broadcasts(escape(shown))
-    target = escape(target.replace("|", "%7C"))
+    target = escape_code(target.replace("|", "%7C"))
     if not label or label == url:
         return f"<{target}>"
     return f"<{target}|{break_broadcasts(escape(label.replace('|', '/')))}>"
@@ -166,7 +176,7 @@ def _convert_inline(text: str) -> str:
         return f"\x02{len(saved) - 1}\x03"
 
     def code(match: re.Match[str]) -> str:
-        return keep("`" + escape(match.group(2).strip("`")) + "`")
+        return keep("`" + escape_code(match.group(2).strip("`")) + "`")
 
     def link(match: re.Match[str]) -> str:
         return keep(slack_link(match.group(2), match.group(1)))
@@ -202,7 +212,7 @@ def markdown_to_mrkdwn(markdown: str) -> str:
                 out.append(FENCE)
                 in_fence = False
             else:
-                out.append(escape(line))
+                out.append(escape_code(line))
             continue
         if fence:
             out.append(FENCE)
