@@ -31,7 +31,7 @@ from bot.protocol import (
     Status,
     clean_text,
 )
-from bot.terminal import make_console
+from bot.terminal import make_console, terminal_text
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -113,8 +113,10 @@ class ConsoleResponder(Responder):
                 ("help needed", "bold yellow"),
                 " ",
                 (f"({self.thread})", "dim"),
-                f": I couldn't find a grounded answer to: {request.question!r}\n  reason: {request.reason}\n"
-                f"  Reply with {REPLY_SYNTAX}.",
+                terminal_text(
+                    f": I couldn't find a grounded answer to: {request.question!r}\n  reason: {request.reason}\n"
+                    f"  Reply with {REPLY_SYNTAX}."
+                ),
             )
         )
 
