@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -155,7 +156,9 @@ def _patterns_regex(patterns: Sequence[str]) -> re.Pattern[str]:
 
 def _glob_regex(pattern: str) -> str:
     out = ""
-    parts = pattern.replace(os.sep, "/").strip("/").split("/")
+    rel = pattern.replace(os.sep, "/").strip("/")
+    # "./.github/**/*.md" is ".github/**/*.md": "." and ".." steps resolved, a dot-directory kept
+    parts = (posixpath.normpath(rel) if rel else rel).split("/")
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         if part == "**":

@@ -4,8 +4,15 @@ The repository is kept as a bare clone in the index folder's ``repos/`` and fetc
 sync with the ``git`` program (no credentials are asked for: ``GIT_TERMINAL_PROMPT=0`` and
 ssh in batch mode, so a repository that needs them fails at once with git's own reason). A
 sync compares the branch's tree with the last one by blob id: only added and changed files
-are read (``git cat-file --batch``), a deleted file leaves the index, a renamed one moves
-(its old path goes, its new path comes), and an unchanged commit costs one ``fetch``.
+are read (``git cat-file --batch``, one blob at a time), a deleted file leaves the index, a
+renamed one moves (its old path goes, its new path comes), and an unchanged commit costs one
+``fetch``.
+
+A server that stops answering cannot hold a sync: git over HTTP gives up after
+:data:`LOW_SPEED_SECONDS` below :data:`LOW_SPEED_BYTES` a second, ssh after about a minute
+without an answer, and every git command has a deadline (:data:`GIT_TIMEOUT_SECONDS`) after
+which git and the helpers it started (``git-remote-https``, ``ssh``), all run in a process
+group of their own, are killed together.
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ import fnmatch
 import hashlib
 import logging
 import os
+import posixpath
 import re
+import signal
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +37,19 @@ from graphs.knowledge.convert import FILE_READERS, ConversionError, convert
 log = logging.getLogger(__name__)
 
 GIT_TIMEOUT_SECONDS = 600.0
+"""The longest one git command (a clone, a fetch, a listing) may take, in seconds: a first
+clone of a large repository over a slow link takes minutes; a server that stops answering is
+given up on sooner, by the two limits below."""
+LOW_SPEED_BYTES = 1000
+LOW_SPEED_SECONDS = 60
+"""git over HTTP(S) gives up when fewer than :data:`LOW_SPEED_BYTES` a second arrive for this
+many seconds (git's ``GIT_HTTP_LOW_SPEED_LIMIT``/``GIT_HTTP_LOW_SPEED_TIME``, also counting a
+server that accepts the connection and never answers; set either in the environment to
+change it). A server building a large pack keeps the connection alive meanwhile (git sends
+a keep-alive every 5 s), so only a silent one is cut."""
+SSH_COMMAND = "ssh -o BatchMode=yes -o ConnectTimeout=30 -o ServerAliveInterval=15 -o ServerAliveCountMax=4"
+"""ssh never asks for a password, and gives up on a host that does not answer in 30 s or stops
+answering for a minute (4 keep-alives 15 s apart)."""
 
 
 def redact(url: str) -> str:
@@ -78,7 +100,9 @@ class GitConnector:
         cache_dir: where the bare clone is kept.
         web_url: a template of the address to cite, with ``{path}``, ``{branch}`` and
             ``{commit}``, e.g. ``https://github.com/org/repo/blob/{branch}/{path}``.
-        max_file_bytes: larger files are skipped with one log line.
+        max_file_bytes: larger files are skipped with one log line, before they are read (their
+            size comes from the tree listing).
+        timeout_seconds: the longest one git command may take (:data:`GIT_TIMEOUT_SECONDS`).
     """
 
     kind = "git"
@@ -94,9 +118,11 @@ class GitConnector:
         cache_dir: Path,
         web_url: str = "",
         max_file_bytes: int = 50_000_000,
+        timeout_seconds: float = GIT_TIMEOUT_SECONDS,
     ):
         self.name = name
         self.repo = repo
+        self.timeout_seconds = timeout_seconds
         self.branch = branch
         self.paths = list(paths)
         self.web_url = web_url
@@ -110,17 +136,34 @@ class GitConnector:
         return f"{redact(self.repo)} ({self.branch or 'default branch'}){paths}"
 
     @staticmethod
-    def _compile(paths: Sequence[str]) -> list[re.Pattern[str]]:
+    def normal_path(path: str) -> str:
+        """A ``paths`` entry as it is matched: relative to the repository's root, ``.`` and
+        ``..`` steps resolved, a folder's trailing ``/`` kept, and a dot-directory kept as it
+        is (``./.github/`` is ``.github/``, ``/docs`` is ``docs``); '' for the whole tree."""
+        raw = path.strip()
+        rel = posixpath.normpath(raw.lstrip("/")) if raw.lstrip("/") else "."
+        if rel == ".":
+            return ""
+        return rel + "/" if raw.endswith("/") else rel
+
+    @classmethod
+    def _compile(cls, paths: Sequence[str]) -> list[re.Pattern[str]]:
+        """The regexes of ``paths`` (:meth:`normal_path` first): a folder (a trailing ``/``) is
+        everything below it; a glob as :func:`glob_regex` says; a path without wildcards is
+        the folder of that name (``docs``, ``.github``) or the file (``docs/intro.md``, and
+        a name alone, ``README.md``, in any folder, as a glob of it would be)."""
         if not paths:
             return [glob_regex(p) for p in FILE_PATTERNS]
         out = []
-        for p in paths:
-            p = p.strip().lstrip("./") if p.strip().startswith("./") else p.strip().lstrip("/")
-            if not p or p.endswith("/") or not any(ch in p for ch in "*?[") and "." not in p.rsplit("/", 1)[-1]:
-                folder = p.rstrip("/")
-                out.append(re.compile(f"^{re.escape(folder)}/.+$" if folder else "^.+$"))  # a folder: all below
-            else:
+        for p in map(cls.normal_path, paths):
+            folder = p.rstrip("/")
+            below = f"^{re.escape(folder)}/.+$" if folder else "^.+$"
+            if not folder or p.endswith("/"):
+                out.append(re.compile(below))
+            elif any(ch in p for ch in "*?["):
                 out.append(glob_regex(p))
+            else:
+                out.append(re.compile(f"{below}|{glob_regex(p).pattern}"))
         return out
 
     def wanted(self, path: str) -> bool:
@@ -135,37 +178,65 @@ class GitConnector:
         return self.web_url.format(path=quote(path), branch=quote(self.branch or "HEAD"), commit=commit)
 
     # ---- git -----------------------------------------------------------------------
-    def _git(self, *args: str, input: bytes | None = None, cwd: Path | None = None) -> bytes:
-        env = {
+    def _env(self) -> dict[str, str]:
+        return {
             **os.environ,
             "GIT_TERMINAL_PROMPT": "0",
             "GIT_ASKPASS": "",
             "SSH_ASKPASS": "",
-            "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
+            "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", SSH_COMMAND),
+            "GIT_HTTP_LOW_SPEED_LIMIT": os.environ.get("GIT_HTTP_LOW_SPEED_LIMIT", str(LOW_SPEED_BYTES)),
+            "GIT_HTTP_LOW_SPEED_TIME": os.environ.get("GIT_HTTP_LOW_SPEED_TIME", str(LOW_SPEED_SECONDS)),
             "LC_ALL": "C",
         }
+
+    def _start(self, args: Sequence[str], cwd: Path | None, stdin: int) -> subprocess.Popen[bytes]:
+        """``git ARGS`` started in a session (and process group) of its own, so that it and every
+        helper it starts can be killed together (:func:`_kill`).
+
+        Raises:
+            SourceError: git is not installed.
+        """
         try:
-            done = subprocess.run(
+            return subprocess.Popen(
                 ["git", *args],
-                input=input,
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 cwd=cwd,
-                env=env,
-                capture_output=True,
-                timeout=GIT_TIMEOUT_SECONDS,
-                check=False,
+                env=self._env(),
+                start_new_session=True,
             )
         except FileNotFoundError as exc:
             raise SourceError(f"source {self.name}: the git program is not installed") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise SourceError(f"source {self.name}: git {args[0]} took over {GIT_TIMEOUT_SECONDS:.0f} s") from exc
-        if done.returncode != 0:
-            lines = [ln.strip() for ln in done.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-            last = lines[-1] if lines else f"exit {done.returncode}"
+
+    def _git(self, *args: str, input: bytes | None = None, cwd: Path | None = None) -> bytes:
+        """Run ``git ARGS`` to its end within ``timeout_seconds``; its standard output.
+
+        Raises:
+            SourceError: git is not installed, failed (git's own ``fatal:`` line), or was still
+                running at the deadline (it and its helpers are then killed).
+        """
+        proc = self._start(args, cwd, subprocess.PIPE if input is not None else subprocess.DEVNULL)
+        try:
+            stdout, stderr = proc.communicate(input, timeout=self.timeout_seconds)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            raise SourceError(
+                f"source {self.name}: git {args[0]} {redact(self.repo)} was stopped after "
+                f"{self.timeout_seconds:.0f} s (the longest a git command may take; is the server answering?)"
+            ) from None
+        except BaseException:  # interrupted (Ctrl-C): git must not outlive the sync
+            _kill(proc)
+            raise
+        if proc.returncode != 0:
+            lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+            last = lines[-1] if lines else f"exit {proc.returncode}"
             why = next((ln for ln in lines if ln.startswith("fatal:")), last)
             if "terminal prompts disabled" in why or "Authentication failed" in why or "Permission denied" in why:
                 why += " (the repository needs credentials: use a URL or ssh key that git can use unattended)"
             raise SourceError(f"source {self.name}: git {args[0]} {redact(self.repo)} failed: {redact(why)}")
-        return done.stdout
+        return stdout
 
     def _fetch(self) -> str:
         """Clone or fetch; return the commit id of the branch."""
@@ -211,24 +282,6 @@ class GitConnector:
             out[path] = (sha.decode(), int(size) if size.isdigit() else 0)
         return out
 
-    def _blobs(self, shas: list[str]) -> dict[str, bytes]:
-        """The contents of ``shas`` in one ``git cat-file --batch``."""
-        if not shas:
-            return {}
-        raw = self._git("cat-file", "--batch", input=("\n".join(shas) + "\n").encode(), cwd=self.clone_dir)
-        out: dict[str, bytes] = {}
-        pos = 0
-        while pos < len(raw):
-            nl = raw.index(b"\n", pos)
-            header = raw[pos:nl].split()
-            pos = nl + 1
-            if len(header) < 3:  # "<sha> missing"
-                continue
-            size = int(header[2])
-            out[header[0].decode()] = raw[pos : pos + size]
-            pos += size + 1
-        return out
-
     def scan(self, known: Mapping[str, str], state: Mapping[str, Any], progress: ScanProgress | None = None) -> Listing:
         """See :meth:`graphs.knowledge.connectors.base.Connector.scan` (``state``: ``{"commit": id}``).
 
@@ -237,12 +290,15 @@ class GitConnector:
         """
         commit = self._fetch()
         out = Listing(state={"commit": commit})
-        if state.get("commit") == commit and known and state.get("paths") == self.paths:
+        # the paths as matched: a sync before paths were normalised read "./.github/" as
+        # "github/", and its commit alone must not keep what that found
+        paths = [self.normal_path(p) for p in self.paths]
+        if state.get("commit") == commit and known and state.get("paths") == paths:
             out.kept = set(known)
-            out.state["paths"] = self.paths
+            out.state["paths"] = paths
             return out
         tree = {p: v for p, v in self._tree(commit).items() if self.wanted(p)}
-        out.state["paths"] = self.paths
+        out.state["paths"] = paths
         todo: list[str] = []
         for path, (sha, size) in tree.items():
             if known.get(path) == sha:
@@ -269,13 +325,17 @@ class GitConnector:
         out: Listing,
         progress: ScanProgress | None,
     ) -> Iterator[Document]:
-        """The documents at ``todo``, read 200 blobs at a time; fills ``out`` on the way."""
-        for start in range(0, len(todo), 200):
-            batch = todo[start : start + 200]
-            blobs = self._blobs([tree[p][0] for p in batch])
-            for path in batch:
+        """The documents at ``todo``, read one blob at a time (:class:`_CatFile`); fills ``out``
+        on the way."""
+        if not todo:
+            return
+        blobs = _CatFile(self)
+        try:
+            for done, path in enumerate(todo, start=1):
+                if progress is not None and (done % 200 == 0 or done == len(todo)):
+                    progress(done, len(todo))
                 sha = tree[path][0]
-                data = blobs.get(sha)
+                data = blobs.read(sha)
                 if data is None:
                     out.problem(self.name, path, "blob missing from the clone")
                     continue
@@ -286,6 +346,63 @@ class GitConnector:
                     if path in known:
                         out.kept.add(path)
                     continue
+                del data  # the bytes are not held while the document is split and embedded
                 yield Document(id=path, title=doc.title, text=doc.text, url=self.url_of(path, commit), version=sha)
-            if progress is not None:
-                progress(min(start + 200, len(todo)), len(todo))
+        finally:
+            blobs.close()
+
+
+class _CatFile:
+    """One ``git cat-file --batch`` of a connector's clone, asked for one blob at a time, so that
+    a sync holds one file's bytes at once (not a batch of them: 200 files of 50 MB were 10 GB).
+
+    Raises (from :meth:`read`):
+        SourceError: git is not installed, or ``cat-file`` stopped answering.
+    """
+
+    def __init__(self, connector: GitConnector):
+        self.connector = connector
+        self.proc = connector._start(["cat-file", "--batch"], connector.clone_dir, subprocess.PIPE)
+
+    def read(self, sha: str) -> bytes | None:
+        """The content of the blob ``sha``; None when the clone does not hold it."""
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            stdin.write(sha.encode("ascii") + b"\n")
+            stdin.flush()
+            header = stdout.readline().split()
+            if len(header) == 2 and header[1] == b"missing":
+                return None
+            if len(header) != 3 or not header[2].isdigit():
+                raise OSError("no answer")
+            size = int(header[2])
+            data = stdout.read(size)
+            if len(data) != size or stdout.read(1) != b"\n":
+                raise OSError("it ended halfway through a file")
+        except OSError as exc:
+            c = self.connector
+            raise SourceError(f"source {c.name}: git cat-file {redact(c.repo)} failed: {exc}") from None
+        return data
+
+    def close(self) -> None:
+        """End the process (it and its group: :func:`_kill`)."""
+        _kill(self.proc)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """End ``proc`` and every process of its group (git's helpers: ``git-remote-https``,
+    ``ssh``), then reap it and close its pipes. ``proc`` leads its own group (started with
+    ``start_new_session``), so no other process is touched."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        proc.communicate(timeout=10)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        pass  # a helper that left the group holds a pipe: not waited for
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None and not pipe.closed:
+            pipe.close()
