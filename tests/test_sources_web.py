@@ -216,6 +216,24 @@ def test_a_redirect_into_a_path_robots_txt_forbids_is_not_followed(tmp_path):
         )
 
 
+def test_a_robots_txt_failing_for_now_is_replaced_by_the_last_one_read(tmp_path):
+    with serve_site() as site:
+        site.pages["/robots.txt"] = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow: /private/\n")
+        put(site, "/", "Home", "<h1>Home</h1><p>The hedgehog home page.</p><p><a href='/private/keys'>keys</a></p>")
+        put(site, "/private/keys", "Keys", "<p>The root password is hunter2.</p>")
+        kb = KnowledgeBase(tmp_path / "index", connectors=[web(site)])
+        assert kb.reindex().sources[0].skipped == 1
+        for failing in [(503, {"Content-Type": "text/plain"}, b"busy"), drip]:
+            site.pages["/robots.txt"] = failing
+            report = kb.reindex().sources[0]
+            assert report.skipped == 1 and report.unchanged == 1 and not report.problems, report
+            assert "/private/keys" not in site.hits and kb.files_of(["site"]) == {f"{site.base}/"}
+        # no robots.txt read before: a failing one allows every page, as no robots.txt does
+        site.pages["/robots.txt"] = (503, {"Content-Type": "text/plain"}, b"busy")
+        fresh = KnowledgeBase(tmp_path / "fresh", connectors=[web(site)])
+        assert fresh.reindex().sources[0].added == 2 and site.hits["/private/keys"] == 1
+
+
 # ---- 4. a hub page failing for now ----------------------------------------------------------------
 def test_pages_reachable_only_through_a_failing_hub_stay_until_the_hub_is_gone(tmp_path):
     with serve_site() as site:

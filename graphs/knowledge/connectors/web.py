@@ -49,15 +49,24 @@ class Robots:
     """robots.txt of each origin the crawl reads (the ``http`` and ``https`` of a site may
     differ), fetched once per sync on first use.
 
+    A robots.txt that cannot be read now (5xx, too slow, no connection) is replaced by the
+    one read at the last sync (RFC 9309 section 2.3.1.4 lets a crawler use a cached copy),
+    so a failing robots.txt does not open the site for a sync; with none from before,
+    every page is allowed, as with no robots.txt.
+
     Args:
         fetcher: reads the robots.txt files.
         source: the source's name (log lines).
+        last: :attr:`rules` of the last sync.
     """
 
-    def __init__(self, fetcher: Fetcher, source: str) -> None:
+    def __init__(self, fetcher: Fetcher, source: str, last: Mapping[str, list[str]]) -> None:
         self._fetcher = fetcher
         self._source = source
+        self._last = last
         self._parsers: dict[str, urllib.robotparser.RobotFileParser] = {}
+        self.rules: dict[str, list[str]] = {}
+        """``{origin: the lines parsed}`` of this sync, for the next one."""
 
     def allowed(self, url: str) -> bool:
         """Whether robots.txt lets user agent ``Threadwise`` read ``url``."""
@@ -70,22 +79,37 @@ class Robots:
     def _read(self, origin: str) -> None:
         """Read ``origin``'s robots.txt; kept for ``origin`` and, when it redirected to
         another origin of the site (http -> https), for that one too."""
-        rp = urllib.robotparser.RobotFileParser(origin + "/robots.txt")
-        self._parsers[origin] = rp
+        lines: list[str] | None
+        why, also, remember = "", origin, True
         try:
             resp = self._fetcher.get(origin + "/robots.txt", limit=MAX_ROBOTS_BYTES, cut=True)
-            status, body = resp.status, resp.body
-            final = urlsplit(resp.url)
-            self._parsers.setdefault(f"{final.scheme}://{final.netloc}", rp)
         except PageError as exc:
-            log.info("source %s: %s/robots.txt unreadable (%s): every page allowed", self._source, origin, exc)
-            status, body = 404, b""
-        if status in (401, 403):  # the standard library's reading of these codes: nothing may be fetched
-            rp.parse(["User-agent: *", "Disallow: /"])
-        elif status == 200:
-            rp.parse(body.decode("utf-8", "replace").splitlines())
-        else:  # no robots.txt: everything may be fetched
-            rp.parse([])
+            lines, why = None, str(exc)
+        else:
+            if resp.status in (401, 403):  # the standard library's reading of these codes: nothing may be fetched
+                lines = ["User-agent: *", "Disallow: /"]
+            elif resp.status == 200:
+                lines = resp.body.decode("utf-8", "replace").splitlines()
+            elif 400 <= resp.status < 500:  # no robots.txt: everything may be fetched
+                lines = []
+            else:
+                lines, why = None, f"HTTP {resp.status}"
+            final = urlsplit(resp.url)
+            also = f"{final.scheme}://{final.netloc}"
+        if lines is None:
+            also = origin
+            if origin in self._last:
+                log.info("source %s: %s/robots.txt unreadable (%s): last sync's used", self._source, origin, why)
+                lines = list(self._last[origin])
+            else:
+                log.info("source %s: %s/robots.txt unreadable (%s): every page allowed", self._source, origin, why)
+                lines, remember = [], False
+        rp = urllib.robotparser.RobotFileParser(origin + "/robots.txt")
+        rp.parse(lines)
+        for key in (origin, also):
+            self._parsers.setdefault(key, rp)
+            if remember:
+                self.rules.setdefault(key, lines)
 
 
 class WebConnector:
@@ -150,7 +174,8 @@ class WebConnector:
     def scan(self, known: Mapping[str, str], state: Mapping[str, Any], progress: ScanProgress | None = None) -> Listing:
         """See :meth:`graphs.knowledge.connectors.base.Connector.scan`. ``state["pages"]`` maps
         each address read to its validators, its document id and its links;
-        ``state["sitemaps"]`` each sitemap read to its pages. The pages are fetched as the
+        ``state["sitemaps"]`` each sitemap read to its pages, ``state["robots"]`` each
+        origin to its robots.txt lines. The pages are fetched as the
         stream of changed documents is read, one at a time (like the files and git
         sources), so a sync holds a batch of pages, not the site.
 
@@ -172,7 +197,7 @@ class WebConnector:
         seen_docs: set[str] = set()
         scope = Scope(self.url)
         with Fetcher(scope, self.timeout_seconds, self._transport) as fetcher:
-            robots = Robots(fetcher, self.name)
+            robots = Robots(fetcher, self.name, state.get("robots") or {})
             start = scope.key(self.url) or self.url
             queue: deque[tuple[str, int]]
             if self.is_sitemap:
@@ -294,7 +319,9 @@ class WebConnector:
                     self.max_pages,
                     len(queue),
                 )
-        out.state = {"pages": pages, "sitemaps": sitemaps} if self.is_sitemap else {"pages": pages}
+        out.state = {"pages": pages, "robots": robots.rules}
+        if self.is_sitemap:
+            out.state["sitemaps"] = sitemaps
 
     def _document(
         self,
