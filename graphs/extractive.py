@@ -30,8 +30,8 @@ from graphs import signals
 from graphs.knowledge.common import KnowledgeBaseError
 from graphs.knowledge.crosslingual import CrossLingualIndex, is_foreign, window_texts
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
-from graphs.knowledge.links import plain_links
 from graphs.knowledge.splitting import fence_indented_code
+from graphs.markdown_links import plain_links
 from graphs.state import Doc
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def _outside_code(text: str, change: Callable[[str], str]) -> str:
 
 def clean_prose(text: str) -> str:
     """Markdown prose as plain readable text: links and images become their words
-    (:func:`graphs.knowledge.links.plain_links`: nested ones, addresses with parentheses and
+    (:func:`graphs.markdown_links.plain_links`: nested ones, addresses with parentheses and
     autolinks too), HTML tags go (scripts, styles and comments with their content), as do
     list markers, heading marks and admonition markers. Inline code is kept as written."""
     text = _outside_code(text, lambda prose: _HIDDEN_HTML.sub(" ", prose))

@@ -115,3 +115,23 @@ async def test_model_output_is_posted_as_written(long_answers, slack):
     ), text
     assert "Run `make deploy :x:` then:" in text and "```\necho ':x: &lt;@U0VICTIM&gt;'\n```" in text, text
     assert LIVE.findall(posted(slack)) == []
+
+
+async def test_model_links_are_posted_whole(long_answers, slack):
+    """Links a model writes are one Slack link each, whatever their address or text holds:
+    no ")" or "](" is left behind."""
+    slack.model.script["generate"] = (
+        "Leaders are elected with [Raft](https://en.wikipedia.org/wiki/Raft_(algorithm)) in every cluster.\n\n"
+        "[![build](https://ci.test/badge.svg)](https://ci.test/runs) shows the last run, [[1]](https://x.test/1) "
+        'the paper, [`f(x)`](https://api.test/f) the call and [spec](<https://x.test/a b> "The (old) spec") '
+        "the spec."
+    )
+    req, _ = slack.mention("UASKER", "how do I deploy?")
+    await slack.send(req)
+    (answer,) = slack.answers()
+    text = all_text(answer)
+    assert "Leaders are elected with <https://en.wikipedia.org/wiki/Raft_(algorithm)|Raft> in every cluster." in text
+    assert (
+        "<https://ci.test/runs|build> shows the last run, <https://x.test/1|[1]> the paper, "
+        "<https://api.test/f|`f(x)`> the call and <https://x.test/a%20b|spec> the spec." in text
+    ), text

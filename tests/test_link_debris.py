@@ -14,8 +14,8 @@ import pytest
 from graphs.extractive import Extractive, TextEmbedder, clean_prose
 from graphs.knowledge import KnowledgeBase
 from graphs.knowledge.convert import convert
-from graphs.knowledge.links import link_texts, plain_links
 from graphs.knowledge.sources import clean_markdown
+from graphs.markdown_links import link_texts, plain_links
 
 PAGES = Path(__file__).parent / "data" / "links"
 # A Sphinx page (headerlinks, a card link of blocks, badges, scripts) as the generator writes it

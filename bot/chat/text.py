@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from graphs.markdown_links import link_at, plain_links
+
 # Link targets that may become a clickable link; anything else (``!channel``, ``@U1``,
 # ``#C1``, ``!subteam^S1``, relative paths) is shown as text.
 LINK_SCHEMES = ("http://", "https://", "mailto:")
@@ -74,3 +76,24 @@ def break_emoji_codes(text: str) -> str:
     it; a time such as ``10:30:00`` is left as it is. For prose only: code shows its text as
     written and is passed over by the callers."""
     return _EMOJI_CODE.sub(":" + WORD_JOINER, text)
+
+
+def replace_links(markdown: str, render: Callable[[str, str], str]) -> str:
+    """``markdown`` with each inline link and image replaced by ``render(address, words)``
+    (an image's words are its alt text; a badge image inside a link gives the link its alt
+    text). Links are scanned as CommonMark reads them (:func:`graphs.markdown_links.link_at`),
+    so an address with parentheses (``https://en.wikipedia.org/wiki/Raft_(algorithm)``) is
+    one link, not a link and a stray ``)``. Set code spans aside first: a link inside one is
+    text."""
+    out: list[str] = []
+    at, i = 0, markdown.find("[")
+    while i >= 0:
+        start = i - 1 if i and markdown[i - 1] == "!" else i
+        found = link_at(markdown, start)
+        if found is None:
+            i = markdown.find("[", i + 1)
+            continue
+        out += [markdown[at:start], render(found.url, plain_links(found.text))]
+        at = found.end
+        i = markdown.find("[", at)
+    return "".join([*out, markdown[at:]])

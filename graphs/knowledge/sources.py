@@ -29,7 +29,7 @@ from markdown_it import MarkdownIt
 from markdown_it.common.utils import normalizeReference
 
 from graphs.knowledge.common import KnowledgeBaseError, display_name
-from graphs.knowledge.links import link_texts
+from graphs.markdown_links import link_texts
 
 log = logging.getLogger(__name__)
 
@@ -431,7 +431,7 @@ def _clean_lines(lines: list[str]) -> list[str]:
 
 def _link_only(line: str) -> tuple[str, list[str]] | None:
     """``(list marker or "", the texts of its links)`` when ``line`` holds only links or
-    images (badges, navigation; :func:`graphs.knowledge.links.link_texts`), else None."""
+    images (badges, navigation; :func:`graphs.markdown_links.link_texts`), else None."""
     m = _LIST_MARK.match(line)
     rest = line[m.end() :] if m else line
     if not rest.startswith(("[", "![")):

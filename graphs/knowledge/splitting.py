@@ -23,12 +23,12 @@ from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 from markdown_it import MarkdownIt
 
 from graphs.knowledge.common import Chunk
-from graphs.knowledge.links import plain_links
 from graphs.knowledge.sources import FENCE_RE, clean_markdown
+from graphs.markdown_links import plain_links
 
 SPLITTER_ID = "md-blocks-3"
 """Names this chunking; stored in the manifest so a change of it rebuilds the index.
-3: headings, scripts and link-only lines read with whole links (:mod:`graphs.knowledge.links`)."""
+3: headings, scripts and link-only lines read with whole links (:mod:`graphs.markdown_links`)."""
 
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])  # blocks only
 _MAX_HEADING_LEVEL = 4

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bot.chat.split import MRKDWN_FENCE, split_text
-from bot.chat.text import Mention, Part, break_broadcasts, break_emoji_codes, compose, link_target
+from bot.chat.text import Mention, Part, break_broadcasts, break_emoji_codes, compose, link_target, replace_links
 
 FENCE = "```"
 _FENCE_LINE = re.compile(r"^\s*(```|~~~)(.*)$")
@@ -30,7 +30,6 @@ _BULLET = re.compile(r"^(\s*)[-*+]\s+(.*)$")
 _TASK = re.compile(r"^\[( |x|X)\]\s+(.*)$")
 _QUOTE = re.compile(r"^(\s*(?:>\s?)+)(.*)$")
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
-_MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 # no "|" in it: ``<https://x|label>`` is Slack's masked link, shown as text, never a link
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s|]+)>")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|(?<![\w_])__(?=\S)(.+?)(?<=\S)__(?![\w_])")
@@ -89,7 +88,7 @@ def slack_link(url: str, label: str = "") -> str:
     if target is None:
         shown = url if not label or label == url else f"{label} ({url})"
         return break_broadcasts(escape(shown))
-    target = escape_code(target.replace("|", "%7C"))
+    target = escape_code(target.replace("|", "%7C").replace(" ", "%20"))
     if not label or label == url:
         return f"<{target}>"
     return f"<{target}|{break_broadcasts(escape(label.replace('|', '/')))}>"
@@ -178,12 +177,9 @@ def _convert_inline(text: str) -> str:
     def code(match: re.Match[str]) -> str:
         return keep("`" + escape_code(match.group(2).strip("`")) + "`")
 
-    def link(match: re.Match[str]) -> str:
-        return keep(slack_link(match.group(2), match.group(1)))
-
     text = text.replace("\x01", "").replace("\x02", "").replace("\x03", "")
     text = _INLINE_CODE.sub(code, text)
-    text = _MD_LINK.sub(link, text)
+    text = replace_links(text, lambda url, words: keep(slack_link(url, words)))
     text = _AUTOLINK.sub(lambda m: keep(slack_link(m.group(1))), text)
     text = break_broadcasts(escape(text))
     text = _BOLD.sub(lambda m: _BOLD_MARK + (m.group(1) or m.group(2)) + _BOLD_MARK, text)

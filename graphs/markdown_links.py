@@ -13,6 +13,7 @@ that is not one stays as it was.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # <https://x>, <mailto:a@b>, <a@b.example>: CommonMark autolinks (the scheme is 2-32 characters);
 # not one holding "|": ``<https://x|label>`` is Slack's masked link, kept as written (shown as text)
@@ -66,20 +67,22 @@ def _bracket_end(text: str, i: int) -> int | None:
     return None
 
 
-def _destination_end(text: str, i: int) -> int | None:
-    """The index of the ``)`` that closes a link's ``(`` at ``text[i]``: an address in ``<>``
-    or with balanced parentheses, then an optional title in quotes or parentheses. None
-    when it is not a link's destination."""
+def _destination(text: str, i: int) -> tuple[int, str] | None:
+    """The link destination whose ``(`` is at ``text[i]``: ``(index of its closing ")", its
+    address)``. The address is in ``<>`` or has balanced parentheses; an optional title in
+    quotes or parentheses follows it. None when it is not a link's destination."""
     n = min(len(text), i + _MAX_LINK)
     j = i + 1
     while j < n and text[j] in " \t\n":
         j += 1
+    start = j
     if j < n and text[j] == "<":  # <address with (parentheses) or spaces>
         k = j + 1
         while k < n and text[k] not in "<>\n":
             k += 2 if text[k] == "\\" else 1
         if k >= n or text[k] != ">":
             return None
+        url = text[start + 1 : k]
         j = k + 1
     else:
         depth = 0
@@ -96,14 +99,15 @@ def _destination_end(text: str, i: int) -> int | None:
                     return None
             elif c == ")":
                 if depth == 0:
-                    return j
+                    break
                 depth -= 1
             j += 1
-        if depth:
+        if depth or j >= n:
             return None
+        url = text[start:j]
     while j < n and text[j] in " \t\n":
         j += 1
-    if j < n and text[j] in "\"'(":  # a title
+    if j < n and text[j] in "\"'(" and text[j - 1] in " \t\n":  # a title
         close = ")" if text[j] == "(" else text[j]
         k = j + 1
         while k < n and text[k] != close:
@@ -113,26 +117,33 @@ def _destination_end(text: str, i: int) -> int | None:
         j = k + 1
         while j < n and text[j] in " \t\n":
             j += 1
-    return j if j < n and text[j] == ")" else None
+    return (j, url) if j < n and text[j] == ")" else None
 
 
-def link_at(text: str, i: int) -> tuple[int, str] | None:
-    """The inline link or image starting at ``text[i]`` (its ``[`` or the ``!`` before it).
+@dataclass(frozen=True)
+class Link:
+    """An inline link or image as :func:`link_at` found it."""
 
-    Returns:
-        ``(end, inner)``: the index just past its ``)`` and its text (an image's alt text)
-        as written, or None when no complete link starts there.
-    """
+    end: int  # the index just past its ")"
+    text: str  # its text (an image's alt text) as written, nested links and code included
+    url: str  # its address as written (without the <> of the <address> form)
+    image: bool  # ``![alt](src)``
+
+
+def link_at(text: str, i: int) -> Link | None:
+    """The inline link or image starting at ``text[i]`` (its ``[`` or the ``!`` before it),
+    or None when no complete link starts there."""
     start = i + 1 if text.startswith("![", i) else i
     if start >= len(text) or text[start] != "[":
         return None
     close = _bracket_end(text, start)
     if close is None or close + 1 >= len(text) or text[close + 1] != "(":
         return None
-    end = _destination_end(text, close + 1)
-    if end is None:
+    found = _destination(text, close + 1)
+    if found is None:
         return None
-    return end + 1, text[start + 1 : close]
+    end, url = found
+    return Link(end + 1, text[start + 1 : close], url, start != i)
 
 
 def plain_links(text: str, autolinks: bool = True) -> str:
@@ -161,9 +172,8 @@ def plain_links(text: str, autolinks: bool = True) -> str:
                 out.append(c)
                 i += 1
             else:
-                end, inner = found
-                out.append(plain_links(inner, autolinks))
-                i = end
+                out.append(plain_links(found.text, autolinks))
+                i = found.end
         elif c == "<" and autolinks and (m := _AUTOLINK.match(text, i)):
             out.append(m.group(1))
             i = m.end()
@@ -187,7 +197,6 @@ def link_texts(line: str, separators: str = " \t|·•,;–-") -> list[str] | No
         found = link_at(line, i)
         if found is None:
             return None
-        end, inner = found
-        texts.append(plain_links(inner).strip())
-        i = end
+        texts.append(plain_links(found.text).strip())
+        i = found.end
     return texts if texts else None
