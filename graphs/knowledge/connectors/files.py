@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from graphs.file_formats import FILE_PATTERNS, SUPPORTED_SUFFIXES
+from graphs.knowledge.common import KnowledgeBaseError, display_name
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
 from graphs.knowledge.convert import FILE_READERS, ConversionError, convert
 from graphs.knowledge.sources import discover_files
@@ -69,36 +70,68 @@ class FilesConnector:
 
     def scan(self, known: Mapping[str, str], state: Mapping[str, Any], progress: ScanProgress | None = None) -> Listing:
         """See :meth:`graphs.knowledge.connectors.base.Connector.scan`. ``state`` maps a file's
-        id to ``[size:mtime_ns, sha256]`` of its last read.
+        id to ``[size:mtime_ns, sha256, path]`` of its last read (``path``: the entry of
+        ``paths`` it was found through).
+
+        A path that matches nothing (a folder or file that is gone, a glob matching no file)
+        is one problem, and the files it gave at the last sync stay in the index as they were;
+        the other paths are read.
 
         Raises:
-            SourceError: a configured path matches nothing.
+            SourceError: every configured path matches nothing (the message names them).
         """
         outside: list[str] = []
-        try:
-            files = discover_files(self.paths, self.patterns, outside)
-        except Exception as exc:  # noqa: BLE001 - a missing folder or unreadable glob: the source fails
-            raise SourceError(f"source {self.name}: {exc}") from exc
+        found: dict[str, tuple[Path, str, str]] = {}
+        missing: dict[str, str] = {}  # configured path: why it gives nothing
+        for src in self.paths:
+            try:
+                listed = discover_files([src], self.patterns, outside)
+            except Exception as exc:  # noqa: BLE001 - a missing folder or unreadable glob: this path only
+                missing[src] = str(exc) if isinstance(exc, KnowledgeBaseError) else f"{type(exc).__name__}: {exc}"
+                continue
+            for path, rel in listed:  # a file reached through two paths is read once, through the first
+                found.setdefault(str(path), (path, rel, src))
+        if missing and len(missing) == len(set(self.paths)):
+            raise SourceError(f"source {self.name}: {_none_found(missing)}")
         out = Listing()
         # already logged, with the link's target, by discover_files; a link indexed before leaves the index
         out.problems += [f"{rel}: not read: a link to a file outside the folder" for rel in outside]
-        out.changed = self._read(files, known, state, out, progress)
+        files = sorted(found.values(), key=lambda f: f[1])
+        stamps: dict[str, list[str]] = {k: list(v) for k, v in (state.get("files") or {}).items()}
+        lost: dict[str, list[str]] = {}
+        if missing:
+            listed_ids = {rel for _, rel, _ in files}
+            for src, why in missing.items():
+                # "<path>: not found (...)" or "<glob>: matches no file (...)", the path said once
+                why = why.removeprefix(f"knowledge source not found: {src} ")
+                what = "matches no file" if any(c in src for c in "*?[") else "not found"
+                out.problem(self.name, display_name(src), f"{what} {why}" if why.startswith("(") else why)
+            for rel in known:
+                origin = stamps.get(rel, [])[2:3]
+                # what the missing path gave stays (its origin unknown, from an older sync: kept too)
+                if rel not in listed_ids and (not origin or origin[0] in missing):
+                    out.kept.add(rel)
+                    if rel in stamps:
+                        lost[rel] = stamps[rel]
+        out.changed = self._read(files, known, stamps, lost, out, progress)
         return out
 
     def _read(
         self,
-        files: list[tuple[Path, str]],
+        files: list[tuple[Path, str, str]],
         known: Mapping[str, str],
-        state: Mapping[str, Any],
+        stamps: Mapping[str, list[str]],
+        lost: dict[str, list[str]],
         out: Listing,
         progress: ScanProgress | None,
     ) -> Iterator[Document]:
-        """The changed documents, read one at a time; fills ``out`` on the way."""
-        stamps: dict[str, list[str]] = {k: list(v) for k, v in (state.get("files") or {}).items()}
-        new_stamps: dict[str, list[str]] = {}
+        """The changed documents of ``files`` (``(path, id, configured path)``), read one at a
+        time; fills ``out`` on the way. ``stamps`` is the last sync's state of each id, ``lost``
+        that of the ids kept for a configured path that matches nothing now."""
+        new_stamps: dict[str, list[str]] = dict(lost)
         named = {Path(os.path.abspath(Path(p).expanduser())) for p in self.paths}
         out.state = {"files": new_stamps}
-        for i, (path, rel) in enumerate(files, start=1):
+        for i, (path, rel, src) in enumerate(files, start=1):
             if progress is not None and (i % 500 == 0 or i == len(files)):
                 progress(i, len(files))
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
@@ -122,7 +155,7 @@ class FilesConnector:
             previous = stamps.get(rel)
             if rel in known and previous and previous[0] == stamp:
                 out.kept.add(rel)
-                new_stamps[rel] = previous
+                new_stamps[rel] = [*previous[:2], src]
                 continue
             if st.st_size > self.max_file_bytes:
                 self._failed(
@@ -138,7 +171,7 @@ class FilesConnector:
                 self._failed(out, known, rel, f"cannot read ({exc.strerror or exc})")
                 continue
             digest = hashlib.sha256(data).hexdigest()
-            new_stamps[rel] = [stamp, digest]
+            new_stamps[rel] = [stamp, digest, src]
             if known.get(rel) == digest:
                 out.kept.add(rel)
                 continue
@@ -154,3 +187,13 @@ class FilesConnector:
         out.problem(self.name, rel, why)
         if rel in known:
             out.kept.add(rel)  # the last good text stays searchable
+
+
+def _none_found(missing: Mapping[str, str]) -> str:
+    """One line for configured paths that all give nothing: ``knowledge source not found: A, B
+    (the hint)`` when that is what each says, else their reasons one after the other."""
+    prefix = "knowledge source not found: "
+    hints = {why.removeprefix(f"{prefix}{src} ") for src, why in missing.items()}
+    if len(missing) > 1 and len(hints) == 1 and all(why.startswith(prefix) for why in missing.values()):
+        return f"{prefix}{', '.join(map(display_name, missing))} {hints.pop()}"
+    return "; ".join(missing.values())
