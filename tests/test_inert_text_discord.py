@@ -94,3 +94,23 @@ async def test_a_question_echoed_in_a_help_request_is_text(fake, open_bot):
     # the experts we mean are the only live mention: the role in the question is text
     assert MARKUP.findall(prose(content)) == [f"<@&{fake.expert_role_id}>"], content
     assert pings_nobody(help_msg, roles=(fake.expert_role_id,))
+
+
+async def test_an_experts_answer_and_name_are_text(fake, open_bot):
+    victim = fake.add_user("victim")
+    bot = await open_bot(never_grounded())
+    alice = fake.add_user("alice")
+    expert = fake.add_user(f"<@{victim.id}> :crown:", roles=[fake.expert_role_id])
+    _, thread_id = await ask_in_channel(fake, bot, alice, "when is the freeze?")
+    await wait_help_request(fake, bot, thread_id)
+    await fake.send_message(
+        expert, f"answer: the freeze starts :x: <t:1700000000:R>, ask <@{victim.id}>", channel_id=thread_id
+    )
+    await fake.wait_until(lambda: any("the freeze starts" in m["content"] for m in fake.bot_messages(thread_id)))
+    await bot.idle()
+    for message in fake.bot_messages(thread_id):
+        content = fake.all_messages[message["id"]]["content"]
+        assert MARKUP.findall(prose(content)) in ([], [f"<@&{fake.expert_role_id}>"]), content
+        assert EMOJI.findall(prose(content)) == [], content
+    answer = next(m["content"] for m in fake.bot_messages(thread_id) if "the freeze starts" in m["content"])
+    assert f"the freeze starts :{WJ}x: <{WJ}t:1700000000:R>, ask <{WJ}@{victim.id}>" in answer, answer

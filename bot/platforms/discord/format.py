@@ -187,7 +187,7 @@ def format_sources(answer: Answer) -> str:
     lines = sources.render(answer, _source_line, lambda heading: f"**{heading}**")
     note = sources.footer(answer).note
     if note:
-        lines.append(f"-# {note}")
+        lines.append(f"-# {inert_markdown(note)}")  # it may name the person who answered
     return "\n".join(lines)
 
 

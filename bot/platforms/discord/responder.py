@@ -34,6 +34,7 @@ from bot.platforms.discord.auth import expert_mentions
 from bot.platforms.discord.format import (
     format_answer,
     format_help_request,
+    inert_markdown,
     split_message,
 )
 from bot.platforms.discord.views import help_view, vote_view
@@ -58,14 +59,16 @@ _GIVE_UP_CODES = {
 
 def discord_text(text: str | list[Part]) -> str:
     """Our Markdown with :class:`~bot.chat.text.Mention` parts as ``<@id>`` / ``<@&id>``
-    (digits only; they ping only if the send's ``allowed_mentions`` names them)."""
+    (digits only; they ping only if the send's ``allowed_mentions`` names them); text parts
+    (which may carry a display name, a source's name or a question) go through
+    :func:`~bot.platforms.discord.format.inert_markdown`, so only the mentions we build act."""
 
     def mention(m: Mention) -> str:
         if not m.id.isdigit():
             return m.id
         return f"<@&{m.id}>" if m.kind == "role" else f"<@{m.id}>"
 
-    return compose(text, render=lambda t: t, mention=mention)
+    return compose(text, render=inert_markdown, mention=mention)
 
 
 def _describe(exc: BaseException) -> str:
@@ -355,7 +358,7 @@ class DiscordResponder(Responder):
 
     async def update_progress(self, text: str, *, final: bool = False) -> None:
         """First call posts a progress message; later calls edit that same message."""
-        text = text[: self.settings.max_message_characters]
+        text = inert_markdown(text)[: self.settings.max_message_characters]
         if self._progress is not None:
             try:
                 await self._progress.edit(content=text)
