@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus, urldefrag, urljoin, urlsplit, urlunsplit
 
-import httpcore
 import httpx
 
 USER_AGENT = "Threadwise/0.1 (+https://github.com/threadwise; knowledge sync)"
@@ -180,33 +179,37 @@ def _left(timeout: float | None, late: type[Exception]) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
-class _DeadlineStream(httpcore.NetworkStream):
-    """A network stream whose every operation ends by the request's deadline."""
+class _DeadlineStream:
+    """A network stream (httpcore's ``NetworkStream`` interface) whose every operation ends by
+    the request's deadline. Its timeouts are httpx's exceptions: httpx passes them through
+    as they are, and httpcore closes the connection on any exception."""
 
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
+    def __init__(self, inner: Any) -> None:
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+        data: bytes = self._inner.read(max_bytes, _left(timeout, httpx.ReadTimeout))
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
+        self._inner.write(buffer, _left(timeout, httpx.WriteTimeout))
 
     def close(self) -> None:
         self._inner.close()
 
     def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
-        inner = self._inner.start_tls(ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout))
-        return _DeadlineStream(inner)
+        return _DeadlineStream(
+            self._inner.start_tls(ssl_context, server_hostname, _left(timeout, httpx.ConnectTimeout))
+        )
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
 
 
-class _DeadlineBackend(httpcore.NetworkBackend):
-    """httpcore's network backend with :class:`_DeadlineStream` streams."""
+class _DeadlineBackend:
+    """httpcore's network backend (its ``NetworkBackend`` interface) with :class:`_DeadlineStream` streams."""
 
-    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+    def __init__(self, inner: Any) -> None:
         self._inner = inner
 
     def connect_tcp(
@@ -216,14 +219,14 @@ class _DeadlineBackend(httpcore.NetworkBackend):
         timeout: float | None = None,
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        timeout = _left(timeout, httpcore.ConnectTimeout)
+    ) -> _DeadlineStream:
+        timeout = _left(timeout, httpx.ConnectTimeout)
         return _DeadlineStream(self._inner.connect_tcp(host, port, timeout, local_address, socket_options))
 
     def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.NetworkStream:
-        timeout = _left(timeout, httpcore.ConnectTimeout)
+    ) -> _DeadlineStream:
+        timeout = _left(timeout, httpx.ConnectTimeout)
         return _DeadlineStream(self._inner.connect_unix_socket(path, timeout, socket_options))
 
     def sleep(self, seconds: float) -> None:
