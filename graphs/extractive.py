@@ -18,6 +18,7 @@ Thresholds are calibrated on the development eval set by ``bench/calibrate_offli
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -122,6 +123,8 @@ _SENTENCE_END = re.compile(
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
 
 
+# a character reference as CommonMark takes it: with its ";" (``&copy=2`` in an address is text)
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
 
 
@@ -138,11 +141,13 @@ def clean_prose(text: str) -> str:
     """Markdown prose as plain readable text: links and images become their words
     (:func:`graphs.markdown_links.plain_links`: nested ones, addresses with parentheses and
     autolinks too), HTML tags go (scripts, styles and comments with their content), as do
-    list markers, heading marks and admonition markers. Inline code is kept as written."""
+    list markers, heading marks and admonition markers; character references read as the
+    characters they stand for (``&nbsp;``, ``&lt;``, ``&#8212;``: a reader of the page sees
+    a space, ``<``, a dash). Inline code is kept as written."""
     text = _outside_code(text, lambda prose: _HIDDEN_HTML.sub(" ", prose))
     text = plain_links(text)
     text = re.sub(r":::\w*", " ", text)  # mkdocs tab / language markers
-    text = _outside_code(text, lambda prose: _HTML.sub(" ", prose))
+    text = _outside_code(text, lambda prose: _ENTITY.sub(lambda m: html.unescape(m.group()), _HTML.sub(" ", prose)))
     text = re.sub(r"^\s*#+\s*", "", text)
     text = _ITEM.sub("", text)
     return re.sub(r"\s+", " ", text).strip(" \t")

@@ -55,7 +55,7 @@ SHOWN = [
     f"Failed checks are marked :{WJ}x: and flaky ones :{WJ}warning: in the weekly incident report.",
     f"Escalations go to &lt;@U0VICTIM&gt; and &lt;!channel&gt; and &lt;!here&gt; and @{WJ}everyone and"
     " &lt;#C0SECRET&gt; first.",
-    "The incident form lives at &lt;https://evil.test|click&gt; and &amp;lt;!channel&amp;gt; is what the form writes.",
+    "The incident form lives at &lt;https://evil.test|click&gt; and &lt;!channel&gt; is what the form writes.",
     "To test the incident bot, type `:x: &lt;@U0VICTIM&gt;` in the test channel.",
 ]
 

@@ -81,6 +81,10 @@ def test_clean_prose_leaves_no_script_tag_or_link_piece():
     text = 'Run [<script>alert("x")</script>the checks](https://x.test/a_(b)) <style>p{}</style>first.'
     assert clean_prose(text) == "Run the checks first."
     assert clean_prose("The `<script>` tag stays in code.") == "The `<script>` tag stays in code."
+    # character references read as what they stand for, with their ";" only, and not in code
+    assert clean_prose("Use&nbsp;the &lt;b&gt; tag &amp; `&lt;i&gt;` &#8212; see ?a=1&copy=2&lang=en.") == (
+        "Use the <b> tag & `&lt;i&gt;` — see ?a=1&copy=2&lang=en."
+    )
 
 
 def test_markdown_cleaning_drops_scripts_and_link_only_lines_whole():
