@@ -110,7 +110,7 @@ _HTML = re.compile(
     r"</?(?:a|p|br|hr|div|span|img|sup|sub|details|summary|figure|figcaption|iframe|video|audio|source|"
     r"table|thead|tbody|tfoot|caption|tr|td|th|ul|ol|li|dl|dt|dd|em|strong|b|i|u|s|del|ins|mark|small|"
     r"abbr|cite|q|kbd|var|samp|time|code|pre|center|picture|section|article|blockquote|font|"
-    r"script|style|noscript|template|h[1-6])\b[^<>]*>",
+    r"script|style|noscript|template|track|embed|object|param|h[1-6])\b[^<>]*>",
     re.I,
 )
 _ADMONITION = re.compile(r"^\s*(?:!!!|\?\?\?\+?)\s*\w*(?:\s+\"([^\"]*)\")?\s*$")

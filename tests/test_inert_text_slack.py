@@ -124,7 +124,7 @@ async def test_model_links_are_posted_whole(long_answers, slack):
         "Leaders are elected with [Raft](https://en.wikipedia.org/wiki/Raft_(algorithm)) in every cluster.\n\n"
         "[![build](https://ci.test/badge.svg)](https://ci.test/runs) shows the last run, [[1]](https://x.test/1) "
         'the paper, [`f(x)`](https://api.test/f) the call and [spec](<https://x.test/a b> "The (old) spec") '
-        "the spec."
+        "the spec.\n\nFill in the \\[draft\\] form \\(v2\\), not \\[the old one](https://evil.test), by 5 \\* 3."
     )
     req, _ = slack.mention("UASKER", "how do I deploy?")
     await slack.send(req)
@@ -135,3 +135,6 @@ async def test_model_links_are_posted_whole(long_answers, slack):
         "<https://ci.test/runs|build> shows the last run, <https://x.test/1|[1]> the paper, "
         "<https://api.test/f|`f(x)`> the call and <https://x.test/a%20b|spec> the spec." in text
     ), text
+    # Markdown's escapes show their character, and an escaped bracket starts no link
+    assert "Fill in the [draft] form (v2), not [the old one](https://evil.test), by 5 \\* 3." in text, text
+    assert "evil.test|" not in text and "<https://evil.test" not in text

@@ -83,13 +83,14 @@ def replace_links(markdown: str, render: Callable[[str, str], str]) -> str:
     (an image's words are its alt text; a badge image inside a link gives the link its alt
     text). Links are scanned as CommonMark reads them (:func:`graphs.markdown_links.link_at`),
     so an address with parentheses (``https://en.wikipedia.org/wiki/Raft_(algorithm)``) is
-    one link, not a link and a stray ``)``. Set code spans aside first: a link inside one is
-    text."""
+    one link, not a link and a stray ``)``; an escaped ``\\[`` starts none. Set code spans aside
+    first: a link inside one is text."""
     out: list[str] = []
     at, i = 0, markdown.find("[")
     while i >= 0:
         start = i - 1 if i and markdown[i - 1] == "!" else i
-        found = link_at(markdown, start)
+        backslashes = len(markdown[:start]) - len(markdown[:start].rstrip("\\"))
+        found = None if backslashes % 2 else link_at(markdown, start)  # ``\[x](y)`` is text
         if found is None:
             i = markdown.find("[", i + 1)
             continue

@@ -35,6 +35,9 @@ _AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s|]+)>")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|(?<![\w_])__(?=\S)(.+?)(?<=\S)__(?![\w_])")
 _ITALIC_STAR = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+# a Markdown backslash escape (``\[draft\]``) shows its character; mrkdwn has no escapes, so those
+# of emphasis (``\*``, ``\_``, ``\~``, ``\```) are left as written rather than become formatting
+_ESCAPED = re.compile(r"\\([!\"#$%&'()+,\-./:;<=>?@\[\\\]^{|}])")
 _PLACEHOLDER = re.compile("\x02(\\d+)\x03")
 _BOLD_MARK = "\x01"
 _PROTECTED = re.compile(r"<[^<>\n]*>|&[a-z]+;")  # links and entities: a cut never falls inside
@@ -180,6 +183,7 @@ def _convert_inline(text: str) -> str:
     text = text.replace("\x01", "").replace("\x02", "").replace("\x03", "")
     text = _INLINE_CODE.sub(code, text)
     text = replace_links(text, lambda url, words: keep(slack_link(url, words)))
+    text = _ESCAPED.sub(r"\1", text)
     text = _AUTOLINK.sub(lambda m: keep(slack_link(m.group(1))), text)
     text = break_broadcasts(escape(text))
     text = _BOLD.sub(lambda m: _BOLD_MARK + (m.group(1) or m.group(2)) + _BOLD_MARK, text)
