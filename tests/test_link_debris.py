@@ -57,6 +57,22 @@ def test_html_links_of_every_kind_become_whole_links_or_words():
 
 
 @pytest.mark.parametrize(
+    "html, words",
+    [
+        ('<p>See <a href="https://x.test/n">the [draft note</a> now.</p>', r"See the \[draft note now."),
+        (
+            '<p>Logo <a href="https://x.test"><img src="l.png" alt="[beta] logo"></a> here.</p>',
+            "Logo (beta) logo here.",
+        ),
+        ('<p><a href="https://x.test/a b">spaced</a> and <a href="">empty</a>.</p>', "spaced and empty."),
+    ],
+)
+def test_html_link_texts_with_brackets_stay_one_link(html, words):
+    md = convert(html.encode(), "p.html").text
+    assert plain_links(md).strip() == words, md
+
+
+@pytest.mark.parametrize(
     "markdown, words",
     [
         ("[Raft](https://en.wikipedia.org/wiki/Raft_(algorithm)) is used", "Raft is used"),

@@ -39,12 +39,13 @@ from graphs.knowledge.templates import strip_templates
 
 log = logging.getLogger(__name__)
 
-CONVERTER_VERSION = 4
+CONVERTER_VERSION = 5
 """Raised whenever a format's conversion gives other Markdown than before (another
 converter, tables or headings written differently): part of :data:`FILE_READERS` and
 :data:`HTML_READERS`, so documents read by the older conversion are read again at the next
 sync. 1: office files through markitdown; 2: DOCX through python-docx; 3: XLSX through
-openpyxl (:func:`_xlsx`); 4: HTML links made whole or dropped (:func:`_plain_links`). An
+openpyxl (:func:`_xlsx`); 4: HTML links made whole or dropped (:func:`_plain_links`); 5: and
+brackets in their texts and alt texts made safe. An
 index written before readers were recorded has none: read again."""
 FILE_READERS = f"{CONVERTER_VERSION}:{','.join(sorted(SUPPORTED_SUFFIXES))}"
 """What a ``files`` or ``git`` source can read: the conversion's version and every readable
@@ -324,7 +325,8 @@ def _plain_links(root: Any) -> None:
     - a link without an address, or to ``javascript:``, becomes its text;
     - a link around blocks (a card: a heading and a paragraph in one ``<a>``) becomes its
       blocks: Markdown has no link across paragraphs;
-    - addresses are made safe for Markdown (:func:`_safe_url`: parentheses, spaces);
+    - addresses are made safe for Markdown (:func:`_safe_url`: parentheses, spaces), and so
+      are a link text's unbalanced brackets (escaped) and an alt text's brackets;
     - an image whose address is the picture itself (``data:``) becomes its alt text.
     """
     for a in root.find_all("a"):
@@ -343,6 +345,11 @@ def _plain_links(root: Any) -> None:
             a.unwrap()
         else:
             a["href"] = _safe_url(href)
+            text = a.get_text()
+            if text.count("[") != text.count("]"):  # "[draft" would end the link text early
+                for piece in a.find_all(string=True):
+                    if "[" in piece or "]" in piece:
+                        piece.replace_with(piece.replace("[", "\\[").replace("]", "\\]"))
     for img in root.find_all("img"):
         if img.decomposed or img.attrs is None:
             continue
@@ -355,6 +362,8 @@ def _plain_links(root: Any) -> None:
                 img.decompose()
         else:
             img["src"] = _safe_url(src)
+            # brackets in an alt text would end the image's ![alt] early
+            img["alt"] = str(img.get("alt") or "").replace("[", "(").replace("]", ")")
 
 
 ZIP_KINDS = ("docx", "pptx", "xlsx")
