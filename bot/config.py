@@ -44,7 +44,7 @@ from pydantic_settings import (
 )
 
 from graphs.file_formats import FILE_PATTERNS
-from graphs.settings import GraphSettings
+from graphs.settings import GraphSettings, worst_case_steps
 from graphs.settings import SettingsSection as _Section
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -1176,8 +1176,6 @@ def _channel_errors(path: Path, settings: Settings) -> list[str]:
 
 def _combination_errors(path: Path, settings: Settings) -> list[str]:
     """Settings valid one by one that cannot work together, one line each."""
-    from graphs.adaptive_rag import worst_case_steps
-
     k = settings.knowledge
     problems = []
     if k.chunk_overlap >= k.chunk_size:

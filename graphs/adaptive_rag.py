@@ -26,25 +26,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from graphs.nodes import GraphDeps, Nodes
+from graphs.settings import worst_case_steps  # noqa: F401 - where it was defined before
 from graphs.state import RAGState
 
 #: The compiled graph: state, input and output are :class:`RAGState`; no context schema.
 RAGGraph: TypeAlias = CompiledStateGraph[RAGState, Any, RAGState, RAGState]
-
-
-def worst_case_steps(max_generations: int, max_kb_searches: int, max_web_searches: int) -> int:
-    """The LangGraph steps the longest invocation of the graph can take with these budgets:
-    the least ``recursion_limit`` that never ends a question in GraphRecursionError.
-
-    Every search costs at most a rewrite, the search, the document grading and
-    ``max_generations`` x (generate + grade_answer); there are at most
-    ``max_kb_searches + max_web_searches`` searches per invocation (a human's "retry"
-    resumes in a new invocation with fresh budgets). Around them: start and route, and
-    at the end apology and finish (or human_review). LangGraph counts one more step for
-    the input. Checked against the real graph in tests/test_graph_failures.py.
-    """
-    searches = max_kb_searches + max_web_searches
-    return searches * (3 + 2 * max_generations) + 4
 
 
 def _next_search(nodes: Nodes, state: RAGState) -> str:

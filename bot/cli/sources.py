@@ -50,7 +50,7 @@ async def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _sync(settings: Settings, names: list[str] | None, source_dirs: list[str] | None) -> int:
     # the embedding model and the index libraries (torch, onnxruntime) load only here
-    from bot.runtime import build_knowledge_base
+    from bot.knowledge import build_knowledge_base
     from bot.storage import open_storage
     from bot.sync import SourceSync, SyncBusy, resolve_sources, sync_summary
     from graphs.models import build_embeddings
@@ -95,7 +95,7 @@ def cmd_sources(args: argparse.Namespace, settings: Settings) -> int:
     source; one plain line per source (the chat's ``sources`` reply) when stdout is not a
     terminal; ``--json``, one JSON object per source.
     """
-    from bot.runtime import build_knowledge_base
+    from bot.knowledge import build_knowledge_base
     from bot.sync import sources_table, sources_text
 
     kb = build_knowledge_base(settings, None, "none")

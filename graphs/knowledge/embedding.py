@@ -18,12 +18,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
 
 from graphs.knowledge.common import EmbeddingRefusedError
+
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,9 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
 
 from graphs.knowledge import index as idx
 from graphs.knowledge.common import (
@@ -34,7 +33,11 @@ from graphs.knowledge.embedding import TextEmbedder, embed_texts
 from graphs.knowledge.splitting import SPLITTER_ID, index_text, split_markdown
 from graphs.knowledge.templates import TEMPLATES_ID
 from graphs.knowledge.writer import GenerationWriter, reusable_vectors, text_key
-from graphs.state import Doc
+
+if TYPE_CHECKING:  # not loaded to list or sync sources: LangChain and LangGraph take a second to import
+    from langchain_core.embeddings import Embeddings
+
+    from graphs.state import Doc
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +319,13 @@ class KnowledgeBase:
             if per_file.get(key, 0) >= self.max_chunks_per_file:
                 continue
             per_file[key] = per_file.get(key, 0) + 1
-            doc = Doc(id=f"{file}#{cid}", text=text, location=file, title=title, score=round(scores[cid], 5))
+            doc: Doc = {
+                "id": f"{file}#{cid}",
+                "text": text,
+                "location": file,
+                "title": title,
+                "score": round(scores[cid], 5),
+            }
             if url:
                 doc["url"] = url
             if source:
@@ -957,7 +966,7 @@ class _Batcher:
             texts = [index_text(chunks[i]) for i in todo.values()]
             base = self.embedded
             got = embed_texts(
-                cast(Embeddings, self.kb.embeddings),
+                cast("Embeddings", self.kb.embeddings),
                 texts,
                 max_items=self.kb.batch_size,
                 max_tokens=self.kb.batch_tokens,

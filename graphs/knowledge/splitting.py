@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 from markdown_it import MarkdownIt
 
 from graphs.knowledge.common import Chunk
 from graphs.knowledge.sources import FENCE_RE, clean_markdown
 from graphs.markdown_links import plain_links
+
+if TYPE_CHECKING:  # loaded when a document is split, not to list sources (LangChain: ~0.2 s)
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 SPLITTER_ID = "md-blocks-3"
 """Names this chunking; stored in the manifest so a change of it rebuilds the index.
@@ -109,6 +112,8 @@ def split_markdown(text: str, file: str, file_hash: str, chunk_size: int, overla
     title_prefix = title_prefix or " ".join(title.split())
     if not body.strip():
         return []
+    from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
+
     prose = RecursiveCharacterTextSplitter.from_language(
         Language.MARKDOWN, chunk_size=chunk_size, chunk_overlap=min(overlap, chunk_size // 2)
     )
