@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from graphs.file_formats import FILE_PATTERNS, SUPPORTED_SUFFIXES
+from graphs.knowledge.common import display_name
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
 from graphs.knowledge.convert import FILE_READERS, ConversionError, convert
 
@@ -85,7 +86,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
                 out, i = out + fnmatch.translate(pattern[i : j + 1])[4:-3], j + 1
             else:
                 out, i = out + re.escape(pattern[i]), i + 1
-    return re.compile(f"^{out}$")
+    return re.compile(f"^{out}$", re.S)  # re.S: a name may hold a newline
 
 
 class GitConnector:
@@ -130,6 +131,7 @@ class GitConnector:
         tag = hashlib.sha256(f"{repo}\n{branch}".encode()).hexdigest()[:10]
         self.clone_dir = Path(cache_dir) / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{tag}.git"
         self._patterns = self._compile(self.paths)
+        self._branch_name = branch  # the default branch's name once a fetch has asked the remote
 
     def describe(self) -> str:
         paths = " " + ", ".join(self.paths) if self.paths else ""
@@ -159,11 +161,11 @@ class GitConnector:
             folder = p.rstrip("/")
             below = f"^{re.escape(folder)}/.+$" if folder else "^.+$"
             if not folder or p.endswith("/"):
-                out.append(re.compile(below))
+                out.append(re.compile(below, re.S))
             elif any(ch in p for ch in "*?["):
                 out.append(glob_regex(p))
             else:
-                out.append(re.compile(f"{below}|{glob_regex(p).pattern}"))
+                out.append(re.compile(f"{below}|{glob_regex(p).pattern}", re.S))
         return out
 
     def wanted(self, path: str) -> bool:
@@ -171,11 +173,21 @@ class GitConnector:
         suffix = os.path.splitext(path)[1].lower()
         return suffix in SUPPORTED_SUFFIXES and any(p.match(path) for p in self._patterns)
 
-    def url_of(self, path: str, commit: str) -> str:
-        """The address cited for ``path`` at ``commit`` ('' without a ``web_url``)."""
+    def url_of(self, path: str | bytes, commit: str) -> str:
+        """The address cited for ``path`` at ``commit`` ('' without a ``web_url``).
+
+        Args:
+            path: the file's path in the repository as git holds it (bytes: a name that is not
+                UTF-8 is percent-encoded byte for byte, ``caf\\xe9.md`` as ``caf%E9.md``, the
+                address a Git host serves it at), or as text (bytes that are not UTF-8 held as
+                lone surrogates, as ``surrogateescape`` decodes them).
+            commit: the commit id the file was read at.
+        """
         if not self.web_url:
             return ""
-        return self.web_url.format(path=quote(path), branch=quote(self.branch or "HEAD"), commit=commit)
+        raw = path if isinstance(path, bytes) else path.encode("utf-8", "surrogateescape")
+        branch = quote(self._branch_name or self.branch or "HEAD", safe="")
+        return self.web_url.format(path=quote(raw, safe="/"), branch=branch, commit=commit)
 
     # ---- git -----------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
@@ -259,31 +271,78 @@ class GitConnector:
                 args += ["--branch", self.branch]
             self._git(*args, "--", repo, str(tmp))
             tmp.rename(self.clone_dir)
+            if not self.branch:  # a bare clone's HEAD names the remote's default branch
+                self._branch_name = self._head_branch()
             return self._git("rev-parse", "--verify", ref + "^{commit}", cwd=self.clone_dir).decode().strip()
         spec = (
             f"+refs/heads/{self.branch}:refs/heads/{self.branch}" if self.branch else "+HEAD:refs/remotes/origin/HEAD"
         )
         self._git("fetch", "--quiet", "--no-tags", "--prune", "--", repo, spec, cwd=self.clone_dir)
+        if not self.branch and "{branch}" in self.web_url:
+            # a fetch of HEAD brings its commit, not its name; the remote may have renamed it
+            self._branch_name = self._remote_default_branch(repo) or self._head_branch()
         ref = f"refs/heads/{self.branch}" if self.branch else "refs/remotes/origin/HEAD"
         return self._git("rev-parse", "--verify", ref + "^{commit}", cwd=self.clone_dir).decode().strip()
 
-    def _tree(self, commit: str) -> dict[str, tuple[str, int]]:
-        """``{path: (blob id, size)}`` of the commit's regular files."""
-        out: dict[str, tuple[str, int]] = {}
+    def _head_branch(self) -> str:
+        """The branch the clone's HEAD names (the remote's default branch when it was cloned);
+        '' when HEAD names none."""
+        try:
+            ref = self._git("symbolic-ref", "--quiet", "HEAD", cwd=self.clone_dir).decode("utf-8", "replace").strip()
+        except SourceError:
+            return ""
+        return ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else ""
+
+    def _remote_default_branch(self, repo: str) -> str:
+        """The branch the remote's HEAD names (``git ls-remote --symref``: one more connection,
+        made only when ``web_url`` cites ``{branch}``); '' when the remote does not say."""
+        try:
+            out = self._git("ls-remote", "--symref", "--", repo, "HEAD").decode("utf-8", "replace")
+        except SourceError as exc:
+            log.debug("%s", exc)
+            return ""
+        for line in out.splitlines():
+            target, _, name = line.partition("\t")
+            if name == "HEAD" and target.startswith("ref: refs/heads/"):
+                return target.removeprefix("ref: refs/heads/")
+        return ""
+
+    def _tree(self, commit: str, out: Listing) -> dict[str, tuple[str, int, bytes]]:
+        """``{id: (blob id, size, path)}`` of the commit's regular files that :meth:`wanted`
+        keeps. ``path`` is the name as git holds it (bytes, from ``ls-tree -z``: a name with a
+        newline, a tab, a quote or bytes that are not UTF-8 arrives whole); ``id`` is that name
+        as the index stores and cites it (:func:`display_name`: non-UTF-8 bytes as ``\\xe9``,
+        control characters as ``\\n``). Two names that read the same once escaped: the first
+        is read, the other is a problem in ``out``."""
+        found: dict[str, tuple[str, int, bytes]] = {}
         raw = self._git("ls-tree", "-r", "-l", "-z", "--full-tree", commit, cwd=self.clone_dir)
         for entry in raw.split(b"\0"):
             if not entry:
                 continue
             meta, _, path_b = entry.partition(b"\t")
-            mode, kind, sha, size = meta.split()
+            fields = meta.split()
+            if len(fields) != 4:
+                continue
+            mode, kind, sha, size = fields
             if kind != b"blob" or mode == b"120000":  # symlinks are not documents
                 continue
             path = path_b.decode("utf-8", "surrogateescape")
-            out[path] = (sha.decode(), int(size) if size.isdigit() else 0)
-        return out
+            if not self.wanted(path):
+                continue
+            doc_id = display_name(path)
+            if doc_id in found:
+                out.problem(self.name, doc_id, "not read: another file's name reads the same once escaped")
+                continue
+            found[doc_id] = (sha.decode("ascii"), int(size) if size.isdigit() else 0, path_b)
+        return found
 
     def scan(self, known: Mapping[str, str], state: Mapping[str, Any], progress: ScanProgress | None = None) -> Listing:
-        """See :meth:`graphs.knowledge.connectors.base.Connector.scan` (``state``: ``{"commit": id}``).
+        """See :meth:`graphs.knowledge.connectors.base.Connector.scan` (``state``: ``{"commit":
+        id, "paths": [...], "problems": [ids that could not be read]}``).
+
+        An unchanged commit costs one fetch, unless files could not be read at the last sync:
+        then the tree is listed again and those files are tried (and reported) again, so a file
+        that is still unreadable is never forgotten by ``threadwise sources``.
 
         Raises:
             SourceError: git cannot clone or fetch (not found, needs credentials, offline).
@@ -293,61 +352,67 @@ class GitConnector:
         # the paths as matched: a sync before paths were normalised read "./.github/" as
         # "github/", and its commit alone must not keep what that found
         paths = [self.normal_path(p) for p in self.paths]
-        if state.get("commit") == commit and known and state.get("paths") == paths:
-            out.kept = set(known)
-            out.state["paths"] = paths
-            return out
-        tree = {p: v for p, v in self._tree(commit).items() if self.wanted(p)}
         out.state["paths"] = paths
+        same = state.get("commit") == commit and state.get("paths") == paths
+        if same and known and not state.get("problems"):
+            out.kept = set(known)
+            return out
+        tree = self._tree(commit, out)
+        problems: list[str] = [p.split(": ", 1)[0] for p in out.problems]
+        out.state["problems"] = problems  # filled while the documents are read
         todo: list[str] = []
-        for path, (sha, size) in tree.items():
-            if known.get(path) == sha:
-                out.kept.add(path)
+        for doc_id, (sha, size, _) in tree.items():
+            if known.get(doc_id) == sha:
+                out.kept.add(doc_id)
             elif size > self.max_file_bytes:
                 out.problem(
                     self.name,
-                    path,
+                    doc_id,
                     f"{size / 1e6:.0f} MB is over the {self.max_file_bytes / 1e6:.0f} MB limit (max_file_bytes)",
                 )
-                if path in known:
-                    out.kept.add(path)
+                problems.append(doc_id)
+                if doc_id in known:
+                    out.kept.add(doc_id)
             else:
-                todo.append(path)
+                todo.append(doc_id)
         out.changed = self._read(todo, tree, known, commit, out, progress)
         return out
 
     def _read(
         self,
         todo: list[str],
-        tree: dict[str, tuple[str, int]],
+        tree: dict[str, tuple[str, int, bytes]],
         known: Mapping[str, str],
         commit: str,
         out: Listing,
         progress: ScanProgress | None,
     ) -> Iterator[Document]:
-        """The documents at ``todo``, read one blob at a time (:class:`_CatFile`); fills ``out``
-        on the way."""
+        """The documents at ``todo`` (ids of ``tree``), read one blob at a time
+        (:class:`_CatFile`); fills ``out`` (and its state's ``problems``) on the way."""
         if not todo:
             return
+        problems: list[str] = out.state["problems"]
         blobs = _CatFile(self)
         try:
-            for done, path in enumerate(todo, start=1):
+            for done, doc_id in enumerate(todo, start=1):
                 if progress is not None and (done % 200 == 0 or done == len(todo)):
                     progress(done, len(todo))
-                sha = tree[path][0]
+                sha, _, path = tree[doc_id]
                 data = blobs.read(sha)
                 if data is None:
-                    out.problem(self.name, path, "blob missing from the clone")
+                    out.problem(self.name, doc_id, "blob missing from the clone")
+                    problems.append(doc_id)
                     continue
                 try:
-                    doc = convert(data, path)
+                    doc = convert(data, doc_id)
                 except ConversionError as exc:
-                    out.problem(self.name, path, str(exc))
-                    if path in known:
-                        out.kept.add(path)
+                    out.problem(self.name, doc_id, str(exc))
+                    problems.append(doc_id)
+                    if doc_id in known:
+                        out.kept.add(doc_id)
                     continue
                 del data  # the bytes are not held while the document is split and embedded
-                yield Document(id=path, title=doc.title, text=doc.text, url=self.url_of(path, commit), version=sha)
+                yield Document(id=doc_id, title=doc.title, text=doc.text, url=self.url_of(path, commit), version=sha)
         finally:
             blobs.close()
 
