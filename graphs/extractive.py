@@ -72,6 +72,9 @@ NEIGHBOURS = 2  # sentences quoted after each supporting sentence
 BEFORE = 0  # sentences quoted before each supporting sentence
 LEAD_AFTER = 3  # sentences quoted after the lead sentence (its passage opens the answer)
 LEAD_BEFORE = 1  # sentences quoted before the lead sentence (the cause before a matched symptom)
+# sentences quoted after the block the lead's passage introduces: what an example or an error message is
+# followed by ("Hugo throws this error:", the error, "To resolve, install a different edition.")
+LEAD_AFTER_BLOCK = 1
 DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its sentences' scores
 ANSWER_CHARACTERS = 700  # default prose budget ([graph] answer_characters)
 SHORT_LIST_SHARE = 0.3  # a bulleted list this share of the budget or shorter is quoted whole, as a list
@@ -684,7 +687,10 @@ class Extractive:
            ``SHORT_LIST_SHARE`` x ``budget`` characters (cases read together), with the code
            blocks inside its steps; the code block or table right after the passage (the one
            its last sentence introduces) follows whole (one longer than
-           ``MAX_CODE_CHARACTERS`` is named, "(The code is in [n].)"); a table row of a
+           ``MAX_CODE_CHARACTERS`` is named, "(The code is in [n].)"), then the
+           ``LEAD_AFTER_BLOCK`` sentences after that block, which say what it shows ("To
+           resolve, install a different edition." after an error message; with the block they
+           introduce, counted against ``budget``); a table row of a
            document that is all tables, read with its header ("team: search, on-call lead:
            Ana"), is quoted alone, and another row of its table only when it holds a word of
            the question the rows quoted do not ("search and billing");
@@ -851,6 +857,35 @@ class Extractive:
                 parts.append((u.doc, shown))
                 size += len(shown) if n else 0
                 used.add((block.doc, block.pos))
+                if n == 0:  # the lead goes on after its block: the sentences that say what the example shows
+                    after: list[Unit] = []
+                    pos = block.pos
+                    for _ in range(LEAD_AFTER_BLOCK):
+                        nxt = unit_at(u.doc, pos + 1)
+                        if (
+                            nxt is None
+                            or nxt.code
+                            or nxt.heading
+                            or nxt.row >= 0
+                            or nxt.list >= 0
+                            or (nxt.doc, nxt.pos) in used
+                            or norm(nxt.text) in quoted
+                        ):
+                            break
+                        after.append(nxt)
+                        pos += 1
+                    if after:
+                        text = " ".join(x.text for x in after)
+                        parts.append((u.doc, text))
+                        size += len(text)
+                        used |= {(x.doc, x.pos) for x in after}
+                        quoted |= {norm(x.text) for x in after}
+                        block = block_after(after[-1])
+                        if block is not None:  # and the block that sentence introduces, counted like a support's
+                            shown = _shown_block(block)
+                            parts.append((u.doc, shown))
+                            size += len(shown)
+                            used.add((block.doc, block.pos))
             # a table quoted whole (after its sentence, or in a step): its rows are not quoted again
             used |= {(x.doc, x.pos) for x in units if x.row >= 0 and (x.doc, x.row) in used}
         out: list[str] = []

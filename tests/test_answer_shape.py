@@ -425,3 +425,18 @@ def test_runbook_answers_through_the_cli_carry_their_commands_and_no_raw_links(t
     assert "has to be fsync'd to disk" in answers["fsync"], answers["fsync"]
     for answer in answers.values():
         assert not re.search(r"\]\[|\[\^", prose_of(answer)), answer
+
+
+HUGO = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "hugo-docs"
+
+
+def test_the_sentence_after_an_error_message_quoted_by_the_lead_follows_it():
+    """The lead quotes an error message ("Hugo throws this error:" and the message) and the
+    sentence after it, which says what to do ("To resolve, install a different edition."); the
+    answer stopped at the message and quoted other questions of the FAQ instead."""
+    text = clean_markdown((HUGO / "troubleshooting" / "faq.md").read_text())[1]
+    answer = compose("error says 'this feature is not available in this edition of Hugo'", text)
+    assert answer.startswith("An error message indicates that a feature is not available."), answer
+    at = first_fact_position(answer, ["To resolve, install a different edition."])
+    assert at is not None and at < 300, answer
+    assert answer.index("this feature is not available in this edition of Hugo\n```") < answer.index("To resolve")
