@@ -7,7 +7,7 @@ own sentences, with the knowledge base's embeddings and the lexical signals of
   (:func:`table_rows`), so a spreadsheet or a rota is graded and quoted by its rows.
 - :class:`Extractive` scores units against the question (cosine similarity of MiniLM
   vectors plus the share of the question's terms they hold), grades documents by their
-  best unit, reranks retrieved chunks, widens a chunk to its section (parent retrieval),
+  best unit, reranks retrieved chunks, widens a chunk to its section or short page (parent retrieval),
   and composes the answer: the best sentences in document order, each cited ``[n]``
   (``n`` = position in the graded documents), followed by the code block they introduce.
 
@@ -85,6 +85,9 @@ MAX_CODE_CHARACTERS = 1200
 # a two-core machine at load 13, 2-5 s with this limit (a table of up to 8 rows: every row)
 ROW_COSINE_LIMIT = 8
 MAX_SECTION_CHARACTERS = 4000
+# a page this long or shorter is retrieved whole, not only the section the search found (measured on the six
+# tuning corpora: runbooks of ~1,500 characters answer "what's the fix" from the section after the one found)
+PAGE_CHARACTERS = 2000
 
 
 # ---- splitting ------------------------------------------------------------------------
@@ -601,7 +604,8 @@ class Extractive:
         """Search the knowledge base (``questions``: plain or ``(query, weight)``, see
         ``KnowledgeBase.search``) for ``k * candidates_per_result`` chunks, keep the
         ``k`` best after :meth:`rerank`, each widened to its section (:meth:`widen`; two
-        chunks of one section become one document). ``sources``: only these configured
+        chunks of one section become one document), or to its whole page when the page is at
+        most ``PAGE_CHARACTERS`` long (:meth:`page`; the page is then one document). ``sources``: only these configured
         sources (``KnowledgeBase.search``).
 
         Raises:
@@ -623,15 +627,44 @@ class Extractive:
                 else self.knowledge.search(list(questions), k * candidates_per_result)
             )
         out: list[Doc] = []
-        seen: set[tuple[str, str]] = set()
+        seen: set[tuple[str, str | None]] = set()
         for d in self.rerank(texts, cands, len(cands)):
             key = (d.get("location", ""), d.get("title", ""))
-            if key not in seen:
-                seen.add(key)
-                out.append(self.widen(d))
+            page = (d.get("location", ""), None)  # a short page is one document, whichever chunk found it
+            if key in seen or page in seen:
+                continue
+            whole = self.page(d)
+            seen.add(page if whole is not None else key)
+            out.append(whole if whole is not None else self.widen(d))
             if len(out) >= k:
                 break
         return out
+
+    def page(self, doc: Doc) -> Doc | None:
+        """The chunk's whole page when it is at most ``PAGE_CHARACTERS`` long: its sections in
+        order, each under its heading (a Markdown heading as deep as its heading path), so a
+        short page (a runbook's meaning, impact, diagnosis and mitigation) is quoted from
+        whichever section answers, not only from the one the search found; else None (also
+        without an index, or for a page of one section, which :meth:`widen` covers)."""
+        snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
+        if snap is None or not hasattr(snap, "file_chunks") or not doc.get("location"):
+            return None
+        try:
+            chunks = [c for c, _ in snap.file_chunks(doc["location"], doc.get("source"))]
+        except Exception:  # noqa: BLE001 - the whole page is an optional extra
+            return None
+        if len({c.title for c in chunks}) <= 1 or sum(len(c.text) for c in chunks) > PAGE_CHARACTERS:
+            return None
+        parts: list[str] = []
+        last = None
+        for c in chunks:
+            if c.title != last:
+                path = [p for p in c.title.split(" > ") if p.strip()]
+                if path:
+                    parts.append(f"{'#' * min(6, len(path))} {path[-1]}")
+                last = c.title
+            parts.append(c.text)
+        return Doc(**{**doc, "text": "\n\n".join(parts)})
 
     def widen(self, doc: Doc) -> Doc:
         """The chunk widened to its whole section (the chunks of its file sharing its

@@ -440,3 +440,29 @@ def test_the_sentence_after_an_error_message_quoted_by_the_lead_follows_it():
     at = first_fact_position(answer, ["To resolve, install a different edition."])
     assert at is not None and at < 300, answer
     assert answer.index("this feature is not available in this edition of Hugo\n```") < answer.index("To resolve")
+
+
+def test_a_short_page_is_retrieved_whole_and_a_long_one_by_its_section(tmp_path):
+    """A runbook of a few short sections is one document, whichever section the search found: "what
+    can clock skew break and how do we fix it" is answered from its Impact and Mitigation sections
+    (the search finds its Meaning, "Clock skew detected."), and the page is not listed twice. A page
+    over ``PAGE_CHARACTERS`` is still read by the section found (real runbooks, keyword index)."""
+    from graphs.knowledge import KnowledgeBase
+
+    pages = ["node/NodeClockSkewDetected.md", "node/NodeClockNotSynchronising.md", "etcd/etcdBackendQuotaLowSpace.md"]
+    for rel in pages:
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / rel).write_bytes((RUNBOOKS / rel).read_bytes())
+    kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"])
+    kb.reindex()
+    brain = Extractive(TextEmbedder(None), kb)
+    question = "clock skew detected on a node, what can that break and how do we fix it"
+    docs = brain.retrieve([question], 5)
+    assert docs[0]["location"] == "node/NodeClockSkewDetected.md"
+    assert [d["location"] for d in docs].count("node/NodeClockSkewDetected.md") == 1
+    assert "handling TLS" in docs[0]["text"] and "Ensure time synchronization service is running." in docs[0]["text"]
+    answer = brain.compose([question], docs)
+    assert "TLS" in answer and "time synchronization service" in answer, answer
+    long = brain.retrieve(["etcd database size quota, how do I defragment it"], 5)
+    etcd = [d for d in long if d["location"] == "etcd/etcdBackendQuotaLowSpace.md"]
+    assert etcd and all(len(d["text"]) < len((RUNBOOKS / pages[2]).read_text()) - 200 for d in etcd)
