@@ -340,7 +340,7 @@ SOURCE_OPTIONS = {
 
 #: The fields a ``web_url`` template of each type may name (what the connectors' ``url_of``
 #: fill in: graphs/knowledge/connectors/files.py and git.py).
-WEB_URL_FIELDS = {"files": ("path", "stem"), "git": ("path", "branch", "commit")}
+WEB_URL_FIELDS = {"files": ("path", "stem", "folder"), "git": ("path", "branch", "commit")}
 
 
 def _check_template(template: str, fields: tuple[str, ...]) -> None:

@@ -52,7 +52,7 @@ def test_one_missing_path_of_a_files_source_is_one_problem_and_the_rest_is_read(
     ], second.stdout
     asked = threadwise("ask", "--json", "how do I book trains?", "--config", str(cfg), cwd=tmp_path)
     answer = json.loads(asked.stdout)
-    assert answer["sources"] == ["travel.md"] and "wombat portal" in answer["answer"], answer
+    assert answer["sources"] == ["policies/travel.md"] and "wombat portal" in answer["answer"], answer
 
     # back in place: read as before, nothing lost
     (tmp_path / "travel.md.bak").rename(tmp_path / "policies" / "travel.md")

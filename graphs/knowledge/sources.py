@@ -39,6 +39,15 @@ def discover_files(
     patterns: Sequence[str],
     outside: list[str] | None = None,
 ) -> list[tuple[Path, str]]:
+    """List the files to index: ``(path, display path)`` pairs of :func:`list_files` (see there)."""
+    return [(path, shown) for path, shown, _ in list_files(sources, patterns, outside)]
+
+
+def list_files(
+    sources: Sequence[str | Path],
+    patterns: Sequence[str],
+    outside: list[str] | None = None,
+) -> list[tuple[Path, str, str]]:
     """List the files to index.
 
     A folder is walked without following links to folders (a link such as ``ln -s . current``
@@ -58,21 +67,22 @@ def discover_files(
             outside its folder.
 
     Returns:
-        ``(path, display path)`` pairs, sorted by display path; the display path is relative
-        to its source folder (a single file: its name), with bytes that are not UTF-8 and
-        control characters escaped (:func:`display_name`).
+        ``(path, display path, name)`` triples, sorted by display path. ``name`` is the path
+        relative to its source folder (a single file: its name) as the file system holds it
+        (bytes that are not UTF-8 as lone surrogates, ``os.fsdecode``); the display path is
+        ``name`` with those bytes and control characters escaped (:func:`display_name`).
 
     Raises:
         KnowledgeBaseError: a source matches nothing that exists.
     """
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}
     for src in sources:
         p = Path(src).expanduser()
         if p.is_dir():
             base, matcher = os.path.realpath(p), _patterns_regex(patterns)
         elif p.is_file():
             # a file named in the configuration is read where it leads: the user chose it
-            found.setdefault(os.path.abspath(p), display_name(p.name))
+            found.setdefault(os.path.abspath(p), (display_name(p.name), p.name))
             continue
         else:
             base, rest = _glob_split(str(p))
@@ -84,13 +94,13 @@ def discover_files(
             base, matcher = os.path.realpath(base), _patterns_regex([rest])
         before = len(found)
         for full, rel in _walk(base, matcher, outside):
-            found.setdefault(full, display_name(rel))
+            found.setdefault(full, (display_name(rel), rel))
         if not p.is_dir() and len(found) == before:
             raise KnowledgeBaseError(
                 f"knowledge source not found: {src} (a path in config.toml is relative to "
                 "the config file's folder, one given with --source to the current folder)"
             )
-    return sorted(((Path(k), v) for k, v in found.items()), key=lambda kv: kv[1])
+    return sorted(((Path(k), shown, rel) for k, (shown, rel) in found.items()), key=lambda f: f[1])
 
 
 def _walk(base: str, matcher: re.Pattern[str], outside: list[str] | None) -> Iterator[tuple[str, str]]:

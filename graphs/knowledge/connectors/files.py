@@ -20,7 +20,7 @@ from graphs.file_formats import FILE_PATTERNS, SUPPORTED_SUFFIXES
 from graphs.knowledge.common import KnowledgeBaseError, display_name
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
 from graphs.knowledge.convert import FILE_READERS, ConversionError, convert
-from graphs.knowledge.sources import discover_files
+from graphs.knowledge.sources import _glob_split, list_files
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,8 @@ class FilesConnector:
         patterns: globs inside a folder (``**/*.md``...); by default every supported format
             (:data:`graphs.file_formats.FILE_PATTERNS`).
         web_url: a template of the address to cite, with ``{path}`` (the file's path inside
-            its folder, URL-quoted), e.g. ``https://docs.example.com/{path}``; '' cites the path.
+            its folder, URL-quoted), ``{stem}`` (the same without its ending) and ``{folder}``
+            (:meth:`folders`), e.g. ``https://docs.example.com/{folder}/{path}``; '' cites the id.
         max_file_bytes: larger files are skipped (one log line and a problem in the report).
     """
 
@@ -61,12 +62,49 @@ class FilesConnector:
         where = ", ".join(self.paths)
         return where if tuple(self.patterns) == FILE_PATTERNS else f"{where} ({', '.join(self.patterns)})"
 
-    def url_of(self, rel: str) -> str:
-        """The address cited for the file at ``rel`` ('' without a ``web_url``)."""
+    def url_of(self, rel: str, folder: str = "") -> str:
+        """The address cited for the file at ``rel`` ('' without a ``web_url``).
+
+        Args:
+            rel: the file's path inside its folder, with '/', as the file system holds it
+                (``os.fsdecode``: bytes that are not UTF-8 as lone surrogates); those bytes are
+                percent-encoded as they are (``caf%E9.md``), the address a web server
+                serving the folder answers at.
+            folder: ``{folder}``: the name of the folder the file was found through
+                (:meth:`folders`), held the same way.
+        """
         if not self.web_url:
             return ""
         stem = rel.rsplit(".", 1)[0] if "." in rel.rsplit("/", 1)[-1] else rel
-        return self.web_url.format(path=quote(rel), stem=quote(stem))
+        raw, raw_stem, raw_folder = (os.fsencode(x) for x in (rel, stem, folder))
+        return self.web_url.format(path=quote(raw), stem=quote(raw_stem), folder=quote(raw_folder))
+
+    def folders(self) -> dict[str, str]:
+        """``{configured path: the name of its folder}``: the folder a path names (a glob's
+        folder, a file's own folder), with as many parent folders as make it differ from the
+        other paths' (``en/docs``, ``de/docs``; paths in one folder share it), as the file
+        system holds it (``os.fsdecode``). ``{folder}`` of ``web_url``; with several paths, two
+        folders may both hold a README.md, so each id starts with it (``eng/README.md``). With
+        one path an id is the file's path inside its folder, as it always was, so an index
+        needs nothing read again."""
+        bases: dict[str, list[str]] = {}
+        for src in dict.fromkeys(self.paths):
+            p = Path(src).expanduser()
+            if any(c in src for c in "*?["):
+                base = _glob_split(str(p))[0]
+            elif p.is_dir() or not (p.exists() or p.suffix):
+                base = os.path.abspath(p)
+            else:  # a file named by itself: its folder
+                base = os.path.dirname(os.path.abspath(p))
+            bases[src] = [part for part in base.split(os.sep) if part] or ["root"]
+        distinct = {tuple(b) for b in bases.values()}
+        out = {}
+        for src, parts in bases.items():
+            k = 1
+            while k < len(parts) and sum(b[-k:] == tuple(parts[-k:]) for b in distinct) > 1:
+                k += 1
+            out[src] = "/".join(parts[-k:])
+        return out
 
     def scan(self, known: Mapping[str, str], state: Mapping[str, Any], progress: ScanProgress | None = None) -> Listing:
         """See :meth:`graphs.knowledge.connectors.base.Connector.scan`. ``state`` maps a file's
@@ -81,16 +119,19 @@ class FilesConnector:
             SourceError: every configured path matches nothing (the message names them).
         """
         outside: list[str] = []
-        found: dict[str, tuple[Path, str, str]] = {}
+        found: dict[str, tuple[Path, str, str, str]] = {}
         missing: dict[str, str] = {}  # configured path: why it gives nothing
+        folders = self.folders()
+        several = len(folders) > 1
         for src in self.paths:
             try:
-                listed = discover_files([src], self.patterns, outside)
+                listed = list_files([src], self.patterns, outside)
             except Exception as exc:  # noqa: BLE001 - a missing folder or unreadable glob: this path only
                 missing[src] = str(exc) if isinstance(exc, KnowledgeBaseError) else f"{type(exc).__name__}: {exc}"
                 continue
-            for path, rel in listed:  # a file reached through two paths is read once, through the first
-                found.setdefault(str(path), (path, rel, src))
+            for path, shown, name in listed:  # a file reached through two paths is read once, through the first
+                doc_id = f"{display_name(folders[src])}/{shown}" if several else shown
+                found.setdefault(str(path), (path, doc_id, src, name))
         if missing and len(missing) == len(set(self.paths)):
             raise SourceError(f"source {self.name}: {_none_found(missing)}")
         out = Listing()
@@ -100,7 +141,7 @@ class FilesConnector:
         stamps: dict[str, list[str]] = {k: list(v) for k, v in (state.get("files") or {}).items()}
         lost: dict[str, list[str]] = {}
         if missing:
-            listed_ids = {rel for _, rel, _ in files}
+            listed_ids = {rel for _, rel, _, _ in files}
             for src, why in missing.items():
                 # "<path>: not found (...)" or "<glob>: matches no file (...)", the path said once
                 why = why.removeprefix(f"knowledge source not found: {src} ")
@@ -118,20 +159,22 @@ class FilesConnector:
 
     def _read(
         self,
-        files: list[tuple[Path, str, str]],
+        files: list[tuple[Path, str, str, str]],
         known: Mapping[str, str],
         stamps: Mapping[str, list[str]],
         lost: dict[str, list[str]],
         out: Listing,
         progress: ScanProgress | None,
     ) -> Iterator[Document]:
-        """The changed documents of ``files`` (``(path, id, configured path)``), read one at a
+        """The changed documents of ``files`` (``(path, id, configured path, name inside its
+        folder as the file system holds it)``), read one at a
         time; fills ``out`` on the way. ``stamps`` is the last sync's state of each id, ``lost``
         that of the ids kept for a configured path that matches nothing now."""
         new_stamps: dict[str, list[str]] = dict(lost)
         named = {Path(os.path.abspath(Path(p).expanduser())) for p in self.paths}
+        folders = self.folders()
         out.state = {"files": new_stamps}
-        for i, (path, rel, src) in enumerate(files, start=1):
+        for i, (path, rel, src, name) in enumerate(files, start=1):
             if progress is not None and (i % 500 == 0 or i == len(files)):
                 progress(i, len(files))
             if path.suffix.lower() not in SUPPORTED_SUFFIXES:
@@ -181,7 +224,7 @@ class FilesConnector:
                 new_stamps.pop(rel, None)
                 self._failed(out, known, rel, str(exc))
                 continue
-            yield Document(id=rel, title=doc.title, text=doc.text, url=self.url_of(rel), version=digest)
+            yield Document(id=rel, title=doc.title, text=doc.text, url=self.url_of(name, folders[src]), version=digest)
 
     def _failed(self, out: Listing, known: Mapping[str, str], rel: str, why: str) -> None:
         out.problem(self.name, rel, why)
