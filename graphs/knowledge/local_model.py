@@ -16,8 +16,9 @@ with ``torch.onnx`` and ``onnxruntime`` directly.
 
 The export runs once, from the model files on disk (no download), into a cache folder
 (``$XDG_CACHE_HOME/threadwise/embeddings`` or ``~/.cache/threadwise/embeddings``), keyed
-by the model files and the library versions; it is checked against torch on sample texts
-before it is used. A failed export or load falls back to torch, with one log line.
+by the model files' content and the library versions, so installations sharing the cache
+share an export and never remove one another's while it is in use; it is checked against
+torch on sample texts before it is used. A failed export or load falls back to torch, with one log line.
 
 Vectors: torch and fp32 ONNX give the same vectors (max difference ~2e-7); int8 vectors
 differ slightly (cosine ~0.99 to torch's), so they carry another embedder id and an index
@@ -34,6 +35,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Sequence
 from importlib import metadata
@@ -112,15 +114,49 @@ def default_cache_dir() -> Path:
     return Path(base) / "threadwise" / "embeddings"
 
 
-def export_key(model_path: str | Path, backend: str) -> str:
-    """Names an export: the model folder's files (name, size, mtime), the backend, the
-    recipe and the versions of torch, transformers and onnxruntime (16 hex digits)."""
+#: Days an export of another key stays in the shared cache after its last use: another
+#: installation (a second checkout, a bot and an admin CLI in two virtualenvs, the previous
+#: release during an upgrade) may still load it. A month outlives any such overlap.
+KEEP_UNUSED_DAYS = 30
+
+_DIGESTS = ".digests.json"  # in the cache folder: content digests by path, size and mtime
+
+
+def export_key(model_path: str | Path, backend: str, cache_dir: Path | None = None) -> str:
+    """Names an export: the model folder's files (relative name, size and SHA-256 of the
+    content), the backend, the recipe and the versions of torch, transformers and
+    onnxruntime (16 hex digits). The same model files with the same libraries give the same
+    key in every installation, whatever their paths and modification times, so installations
+    sharing the cache share one export.
+
+    ``cache_dir``: where the files' digests are remembered (by real path, size and mtime), so
+    the ~90 MB of model files are hashed once per installation, not at every start."""
     ops = ",".join(QUANTIZED_OPS) if backend == "onnx-int8" else ""
     h = hashlib.sha256(f"{EXPORT_RECIPE}|{backend}|{ops}".encode())
+    known: dict[str, str] = {}
+    if cache_dir is not None:
+        try:
+            loaded = json.loads((cache_dir / _DIGESTS).read_text())
+            known = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            pass
+    learned = False
     for p in sorted(Path(model_path).rglob("*")):
         if p.is_file() and not p.name.startswith("."):
             st = p.stat()
-            h.update(f"|{p.relative_to(model_path)}:{st.st_size}:{st.st_mtime_ns}".encode())
+            stamp = f"{os.path.realpath(p)}:{st.st_size}:{st.st_mtime_ns}"
+            digest = known.get(stamp)
+            if not isinstance(digest, str):
+                with p.open("rb") as f:
+                    digest = hashlib.file_digest(f, "sha256").hexdigest()
+                known[stamp], learned = digest, True
+            h.update(f"|{p.relative_to(model_path).as_posix()}:{st.st_size}:{digest}".encode())
+    if learned and cache_dir is not None:
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            _write_atomically(cache_dir / _DIGESTS, json.dumps(known, indent=0))
+        except OSError:  # a read-only cache: the digests are computed again next time
+            pass
     for dist in ("torch", "transformers", "onnxruntime"):
         try:
             h.update(f"|{dist}={metadata.version(dist)}".encode())
@@ -150,6 +186,7 @@ class OnnxEncoder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
+        self.folder = folder
         meta = json.loads((folder / "export.json").read_text())
         self.max_length = min(int(meta["max_seq_length"]), int(max_length or meta["max_seq_length"]))
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -221,7 +258,12 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
     ``onnx-int8`` dynamic int8 quantization of the weights, per channel
     (``onnxruntime.quantization.quantize_dynamic``); then the vectors of a few texts are
     compared with torch's (:data:`MIN_COSINE`). Written to a temporary folder and renamed,
-    so concurrent exports never see half a folder.
+    so no process ever sees half a folder; processes exporting the same key at once take
+    turns on a lock file beside it (``flock``): the second one uses the first one's export.
+
+    The cache may be shared by several installations: an export of another key (other model
+    files or library versions) is removed only when unused for :data:`KEEP_UNUSED_DAYS`
+    (each load marks its export as used).
 
     Args:
         model_path: a sentence-transformers folder (Transformer, mean Pooling, optional Normalize).
@@ -239,11 +281,91 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
     model_path = Path(model_path)
     final = (
         cache_dir / f"{model_path.parent.name if model_path.name == 'model' else model_path.name}-{backend}-"
-        f"{export_key(model_path, backend)}"
+        f"{export_key(model_path, backend, cache_dir)}"
     )
-    if (final / "export.json").exists():
+    if _use(final):
         return final
     cache_dir.mkdir(parents=True, exist_ok=True)
+    # one export of a key at a time across processes: a second process waits for the first
+    # one's folder instead of exporting the same model again beside it
+    with _ExportLock(cache_dir / f".{final.name}.lock"):
+        if _use(final):
+            return final
+        _export(model_path, backend, cache_dir, final)
+    _prune(cache_dir, final)
+    return final
+
+
+def _use(folder: Path) -> bool:
+    """True when ``folder`` holds a finished export; its ``export.json`` is touched then, so
+    :func:`_prune` in any installation sees it is in use."""
+    try:
+        os.utime(folder / "export.json")
+        return True
+    except FileNotFoundError:
+        return False
+    except OSError:  # a read-only cache: usable, only not marked
+        return (folder / "export.json").exists()
+
+
+def _prune(cache_dir: Path, final: Path) -> None:
+    """Remove exports of the same model and backend as ``final`` not used for
+    :data:`KEEP_UNUSED_DAYS` (an export another installation still loads is touched at each
+    load, so it stays), and temporary folders of exports that died halfway as long ago."""
+    prefix = final.name[: -len(final.name.rsplit("-", 1)[-1])]
+    horizon = time.time() - KEEP_UNUSED_DAYS * 86400
+    for stale in cache_dir.glob(prefix + "*"):
+        if stale == final or not stale.is_dir() or not re.fullmatch(r"[0-9a-f]{16}", stale.name[len(prefix) :]):
+            continue
+        try:
+            if (stale / "export.json").stat().st_mtime >= horizon:
+                continue
+        except FileNotFoundError:
+            pass
+        log.info("removing the local embedding export %s: unused for %d days", stale, KEEP_UNUSED_DAYS)
+        shutil.rmtree(stale, ignore_errors=True)
+    for tmp in cache_dir.glob(f".{prefix}*"):
+        try:
+            if tmp.is_dir() and tmp.stat().st_mtime < horizon:
+                shutil.rmtree(tmp, ignore_errors=True)
+        except OSError:
+            pass
+
+
+class _ExportLock:
+    """An exclusive ``flock`` on ``path`` (created if missing) while held; waits for it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = -1
+
+    def __enter__(self) -> None:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except ImportError:  # not POSIX: the atomic rename alone keeps the cache whole
+            pass
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # releases the lock
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """``path`` holds ``text`` whole or keeps what it held: a temporary file beside it, renamed."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _export(model_path: Path, backend: str, cache_dir: Path, final: Path) -> None:
+    """The export itself (see :func:`export_onnx`), into a temporary folder renamed to ``final``."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -344,17 +466,12 @@ def export_onnx(model_path: str | Path, backend: str, cache_dir: Path) -> Path:
         (tmp / "export.json").write_text(json.dumps(meta, indent=1))
         try:
             tmp.rename(final)
-        except OSError:  # another process finished the same export first
+        except OSError:  # another process (without the lock: not POSIX) finished the same export first
             if not (final / "export.json").exists():
                 raise
-        prefix = final.name[: -len(final.name.rsplit("-", 1)[-1])]
-        for stale in cache_dir.glob(prefix + "*"):  # older exports of this model and backend
-            if stale != final and stale.is_dir() and re.fullmatch(r"[0-9a-f]{16}", stale.name[len(prefix) :]):
-                shutil.rmtree(stale, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("exported the local embedding model to %s (%s, least cosine to torch %.4f)", final, backend, cosine)
-    return final
 
 
 class LocalEmbeddings(Embeddings):
