@@ -394,7 +394,7 @@ async def open_runtime(
     # --source folders are read again every time: a user asking about a folder expects its
     # files as they are now, and an unchanged folder costs a listing (stat per file)
     if build_index and (sources or knowledge.needs_rebuild()):
-        log.info("syncing the knowledge index from %s", ", ".join(knowledge.sources))
+        log.info("syncing the knowledge index from %s", ", ".join(knowledge.pending_sources() or knowledge.sources))
         # a failed build (embeddings API, another reindex running) is logged and shown by
         # `status`; the bot starts with the last good generation, or keyword-only
         await asyncio.to_thread(knowledge.ensure_index, progress, bool(sources))  # embedding must not block the loop

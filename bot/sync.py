@@ -199,6 +199,21 @@ def sync_summary(stats: IndexStats) -> str:
     return "\n".join(lines)
 
 
+def count(n: int, noun: str) -> str:
+    """``"1 document"``, ``"2 documents"`` (``noun`` takes an ``s``)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def index_note(row: dict) -> str:
+    """What :func:`sources_text` adds when a source's documents are not in the live index as
+    configured (``row["indexed"]``, :meth:`KnowledgeBase.source_status`), else ''."""
+    if row.get("indexed") == "no":
+        return f" — NOT IN THE INDEX (`threadwise sync {row['name']}` reads it)"
+    if row.get("indexed") == "outdated":
+        return " — indexed under another configuration or release: read again at the next sync"
+    return ""
+
+
 def sources_table(knowledge: KnowledgeBase, schedules: Mapping[str, float] | None = None) -> list[dict]:
     """Each source's status (:meth:`KnowledgeBase.source_status`) with its ``schedule``."""
     rows = knowledge.source_status()
@@ -219,11 +234,13 @@ def sources_text(
     lines = [f"{len(rows)} knowledge source{'s' if len(rows) != 1 else ''}:"]
     for r in rows:
         when = r["last_sync"] or "never"
-        line = f"• {r['name']} ({r['kind']}): {r['documents']} documents, {r['chunks']} chunks, last sync {when}"
+        line = f"• {r['name']} ({r['kind']}): {count(r['documents'], 'document')}, {count(r['chunks'], 'chunk')}"
+        line += f", last sync {when}"
         line += f", every {r['schedule']}" if r["schedule"] else ""
+        line += index_note(r)
         if r["last_error"]:
             line += f" — last sync FAILED: {r['last_error']} (last success {r['last_success'] or 'never'})"
         elif r["problems"]:
-            line += f" — {len(r['problems'])} documents could not be read"
+            line += f" — {count(len(r['problems']), 'document')} could not be read"
         lines.append(line)
     return "\n".join(lines)

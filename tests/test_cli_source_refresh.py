@@ -43,6 +43,7 @@ def test_a_missing_source_folder_is_one_line(tmp_path):
     assert result.returncode == 2, result.stderr
     said = (result.stdout + result.stderr).strip().splitlines()
     assert len(said) == 1 and "knowledge source not found: nothere" in said[0], said
+    assert not list((tmp_path / "data").glob("index-*")), "an empty index folder was left behind"
 
 
 def test_a_sync_report_names_what_it_skipped(tmp_path):

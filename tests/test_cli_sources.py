@@ -88,12 +88,14 @@ def test_sources_shows_every_source_whole_on_a_narrow_terminal_and_in_a_pipe(tmp
     # a wide terminal: the table, each cell whole
     wide = ANSI.sub("", threadwise("sources", "--config", str(cfg), cwd=tmp_path, columns=300).stdout)
     assert "┃ source" in wide and name in wide and f"repository not found: {missing}" in wide and "…" not in wide
+    assert "not in the index; repository not found" in wide, wide
     # a pipe: one plain line per source
     piped = threadwise("sources", "--config", str(cfg), cwd=tmp_path)
     assert piped.returncode == 0 and "\x1b[" not in piped.stdout and "┃" not in piped.stdout
     lines = {line.split(" ", 2)[1]: line for line in piped.stdout.splitlines() if line.startswith("• ")}
-    assert "1 documents, 1 chunks" in lines[name] and "every 6h" in lines[name], piped.stdout
+    assert "1 document, 1 chunk," in lines[name] and "every 6h" in lines[name], piped.stdout
     assert f"FAILED: repository not found: {missing}" in lines["wiki"], piped.stdout
+    assert "NOT IN THE INDEX (`threadwise sync wiki` reads it)" in lines["wiki"], piped.stdout
 
 
 def test_a_sources_entry_with_a_wrong_or_missing_key_or_type_is_one_line_naming_the_key(tmp_path):

@@ -76,7 +76,7 @@ async def test_a_second_reindex_is_refused_while_one_runs(tmp_path):
         fake.release.set()
         rc, text = await finish(first)
     assert rc == 0, text
-    assert "Indexed 3 files" in text
+    assert "Indexed 3 documents" in text
     assert_complete(tmp_path / "data" / "index")
 
 
@@ -167,4 +167,4 @@ def test_the_reindex_summary_gives_seconds_plainly(seconds, shown):
     """What `threadwise reindex` and the admin command report: seconds with one decimal at
     any size (a 140 s reindex was shown as "1.4e+02 s")."""
     text = IndexStats(files=161, chunks=2885, embedded_chunks=2885, seconds=seconds).summary()
-    assert text == f"161 files into 2885 chunks (2885 embedded, 0 reused) {shown}"
+    assert text == f"161 documents into 2885 chunks (2885 embedded, 0 reused) {shown}"

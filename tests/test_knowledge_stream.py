@@ -108,7 +108,7 @@ def test_moved_and_renamed_files_cost_nothing_to_embed(tmp_path):
     (folder / "archive").mkdir()
     shutil.move(folder / "part1" / "p4.md", folder / "archive" / "page-four.md")
     stats = kb.reindex()
-    assert stats.sources[0].added == 1 and stats.sources[0].removed == 1
+    assert (stats.sources[0].added, stats.sources[0].removed, stats.sources[0].renamed) == (0, 0, 1)
     assert emb.texts == [] and stats.embedded_chunks == 0
     assert kb.search(["unique4"], k=1)[0]["location"] == "archive/page-four.md"
     # an edited file still embeds its changed chunk only
@@ -138,7 +138,7 @@ def test_a_file_renamed_in_git_is_not_embedded_again(tmp_path):
     git(repo, "commit", "-q", "-m", "rename")
     stats = kb.reindex()
     report = stats.sources[0]
-    assert (report.added, report.removed, report.unchanged) == (1, 1, 2)
+    assert (report.added, report.removed, report.renamed, report.unchanged) == (0, 0, 1, 2)
     assert emb.texts == [] and stats.embedded_chunks == 0
     hit = kb.search(["ocelot rota"], k=1)[0]
     assert hit["location"] == "docs/runbooks-oncall.md"

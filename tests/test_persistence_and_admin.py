@@ -76,7 +76,7 @@ async def test_admin_reindex_and_refusal(settings):
         audit = await rt.bookkeeping.audit_rows()
     assert refused.notices == ["Sorry, only admins can reindex the knowledge base."]
     assert allowed.notices[0].startswith("Reindexing")
-    assert "Reindex done: 3 files" in allowed.notices[-1] and " s." in allowed.notices[-1]
+    assert "Reindex done: 3 documents" in allowed.notices[-1] and " s." in allowed.notices[-1]
     assert "3 files" in status.notices[0]
     assert [(a[0], a[2]) for a in audit] == [("eve", 0), ("root", 1)]
     assert model.calls == []
@@ -116,7 +116,7 @@ async def test_questions_answered_during_reindex(tmp_path: Path):
             await asyncio.wait_for(reindex, 60)
     assert reindexing  # every question was answered while the reindex was still running
     assert all(o.answers and o.answers[0].kind == "answer" for o in outs)
-    assert admin_out.notices[0].startswith("Reindexing") and "Reindex done: 4 files" in admin_out.notices[-1]
+    assert admin_out.notices[0].startswith("Reindexing") and "Reindex done: 4 documents" in admin_out.notices[-1]
 
 
 def test_config_errors_name_the_key(tmp_path: Path):

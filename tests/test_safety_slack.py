@@ -341,7 +341,7 @@ async def test_reindex_without_channel_access_ends_with_the_result_within_five_u
     await slack.send(command(slack, "UADMIN", "reindex", channel="C0ELSEWHERE", rid="r1"), timeout=60)
     used = [r for r in slack.fake.responses if r["rid"] == "r1"]
     assert 2 <= len(used) <= 5
-    assert used[-1]["text"].startswith("Reindex done: 42 files")
+    assert used[-1]["text"].startswith("Reindex done: 42 documents")
     assert slack.fake.refused_responses == []
 
 

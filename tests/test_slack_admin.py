@@ -12,7 +12,7 @@ import pytest
 
 from tests.fakes.slack_api import SlackHarness
 
-DONE = re.compile(r"Reindex done: (\d+) files into (\d+) chunks .* in [\d.]+ s")
+DONE = re.compile(r"Reindex done: (\d+) documents? into (\d+) chunks? .* in [\d.]+ s")
 
 
 def command(slack: SlackHarness, user: str, text: str, channel: str | None = None):

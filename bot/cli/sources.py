@@ -117,6 +117,8 @@ def _print_sources(rows: list[dict]) -> None:
     from rich.measure import Measurement
     from rich.table import Table
 
+    from bot.sync import count
+
     cells = [
         {
             "source": r["name"],
@@ -125,7 +127,14 @@ def _print_sources(rows: list[dict]) -> None:
             "chunks": str(r["chunks"]),
             "last sync": r["last_sync"] or "never",
             "schedule": r["schedule"] or "-",
-            "last error": r["last_error"] or (f"{len(r['problems'])} documents unreadable" if r["problems"] else ""),
+            "last error": "; ".join(
+                x
+                for x in (
+                    {"no": "not in the index", "outdated": "outdated in the index"}.get(r.get("indexed", ""), ""),
+                    r["last_error"] or (f"{count(len(r['problems']), 'document')} unreadable" if r["problems"] else ""),
+                )
+                if x
+            ),
         }
         for r in rows
     ]

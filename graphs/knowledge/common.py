@@ -66,6 +66,8 @@ class SourceReport:
         ok: False when the source as a whole failed (``error`` says why; its last good
             documents stayed in the index).
         added, updated, removed, unchanged: documents.
+        renamed: documents found under another name with the same content (moved; not
+            counted as added and removed).
         problems: one line per document that could not be read (kept as it was if it had
             been indexed before).
         skipped: documents left out on purpose (not a supported format, robots.txt).
@@ -82,6 +84,7 @@ class SourceReport:
     added: int = 0
     updated: int = 0
     removed: int = 0
+    renamed: int = 0
     unchanged: int = 0
     problems: list[str] = field(default_factory=list)
     skipped: int = 0
@@ -102,8 +105,9 @@ class SourceReport:
             more = ", …" if self.skipped > len(self.skipped_examples) else ""
             named = f": {', '.join(self.skipped_examples)}{more}" if self.skipped_examples else ""
             extra += f"; {self.skipped} skipped{named}"
+        moved = f", {self.renamed} renamed" if self.renamed else ""
         return (
-            f"{self.name}: {self.added} added, {self.updated} updated, {self.removed} removed, "
+            f"{self.name}: {self.added} added, {self.updated} updated, {self.removed} removed{moved}, "
             f"{self.unchanged} unchanged{extra} ({kept}, {self.seconds:.1f} s)"
         )
 
@@ -131,12 +135,18 @@ class IndexStats:
         """The sources that failed as a whole in this sync."""
         return [r for r in self.sources if not r.ok]
 
+    @property
+    def documents(self) -> int:
+        """Documents in the index, summed over the sources (a page two sources list counts
+        twice: each source holds it); ``files`` when there are no source reports."""
+        return sum(r.documents for r in self.sources) if self.sources else self.files
+
     def summary(self) -> str:
-        """``"161 files into 2885 chunks (2885 embedded, 0 reused) in 140.2 s"``: what the CLI
-        and the admin command report (seconds with one decimal, never in exponent form)."""
+        """``"161 documents into 2885 chunks (2885 embedded, 0 reused) in 140.2 s"``: what the
+        CLI and the admin command report (seconds with one decimal, never in exponent form)."""
         return (
-            f"{self.files} files into {self.chunks} chunks ({self.embedded_chunks} embedded, "
-            f"{self.reused_chunks} reused) in {self.seconds:.1f} s"
+            f"{_count(self.documents, 'document')} into {_count(self.chunks, 'chunk')} ({self.embedded_chunks} "
+            f"embedded, {self.reused_chunks} reused) in {self.seconds:.1f} s"
         )
 
 

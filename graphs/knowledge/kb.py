@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import json
 import logging
@@ -193,15 +194,52 @@ class KnowledgeBase:
             )
 
     def needs_rebuild(self) -> bool:
-        """True if there is no index, it was built with other chunking or embeddings, or a
-        configured source was never synced into it (or one in it is no longer configured),
-        or was synced when its connector read other formats or converted them otherwise
-        (:attr:`~graphs.knowledge.connectors.base.Connector.readers`: an index built before
-        office files were read has none of them)."""
+        """True if a sync is due before answering: :meth:`pending_sources` names a source, or
+        a source no longer configured is still in the live generation."""
         snap = self.snapshot
-        if snap is None:
-            return True
-        return bool(self._unsynced(snap)) or self._settings_changed(snap)
+        return snap is None or bool(self.pending_sources(say=True)) or bool(self._unconfigured(snap))
+
+    def pending_sources(self, say: bool = False) -> list[str]:
+        """The sources a start-up sync (:meth:`ensure_index`) reads now, in configuration order.
+
+        Every source when there is no index or it was built with other chunking or embeddings;
+        else the sources the live generation lacks, or holds from another configuration or
+        another release's readers (:attr:`~graphs.knowledge.connectors.base.Connector.readers`:
+        an index built before office files were read has none of them). A source whose last
+        sync failed is tried again only :attr:`FAILED_RETRY_SECONDS` after that failure: a
+        missing repository must not cost every question a sync (``threadwise sync NAME``
+        tries it at once); ``say``: log each source left out that way."""
+        snap = self.snapshot
+        if snap is None or self._settings_changed(snap) or not snap.has_sources:
+            return list(self.sources)
+        return self._due(self._unsynced(snap), say=say)
+
+    FAILED_RETRY_SECONDS = 600.0
+    """A source not in the live generation whose last sync failed is tried again by a start-up
+    sync, and brought in by a sync of other sources, at most this often (10 minutes)."""
+
+    def _due(self, names: Sequence[str], say: bool = True) -> list[str]:
+        """``names`` without those whose last sync failed less than :attr:`FAILED_RETRY_SECONDS`
+        ago (each left out logged when ``say``)."""
+        status, now = self._read_status(), time.time()
+        out = []
+        for n in names:
+            st = status.get(n, {})
+            if st.get("last_error") and now - _epoch(st.get("last_sync")) < self.FAILED_RETRY_SECONDS:
+                if not say:
+                    continue
+                log.info(
+                    "source %s is not in the index as configured and its last sync failed at %s: tried again "
+                    "%d minutes after that "
+                    "(`threadwise sync %s` tries now)",
+                    n,
+                    st.get("last_sync"),
+                    self.FAILED_RETRY_SECONDS // 60,
+                    n,
+                )
+                continue
+            out.append(n)
+        return out
 
     def _unsynced(self, snap: idx.IndexSnapshot) -> list[str]:
         """Configured sources the live generation holds nothing about, or with another configuration."""
@@ -209,8 +247,11 @@ class KnowledgeBase:
         if not snap.has_sources:
             return list(self.sources)
         seen, read_by = m.get("config", {}), m.get("readers", {})
-        out = [n for n in self.sources if seen.get(n) != self._config_id(n) or read_by.get(n) != self._readers(n)]
-        return out + [n for n in m.get("docs", {}) if n not in self.connectors]
+        return [n for n in self.sources if seen.get(n) != self._config_id(n) or read_by.get(n) != self._readers(n)]
+
+    def _unconfigured(self, snap: idx.IndexSnapshot) -> list[str]:
+        """Sources the live generation holds that are no longer configured (the next sync drops them)."""
+        return [n for n in snap.manifest.get("docs", {}) if n not in self.connectors] if snap.has_sources else []
 
     def _readers(self, name: str) -> str:
         return self.connectors[name].readers
@@ -368,8 +409,13 @@ class KnowledgeBase:
         """One dict per configured source: ``name``, ``kind``, ``where``, ``documents``,
         ``chunks`` (in the live generation), ``last_sync`` and ``last_success`` (UTC, ISO
         8601, or None), ``last_error`` (None when the last sync worked), ``problems`` (documents
-        that could not be read at the last sync)."""
+        that could not be read at the last sync), ``indexed``: ``"yes"``, ``"no"`` (the live
+        generation holds nothing of it: never synced, only failed, or dropped by a sync with
+        another configuration) or ``"outdated"`` (its documents were read under another
+        configuration or by another release's readers; the next sync reads it again)."""
         snap = self.snapshot
+        lacking = set(self._unsynced(snap)) if snap is not None else set(self.sources)
+        in_config = snap.manifest.get("config", {}) if snap is not None and snap.has_sources else {}
         counts: dict[str, int] = snap.manifest.get("source_chunks", {}) if snap is not None else {}
         docs: dict[str, dict] = snap.manifest.get("docs", {}) if snap is not None else {}
         status = self._read_status()
@@ -387,6 +433,7 @@ class KnowledgeBase:
                     "last_success": st.get("last_success"),
                     "last_error": st.get("last_error"),
                     "problems": list(st.get("problems") or []),
+                    "indexed": "yes" if name not in lacking else ("outdated" if name in in_config else "no"),
                 }
             )
         return out
@@ -445,9 +492,18 @@ class KnowledgeBase:
         """
         if sources is not None:
             self._check_names(sources)
+        new_folder = not self.index_dir.exists()
         try:
             with idx.ReindexLock(self.index_dir):
-                stats = self._sync(progress or (lambda *_: None), embed=True, names=sources)
+                try:
+                    stats = self._sync(progress or (lambda *_: None), embed=True, names=sources)
+                except Exception:
+                    if new_folder and idx.read_current(self.index_dir)[0] is None:
+                        # a first sync that published nothing (a mistyped --source folder)
+                        # leaves no empty index folder behind (removed under the lock: no
+                        # other sync is writing in it)
+                        shutil.rmtree(self.index_dir, ignore_errors=True)
+                    raise
         except Exception as exc:
             self.last_error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, KnowledgeBaseError) else str(exc)
             self.last_error_at = _now()
@@ -458,8 +514,10 @@ class KnowledgeBase:
     sync = reindex
 
     def ensure_index(self, progress: ProgressFn | None = None, refresh: bool = False) -> IndexStats | None:
-        """The start-up build: sync if :meth:`needs_rebuild` (or ``refresh``), never failing
-        because of the embeddings or a concurrent reindex.
+        """The start-up build: sync the :meth:`pending_sources` (every source when ``refresh``),
+        never failing because of the embeddings or a concurrent reindex. Sources already in
+        the live generation are carried over unread, so a source that keeps failing costs a
+        retry every :attr:`FAILED_RETRY_SECONDS` at most, not a sync of every source.
 
         Args:
             progress: see :meth:`reindex`.
@@ -478,10 +536,15 @@ class KnowledgeBase:
             KnowledgeBaseError: the sources are missing or hold no text (a configuration
                 error the user must fix).
         """
-        if not refresh and not self.needs_rebuild():
-            return None
+        names: list[str] | None = None  # every source
+        snap = self.snapshot
+        if not refresh and snap is not None and snap.has_sources and not self._settings_changed(snap):
+            # only what the live generation lacks; the rest is carried over as it is
+            names = self._due(self._unsynced(snap), say=False)  # said by needs_rebuild
+            if not names and not self._unconfigured(snap):
+                return None
         try:
-            return self.reindex(progress)
+            return self.reindex(progress, names)
         except idx.ReindexBusyError as exc:
             log.warning("index not rebuilt at start-up: %s; serving the live generation", exc)
             return None
@@ -539,12 +602,13 @@ class KnowledgeBase:
         embedder_id: str,
         embed: bool,
         readers: dict[str, str],
+        configs: dict[str, str],
     ) -> dict:
         return {
             "sources": list(self.sources),
             "docs": {n: docs.get(n, {}) for n in self.connectors},
             "state": {n: state.get(n, {}) for n in self.connectors},
-            "config": {n: self._config_id(n) for n in self.connectors},
+            "config": {n: configs[n] for n in self.connectors if n in configs},
             "readers": {n: readers[n] for n in self.connectors if n in readers},
             "files": files,
             "chunking": self._chunking_id(),
@@ -638,6 +702,16 @@ class KnowledgeBase:
         # the named sources alone, unless the live generation's chunks cannot be carried over
         # (other chunking or embedder, an older format): then every source is read again
         wanted = set(self.sources if names is None or (old is not None and not compatible) else names)
+        if names is not None and wanted != set(self.sources):
+            # a generation published by a sync of some sources holds every other source as the
+            # live one does: one it lacks (never synced, synced under another configuration, or
+            # dropped by a sync with another config.toml) is read now too, else it would be
+            # published empty and stay so until the next start-up sync
+            lacking = list(self.sources) if not readable else self._unsynced(cast("idx.IndexSnapshot", old))
+            extra = self._due([n for n in lacking if n not in wanted])
+            if extra:
+                log.info("also syncing %s: not in the live index", ", ".join(extra))
+                wanted |= set(extra)
         vectors_on = embed and self.embeddings is not None
         delta = old is not None and compatible and self._delta_fits(old, embed)
 
@@ -690,6 +764,9 @@ class KnowledgeBase:
         # source not synced now or failing)
         old_readers: dict[str, str] = old_m.get("readers", {}) if compatible else {}
         readers = dict(old_readers)
+        # likewise the configuration each source's documents were read with: a source that
+        # failed keeps its old one, so the next start-up sync still sees it as pending
+        configs: dict[str, str] = dict(old_m.get("config", {})) if compatible else {}
         for name, conn in self.connectors.items():
             batch.flush()  # what the sources before queued is written: a failure below drops this source's alone
             prev = old_docs.get(name, {}) if compatible else {}
@@ -740,6 +817,8 @@ class KnowledgeBase:
                 batch.flush()
             if failure is not None or listing is None:
                 err = failure
+                if err is not None:  # with -v: where it failed (the error line comes after the sync)
+                    log.debug("source %s failed here:", name, exc_info=(type(err), err, err.__traceback__))
                 why = str(err) if isinstance(err, SourceError) else f"{type(err).__name__}: {err}"
                 why = why.removeprefix(f"source {name}: ")
                 batch.discard()
@@ -756,15 +835,26 @@ class KnowledgeBase:
                 report.seconds = round(time.perf_counter() - s0, 2)
                 continue
             readers[name] = conn.readers
+            configs[name] = self._config_id(name)
             changed_ids = set(mine)
             kept = (listing.kept & set(prev)) - changed_ids
             keep[name] = kept
             docs[name] = {d: prev[d] for d in kept}
             docs[name].update(mine)
             state[name] = listing.state
-            report.added = sum(1 for d in changed_ids if d not in prev)
-            report.updated = len(changed_ids) - report.added
-            report.removed = len(set(prev) - kept - changed_ids)
+            added = [i for i in sorted(changed_ids) if i not in prev]
+            removed = set(prev) - kept - changed_ids
+            # a document added with the version (content hash, blob id) of one removed: renamed
+            gone: dict[str, int] = {}
+            for i in removed:
+                gone[prev[i]] = gone.get(prev[i], 0) + 1
+            for i in added:
+                if gone.get(mine[i], 0) > 0:
+                    gone[mine[i]] -= 1
+                    report.renamed += 1
+            report.added = len(added) - report.renamed
+            report.updated = len(changed_ids) - len(added)
+            report.removed = len(removed) - report.renamed
             report.unchanged = len(kept)
             report.problems, report.skipped = list(listing.problems), listing.skipped
             report.skipped_examples = list(listing.skipped_examples)
@@ -787,7 +877,7 @@ class KnowledgeBase:
             and compatible
             and not fresh
             and not any(r.removed for r in reports)
-            and old_m.get("config") == {n: self._config_id(n) for n in self.connectors}
+            and old_m.get("config") == {n: configs[n] for n in self.connectors if n in configs}
             and old_m.get("readers", {}) == {n: readers[n] for n in self.connectors if n in readers}
             and set(old_docs) == set(self.connectors)
         ):
@@ -816,7 +906,7 @@ class KnowledgeBase:
         for name in self.connectors:
             files.update(docs.get(name, {}))
         embedder_id = self.embedder_id if embed else "none"
-        manifest = writer.finish(self._manifest(docs, state, files, embedder_id, embed, readers))
+        manifest = writer.finish(self._manifest(docs, state, files, embedder_id, embed, readers, configs))
         progress("write", 1, 1)
         gen = writer.directory.name.removesuffix(".tmp")
         embedded = batch.embedded
@@ -991,3 +1081,13 @@ class _Batcher:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _epoch(iso: str | None) -> float:
+    """Seconds since the epoch of a :func:`_now` stamp (0 when missing or unreadable)."""
+    if not iso:
+        return 0.0
+    try:
+        return calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ"))
+    except ValueError:
+        return 0.0

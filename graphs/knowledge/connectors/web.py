@@ -163,7 +163,12 @@ class WebConnector:
         self._transport = transport
 
     def describe(self) -> str:
-        return f"{self.url} (depth {self.max_depth}, at most {self.max_pages} pages)"
+        if self.follow_links and not self.is_sitemap:
+            return f"{self.url} (depth {self.max_depth}, at most {self.max_pages} pages)"
+        # no crawl depth where no link is followed (a sitemap lists its pages)
+        what = "sitemap" if self.is_sitemap else "links not followed"
+        depth = f", links followed to depth {self.max_depth}" if self.follow_links else ""
+        return f"{self.url} ({what}{depth}, at most {self.max_pages} pages)"
 
     def in_scope(self, url: str) -> bool:
         """Whether ``url`` (keyed by the crawl's :class:`.fetch.Scope`) is under ``prefix``."""
