@@ -1,7 +1,8 @@
 # Threadwise: the two commands of the README.
 #   make run                 set up (first time) and start the bot: Slack/Discord with tokens, else console chat
 #   make ask Q="question"    set up (first time) and answer one question
-#   make test                set up (first time), lint (ruff, mypy) and run the tests
+#   make test                set up (first time), lint (ruff, mypy) and run the tests (20-40 min on 2 cores)
+#   make test TESTS=tests/test_x.py   those tests only, no lint
 #   make run HOSTED=1        hosted models only (MISTRAL_API_KEY): wheels only, no compiler, no PyTorch or llama.cpp
 #   make test-containers     build the image and run it and compose.yaml with podman (tests/test_container.py)
 #   make bench               load benchmark, reindex/search timings, py-spy profile -> bench/README.md
@@ -62,8 +63,10 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # the container tests build images: `make test-containers` (.ci/run runs both)
-test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -m "not container"
+# TESTS="tests/test_x.py tests/test_y.py::test_z": those tests only, without the lint
+TESTS ?=
+test: $(STAMP) $(if $(TESTS),,lint)
+	$(BIN)/python -m pytest -q -m "not container" $(TESTS)
 
 test-containers: $(STAMP)
 	$(BIN)/python -m pytest -q -m container tests/test_container.py
