@@ -14,7 +14,8 @@
 - PDF and PPTX go through Microsoft's markitdown (pdfminer.six, python-pptx under it),
   DOCX through python-docx (:func:`_docx` says why), XLSX through openpyxl (:func:`_xlsx`
   says why): headings and tables of office files are kept; a PDF gives its text in reading
-  order (PDFs carry no headings; see docs/knowledge-base.md for why markitdown and not docling).
+  order, its printed lines joined into paragraphs and its larger type as headings (:func:`_pdf`;
+  see docs/knowledge-base.md for why markitdown and pdfminer and not docling).
 - DOCX, PPTX and XLSX are zip archives: :func:`check_zip` refuses one that would expand too
   far (a zip bomb: over 200 MB in all, or a part over 100:1) from its central directory,
   before any converter opens it.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -39,13 +41,14 @@ from graphs.knowledge.templates import strip_templates
 
 log = logging.getLogger(__name__)
 
-CONVERTER_VERSION = 5
+CONVERTER_VERSION = 6
 """Raised whenever a format's conversion gives other Markdown than before (another
 converter, tables or headings written differently): part of :data:`FILE_READERS` and
 :data:`HTML_READERS`, so documents read by the older conversion are read again at the next
 sync. 1: office files through markitdown; 2: DOCX through python-docx; 3: XLSX through
 openpyxl (:func:`_xlsx`); 4: HTML links made whole or dropped (:func:`_plain_links`); 5: and
-brackets in their texts and alt texts made safe. An
+brackets in their texts and alt texts made safe; 6: a PDF's wrapped lines joined into its
+paragraphs, larger type and lone title lines as headings (:func:`_pdf`). An
 index written before readers were recorded has none: read again."""
 FILE_READERS = f"{CONVERTER_VERSION}:{','.join(sorted(SUPPORTED_SUFFIXES))}"
 """What a ``files`` or ``git`` source can read: the conversion's version and every readable
@@ -452,13 +455,13 @@ def _office(data: bytes, kind: str) -> Converted:
             text, title = _docx(data), ""
         elif kind == "xlsx":
             text, title = _xlsx(data), ""
+        elif kind == "pdf":
+            text, title = _pdf(data), ""
         else:
             result = _converter(kind).convert(io.BytesIO(data), StreamInfo(extension="." + kind))
             text, title = result.markdown or "", (result.title or "").strip()
     except Exception as exc:  # noqa: BLE001 - every converter's own errors: one line, this document only
         raise ConversionError(f"cannot read this {kind.upper()} ({_why(exc)})") from None
-    if kind == "pdf":
-        text = text.replace("\x0c", "\n\n")
     if not text.strip():
         raise ConversionError(f"no text in this {kind.upper()} (a scanned PDF needs OCR, which is not done)")
     return Converted(title, text)
@@ -475,6 +478,186 @@ def _converter(kind: str) -> Any:
         cls = {"pdf": converters.PdfConverter, "pptx": converters.PptxConverter}[kind]
         _CONVERTERS[kind] = cls()
     return _CONVERTERS[kind]
+
+
+def _pdf(data: bytes) -> str:
+    """PDF to Markdown: paragraphs as the page shows them, larger type as headings, and pages
+    of tables or forms as markitdown lays them out.
+
+    A PDF holds positioned lines, not paragraphs. pdfminer's layout analysis (what markitdown
+    gives for prose) puts a paragraph's lines in one box only while the space between them is
+    under half a line (``LAParams.line_margin``), so with 1.15-2.0 line spacing every printed
+    line became a paragraph of its own, and answers quoted half sentences ("stipend is 300
+    euros per year", its subject on the line before). Here the lines of pdfminer's boxes are
+    joined again by :func:`_pdf_page`. Pages that markitdown reads as a table or form
+    (pdfplumber's words in aligned columns) keep its Markdown table.
+
+    Args:
+        data: the PDF's bytes.
+
+    Returns:
+        Markdown: ``#``/``##``/``###`` headings, paragraphs separated by a blank line, pages too.
+
+    Raises:
+        Exception: pdfminer's or pdfplumber's own errors (a damaged or password-protected
+            file); :func:`_office` turns them into one :class:`ConversionError`.
+    """
+    from pdfminer.high_level import extract_pages
+    from pdfminer.layout import LAParams
+
+    forms = _pdf_forms(data)
+    pages: list[list[_PdfLine]] = []
+    for layout in extract_pages(io.BytesIO(data), laparams=LAParams()):
+        pages.append(list(_pdf_lines(layout)))
+    sizes: dict[float, int] = {}
+    for line in (ln for page in pages for ln in page):
+        sizes[line.size] = sizes.get(line.size, 0) + len(line.text)
+    body = max(sizes, key=lambda k: sizes[k]) if sizes else 0.0
+    # the sizes of larger type, largest first: "#", "##", then "###"
+    big = sorted((k for k in sizes if k >= body * HEADING_SIZE_RATIO), reverse=True)
+    out = []
+    for i, page in enumerate(pages):
+        text = forms.get(i) or _pdf_page(page, body, big, first=i == 0)
+        if text.strip():
+            out.append(text.strip())
+    return "\n\n".join(out)
+
+
+HEADING_SIZE_RATIO = 1.15
+"""A line whose type is at least this much larger than the body text's (the size most of the
+document's characters have) is a heading: a 12 pt title over 10.5 pt text is, a 10.5 pt line
+over 10 pt text (a rounding of the same size) is not."""
+PARAGRAPH_GAP_RATIO = 1.25
+"""Two lines are in different paragraphs when the distance between their baselines is this
+much more than the document's line pitch (plus 1 pt of rounding): a paragraph's own space
+(6 pt after a 14 pt line: 1.4) or a blank line (2.0) splits, the lines of one paragraph at
+any line spacing (their pitch is the line pitch itself) do not."""
+
+
+@dataclass
+class _PdfLine:
+    """One printed line: its text, box (PDF points, y upwards), type size, and how far right
+    a line of its column goes (``right``: set by :func:`_pdf_page`)."""
+
+    text: str
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    size: float
+    right: float = 0.0
+
+
+def _pdf_lines(layout: Any) -> Iterator[_PdfLine]:
+    """The horizontal text lines of one pdfminer page, in pdfminer's reading order (its boxes'
+    order: columns one after the other)."""
+    from pdfminer.layout import LTChar, LTTextBox, LTTextLineHorizontal
+
+    for box in layout:
+        if not isinstance(box, LTTextBox):
+            continue
+        for line in box:
+            if not isinstance(line, LTTextLineHorizontal):
+                continue
+            text = " ".join(line.get_text().split())
+            if not text:
+                continue
+            chars = [c for c in line if isinstance(c, LTChar) and c.get_text().strip()]
+            counts: dict[float, int] = {}
+            for c in chars:
+                counts[round(c.size, 1)] = counts.get(round(c.size, 1), 0) + 1
+            size = max(counts, key=lambda k: counts[k]) if counts else round(line.height, 1)
+            yield _PdfLine(text, line.x0, line.y0, line.x1, line.y1, size)
+
+
+def _pdf_page(lines: list[_PdfLine], body: float, big: list[float], first: bool = False) -> str:
+    """One page's lines as Markdown paragraphs and headings (:func:`_pdf`).
+
+    A line goes on the paragraph of the line before unless: the pitch between their baselines
+    is over :data:`PARAGRAPH_GAP_RATIO` times the page's line pitch (the smallest pitch two or
+    more pairs of body lines share), the line is not below the one before (a new column), the
+    type size changes (a heading), it starts a list item, or the first word of the line would
+    have fitted on the line before (so that line ended on purpose: the last line of a
+    paragraph, an address, a short list). A word broken with a hyphen stays hyphenated.
+    ``first``: the document's first page."""
+    for line in lines:  # the lines of its size beside or below it: its column
+        line.right = max(o.x1 for o in lines if o.size == line.size and o.x0 < line.x1 and o.x1 > line.x0)
+    pitches: dict[float, int] = {}
+    for a, b in zip(lines, lines[1:], strict=False):
+        if a.size == b.size == body and b.y1 <= a.y1:
+            step = round((a.y0 - b.y0) * 2) / 2
+            if 0 < step < 4 * body:
+                pitches[step] = pitches.get(step, 0) + 1
+    shared = [p for p, n in pitches.items() if n >= 2] or list(pitches)
+    pitch = min(shared) if shared else body * 1.2
+    blocks: list[tuple[float, list[str]]] = []  # (type size, its lines)
+    prev: _PdfLine | None = None
+    for line in lines:
+        if prev is None or _pdf_break(prev, line, pitch):
+            blocks.append((line.size, [line.text]))
+        else:
+            blocks[-1][1].append(line.text)
+        prev = line
+    out = []
+    for k, (size, texts) in enumerate(blocks):
+        text = texts[0]
+        for more in texts[1:]:
+            text = text + more if text.endswith("-") and text[-2:-1].isalpha() else f"{text} {more}"
+        if size in big and len(text) <= 200:
+            text = "#" * min(big.index(size) + 1, 3) + " " + text
+        elif len(texts) == 1 and k + 1 < len(blocks) and _PDF_LABEL.match(text) and not _LIST_ITEM.match(text):
+            # a short line of its own, ending in no punctuation, before more text: a title or
+            # heading in the body's type ("Travel and Expense Policy", "Mileage"); a page's
+            # first one is the document's title when no larger type says otherwise
+            level = 1 if first and k == 0 and not big else min(len(big) + 1, 3) if big else 2
+            text = "#" * level + " " + text
+        out.append(text)
+    return "\n\n".join(out)
+
+
+_PDF_LABEL = re.compile(r"^[A-Z0-9\u00c0-\u024f][^\n]{0,79}(?<![.!?:;,])$")
+
+
+_LIST_ITEM = re.compile(r"^(?:[-•●▪◦*–]\s|\(?\d{1,3}[.)]\s|\(?[a-z][.)]\s)")
+
+
+def _pdf_break(prev: _PdfLine, line: _PdfLine, pitch: float) -> bool:
+    """``line`` starts a new paragraph after ``prev`` (:func:`_pdf_page` says when)."""
+    if abs(line.size - prev.size) > 0.05 * max(line.size, prev.size):
+        return True
+    if line.y1 > prev.y1 or line.x0 > prev.x1 or line.x1 < prev.x0:
+        return True  # above the line before, or beside it: another column or block
+    if prev.y0 - line.y0 > pitch * PARAGRAPH_GAP_RATIO + 1:
+        return True
+    if _LIST_ITEM.match(line.text):
+        return True
+    first = line.text.split(" ", 1)[0]
+    per_char = (line.x1 - line.x0) / max(len(line.text), 1)
+    # the room left on the line before, against the first word and a space
+    return prev.right - prev.x1 > (len(first) + 1) * per_char
+
+
+def _pdf_forms(data: bytes) -> dict[int, str]:
+    """``{page index: Markdown}`` of the pages markitdown reads as a table or form
+    (pdfplumber's words in aligned columns: markitdown's own test, a private function of its
+    PDF converter; without it, or when pdfplumber fails, no page is and every page is prose)."""
+    try:
+        import pdfplumber
+        from markitdown.converters._pdf_converter import _extract_form_content_from_words
+    except ImportError:
+        return {}
+    out: dict[int, str] = {}
+    try:
+        with pdfplumber.open(io.BytesIO(data)) as pdf:
+            for i, page in enumerate(pdf.pages):
+                content = _extract_form_content_from_words(page)
+                if content is not None:
+                    out[i] = content
+                page.close()  # its cached objects: memory stays flat over many pages
+    except Exception as exc:  # noqa: BLE001 - pdfminer reads the file next and says what is wrong
+        log.debug("pdfplumber: %s", exc)
+        return {}
+    return out
 
 
 def _why(exc: BaseException) -> str:
