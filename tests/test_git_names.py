@@ -107,3 +107,13 @@ def test_every_name_git_can_hold_is_read_on_its_own_and_a_bad_file_is_reported_a
     assert any(f == "docs/na\\xefve\\x01.md" and "ibex gate" in t for _, f, _, t in chunks)
     [(url, text)] = [(u, t) for _, f, u, t in chunks if f == "docs/postgres.md"]
     assert "daily" in text and url.startswith("https://git.example/ops/runbooks/-/blob/trunk/docs/postgres.md?c="), url
+
+    # the remote renames its default branch: every link follows, nothing else changes
+    git(repo, "branch", "-m", "trunk", "main")
+    renamed = threadwise("sync", "--config", str(cfg), cwd=tmp_path)
+    assert renamed.returncode == 0, renamed.stdout + renamed.stderr[-3000:]
+    assert "• runbooks: 0 added, 9 updated, 0 removed, 0 unchanged (" in renamed.stdout, renamed.stdout
+    urls = {f: u for s, f, u, _ in live_chunks(tmp_path) if s == "runbooks"}
+    assert len(urls) == 9 and all(
+        u.startswith("https://git.example/ops/runbooks/-/blob/main/docs/") for u in urls.values()
+    )

@@ -338,7 +338,7 @@ class GitConnector:
 
     def scan(self, known: Mapping[str, str], state: Mapping[str, Any], progress: ScanProgress | None = None) -> Listing:
         """See :meth:`graphs.knowledge.connectors.base.Connector.scan` (``state``: ``{"commit":
-        id, "paths": [...], "problems": [ids that could not be read]}``).
+        id, "paths": [...], "problems": [ids that could not be read], "branch": the name cited}``).
 
         An unchanged commit costs one fetch, unless files could not be read at the last sync:
         then the tree is listed again and those files are tried (and reported) again, so a file
@@ -354,7 +354,14 @@ class GitConnector:
         paths = [self.normal_path(p) for p in self.paths]
         out.state["paths"] = paths
         same = state.get("commit") == commit and state.get("paths") == paths
-        if same and known and not state.get("problems"):
+        # the links cite the branch's name: when it changed (the remote renamed its default
+        # branch; an index from before the name was asked for cited "HEAD"), every file is
+        # read again for its new link (its chunks' vectors are reused: the text is the same)
+        branch = self._branch_name or self.branch or "HEAD"
+        relink = "{branch}" in self.web_url and state.get("branch", self.branch or "HEAD") != branch
+        out.state["branch"] = branch
+        unchanged: Mapping[str, str] = {} if relink else known
+        if same and unchanged and not state.get("problems"):
             out.kept = set(known)
             return out
         tree = self._tree(commit, out)
@@ -362,7 +369,7 @@ class GitConnector:
         out.state["problems"] = problems  # filled while the documents are read
         todo: list[str] = []
         for doc_id, (sha, size, _) in tree.items():
-            if known.get(doc_id) == sha:
+            if unchanged.get(doc_id) == sha:
                 out.kept.add(doc_id)
             elif size > self.max_file_bytes:
                 out.problem(
