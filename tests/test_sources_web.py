@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from graphs.knowledge import KnowledgeBase
-from graphs.knowledge.connectors import WebConnector
+from graphs.knowledge.connectors import FilesConnector, WebConnector
 from graphs.knowledge.connectors.fetch import Fetcher, PageError, Scope, normalise
 from graphs.knowledge.connectors.sitemap import MAX_SITEMAP_ENTRIES, MAX_SITEMAP_FILES
 from tests.fakes.bot_process import threadwise
@@ -223,15 +223,32 @@ def test_a_robots_txt_failing_for_now_is_replaced_by_the_last_one_read(tmp_path)
         put(site, "/private/keys", "Keys", "<p>The root password is hunter2.</p>")
         kb = KnowledgeBase(tmp_path / "index", connectors=[web(site)])
         assert kb.reindex().sources[0].skipped == 1
-        for failing in [(503, {"Content-Type": "text/plain"}, b"busy"), drip]:
+        # 429 (a server asking to slow down), 5xx, too slow, in a row: each time the last good
+        # rules, and none of these failures is saved as the rules of the next sync
+        text = {"Content-Type": "text/plain", "Retry-After": "3600"}
+        for failing in [(429, text, b"slow down"), (503, text, b"busy"), drip, (429, text, b"slow down")]:
             site.pages["/robots.txt"] = failing
             report = kb.reindex().sources[0]
             assert report.skipped == 1 and report.unchanged == 1 and not report.problems, report
             assert "/private/keys" not in site.hits and kb.files_of(["site"]) == {f"{site.base}/"}
-        # no robots.txt read before: a failing one allows every page, as no robots.txt does
-        site.pages["/robots.txt"] = (503, {"Content-Type": "text/plain"}, b"busy")
-        fresh = KnowledgeBase(tmp_path / "fresh", connectors=[web(site)])
-        assert fresh.reindex().sources[0].added == 2 and site.hits["/private/keys"] == 1
+        # no robots.txt read before: unreachable means read nothing this sync (RFC 9309 2.3.1.4)
+        (tmp_path / "notes").mkdir()
+        (tmp_path / "notes" / "n.md").write_text("# Notes\n\nA files source, so the index is not empty.\n")
+        for status in (503, 429):
+            site.pages["/robots.txt"] = (status, text, b"busy")
+            notes = FilesConnector("notes", [tmp_path / "notes"])
+            fresh = KnowledgeBase(tmp_path / f"fresh-{status}", connectors=[web(site), notes])
+            report = fresh.reindex().sources[0]
+            assert report.added == 0 and fresh.files_of(["site"]) == set(), report
+            assert report.problems == [
+                f"{site.base}/robots.txt: unreachable (HTTP {status}) and never read before: no page of "
+                f"{site.base} read this sync (RFC 9309 2.3.1.4)"
+            ], report.problems
+        assert site.hits["/"] == 5 and "/private/keys" not in site.hits  # the 5 syncs of kb only
+        # 404 (and other 4xx: "unavailable"): no rules, every page read
+        site.pages["/robots.txt"] = (404, text, b"none")
+        report = fresh.reindex().sources[0]
+        assert report.added == 2 and site.hits["/private/keys"] == 1, report
 
 
 # ---- 4. a hub page failing for now ----------------------------------------------------------------

@@ -24,7 +24,7 @@ import logging
 import re
 import urllib.robotparser
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -41,32 +41,50 @@ log = logging.getLogger(__name__)
 ROBOTS_AGENT = "Threadwise"
 MAX_ROBOTS_BYTES = 512_000
 """robots.txt bytes read, the rest ignored (RFC 9309 section 2.5: a crawler reads at least 500 KiB)."""
+DISALLOW_ALL = ("User-agent: *", "Disallow: /")
 
 __all__ = ["PageError", "WebConnector", "normalise"]
 
 
 class Robots:
     """robots.txt of each origin the crawl reads (the ``http`` and ``https`` of a site may
-    differ), fetched once per sync on first use.
+    differ), fetched once per sync on first use, read as RFC 9309
+    (https://www.rfc-editor.org/rfc/rfc9309) section 2.3.1 says:
 
-    A robots.txt that cannot be read now (5xx, too slow, no connection) is replaced by the
-    one read at the last sync (RFC 9309 section 2.3.1.4 lets a crawler use a cached copy),
-    so a failing robots.txt does not open the site for a sync; with none from before,
-    every page is allowed, as with no robots.txt.
+    - 2xx: its rules (a 2xx other than 200 has no body: no rules, every page allowed).
+    - 401, 403: nothing may be read (the standard library's reading, kept: a site that
+      locks its robots.txt away is not crawled).
+    - other 4xx ("unavailable", 2.3.1.3): every page allowed, as with no robots.txt.
+    - 429, 5xx, too slow, no connection, a redirect loop or off the site ("unreachable",
+      2.3.1.4; 429 is a server asking to slow down, not a missing file): the rules read at
+      the last sync (2.4 lets a crawler use a cached copy); with none, nothing is read this
+      sync (2.3.1.4: "assume complete disallow") and a problem line says so.
+
+    Only what was read this sync (2xx, 4xx) is kept as :attr:`rules` for the next sync: a
+    failure never replaces the last good rules.
 
     Args:
         fetcher: reads the robots.txt files.
         source: the source's name (log lines).
         last: :attr:`rules` of the last sync.
+        problem: called ``(address, why)`` when a robots.txt is unreachable and no copy
+            of it is known (the sync reads nothing of that origin).
     """
 
-    def __init__(self, fetcher: Fetcher, source: str, last: Mapping[str, list[str]]) -> None:
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        source: str,
+        last: Mapping[str, list[str]],
+        problem: Callable[[str, str], None] | None = None,
+    ) -> None:
         self._fetcher = fetcher
         self._source = source
         self._last = last
+        self._problem = problem
         self._parsers: dict[str, urllib.robotparser.RobotFileParser] = {}
         self.rules: dict[str, list[str]] = {}
-        """``{origin: the lines parsed}`` of this sync, for the next one."""
+        """``{origin: the lines parsed}`` of this sync, for the next one (only what was read)."""
 
     def allowed(self, url: str) -> bool:
         """Whether robots.txt lets user agent ``Threadwise`` read ``url``."""
@@ -86,24 +104,31 @@ class Robots:
         except PageError as exc:
             lines, why = None, str(exc)
         else:
-            if resp.status in (401, 403):  # the standard library's reading of these codes: nothing may be fetched
-                lines = ["User-agent: *", "Disallow: /"]
-            elif resp.status == 200:
+            if resp.status in (401, 403):
+                lines = list(DISALLOW_ALL)
+            elif 200 <= resp.status < 300:
                 lines = resp.body.decode("utf-8", "replace").splitlines()
-            elif 400 <= resp.status < 500:  # no robots.txt: everything may be fetched
+            elif 400 <= resp.status < 500 and resp.status != 429:  # unavailable: no rules
                 lines = []
-            else:
+            else:  # 429, 5xx, anything else: unreachable
                 lines, why = None, f"HTTP {resp.status}"
             final = urlsplit(resp.url)
             also = f"{final.scheme}://{final.netloc}"
         if lines is None:
-            also = origin
+            also, remember = origin, False
             if origin in self._last:
-                log.info("source %s: %s/robots.txt unreadable (%s): last sync's used", self._source, origin, why)
+                log.info("source %s: %s/robots.txt unreachable (%s): last sync's used", self._source, origin, why)
                 lines = list(self._last[origin])
+                self.rules[origin] = lines  # still the last good rules at the next sync
             else:
-                log.info("source %s: %s/robots.txt unreadable (%s): every page allowed", self._source, origin, why)
-                lines, remember = [], False
+                log.info("source %s: %s/robots.txt unreachable (%s): nothing read", self._source, origin, why)
+                lines = list(DISALLOW_ALL)
+                if self._problem is not None:
+                    self._problem(
+                        f"{origin}/robots.txt",
+                        f"unreachable ({why}) and never read before: no page of {origin} read this sync "
+                        "(RFC 9309 2.3.1.4)",
+                    )
         rp = urllib.robotparser.RobotFileParser(origin + "/robots.txt")
         rp.parse(lines)
         for key in (origin, also):
@@ -202,7 +227,12 @@ class WebConnector:
         seen_docs: set[str] = set()
         scope = Scope(self.url)
         with Fetcher(scope, self.timeout_seconds, self._transport) as fetcher:
-            robots = Robots(fetcher, self.name, state.get("robots") or {})
+            robots = Robots(
+                fetcher,
+                self.name,
+                state.get("robots") or {},
+                problem=lambda what, why: out.problem(self.name, what, why),
+            )
             start = scope.key(self.url) or self.url
             queue: deque[tuple[str, int]]
             if self.is_sitemap:
