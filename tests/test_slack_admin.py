@@ -146,7 +146,7 @@ async def test_a_source_is_named_in_chat_as_config_toml_writes_it_or_in_other_ca
         fake.calls.clear()
         await harness.send(command(harness, "UASKER", "sources RUNBOOKS"))
         [post] = fake.posts()
-        assert "• Runbooks (files): 1 documents" in post["text"] and "• runbooks (files)" in post["text"]
+        assert "• Runbooks (files): 1 document, 1 chunk" in post["text"] and "• runbooks (files)" in post["text"]
         assert kb not in post["text"], post["text"]
     finally:
         await harness.close()
