@@ -98,3 +98,16 @@ def test_a_source_that_keeps_failing_is_retried_alone_and_at_most_every_ten_minu
     assert "source wiki failed here:\nTraceback (most recent call last):" in asked.stderr, asked.stderr[-3000:]
     # handbook was not read again: its edit waits for its own sync
     assert "Ask your manager" in json.loads(threadwise("ask", "--json", *question[2:], cwd=tmp_path).stdout)["answer"]
+
+
+def test_a_sitemap_source_is_described_without_a_crawl_depth(tmp_path):
+    """Links are not followed from a sitemap: ``sources`` gives no depth for it, a site has one."""
+    cfg = files_config(tmp_path)
+    cfg.write_text(
+        cfg.read_text()
+        + '\n[[sources]]\nname = "map"\ntype = "web"\nurl = "http://127.0.0.1:9/sitemap.xml"\n'
+        + '\n[[sources]]\nname = "site"\ntype = "web"\nurl = "http://127.0.0.1:9/docs/"\n'
+    )
+    rows = listed(cfg, tmp_path)
+    assert rows["map"]["where"] == "http://127.0.0.1:9/sitemap.xml (sitemap, at most 500 pages)", rows
+    assert rows["site"]["where"] == "http://127.0.0.1:9/docs/ (depth 3, at most 500 pages)", rows
