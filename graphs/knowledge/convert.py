@@ -234,6 +234,44 @@ _CHROME_CLASS = re.compile(
 )
 
 
+MAX_HTML_DEPTH = 128
+"""How deep elements may nest below the page's main part (``main``, ``article`` or ``body``)
+before what lies deeper is kept as plain text: its words stay, its structure (lists, links,
+tables) goes. Markdown conversion recurses once per level (three Python frames), so a page
+of 100,000 nested ``<div>`` (1.2 MB) ended in RecursionError after minutes. Real pages
+nest 15-40 levels (Lighthouse warns past 32); pages with many unclosed ``<font>`` or ``<p>``
+tags go deeper, and keep their words. 128 levels stay well inside Python's default limit
+of 1,000 frames."""
+
+
+def _gone(tag: Any) -> bool:
+    """``tag`` was decomposed (it sits inside a removed element). Read from the tag's own
+    attributes: bs4's ``Tag.decomposed`` falls back to ``find("_decomposed")``, a search of
+    the tag's whole subtree, which made a page of nested elements quadratic."""
+    return bool(tag.__dict__.get("_decomposed")) or tag.__dict__.get("attrs") is None
+
+
+def _flatten_deep(root: Any, limit: int = MAX_HTML_DEPTH) -> None:
+    """Replace the content of every element ``limit`` levels below ``root`` by its text
+    (:data:`MAX_HTML_DEPTH` says why); walks the tree without recursion, in linear time."""
+    from bs4 import NavigableString, Tag
+
+    deep = 0
+    stack = [(root, 0)]
+    while stack:
+        tag, depth = stack.pop()
+        children = [c for c in tag.contents if isinstance(c, Tag)]
+        if depth < limit:
+            stack.extend((c, depth + 1) for c in children)
+        elif children:
+            deep += 1
+            text = " ".join(tag.get_text(" ").split())
+            tag.clear()
+            tag.append(NavigableString(text))
+    if deep:
+        log.info("HTML nested over %d levels: %d parts kept as plain text", limit, deep)
+
+
 def html_to_markdown(html: str, base_url: str = "") -> tuple[str, str]:
     """The readable part of an HTML page as Markdown (see the module docstring).
 
@@ -248,12 +286,15 @@ def html_to_markdown(html: str, base_url: str = "") -> tuple[str, str]:
     if soup.title and soup.title.string:
         title = " ".join(soup.title.string.split())
     root: Any = soup.find("main") or soup.find("article") or soup.find(attrs={"role": "main"}) or soup.body or soup
+    _flatten_deep(root)
     for tag in root.find_all(_CHROME):
-        tag.decompose()
+        if not _gone(tag):
+            tag.decompose()
     for tag in root.find_all(attrs={"role": _CHROME_ROLES}):
-        tag.decompose()
+        if not _gone(tag):
+            tag.decompose()
     for tag in root.find_all(True):
-        if tag.decomposed or tag.attrs is None:
+        if _gone(tag):
             continue
         classes = " ".join(tag.get("class") or []) + " " + str(tag.get("id") or "")
         if tag.name not in ("main", "article", "body", "pre", "code", "table") and _CHROME_CLASS.search(classes):
@@ -333,7 +374,7 @@ def _plain_links(root: Any) -> None:
     - an image whose address is the picture itself (``data:``) becomes its alt text.
     """
     for a in root.find_all("a"):
-        if a.decomposed or a.attrs is None:
+        if _gone(a):
             continue
         href = str(a.get("href") or "").strip()
         classes = " ".join(a.get("class") or [])
@@ -354,7 +395,7 @@ def _plain_links(root: Any) -> None:
                     if "[" in piece or "]" in piece:
                         piece.replace_with(piece.replace("[", "\\[").replace("]", "\\]"))
     for img in root.find_all("img"):
-        if img.decomposed or img.attrs is None:
+        if _gone(img):
             continue
         src = str(img.get("src") or "").strip()
         if not src or src.lower().startswith("data:"):
