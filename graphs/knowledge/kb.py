@@ -410,12 +410,11 @@ class KnowledgeBase:
         ``chunks`` (in the live generation), ``last_sync`` and ``last_success`` (UTC, ISO
         8601, or None), ``last_error`` (None when the last sync worked), ``problems`` (documents
         that could not be read at the last sync), ``indexed``: ``"yes"``, ``"no"`` (the live
-        generation holds nothing of it: never synced, only failed, or dropped by a sync with
-        another configuration) or ``"outdated"`` (its documents were read under another
+        generation holds none of its documents: never synced, only failed, or dropped by a sync
+        with another configuration) or ``"outdated"`` (it holds documents read under another
         configuration or by another release's readers; the next sync reads it again)."""
         snap = self.snapshot
         lacking = set(self._unsynced(snap)) if snap is not None else set(self.sources)
-        in_config = snap.manifest.get("config", {}) if snap is not None and snap.has_sources else {}
         counts: dict[str, int] = snap.manifest.get("source_chunks", {}) if snap is not None else {}
         docs: dict[str, dict] = snap.manifest.get("docs", {}) if snap is not None else {}
         status = self._read_status()
@@ -433,7 +432,7 @@ class KnowledgeBase:
                     "last_success": st.get("last_success"),
                     "last_error": st.get("last_error"),
                     "problems": list(st.get("problems") or []),
-                    "indexed": "yes" if name not in lacking else ("outdated" if name in in_config else "no"),
+                    "indexed": "yes" if name not in lacking else ("outdated" if docs.get(name) else "no"),
                 }
             )
         return out
