@@ -394,7 +394,9 @@ async def open_runtime(
     # --source folders are read again every time: a user asking about a folder expects its
     # files as they are now, and an unchanged folder costs a listing (stat per file)
     if build_index and (sources or knowledge.needs_rebuild()):
-        log.info("syncing the knowledge index from %s", ", ".join(knowledge.pending_sources() or knowledge.sources))
+        # --source folders: all of them; else what the index lacks (none: sources no longer configured go)
+        syncing = knowledge.sources if sources else (knowledge.pending_sources() or ["no source (dropping old ones)"])
+        log.info("syncing the knowledge index from %s", ", ".join(syncing))
         # a failed build (embeddings API, another reindex running) is logged and shown by
         # `status`; the bot starts with the last good generation, or keyword-only
         await asyncio.to_thread(knowledge.ensure_index, progress, bool(sources))  # embedding must not block the loop
