@@ -543,7 +543,7 @@ async def test_slash_reindex_by_an_admin_edits_one_progress_message(fake, bot):
     assert first["type"] == 4 and not first["data"].get("flags", 0) & 64  # visible to the channel
     assert "Reindexing" in first["data"]["content"]
     edits = fake.calls("PATCH", f"/webhooks/{fake.application_id}/{inter['token']}/messages/@original")
-    assert edits and "2 files" in fake._original[inter["token"]]["content"]
+    assert edits and "2 documents" in fake._original[inter["token"]]["content"]
     assert [m for m in fake.followups if m["interaction_token"] == inter["token"]] == []  # one message, edited
 
 
