@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_harness import ROOT, bot_env, median_of, percentile, write_bench_config  # noqa: E402
 from bench_load import common_args, default_label, update_results  # noqa: E402
 
-_INDEXED = re.compile(r"Indexed (\d+) files into (\d+) chunks \((\d+) embedded, (\d+) reused\) in ([\d.]+) s")
+_INDEXED = re.compile(r"Indexed (\d+) documents? into (\d+) chunks? \((\d+) embedded, (\d+) reused\) in ([\d.]+) s")
 
 
 def reindex(config: Path, timeout: float) -> dict[str, Any]:
