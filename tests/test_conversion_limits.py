@@ -6,11 +6,13 @@ little memory, or refused in one problem line, through the real files and the re
 
 from __future__ import annotations
 
+import io
 import time
+import tracemalloc
 
 import pytest
 
-from graphs.knowledge.convert import MAX_HTML_DEPTH, convert
+from graphs.knowledge.convert import MAX_HTML_DEPTH, MAX_SHEET_CELLS, ConversionError, convert
 from tests.conftest import write_config
 from tests.fakes.bot_process import threadwise
 
@@ -25,6 +27,47 @@ def nested_html(levels: int, tag: str = "div") -> bytes:
         + f"</{tag}>" * levels
         + "</body></html>"
     ).encode()
+
+
+def xlsx(cells: dict[str, object]) -> bytes:
+    from openpyxl import Workbook
+
+    book = Workbook()
+    for ref, value in cells.items():
+        book.active[ref] = value
+    buf = io.BytesIO()
+    book.save(buf)
+    return buf.getvalue()
+
+
+def sparse_xlsx() -> bytes:
+    """A 5 KB spreadsheet with values in its first and its last cell."""
+    return xlsx({"A1": "VPN guide", "B1": "Port", "A2": "office", "B2": 443, "XFD1048576": "end"})
+
+
+def gridspan_docx(span: int) -> bytes:
+    """A real python-docx file with a 2-column table whose first cell says it spans ``span``
+    columns."""
+    import zipfile
+
+    from docx import Document as Docx
+
+    d = Docx()
+    d.add_paragraph("Network guide")
+    table = d.add_table(rows=2, cols=2)
+    table.cell(0, 0).text, table.cell(0, 1).text = "Host", "Port"
+    table.cell(1, 0).text, table.cell(1, 1).text = "vpn.example", "443"
+    buf = io.BytesIO()
+    d.save(buf)
+    out = io.BytesIO()
+    with zipfile.ZipFile(buf) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            part = src.read(info)
+            if info.filename == "word/document.xml":
+                part = part.replace(b"<w:tcPr>", b'<w:tcPr><w:gridSpan w:val="%d"/>' % span, 1)
+                assert b"gridSpan" in part
+            dst.writestr(info, part)
+    return out.getvalue()
 
 
 def files_config(tmp_path, folder):
@@ -65,4 +108,62 @@ def test_a_sync_reads_a_deeply_nested_html_file_in_seconds(tmp_path):
     took = time.monotonic() - t0
     assert synced.returncode == 0, synced.stderr[-2000:]
     assert "docs: 2 added" in synced.stdout, synced.stdout
+    assert took < 90, took
+
+
+def test_a_sheet_with_values_in_its_first_and_last_cell_reads_only_the_cells_it_holds():
+    data = sparse_xlsx()
+    assert len(data) < 10_000
+    convert(xlsx({"A1": "warm"}), "warm.xlsx")  # openpyxl's first import is not what is measured
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    text = convert(data, "sparse.xlsx").text
+    took = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # the old reader padded 1,048,576 rows to 16,384 columns: 11 GB before it was stopped
+    assert took < 10 and peak < 20_000_000, (took, peak)
+    assert text == ("## Sheet\n\n| VPN guide | Port |  |\n| --- | --- | --- |\n| office | 443 |  |\n|  |  | end |\n"), (
+        text
+    )
+
+
+def test_a_sheet_whose_table_would_exceed_the_cell_limit_is_refused_in_one_line():
+    side = int(MAX_SHEET_CELLS**0.5) + 1  # a diagonal: few cells, a table of over a million
+    from openpyxl.utils import get_column_letter
+
+    data = xlsx({f"{get_column_letter(i)}{i}": "x" for i in range(1, side + 1)})
+    with pytest.raises(ConversionError, match=r"^refused: sheet Sheet would be a table of 1,001 rows by 1,001 columns"):
+        convert(data, "diagonal.xlsx")
+
+
+def test_a_word_table_cell_spanning_two_billion_columns_is_read_within_the_table_grid():
+    convert(gridspan_docx(1), "warm.docx")  # python-docx's first import is not what is measured
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    text = convert(gridspan_docx(2_000_000_000), "span.docx").text
+    took = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # python-docx repeats a spanning cell per column: 10.9 GB before it was stopped
+    assert took < 10 and peak < 20_000_000, (took, peak)
+    # the span stops at the grid's 2 columns; the next cell still gives its text once
+    want = "Network guide\n\n| Host | Host | Port |\n| --- | --- | --- |\n| vpn.example | 443 |  |\n"
+    assert text == want, text
+    # a span the grid holds repeats the cell over the columns it covers, as before
+    assert convert(gridspan_docx(2), "span.docx").text == want
+
+
+def test_a_sync_reads_the_small_office_files_that_expand_in_the_converter(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "sparse.xlsx").write_bytes(sparse_xlsx())
+    (docs / "span.docx").write_bytes(gridspan_docx(2_000_000_000))
+    (docs / "leave.md").write_text("# Leave\n\nAsk your manager before booking leave.\n")
+    cfg = files_config(tmp_path, docs)
+    t0 = time.monotonic()
+    synced = threadwise("sync", "--config", str(cfg), cwd=tmp_path, timeout=200)
+    took = time.monotonic() - t0
+    assert synced.returncode == 0, synced.stderr[-2000:]
+    assert "docs: 3 added" in synced.stdout and "could not be read" not in synced.stdout, synced.stdout
     assert took < 90, took

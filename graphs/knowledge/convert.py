@@ -501,6 +501,8 @@ def _office(data: bytes, kind: str) -> Converted:
         else:
             result = _converter(kind).convert(io.BytesIO(data), StreamInfo(extension="." + kind))
             text, title = result.markdown or "", (result.title or "").strip()
+    except ConversionError:
+        raise
     except Exception as exc:  # noqa: BLE001 - every converter's own errors: one line, this document only
         raise ConversionError(f"cannot read this {kind.upper()} ({_why(exc)})") from None
     if not text.strip():
@@ -746,10 +748,7 @@ def _docx(data: bytes) -> str:
             else:
                 out.append(text)
         elif tag == "tbl":
-            rows = [
-                [" ".join(cell.text.split()).replace("|", "\\|") for cell in row.cells]
-                for row in Table(element, document).rows
-            ]
+            rows = _docx_rows(Table(element, document))
             rows = [r for r in rows if any(r)]
             if rows:
                 width = max(len(r) for r in rows)
@@ -758,6 +757,46 @@ def _docx(data: bytes) -> str:
                 lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
                 out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"
+
+
+MAX_TABLE_COLUMNS = 63
+"""The most columns a Word table is read as: Word's own limit (a table has at most 63
+columns). A cell spanning more (``<w:gridSpan w:val="2000000000"/>`` in a 36 KB file) made
+python-docx repeat it once per column: 10.9 GB before it was stopped."""
+
+
+def _docx_rows(table: Any) -> list[list[str]]:
+    """The texts of a python-docx table, one per grid column as python-docx's ``row.cells``
+    gives them (a cell spanning columns repeated, a vertically merged cell's text in every
+    row it covers), but a span never reaches past the table's grid (``w:tblGrid``), at most
+    :data:`MAX_TABLE_COLUMNS` columns: each cell still gives its text once."""
+    from docx.table import _Cell
+
+    grid = table._tbl.tblGrid
+    width = min(len(grid.gridCol_lst) if grid is not None else 0, MAX_TABLE_COLUMNS)
+    rows: list[list[str]] = []
+    above: dict[int, str] = {}  # grid offset -> text in the row above (vertical merges)
+    for row in table.rows:
+        out: list[str] = []
+        here: dict[int, str] = {}
+        offset = row._tr.grid_before
+        for tc in row._tr.tc_lst:
+            if tc.vMerge == "continue" and offset in above:
+                text = above[offset]
+            else:
+                source = tc
+                for _ in range(len(rows)):  # python-docx's walk up to the merge's first cell
+                    if source.vMerge != "continue":
+                        break
+                    source = source._tc_above
+                text = " ".join(_Cell(source, table).text.split())
+            here[offset] = text
+            span = tc.grid_span
+            out.extend([text.replace("|", "\\|")] * min(span, max(width - len(out), 1)))
+            offset += span
+        above = here
+        rows.append(out)
+    return rows
 
 
 def _xlsx(data: bytes) -> str:
@@ -787,17 +826,61 @@ def _xlsx(data: bytes) -> str:
     out: list[str] = []
     try:
         for sheet in book.worksheets:
-            rows = [[cell(v) for v in row] for row in sheet.iter_rows(values_only=True)]
-            rows = [r for r in rows if any(r)]
-            if not rows:
+            cells = _sheet_cells(book, sheet, cell)
+            if not cells:
                 continue
-            width = max(len(r) for r in rows)
-            rows = [r + [""] * (width - len(r)) for r in rows]
-            used = [i for i in range(width) if any(r[i] for r in rows)]
-            rows = [[r[i] for i in used] for r in rows]
-            lines = ["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(used)]
+            row_ids = sorted({r for r, _ in cells})
+            col_ids = sorted({c for _, c in cells})
+            if len(row_ids) * len(col_ids) > MAX_SHEET_CELLS:
+                raise ConversionError(
+                    f"refused: sheet {display_name(sheet.title[:100])} would be a table of {len(row_ids):,} rows "
+                    f"by {len(col_ids):,} columns, over the {MAX_SHEET_CELLS:,} cells a sheet may have"
+                )
+            rows = [[cells.get((r, c), "") for c in col_ids] for r in row_ids]
+            lines = ["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(col_ids)]
             lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
             out.append(f"## {sheet.title}\n\n" + "\n".join(lines))
     finally:
         book.close()
     return "\n\n".join(out) + "\n" if out else ""
+
+
+MAX_SHEET_CELLS = 1_000_000
+"""The most cells one spreadsheet sheet may hold, and the most its table may have once empty
+rows and columns are left out (rows × columns). openpyxl pads every row it reads out to the
+sheet's last column, and every gap out to the last row: a 4.8 KB file with values in ``A1`` and
+``XFD1048576`` became 17 billion cells (11 GB before it was stopped). Here only the cells
+the file holds are read; a million is Excel's own row limit and about 50-100 MB of sheet XML,
+more than any sheet worth answering questions from."""
+
+
+def _sheet_cells(book: Any, sheet: Any, fmt: Any) -> dict[tuple[int, int], str]:
+    """The non-empty cells of one read-only openpyxl sheet as ``{(row, column): text}``
+    (``fmt`` gives a value's text), read with openpyxl's own sheet parser, as its
+    ``iter_rows`` does, but without padding rows and columns it does not hold.
+
+    Raises:
+        ConversionError: over :data:`MAX_SHEET_CELLS` non-empty cells.
+    """
+    from openpyxl.worksheet._reader import WorkSheetParser
+
+    cells: dict[tuple[int, int], str] = {}
+    with sheet._get_source() as src:
+        parser = WorkSheetParser(
+            src,
+            sheet._shared_strings,
+            data_only=book.data_only,
+            epoch=book.epoch,
+            date_formats=book._date_formats,
+            timedelta_formats=book._timedelta_formats,
+        )
+        for row_id, row in parser.parse():
+            for c in row:
+                text = fmt(c["value"])
+                if text:
+                    cells[(row_id, c["column"])] = text
+            if len(cells) > MAX_SHEET_CELLS:
+                raise ConversionError(
+                    f"refused: sheet {display_name(sheet.title[:100])} holds over {MAX_SHEET_CELLS:,} cells"
+                )
+    return cells
