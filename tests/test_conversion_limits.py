@@ -12,7 +12,13 @@ import tracemalloc
 
 import pytest
 
-from graphs.knowledge.convert import MAX_HTML_DEPTH, MAX_SHEET_CELLS, ConversionError, convert
+from graphs.knowledge.convert import (
+    MAX_HTML_DEPTH,
+    MAX_PDF_INFLATED_BYTES,
+    MAX_SHEET_CELLS,
+    ConversionError,
+    convert,
+)
 from tests.conftest import write_config
 from tests.fakes.bot_process import threadwise
 
@@ -68,6 +74,40 @@ def gridspan_docx(span: int) -> bytes:
                 assert b"gridSpan" in part
             dst.writestr(info, part)
     return out.getvalue()
+
+
+def flate_pdf(size: int, truncate: int = 0) -> bytes:
+    """A one-page PDF whose content stream (FlateDecode) inflates to about ``size`` bytes: the
+    words "VPN port 443" shown once, then spaces; compressed in a stream, 1 MB at a time.
+    ``truncate`` cuts that many bytes off the compressed stream's end (a damaged stream)."""
+    import zlib
+
+    text = b"BT /F1 12 Tf 72 712 Td (VPN port 443) Tj ET\n"
+    pad = b" " * 1_000_000
+    comp = zlib.compressobj(9)
+    parts = [comp.compress(text)] + [comp.compress(pad) for _ in range(size // len(pad))] + [comp.flush()]
+    stream = b"".join(parts)
+    stream = stream[: len(stream) - truncate]
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    buf = io.BytesIO()
+    buf.write(b"%PDF-1.4\n")
+    offsets = []
+    for k, obj in enumerate(objs, 1):
+        offsets.append(buf.tell())
+        buf.write(b"%d 0 obj\n" % k + obj + b"\nendobj\n")
+    xref = buf.tell()
+    buf.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1))
+    for off in offsets:
+        buf.write(b"%010d 00000 n \n" % off)
+    buf.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref))
+    return buf.getvalue()
 
 
 def files_config(tmp_path, folder):
@@ -154,16 +194,35 @@ def test_a_word_table_cell_spanning_two_billion_columns_is_read_within_the_table
     assert convert(gridspan_docx(2), "span.docx").text == want
 
 
-def test_a_sync_reads_the_small_office_files_that_expand_in_the_converter(tmp_path):
+def test_a_sync_reads_the_small_office_files_that_expand_in_the_converter_and_refuses_a_pdf_bomb_in_one_line(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "sparse.xlsx").write_bytes(sparse_xlsx())
     (docs / "span.docx").write_bytes(gridspan_docx(2_000_000_000))
+    (docs / "bomb.pdf").write_bytes(flate_pdf(MAX_PDF_INFLATED_BYTES + 50_000_000))
     (docs / "leave.md").write_text("# Leave\n\nAsk your manager before booking leave.\n")
     cfg = files_config(tmp_path, docs)
     t0 = time.monotonic()
     synced = threadwise("sync", "--config", str(cfg), cwd=tmp_path, timeout=200)
     took = time.monotonic() - t0
     assert synced.returncode == 0, synced.stderr[-2000:]
-    assert "docs: 3 added" in synced.stdout and "could not be read" not in synced.stdout, synced.stdout
+    assert "docs: 3 added" in synced.stdout, synced.stdout
+    problems = [line.strip() for line in synced.stdout.splitlines() if line.strip().startswith("– docs:")]
+    assert len(problems) == 1 and "bomb.pdf" in problems[0] and "inflate past 200 MB" in problems[0], synced.stdout
     assert took < 90, took
+
+
+def test_a_pdf_whose_stream_inflates_past_the_limit_is_refused_holding_at_most_the_limit():
+    assert "VPN port 443" in convert(flate_pdf(1_000_000), "small.pdf").text  # an ordinary one reads
+    big = MAX_PDF_INFLATED_BYTES + 50_000_000
+    for data in (flate_pdf(big), flate_pdf(big, truncate=20)):  # whole, and damaged (pdfminer's other path)
+        assert len(data) < 1_000_000
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        with pytest.raises(ConversionError, match=r"^refused: this PDF's streams inflate past 200 MB"):
+            convert(data, "bomb.pdf")
+        took = time.perf_counter() - t0
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        # pdfminer inflated it whole and parsed it: 1.5 GB and 3 minutes for 400 MB
+        assert took < 60 and peak < MAX_PDF_INFLATED_BYTES + 20_000_000, (took, peak)

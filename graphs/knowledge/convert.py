@@ -30,7 +30,10 @@ from __future__ import annotations
 import io
 import logging
 import re
+import threading
+import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -548,10 +551,16 @@ def _pdf(data: bytes) -> str:
     from pdfminer.high_level import extract_pages
     from pdfminer.layout import LAParams
 
-    forms = _pdf_forms(data)
-    pages: list[list[_PdfLine]] = []
-    for layout in extract_pages(io.BytesIO(data), laparams=LAParams()):
-        pages.append(list(_pdf_lines(layout)))
+    with _pdf_limits():
+        forms = _pdf_forms(data)
+        pages: list[list[_PdfLine]] = []
+        chars = 0
+        for layout in extract_pages(io.BytesIO(data), laparams=LAParams()):
+            pages.append(list(_pdf_lines(layout)))
+            chars += sum(len(line.text) for line in pages[-1])
+            if chars > MAX_PDF_TEXT_CHARS:
+                log.warning("PDF text cut after page %d: over %d characters", len(pages), MAX_PDF_TEXT_CHARS)
+                break
     sizes: dict[float, int] = {}
     for line in (ln for page in pages for ln in page):
         sizes[line.size] = sizes.get(line.size, 0) + len(line.text)
@@ -697,10 +706,102 @@ def _pdf_forms(data: bytes) -> dict[int, str]:
                 if content is not None:
                     out[i] = content
                 page.close()  # its cached objects: memory stays flat over many pages
+    except ConversionError:
+        raise
     except Exception as exc:  # noqa: BLE001 - pdfminer reads the file next and says what is wrong
         log.debug("pdfplumber: %s", exc)
         return {}
     return out
+
+
+MAX_PDF_INFLATED_BYTES = 200_000_000
+"""The most a PDF's compressed (FlateDecode) streams may inflate to, all together, counted
+as pdfminer (under pdfplumber and the text extraction) inflates them; past it the PDF is
+refused. The file size limit counts compressed bytes: a 528 KB PDF inflated one page's
+content to 400 MB (1.5 GB and 3 minutes in a sync), and a 50 MB one could inflate to tens
+of gigabytes; pdfminer itself has no limit. 200 MB is :data:`MAX_UNZIPPED_BYTES`, the
+office files' limit: a PDF of pictures keeps its images compressed (they are not inflated
+to read text), and a 5,000-page text PDF inflates to a few tens of MB."""
+MAX_PDF_TEXT_CHARS = 20_000_000
+"""The most text read from one PDF, in characters: the pages after it are left out (a log
+line says so). A 5,000-page book holds about 10 million."""
+
+_pdf_budget = threading.local()
+
+
+def _inflate(inflater: Any, data: bytes, chunks: list[bytes]) -> None:
+    """Inflate ``data`` into ``chunks`` 1 MB at a time, each counted against this thread's
+    PDF budget (``_pdf_budget.left``, bytes; unlimited when None), so a bomb is stopped
+    holding at most the budget.
+
+    Raises:
+        ConversionError: over :data:`MAX_PDF_INFLATED_BYTES`.
+        zlib.error: damaged data.
+    """
+    while not inflater.eof:
+        out = inflater.decompress(data, 1 << 20)
+        data = inflater.unconsumed_tail
+        if not out and not data:
+            return
+        if getattr(_pdf_budget, "left", None) is not None:
+            _pdf_budget.left -= len(out)
+            if _pdf_budget.left < 0:
+                raise ConversionError(
+                    f"refused: this PDF's streams inflate past {MAX_PDF_INFLATED_BYTES / 1e6:.0f} MB, "
+                    "the most a document may (a decompression bomb?)"
+                )
+        chunks.append(out)
+
+
+class _BudgetedZlib:
+    """pdfminer's ``zlib`` (its only inflater, for FlateDecode streams) with the inflating
+    counted against this thread's PDF budget (:func:`_inflate`)."""
+
+    error = zlib.error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(zlib, name)
+
+    def decompress(self, data: bytes) -> bytes:
+        inflater = zlib.decompressobj()
+        chunks: list[bytes] = []
+        _inflate(inflater, data, chunks)
+        if not inflater.eof:  # as zlib.decompress: pdfminer then reads it as a damaged stream
+            raise zlib.error("Error -5 while decompressing data: incomplete or truncated stream")
+        return b"".join(chunks)
+
+
+def _decompress_damaged(data: bytes) -> bytes:
+    """pdfminer's ``decompress_corrupted`` (a stream whose checksum is wrong: inflate it and
+    let the checksum go) in linear time and within the budget: pdfminer's own feeds one byte
+    at a time and appends to one bytes object, quadratic in the output.
+
+    Raises:
+        zlib.error: damaged before its last 3 bytes (the checksum), as pdfminer's.
+    """
+    inflater = zlib.decompressobj()
+    chunks: list[bytes] = []
+    _inflate(inflater, data[:-3], chunks)
+    try:
+        for i in range(max(len(data) - 3, 0), len(data)):
+            _inflate(inflater, data[i : i + 1], chunks)
+    except zlib.error:
+        log.warning("Data-loss while decompressing corrupted data")
+    return b"".join(chunks)
+
+
+@contextmanager
+def _pdf_limits() -> Iterator[None]:
+    """Inside: pdfminer inflates at most :data:`MAX_PDF_INFLATED_BYTES` in this thread."""
+    import pdfminer.pdftypes
+
+    pdfminer.pdftypes.zlib = _BudgetedZlib()  # type: ignore[assignment]  # its only inflater
+    pdfminer.pdftypes.decompress_corrupted = _decompress_damaged
+    _pdf_budget.left = MAX_PDF_INFLATED_BYTES
+    try:
+        yield
+    finally:
+        _pdf_budget.left = None
 
 
 def _why(exc: BaseException) -> str:
