@@ -26,6 +26,7 @@ from graphs.knowledge import KnowledgeBase
 from graphs.knowledge.connectors import FilesConnector, WebConnector
 from graphs.knowledge.connectors.fetch import Fetcher, PageError, Scope, normalise
 from graphs.knowledge.connectors.sitemap import MAX_SITEMAP_ENTRIES, MAX_SITEMAP_FILES
+from graphs.knowledge.connectors.web import MAX_LINKS_PER_PAGE
 from tests.fakes.bot_process import threadwise
 from tests.test_sources import Site, serve_site, slow
 from tests.test_sources_safety import files_config
@@ -468,3 +469,37 @@ def test_one_page_linked_with_tracking_parameters_is_one_document(tmp_path):
         assert sum(n for path, n in site.hits.items() if path.startswith("/list")) == 1, site.hits
     # the parameters that matter stay, as written, sorted
     assert normalise("HTTP://Example.com/s?q=a%20b&page=2&utm_term=x#frag") == "http://example.com/s?page=2&q=a%20b"
+
+
+# ---- 8. a page of a million links ---------------------------------------------------------------------
+def test_a_page_of_very_many_links_costs_seconds_and_keeps_the_first_links(tmp_path):
+    n = 300_000  # ~6 MB: every link a distinct page of the site (in <nav>: the conversion drops it)
+    links = b"".join(b'<a href="/l%d">%d</a>' % (i, i) for i in range(n))
+    hub = b"<html><body><main><p>The hub of the heron.</p></main><nav>" + links + b"</nav></body></html>"
+    with serve_site() as site:
+        site.pages["/"] = (200, {"Content-Type": "text/html"}, hub)
+        put(site, "/l0", "L0", "<h1>L0</h1><p>The first leaf.</p>")
+        connector = web(site, max_depth=1, max_pages=3, max_page_bytes=20_000_000)
+        kb = KnowledgeBase(tmp_path / "index", connectors=[connector])
+        started = time.monotonic()
+        report = kb.reindex().sources[0]
+        took = time.monotonic() - started
+        assert report.added == 2 and site.hits["/l0"] == 1 and site.hits["/l1"] == 1, report
+        assert took < 60, took  # mostly the conversion's parse of 6 MB
+        # what the sync keeps of the page for the next one: its first MAX_LINKS_PER_PAGE links,
+        # read in a fraction of a second (all 300,000 through a parse tree: ~30 s)
+        listing = connector.scan({}, {})
+        list(listing.changed)
+        saved = listing.state["pages"][f"{site.base}/"]["links"]
+        assert saved == [f"{site.base}/l{i}" for i in range(MAX_LINKS_PER_PAGE)]
+        links_alone = time.monotonic()
+        connector._links(hub.decode(), site.base + "/", Scope(site.base + "/"))
+        assert time.monotonic() - links_alone < 2.0
+    # what a parser would see: no links from comments or scripts, nofollow, <base>, quoted '>'
+    tricky = (
+        "<base href='/docs/'><!-- <a href='/c'>c</a> --><script>s = '<a href=\"/s\">'</script>"
+        "<A data-href='/no' HREF='a?x=1&amp;y=2'>a</A><a rel='nofollow noopener' href=/nf>n</a>"
+        "<a href=b#x>b</a><a title='x>y' href='/q'>q</a><a href='mailto:x'>m</a><a href='http://other/'>o</a>"
+    )
+    got = connector._links(tricky, "http://x/p", Scope("http://x/"))
+    assert got == ["http://x/docs/a?x=1&y=2", "http://x/docs/b", "http://x/q"]

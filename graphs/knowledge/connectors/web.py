@@ -20,6 +20,7 @@ too slow): what was reachable through it at the last sync is checked again, not 
 from __future__ import annotations
 
 import hashlib
+import html as html_lib
 import logging
 import re
 import urllib.robotparser
@@ -400,22 +401,74 @@ class WebConnector:
         return scope.key(url) or url
 
     def _links(self, html: str, url: str, scope: Scope) -> list[str]:
-        """Same-site ``<a href>`` targets of the page, keyed by ``scope``, in order, without duplicates."""
-        from bs4 import BeautifulSoup
+        """Same-site ``<a href>`` targets of the page, keyed by ``scope``, in order, without
+        duplicates, at most :data:`MAX_LINKS_PER_PAGE` of them, from the first
+        :data:`MAX_ANCHORS_PER_PAGE` ``<a href>`` tags.
 
-        soup = BeautifulSoup(html, "html.parser")
-        base = soup.find("base", href=True)
-        base_url = urljoin(url, str(base["href"])) if base is not None else url
+        One linear pass of regular expressions over the text (no parse tree: the page is
+        parsed once, by the conversion); comments, ``<script>``, ``<style>`` and
+        ``<template>`` are passed over, ``rel="nofollow"`` links are not followed.
+        """
+        base = _BASE.search(html)
+        base_url = url
+        if base is not None and (href := _attribute(base.group(0), "href")):
+            base_url = urljoin(url, href)
         out: dict[str, None] = {}
-        for a in soup.find_all("a", href=True):
-            href = str(a["href"]).strip()
-            if (
-                not href
-                or href.startswith(("mailto:", "javascript:", "tel:", "#"))
-                or "nofollow" in (a.get("rel") or [])
-            ):
+        anchors = 0
+        for m in _ANCHOR_OR_SKIPPED.finditer(html):
+            tag = m.group("a")
+            if tag is None:
+                continue  # a comment, script, style or template
+            href = (_attribute(tag, "href") or "").strip()
+            if not href or href.startswith(("mailto:", "javascript:", "tel:", "#", "data:")):
                 continue
+            if "nofollow" in (_attribute(tag, "rel") or "").lower().split():
+                continue
+            anchors += 1
             target = scope.key(normalise(urljoin(base_url, href)))
             if target is not None:
                 out.setdefault(target, None)
+            if len(out) >= MAX_LINKS_PER_PAGE or anchors >= MAX_ANCHORS_PER_PAGE:
+                log.info(
+                    "source %s: %s: links read from its first %d <a href> tags only (%d addresses)",
+                    self.name,
+                    url,
+                    anchors,
+                    len(out),
+                )
+                break
         return list(out)
+
+
+MAX_LINKS_PER_PAGE = 5_000
+"""Most addresses kept from one page. Each is a request of a later sync and a string in the
+source's state at every sync; a navigation or index page a person reads links to hundreds
+(this is ten times the default ``max_pages`` of a whole sync), so a page listing more is a
+generated one (a calendar, a tag cloud, a hostile page of a million links: the latter cost
+over 100 s and 1.8 GB before this limit)."""
+MAX_ANCHORS_PER_PAGE = 50_000
+"""Most ``<a href>`` tags looked at per page (a page repeating a few links a million times
+stops here, about half a second of work)."""
+
+# Each alternative always matches once it has started (an unclosed tag, quote, comment or
+# script runs to the end of the text, as in a browser), with possessive repeats: no
+# backtracking, so the pass is linear in the page's length whatever the page holds.
+_TAG_REST = r"""(?:[^>"']++|"[^"]*+"?|'[^']*+'?)*+(?:>|\Z)"""
+_BASE = re.compile(r"<base\s" + _TAG_REST, re.I)
+_ANCHOR_OR_SKIPPED = re.compile(
+    r"<!--.*?(?:-->|\Z)|<(?P<raw>script|style|template)\b.*?(?:</(?P=raw)\s*>|\Z)|(?P<a><a\s" + _TAG_REST + ")",
+    re.I | re.S,
+)
+_ATTRIBUTE = {
+    name: re.compile(rf"(?:^|[\s\"'/]){name}\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'>]+))", re.I)
+    for name in ("href", "rel")
+}
+
+
+def _attribute(tag: str, name: str) -> str | None:
+    """The value of attribute ``name`` (``href`` or ``rel``) in the start tag ``tag``, character
+    references decoded, or None."""
+    m = _ATTRIBUTE[name].search(tag, 2)
+    if m is None:
+        return None
+    return html_lib.unescape(next(g for g in m.groups() if g is not None))
