@@ -18,6 +18,7 @@ from graphs.knowledge.convert import (
     MAX_SHEET_CELLS,
     ConversionError,
     convert,
+    convert_here,
 )
 from tests.conftest import write_config
 from tests.fakes.bot_process import threadwise
@@ -154,10 +155,10 @@ def test_a_sync_reads_a_deeply_nested_html_file_in_seconds(tmp_path):
 def test_a_sheet_with_values_in_its_first_and_last_cell_reads_only_the_cells_it_holds():
     data = sparse_xlsx()
     assert len(data) < 10_000
-    convert(xlsx({"A1": "warm"}), "warm.xlsx")  # openpyxl's first import is not what is measured
+    convert_here(xlsx({"A1": "warm"}), "xlsx")  # openpyxl's first import is not what is measured
     tracemalloc.start()
     t0 = time.perf_counter()
-    text = convert(data, "sparse.xlsx").text
+    text = convert_here(data, "xlsx").text  # in this process: its memory is what is measured
     took = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -178,10 +179,10 @@ def test_a_sheet_whose_table_would_exceed_the_cell_limit_is_refused_in_one_line(
 
 
 def test_a_word_table_cell_spanning_two_billion_columns_is_read_within_the_table_grid():
-    convert(gridspan_docx(1), "warm.docx")  # python-docx's first import is not what is measured
+    convert_here(gridspan_docx(1), "docx")  # python-docx's first import is not what is measured
     tracemalloc.start()
     t0 = time.perf_counter()
-    text = convert(gridspan_docx(2_000_000_000), "span.docx").text
+    text = convert_here(gridspan_docx(2_000_000_000), "docx").text  # in this process, measured
     took = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -220,9 +221,33 @@ def test_a_pdf_whose_stream_inflates_past_the_limit_is_refused_holding_at_most_t
         tracemalloc.start()
         t0 = time.perf_counter()
         with pytest.raises(ConversionError, match=r"^refused: this PDF's streams inflate past 200 MB"):
-            convert(data, "bomb.pdf")
+            convert_here(data, "pdf")  # in this process: its memory is what is measured
         took = time.perf_counter() - t0
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         # pdfminer inflated it whole and parsed it: 1.5 GB and 3 minutes for 400 MB
         assert took < 60 and peak < MAX_PDF_INFLATED_BYTES + 20_000_000, (took, peak)
+
+
+def test_a_conversion_over_the_time_limit_costs_that_document_and_the_worker_starts_again(monkeypatch):
+    from graphs.knowledge import convert as module
+
+    html = nested_html(100_000) + b" " * module.ISOLATED_HTML_BYTES  # large: converted in the worker
+    monkeypatch.setattr(module, "MAX_CONVERT_SECONDS", 0.3)
+    t0 = time.monotonic()
+    with pytest.raises(ConversionError, match=r"^stopped: converting this HTML took over 0.3 s"):
+        convert(html, "deep.html")
+    assert time.monotonic() - t0 < 10
+    monkeypatch.setattr(module, "MAX_CONVERT_SECONDS", 120.0)
+    assert "Pelican" in convert(xlsx({"A1": "Pelican"}), "next.xlsx").text
+
+
+def test_a_conversion_over_the_memory_limit_costs_that_document_and_the_worker_starts_again(monkeypatch):
+    from graphs.knowledge import convert as module
+
+    module._WORKER._stop()  # a worker started with this test's limit
+    monkeypatch.setattr(module, "MAX_CONVERT_MEMORY_BYTES", 100_000_000)
+    with pytest.raises(ConversionError, match=r"^stopped: this PDF needed more than the 0.1 GB of memory"):
+        convert(flate_pdf(150_000_000), "big.pdf")  # under the inflate limit, over this memory limit
+    assert "VPN port 443" in convert(flate_pdf(1_000_000), "small.pdf").text
+    module._WORKER._stop()

@@ -19,6 +19,12 @@
 - DOCX, PPTX and XLSX are zip archives: :func:`check_zip` refuses one that would expand too
   far (a zip bomb: over 200 MB in all, or a part over 100:1) from its central directory,
   before any converter opens it.
+- Small documents that expand in their converter have limits of their own: HTML nesting
+  (:data:`MAX_HTML_DEPTH`), a sheet's cells (:data:`MAX_SHEET_CELLS`), a Word table's spans
+  (:data:`MAX_TABLE_COLUMNS`), a PDF's inflated streams (:data:`MAX_PDF_INFLATED_BYTES`); and
+  PDF, office files and large HTML are converted in a worker process with a time and memory
+  limit (:data:`MAX_CONVERT_SECONDS`, :data:`MAX_CONVERT_MEMORY_BYTES`), so a document past
+  them costs that document only.
 
 Template syntax (Liquid/Jinja tags, Hugo shortcodes, MDX imports and components) is removed
 by :func:`graphs.knowledge.templates.strip_templates` from Markdown, MDX and converted HTML,
@@ -27,10 +33,12 @@ here, before the text is split (plain text and office files are left as they are
 
 from __future__ import annotations
 
+import atexit
 import io
 import logging
 import re
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,6 +113,20 @@ def convert(data: bytes, name: str, *, content_type: str = "", base_url: str = "
     kind = "html" if "html" in content_type.lower() else kind_of(name)
     if kind is None:
         raise ConversionError(f"unsupported file type {PurePosixPath(name).suffix or '(none)'}")
+    if kind not in ("markdown", "mdx", "text") and (kind != "html" or len(data) > ISOLATED_HTML_BYTES):
+        if kind in ZIP_KINDS:
+            check_zip(data, kind)  # here: a zip bomb costs no round trip to the worker
+        return _WORKER.convert(data, kind, content_type, base_url)
+    return convert_here(data, kind, content_type, base_url)
+
+
+def convert_here(data: bytes, kind: str, content_type: str = "", base_url: str = "") -> Converted:
+    """:func:`convert` of a document of ``kind`` (:func:`kind_of`) in this process, without
+    the time and memory limits of the worker (:mod:`graphs.knowledge.convert_worker` calls it).
+
+    Raises:
+        ConversionError: as :func:`convert`.
+    """
     if kind in ("markdown", "mdx", "text"):
         text = decode_text(data)
         return Converted("", strip_templates(text, kind) if kind != "text" else text)
@@ -114,6 +136,95 @@ def convert(data: bytes, name: str, *, content_type: str = "", base_url: str = "
         return Converted(title, strip_templates(md, "html"))
     return _office(data, kind)
 
+
+MAX_CONVERT_SECONDS = 180.0
+"""The longest one PDF, office file or large HTML page may take to convert; past it the
+worker converting it is killed (and started again for the next document) and the document
+gives one problem line. A 5,000-page PDF converts in about 40 s on a loaded machine."""
+MAX_CONVERT_MEMORY_BYTES = 2_000_000_000
+"""The most memory the conversion worker may take beyond what it holds after importing the
+converters (its address space, ``RLIMIT_AS``); a document needing more gives one problem
+line. python-docx parses a 200 MB document part (:data:`MAX_UNZIPPED_BYTES`) into an lxml
+tree of about 1-1.5 GB."""
+ISOLATED_HTML_BYTES = 1_000_000
+"""HTML larger than this is converted in the worker too; smaller pages (nearly all) are
+converted here, without the cost of passing them to another process."""
+
+
+class _Worker:
+    """One long-lived conversion process (:mod:`graphs.knowledge.convert_worker`), started at
+    the first document that needs it and again after it was killed; a lock makes threads take
+    turns. Converting in another process costs a few milliseconds per document, and its
+    start (imports) about a second once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: Any = None
+
+    def _start(self) -> Any:
+        import os
+        import subprocess
+        import sys
+
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        return subprocess.Popen(
+            [sys.executable, "-m", "graphs.knowledge.convert_worker", str(MAX_CONVERT_MEMORY_BYTES)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            start_new_session=True,  # Ctrl-C in a terminal goes to the bot, which stops the worker
+        )
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def convert(self, data: bytes, kind: str, content_type: str, base_url: str) -> Converted:
+        """``data`` converted in the worker.
+
+        Raises:
+            ConversionError: as :func:`convert`, or the document took over
+                :data:`MAX_CONVERT_SECONDS` or more than :data:`MAX_CONVERT_MEMORY_BYTES`.
+        """
+        import select
+
+        from graphs.knowledge.convert_worker import read_message, write_message
+
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._proc = self._start()
+            proc = self._proc
+            deadline = time.monotonic() + MAX_CONVERT_SECONDS
+            try:
+                write_message(proc.stdin, (data, kind, content_type, base_url))
+                ready, _, _ = select.select([proc.stdout], [], [], max(deadline - time.monotonic(), 0))
+                if not ready:
+                    self._stop()
+                    raise ConversionError(
+                        f"stopped: converting this {kind.upper()} took over {MAX_CONVERT_SECONDS:g} s, "
+                        "the longest a document may take"
+                    )
+                status, value = read_message(proc.stdout)
+            except (EOFError, BrokenPipeError, OSError):
+                self._stop()  # it died: out of memory beyond what Python could report, or killed
+                status, value = "memory", ""
+            except BaseException:
+                self._stop()  # Ctrl-C or another error mid-answer: the pipe holds half a message
+                raise
+        if status == "ok":
+            return value  # type: ignore[no-any-return]
+        if status == "memory":
+            raise ConversionError(
+                f"stopped: this {kind.upper()} needed more than the {MAX_CONVERT_MEMORY_BYTES / 1e9:g} GB "
+                "of memory a document may take to convert"
+            )
+        raise ConversionError(value)
+
+
+_WORKER = _Worker()
+atexit.register(_WORKER._stop)
 
 _BOMS = (
     (b"\xef\xbb\xbf", "utf-8-sig"),
@@ -504,7 +615,7 @@ def _office(data: bytes, kind: str) -> Converted:
         else:
             result = _converter(kind).convert(io.BytesIO(data), StreamInfo(extension="." + kind))
             text, title = result.markdown or "", (result.title or "").strip()
-    except ConversionError:
+    except (ConversionError, MemoryError):
         raise
     except Exception as exc:  # noqa: BLE001 - every converter's own errors: one line, this document only
         raise ConversionError(f"cannot read this {kind.upper()} ({_why(exc)})") from None
