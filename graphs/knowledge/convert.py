@@ -214,7 +214,7 @@ class _Worker:
                 self._stop()  # Ctrl-C or another error mid-answer: the pipe holds half a message
                 raise
         if status == "ok":
-            return value  # type: ignore[no-any-return]
+            return value
         if status == "memory":
             raise ConversionError(
                 f"stopped: this {kind.upper()} needed more than the {MAX_CONVERT_MEMORY_BYTES / 1e9:g} GB "
