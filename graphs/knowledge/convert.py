@@ -36,6 +36,7 @@ from __future__ import annotations
 import atexit
 import io
 import logging
+import os
 import re
 import threading
 import time
@@ -113,7 +114,12 @@ def convert(data: bytes, name: str, *, content_type: str = "", base_url: str = "
     kind = "html" if "html" in content_type.lower() else kind_of(name)
     if kind is None:
         raise ConversionError(f"unsupported file type {PurePosixPath(name).suffix or '(none)'}")
-    if kind not in ("markdown", "mdx", "text") and (kind != "html" or len(data) > ISOLATED_HTML_BYTES):
+    # the worker needs POSIX (RLIMIT_AS, select on pipes): elsewhere everything converts here
+    if (
+        os.name == "posix"
+        and kind not in ("markdown", "mdx", "text")
+        and (kind != "html" or len(data) > ISOLATED_HTML_BYTES)
+    ):
         if kind in ZIP_KINDS:
             check_zip(data, kind)  # here: a zip bomb costs no round trip to the worker
         return _WORKER.convert(data, kind, content_type, base_url)
@@ -162,7 +168,6 @@ class _Worker:
         self._proc: Any = None
 
     def _start(self) -> Any:
-        import os
         import subprocess
         import sys
 
