@@ -503,3 +503,53 @@ def test_a_page_of_very_many_links_costs_seconds_and_keeps_the_first_links(tmp_p
     )
     got = connector._links(tricky, "http://x/p", Scope("http://x/"))
     assert got == ["http://x/docs/a?x=1&y=2", "http://x/docs/b", "http://x/q"]
+
+
+# ---- 9. junk XML inside the sitemap size limit ------------------------------------------------------------
+def test_junk_xml_sitemaps_are_refused_in_moments_and_the_sitemaps_of_a_sync_have_a_time_budget(
+    tmp_path, monkeypatch
+):
+    with serve_site() as site:
+        b = site.base
+        put(site, "/a", "A", "<h1>A</h1><p>The aardvark page.</p>")
+        put(site, "/b", "B", "<h1>B</h1><p>The badger page.</p>")
+        head = b"<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>"
+        gz = {"Content-Type": "application/x-gzip"}
+        # 32 MB raw each, a few tens of KB gzipped: was 110 s and 900 MB for the first
+        flat = head + b"<url><loc>" + f"{b}/a".encode() + b"</loc>" + b"<x/>" * 8_000_000 + b"</url></urlset>"
+        nested = head + b"<url>" + b"<x>" * 3_000_000 + b"</x>" * 3_000_000 + b"</url></urlset>"
+        empty = head + b"<url/>" * 5_000_000 + b"</urlset>"
+        site.pages["/flat.xml.gz"] = (200, gz, gzip.compress(flat))
+        site.pages["/nested.xml.gz"] = (200, gz, gzip.compress(nested))
+        site.pages["/empty.xml.gz"] = (200, gz, gzip.compress(empty))
+        site.pages["/good.xml"] = (200, XML, urlset(f"{b}/a", f"{b}/b"))
+        names = ("/flat.xml.gz", "/nested.xml.gz", "/empty.xml.gz", "/good.xml")
+        site.pages["/sitemap.xml"] = (200, XML, sitemapindex(*[b + n for n in names]))
+        kb = KnowledgeBase(tmp_path / "index", connectors=[web(site, "/sitemap.xml")])
+        tracemalloc.start()
+        started = time.monotonic()
+        try:
+            report = kb.reindex().sources[0]
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        took = time.monotonic() - started
+        assert report.problems == [
+            f"sitemap {b}/flat.xml.gz: not a sitemap (an entry of over 10,000 elements)",
+            f"sitemap {b}/nested.xml.gz: not a sitemap (elements nested over 12 deep)",
+            f"sitemap {b}/empty.xml.gz: lists over 50,000 addresses: the first 50,000 read",
+        ], report.problems
+        assert kb.files_of(["site"]) == {f"{b}/a", f"{b}/b"}
+        assert took < 20, took
+        assert peak < 200 << 20, peak  # the 32 MB bodies themselves, not a tree of millions of elements
+
+        # the sitemaps of one sync share a time budget: the ones left are one problem line
+        monkeypatch.setattr("graphs.knowledge.connectors.sitemap.MAX_SITEMAPS_SECONDS", 1.0)
+        site.pages["/flat.xml.gz"] = slow  # over timeout_seconds (1.5 s), and over the budget
+        report = kb.reindex().sources[0]
+        assert report.problems == [
+            f"sitemap {b}/flat.xml.gz: took over 1.5 s (timeout_seconds)",
+            f"sitemap {b}/nested.xml.gz: not read: the sitemaps of this sync took 1 s already (3 left)",
+        ], report.problems
+        # the pages of the sitemap not read (good.xml) are those of its last sync, not removed
+        assert report.removed == 0 and kb.files_of(["site"]) == {f"{b}/a", f"{b}/b"}, report

@@ -8,12 +8,17 @@ top of those, one sync reads each sitemap once (an index listing itself, or two 
 each other, cost one request each), at most :data:`MAX_SITEMAP_FILES` sitemap files, an
 index at most :data:`MAX_INDEX_DEPTH` levels deep, and stops reading once it has enough
 pages for ``max_pages``. Only ``<loc>`` entries directly under ``<url>`` or ``<sitemap>``
-count (an image sitemap's ``<image:loc>`` is not a page). Plain-text sitemaps are not read.
+count (an image sitemap's ``<image:loc>`` is not a page). Junk XML within the size limit
+(millions of empty or nested elements) is refused early: elements at most
+:data:`MAX_ELEMENT_DEPTH` deep, at most :data:`MAX_ENTRY_ELEMENTS` in one entry, one parse
+at most :data:`MAX_PARSE_SECONDS`, all the sitemaps of a sync at most
+:data:`MAX_SITEMAPS_SECONDS`. Plain-text sitemaps are not read.
 """
 
 from __future__ import annotations
 
 import io
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
@@ -30,6 +35,18 @@ MAX_SITEMAP_FILES = 100
 """Most sitemap files read per sync (an index of indexes cannot make a sync endless)."""
 MAX_INDEX_DEPTH = 3
 """Levels of sitemap indexes followed below the first sitemap (the protocol itself allows one)."""
+MAX_ELEMENT_DEPTH = 12
+"""Deepest element nesting read (``<urlset><url><loc>`` is 3 deep; image, video and news
+extensions reach 5): deeper is not a sitemap."""
+MAX_ENTRY_ELEMENTS = 10_000
+"""Most elements inside one ``<url>`` or ``<sitemap>`` (an image sitemap may list 1,000
+images of a page, a few elements each): more is not a sitemap, and the elements of one
+entry are held until it closes."""
+MAX_PARSE_SECONDS = 10.0
+"""Longest one sitemap's parse may take (50,000 entries parse in about a second)."""
+MAX_SITEMAPS_SECONDS = 300.0
+"""Longest the sitemaps of one sync may take together, fetching and parsing (the sync
+holds its lock meanwhile); the sitemaps not read by then are one problem line."""
 
 _TOO_LARGE = f"larger than {MAX_SITEMAP_BYTES / 2**20:g} MB uncompressed (the sitemaps.org limit)"
 
@@ -42,16 +59,19 @@ class SitemapError(PageError):
         self.gone = gone
 
 
-def parse(body: bytes) -> tuple[bool, list[str], bool]:
-    """Read one sitemap's bytes (gzip or not).
+def parse(body: bytes, seconds: float = MAX_PARSE_SECONDS) -> tuple[bool, list[str], bool]:
+    """Read one sitemap's bytes (gzip or not), in at most ``seconds``.
 
     Returns:
         ``(is_index, addresses as written, cut)``: ``cut`` when it listed more than
         :data:`MAX_SITEMAP_ENTRIES` (only the first ones are returned).
 
     Raises:
-        SitemapError: not XML, not a sitemap, or over :data:`MAX_SITEMAP_BYTES` uncompressed.
+        SitemapError: not XML, not a sitemap (elements deeper than :data:`MAX_ELEMENT_DEPTH`,
+            an entry of over :data:`MAX_ENTRY_ELEMENTS` elements), over
+            :data:`MAX_SITEMAP_BYTES` uncompressed, or not read in ``seconds``.
     """
+    deadline = time.monotonic() + seconds
     if body[:2] == b"\x1f\x8b":
         try:
             body = gunzip(body, MAX_SITEMAP_BYTES, _TOO_LARGE)
@@ -62,9 +82,15 @@ def parse(body: bytes) -> tuple[bool, list[str], bool]:
     is_index = False
     locs: list[str] = []
     depth = 0
+    entries = 0
+    in_entry = 0  # elements read inside the current <url> or <sitemap>
     stream = io.BytesIO(body)
     try:
-        while chunk := stream.read(1 << 20):
+        # 64 KB at a time: a piece of junk XML (empty elements) makes at most ~10,000 events
+        # between two looks at the clock
+        while chunk := stream.read(1 << 16):
+            if time.monotonic() > deadline:
+                raise SitemapError(f"not read in {seconds:g} s (junk XML?)")
             parser.feed(chunk)
             for item in parser.read_events():
                 # ("start" | "end", element): the only events asked for
@@ -72,6 +98,12 @@ def parse(body: bytes) -> tuple[bool, list[str], bool]:
                 name = el.tag.rsplit("}", 1)[-1]
                 if event == "start":
                     depth += 1
+                    if depth > MAX_ELEMENT_DEPTH:
+                        raise SitemapError(f"not a sitemap (elements nested over {MAX_ELEMENT_DEPTH} deep)")
+                    if depth > 2:
+                        in_entry += 1
+                        if in_entry > MAX_ENTRY_ELEMENTS:
+                            raise SitemapError(f"not a sitemap (an entry of over {MAX_ENTRY_ELEMENTS:,} elements)")
                     if root is None:
                         root, is_index = el, name == "sitemapindex"
                         if name not in ("urlset", "sitemapindex"):
@@ -84,6 +116,10 @@ def parse(body: bytes) -> tuple[bool, list[str], bool]:
                         return is_index, locs[:MAX_SITEMAP_ENTRIES], True
                 elif depth == 1 and root is not None:
                     root.clear()  # a <url> read: its elements are not needed any more
+                    in_entry = 0
+                    entries += 1  # with or without a <loc>: the protocol's 50,000 counts entries
+                    if entries > MAX_SITEMAP_ENTRIES:
+                        return is_index, [loc for loc in locs if loc][:MAX_SITEMAP_ENTRIES], True
         parser.close()
     except ElementTree.ParseError as exc:
         raise SitemapError(f"not XML ({exc})") from exc
@@ -124,17 +160,27 @@ def read_sitemaps(
     queue = deque([(start, 0)])
     queued = {start}
     read = 0
+    deadline = time.monotonic() + MAX_SITEMAPS_SECONDS
     while queue and len(pages) < enough:
         url, depth = queue.popleft()
         if read == MAX_SITEMAP_FILES:
             problem(url, f"not read: {MAX_SITEMAP_FILES} sitemaps read this sync already ({len(queue) + 1} left)")
+            _keep_unread(files, pages, last, fetcher, in_scope)
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            problem(
+                url,
+                f"not read: the sitemaps of this sync took {MAX_SITEMAPS_SECONDS:g} s already ({len(queue) + 1} left)",
+            )
+            _keep_unread(files, pages, last, fetcher, in_scope)
             break
         read += 1
         try:
             resp = fetcher.get(url, limit=MAX_SITEMAP_BYTES, too_large=_TOO_LARGE)
             if resp.status != 200:
                 raise SitemapError(f"HTTP {resp.status}", gone=resp.status in (404, 410))
-            is_index, locs, cut = parse(resp.body)
+            is_index, locs, cut = parse(resp.body, min(MAX_PARSE_SECONDS, max(left, 0.1)))
         except PageError as exc:
             if url == start and isinstance(exc, SitemapError):
                 raise
@@ -159,3 +205,19 @@ def read_sitemaps(
         files[url] = listed
         pages.update(dict.fromkeys(listed))
     return list(pages), files
+
+
+def _keep_unread(
+    files: dict[str, list[str]],
+    pages: dict[str, None],
+    last: Mapping[str, Sequence[str]],
+    fetcher: Fetcher,
+    in_scope: Callable[[str], bool],
+) -> None:
+    """The sitemaps of the last sync not read at this one (a limit stopped the reading): their
+    pages are listed again, so stopping early removes nothing."""
+    for url, listed in last.items():
+        if url not in files:
+            kept = [k for k in (fetcher.scope.key(u) for u in listed) if k and in_scope(k)]
+            files[url] = kept
+            pages.update(dict.fromkeys(kept))
