@@ -506,9 +506,7 @@ def test_a_page_of_very_many_links_costs_seconds_and_keeps_the_first_links(tmp_p
 
 
 # ---- 9. junk XML inside the sitemap size limit ------------------------------------------------------------
-def test_junk_xml_sitemaps_are_refused_in_moments_and_the_sitemaps_of_a_sync_have_a_time_budget(
-    tmp_path, monkeypatch
-):
+def test_junk_xml_sitemaps_are_refused_in_moments_and_the_sitemaps_of_a_sync_have_a_time_budget(tmp_path, monkeypatch):
     with serve_site() as site:
         b = site.base
         put(site, "/a", "A", "<h1>A</h1><p>The aardvark page.</p>")
