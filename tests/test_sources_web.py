@@ -551,3 +551,38 @@ def test_junk_xml_sitemaps_are_refused_in_moments_and_the_sitemaps_of_a_sync_hav
         ], report.problems
         # the pages of the sitemap not read (good.xml) are those of its last sync, not removed
         assert report.removed == 0 and kb.files_of(["site"]) == {f"{b}/a", f"{b}/b"}, report
+
+
+# ---- 10. binary bodies under an HTML label ----------------------------------------------------------------
+def test_binary_content_sent_or_named_as_html_is_not_indexed(tmp_path):
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 80
+    junk = bytes(range(1, 32)) * 200  # no magic number, no NUL: control characters
+    with serve_site() as site:
+        put(site, "/", "Home", "<h1>Home</h1><p>The heron home. <a href='/logo'>l</a> <a href='/junk'>j</a></p>")
+        site.pages["/logo"] = (200, {"Content-Type": "text/html; charset=utf-8"}, png)
+        site.pages["/junk"] = (200, {"Content-Type": "text/html"}, junk)
+        # UTF-16 HTML (NUL bytes) labelled as such is still read
+        utf16 = "<html><body><main><p>The wide walrus page.</p></main></body></html>".encode("utf-16-le")
+        site.pages["/wide"] = (200, {"Content-Type": "text/html; charset=utf-16le"}, utf16)
+        site.pages["/"] = (
+            site.pages["/"][0],
+            site.pages["/"][1],
+            site.pages["/"][2].replace(b"</p>", b" <a href='/wide'>w</a></p>", 1),
+        )
+        kb = KnowledgeBase(tmp_path / "index", connectors=[web(site)])
+        report = kb.reindex().sources[0]
+        assert kb.files_of(["site"]) == {f"{site.base}/", f"{site.base}/wide"}, report
+        assert report.skipped == 2 and not report.problems, report
+        assert report.skipped_examples == [
+            f"{site.base}/logo (not HTML: binary content (a PNG image))",
+            f"{site.base}/junk (not HTML: binary content (control characters))",
+        ]
+    # the files source: the same check (one function) for an image named .html
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "logo.html").write_bytes(png)
+    (tmp_path / "kb" / "ok.html").write_text("<html><body><main><p>The okapi page.</p></main></body></html>")
+    files = KnowledgeBase(tmp_path / "files", connectors=[FilesConnector("kb", [tmp_path / "kb"])])
+    report = files.reindex().sources[0]
+    assert files.files_of(["kb"]) == {"ok.html"} and report.problems == [
+        "logo.html: binary content (a PNG image), not HTML"
+    ], report

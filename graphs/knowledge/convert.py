@@ -299,12 +299,54 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.
 _LATIN1_LABELS = {"iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "us-ascii", "ascii", "cp819", "iso_8859-1"}
 
 
+_MAGIC = {
+    b"\x89PNG": "a PNG image",
+    b"GIF8": "a GIF image",
+    b"\xff\xd8\xff": "a JPEG image",
+    b"RIFF": "a RIFF file (WebP, WAV, AVI)",
+    b"%PDF-": "a PDF",
+    b"PK\x03\x04": "a zip archive",
+    b"\x1f\x8b": "gzip data",
+    b"7z\xbc\xaf": "a 7-Zip archive",
+    b"Rar!": "a RAR archive",
+    b"\x7fELF": "a program",
+    b"OggS": "Ogg media",
+    b"ID3": "an MP3",
+    b"wOFF": "a font",
+    b"wOF2": "a font",
+    b"\x00\x00\x01\x00": "an icon",
+}
+
+
+def binary_content(data: bytes, wide: bool = False) -> str | None:
+    """What ``data`` is when it is binary rather than text, or None: a known magic number
+    (:data:`_MAGIC`), or in its first KB a NUL byte (unless ``wide``: UTF-16/32) or over 10%
+    control characters (text has tabs and line breaks only)."""
+    for magic, what in _MAGIC.items():
+        if data.startswith(magic):
+            return what
+    head = data[:1024]
+    if not wide and b"\x00" in head:
+        return "NUL bytes"
+    text_bytes = b"\x00\t\n\r\f\x1b" if wide else b"\t\n\r\f\x1b"
+    controls = sum(1 for b in head if b < 32 and b not in text_bytes)
+    if head and controls / len(head) > 0.1:
+        return "control characters"
+    return None
+
+
 def decode_html(data: bytes, content_type: str = "") -> str:
     """HTML bytes as str: a byte-order mark, else the header's charset, else ``<meta charset>``/
     ``http-equiv``, else UTF-8, else detected as text is (:func:`_detect`). A page labelled
     ISO-8859-1 or ASCII is read as Windows-1252, as browsers do (its curly quotes and euro
-    sign are in the bytes 0x80-0x9F that ISO-8859-1 leaves to control characters)."""
+    sign are in the bytes 0x80-0x9F that ISO-8859-1 leaves to control characters).
+
+    Raises:
+        ConversionError: binary content (:func:`binary_content`: an image served or named as HTML).
+    """
     bom = _bom(data)
+    if not bom and (what := binary_content(data, wide=re.search(r"utf-?(16|32)", content_type, re.I) is not None)):
+        raise ConversionError(f"binary content ({what}), not HTML")
     if bom:
         return data.decode(bom, errors="replace")
     candidates = []

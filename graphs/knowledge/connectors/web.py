@@ -34,7 +34,7 @@ import httpx
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
 from graphs.knowledge.connectors.fetch import Disallowed, Fetcher, PageError, Scope, normalise
 from graphs.knowledge.connectors.sitemap import SitemapError, read_sitemaps
-from graphs.knowledge.convert import HTML_READERS, decode_html, html_to_markdown
+from graphs.knowledge.convert import HTML_READERS, ConversionError, decode_html, html_to_markdown
 from graphs.knowledge.templates import strip_templates
 
 log = logging.getLogger(__name__)
@@ -322,7 +322,11 @@ class WebConnector:
                     if "html" not in ctype.lower():
                         out.skip(self.name, url, f"not HTML: {ctype or 'no type'}")
                         continue
-                    html = decode_html(resp.body, ctype)
+                    try:
+                        html = decode_html(resp.body, ctype)
+                    except ConversionError as exc:  # an image sent as text/html
+                        out.skip(self.name, url, f"not HTML: {exc}".removesuffix(", not HTML"))
+                        continue
                     doc_id = self._canonical(html, resp.url, scope)
                     links = self._links(html, resp.url, scope) if self.follow_links else []
                     pages[url] = {
