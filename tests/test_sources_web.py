@@ -15,7 +15,7 @@ import threading
 import time
 import tracemalloc
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -586,3 +586,49 @@ def test_binary_content_sent_or_named_as_html_is_not_indexed(tmp_path):
     assert files.files_of(["kb"]) == {"ok.html"} and report.problems == [
         "logo.html: binary content (a PNG image), not HTML"
     ], report
+
+
+# ---- 11. session ids in links ------------------------------------------------------------------------------
+def test_links_carrying_a_fresh_session_id_are_the_same_pages(tmp_path):
+    counter = iter(range(10**9))
+
+    def session_page(text: str) -> Callable[[BaseHTTPRequestHandler], None]:
+        def route(handler: BaseHTTPRequestHandler) -> None:
+            sid = next(counter)  # a new session id in every link of every answer
+            links = (
+                f"<a href='/s/page;jsessionid={sid}'>a</a> <a href='/s/other?PHPSESSID={sid}'>b</a> "
+                f"<a href='/s/third?sid={sid}&amp;s=2'>c</a> <a href='/s/fourth?sessionid={sid}'>d</a>"
+            )
+            body = f"<html><body><main><p>{text}</p><p>{links}</p></main></body></html>".encode()
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/html")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+
+        return route
+
+    with serve_site() as site:
+        for path, text in [
+            ("/s/start", "The start page of the stoat."),
+            ("/s/page", "The page of the panda."),
+            ("/s/other", "The other page of the otter."),
+            ("/s/third", "The third page of the tapir."),
+            ("/s/fourth", "The fourth page of the fox."),
+        ]:
+            site.pages[path] = session_page(text)
+        kb = KnowledgeBase(tmp_path / "index", connectors=[web(site, "/s/start", max_depth=10, max_pages=30)])
+        report = kb.reindex().sources[0]
+        b = site.base
+        assert kb.files_of(["site"]) == {
+            f"{b}/s/start",
+            f"{b}/s/page",
+            f"{b}/s/other",
+            f"{b}/s/third?s=2",
+            f"{b}/s/fourth",
+        }
+        assert report.added == 5 and sum(site.hits.values()) == 6, site.hits  # robots.txt and 5 pages, once each
+        again = kb.reindex().sources[0]
+        # the same 5 documents (their text changes: each answer holds new session ids)
+        assert again.documents == 5 and again.added == again.removed == 0, again
+    assert normalise("http://x/a;JSESSIONID=AB12;v=1/b;sid=3?Sid=4&q=1") == "http://x/a;v=1/b?q=1"

@@ -20,6 +20,7 @@ resolution (``getaddrinfo``) is not bounded by it: the system resolver's own tim
 from __future__ import annotations
 
 import contextvars
+import re
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -65,6 +66,14 @@ TRACKING_PARAMETERS = frozenset(
 #: HubSpot ads (hsa_).
 TRACKING_PREFIXES = ("utm_", "mtm_", "pk_", "hsa_")
 
+#: Session ids (Java servlets, PHP, ASP, ColdFusion and generic names): a fresh one in every
+#: link makes every visit new addresses; dropped from the query and from path parameters
+#: (``page;jsessionid=...``) by :func:`normalise`.
+SESSION_PARAMETERS = frozenset(
+    {"jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid", "cfid", "cftoken"}
+)
+_PATH_SESSION = re.compile(r";(?:" + "|".join(sorted(SESSION_PARAMETERS)) + r")=[^/;]*", re.I)
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -81,18 +90,25 @@ def _query(query: str) -> str:
     kept = []
     for pair in query.split("&"):
         name = unquote_plus(pair.split("=", 1)[0]).strip().lower()
-        if pair and name not in TRACKING_PARAMETERS and not name.startswith(TRACKING_PREFIXES):
+        if (
+            pair
+            and name not in TRACKING_PARAMETERS
+            and name not in SESSION_PARAMETERS
+            and not name.startswith(TRACKING_PREFIXES)
+        ):
             kept.append(pair)
     return "&".join(sorted(kept))
 
 
 def normalise(url: str) -> str:
-    """``url`` without its fragment and tracking parameters (:data:`TRACKING_PARAMETERS`,
-    :data:`TRACKING_PREFIXES`), the others sorted, with a lower-case scheme and host and a
+    """``url`` without its fragment, tracking parameters (:data:`TRACKING_PARAMETERS`,
+    :data:`TRACKING_PREFIXES`) and session ids (:data:`SESSION_PARAMETERS`, in the query or
+    as a path parameter), the other parameters sorted, with a lower-case scheme and host and a
     path ('/' if empty)."""
     url, _ = urldefrag(url.strip())
     p = urlsplit(url)
-    return urlunsplit((p.scheme.lower(), p.netloc.lower(), p.path or "/", _query(p.query), ""))
+    path = _PATH_SESSION.sub("", p.path) if ";" in p.path else p.path
+    return urlunsplit((p.scheme.lower(), p.netloc.lower(), path or "/", _query(p.query), ""))
 
 
 class Scope:
