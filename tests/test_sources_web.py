@@ -632,3 +632,30 @@ def test_links_carrying_a_fresh_session_id_are_the_same_pages(tmp_path):
         # the same 5 documents (their text changes: each answer holds new session ids)
         assert again.documents == 5 and again.added == again.removed == 0, again
     assert normalise("http://x/a;JSESSIONID=AB12;v=1/b;sid=3?Sid=4&q=1") == "http://x/a;v=1/b?q=1"
+
+
+# ---- 12. a canonical link naming another page ---------------------------------------------------------------
+def test_a_canonical_link_merges_only_addresses_of_the_same_page(tmp_path):
+    with serve_site() as site:
+        b = site.base
+        canon = "<link rel='canonical' href='/canon/'>"
+        home = "".join(f"<a href='/canon/p{i}'>p{i}</a> " for i in range(5))
+        home += "<a href='/dup?x=1'>dup first</a> <a href='/dup'>dup</a>"
+        site.html("/canon/", "Home", f"<h1>Home</h1><p>The home of the heron. {home}</p>", head=canon)
+        for i, animal in enumerate(["aardvark", "badger", "caracal", "dingo", "echidna"]):
+            site.html(f"/canon/p{i}", animal, f"<h1>{animal}</h1><p>The page of the {animal}.</p>", head=canon)
+        # the same page under a second address, reached before its canonical one: one document
+        site.html("/dup", "Dup", "<h1>Dup</h1><p>The duplicated dugong.</p>", head="<link rel='canonical' href='/dup'>")
+        put(site, "/", "Root", "<h1>Root</h1><p>The root of the rook.</p>")  # the navigation of site.html
+        put(site, "/guide/", "Guide", "<h1>Guide</h1><p>The guide of the gnu.</p>")
+        kb = KnowledgeBase(tmp_path / "index", connectors=[web(site, "/canon/", max_depth=1)])
+        report = kb.reindex().sources[0]
+        pages = {f"{b}/", f"{b}/guide/", f"{b}/canon/", f"{b}/dup"} | {f"{b}/canon/p{i}" for i in range(5)}
+        assert kb.files_of(["site"]) == pages, report
+        assert report.problems == [
+            f"{b}/canon/: 5 page(s) name it as canonical but differ from it; kept under their own addresses "
+            f"(such as {b}/canon/p0)"
+        ], report.problems
+        assert "badger" in kb.search(["page of the badger"], k=1)[0]["text"]
+        again = kb.reindex().sources[0]
+        assert again.unchanged == 9 and again.added == again.removed == 0, again

@@ -226,6 +226,9 @@ class WebConnector:
         pages: dict[str, dict[str, Any]] = {}
         sitemaps: dict[str, list[str]] = {}
         seen_docs: set[str] = set()
+        hashes: dict[str, str] = {}  # address read this sync -> sha256 of its body
+        differing: dict[str, list[str]] = {}  # canonical address -> pages naming it but different
+        deferred: set[str] = set()  # pages read again after their canonical address
         scope = Scope(self.url)
         with Fetcher(scope, self.timeout_seconds, self._transport) as fetcher:
             robots = Robots(
@@ -300,6 +303,8 @@ class WebConnector:
                     out.kept.add(doc_id)
                     seen_docs.add(doc_id)
                     pages[url] = old
+                    if old.get("hash"):
+                        hashes[url] = old["hash"]
                     links = list(old.get("links") or [])
                 elif resp is None or resp.status != 200:
                     failed = f"HTTP {resp.status}" if resp is not None else failed or "unreadable"
@@ -327,17 +332,41 @@ class WebConnector:
                     except ConversionError as exc:  # an image sent as text/html
                         out.skip(self.name, url, f"not HTML: {exc}".removesuffix(", not HTML"))
                         continue
-                    doc_id = self._canonical(html, resp.url, scope)
+                    version = hashlib.sha256(resp.body).hexdigest()
+                    own = scope.key(resp.url) or resp.url
+                    hashes[url] = hashes[own] = version
+                    doc_id = own
+                    canonical = self._canonical(html, resp.url, scope)
+                    if canonical is not None and canonical != own:
+                        # trusted when it is the same page: the address asked for (it
+                        # redirected here), or one read with the same bytes (this sync, or
+                        # the last one when it is not read yet); else a template naming
+                        # one page for many would merge different pages into one document
+                        same = hashes.get(canonical) or (old_pages.get(canonical) or {}).get("hash")
+                        if canonical == url or same == version:
+                            doc_id = canonical
+                        elif (
+                            same is None and canonical not in done and url not in deferred and self.in_scope(canonical)
+                        ):
+                            # not read yet: read it first, then this page again (once)
+                            deferred.add(url)
+                            done.discard(url)
+                            queue.appendleft((url, depth))
+                            queue.appendleft((canonical, depth))
+                            queued.add(canonical)
+                            continue
+                        elif same is not None:
+                            differing.setdefault(canonical, []).append(own)
                     links = self._links(html, resp.url, scope) if self.follow_links else []
                     pages[url] = {
                         "etag": resp.headers.get("etag", ""),
                         "last_modified": resp.headers.get("last-modified", ""),
                         "id": doc_id,
                         "links": links,
+                        "hash": version,
                     }
                     if doc_id not in seen_docs:  # else another address of a page read already
                         seen_docs.add(doc_id)
-                        version = hashlib.sha256(resp.body).hexdigest()
                         if known.get(doc_id) == version:
                             out.kept.add(doc_id)
                         else:
@@ -350,6 +379,13 @@ class WebConnector:
                         if key is not None and key not in queued and self.in_scope(key):
                             queued.add(key)
                             queue.append((key, depth + 1))
+            for canonical, owns in differing.items():
+                out.problem(
+                    self.name,
+                    canonical,
+                    f"{len(owns)} page(s) name it as canonical but differ from it; kept under their own "
+                    f"addresses (such as {owns[0]})",
+                )
             if start_failed and not pages and not self.is_sitemap:
                 raise SourceError(f"source {self.name}: start page {self.url}: {start_failed}")
             if queue:
@@ -393,16 +429,14 @@ class WebConnector:
         if keep and old.get("id") in known:
             out.kept.add(old["id"])  # the last good text stays searchable
 
-    def _canonical(self, html: str, url: str, scope: Scope) -> str:
-        """The page's ``<link rel="canonical">`` when it is on this site, else ``url`` (both keyed by ``scope``)."""
-        m = re.search(r"<link\b[^>]*\brel=[\"']?canonical[\"']?[^>]*>", html[:200_000], re.I)
-        if m:
-            href = re.search(r"\bhref=[\"']([^\"']+)[\"']", m.group(0), re.I)
-            if href:
-                target = scope.key(normalise(urljoin(url, href.group(1))))
-                if target is not None:
-                    return target
-        return scope.key(url) or url
+    def _canonical(self, html: str, url: str, scope: Scope) -> str | None:
+        """The page's ``<link rel="canonical">`` (in its first 200,000 characters) when it is
+        on this site, keyed by ``scope``, else None."""
+        for m in _LINK.finditer(html, 0, 200_000):
+            tag = m.group(0)
+            if "canonical" in (_attribute(tag, "rel") or "").lower().split() and (href := _attribute(tag, "href")):
+                return scope.key(normalise(urljoin(url, href.strip())))
+        return None
 
     def _links(self, html: str, url: str, scope: Scope) -> list[str]:
         """Same-site ``<a href>`` targets of the page, keyed by ``scope``, in order, without
@@ -459,6 +493,7 @@ stops here, about half a second of work)."""
 # backtracking, so the pass is linear in the page's length whatever the page holds.
 _TAG_REST = r"""(?:[^>"']++|"[^"]*+"?|'[^']*+'?)*+(?:>|\Z)"""
 _BASE = re.compile(r"<base\s" + _TAG_REST, re.I)
+_LINK = re.compile(r"<link\s" + _TAG_REST, re.I)
 _ANCHOR_OR_SKIPPED = re.compile(
     r"<!--.*?(?:-->|\Z)|<(?P<raw>script|style|template)\b.*?(?:</(?P=raw)\s*>|\Z)|(?P<a><a\s" + _TAG_REST + ")",
     re.I | re.S,
