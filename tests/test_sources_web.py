@@ -659,3 +659,21 @@ def test_a_canonical_link_merges_only_addresses_of_the_same_page(tmp_path):
         assert "badger" in kb.search(["page of the badger"], k=1)[0]["text"]
         again = kb.reindex().sources[0]
         assert again.unchanged == 9 and again.added == again.removed == 0, again
+
+
+# ---- 13. a link whose text is its address ------------------------------------------------------------------
+def test_a_link_whose_text_is_its_address_reads_as_plain_words(tmp_path):
+    with serve_site() as site:
+        put(
+            site,
+            "/",
+            "Home",
+            "<h1>Home</h1><p>The heron home links <a href='/public.html'>/public.html</a> and "
+            "<a href='/other.html'>the other page</a>.</p>",
+        )
+        put(site, "/public.html", "Public", "<h1>Public</h1><p>The public page of the puffin.</p>")
+        put(site, "/other.html", "Other", "<h1>Other</h1><p>The other page of the osprey.</p>")
+        kb = KnowledgeBase(tmp_path / "index", connectors=[web(site)])
+        assert kb.reindex().sources[0].added == 3
+        text = kb.search(["heron home links"], k=1)[0]["text"]
+    assert "links /public.html and [the other page](" in text and "</public.html>" not in text, text

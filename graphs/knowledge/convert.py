@@ -527,7 +527,8 @@ def _plain_links(root: Any) -> None:
       whose text holds no letter or digit: ``¶``, ``#``, ``§``, an icon) goes, as does a
       footnote's marker (a same-page link ``[2]``: Markdown's ``[^2]`` goes too, and a reader
       of an answer would take it for a citation);
-    - a link without an address, or to ``javascript:``, becomes its text;
+    - a link without an address, or to ``javascript:``, becomes its text, and so does a link
+      whose text is its address (``<a href="/a.html">/a.html</a>``);
     - a link around blocks (a card: a heading and a paragraph in one ``<a>``) becomes its
       blocks: Markdown has no link across paragraphs;
     - addresses are made safe for Markdown (:func:`_safe_url`: parentheses, spaces), and so
@@ -547,6 +548,8 @@ def _plain_links(root: Any) -> None:
         ):
             a.decompose()
         elif not href or href.lower().startswith(("javascript:", "data:", "vbscript:")) or a.find(_BLOCKS):
+            a.unwrap()
+        elif words == href:  # markdownify would write <href>: not a link without a scheme
             a.unwrap()
         else:
             a["href"] = _safe_url(href)
