@@ -34,8 +34,7 @@ import httpx
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
 from graphs.knowledge.connectors.fetch import Disallowed, Fetcher, PageError, Scope, normalise
 from graphs.knowledge.connectors.sitemap import SitemapError, read_sitemaps
-from graphs.knowledge.convert import HTML_READERS, ConversionError, decode_html, html_to_markdown
-from graphs.knowledge.templates import strip_templates
+from graphs.knowledge.convert import HTML_READERS, ConversionError, convert, decode_html
 
 log = logging.getLogger(__name__)
 
@@ -370,7 +369,7 @@ class WebConnector:
                         if known.get(doc_id) == version:
                             out.kept.add(doc_id)
                         else:
-                            doc = self._document(out, known, old, url, doc_id, html, resp.url, version)
+                            doc = self._document(out, known, old, url, doc_id, resp.body, ctype, resp.url, version)
                             if doc is not None:
                                 yield doc
                 if depth < self.max_depth:
@@ -406,17 +405,20 @@ class WebConnector:
         old: Mapping[str, Any],
         url: str,
         doc_id: str,
-        html: str,
+        body: bytes,
+        ctype: str,
         final: str,
         version: str,
     ) -> Document | None:
-        """The page as a document, or ``None`` (counted in ``out``) when it has no text or cannot be converted."""
+        """The page as a document, or ``None`` (counted in ``out``) when it has no text or cannot
+        be converted. Converted by :func:`.convert.convert`: a page over 1 MB in the conversion
+        worker, under its time and memory limits, not in the bot's process."""
         try:
-            title, md = html_to_markdown(html, final)
+            converted = convert(body, final, content_type=ctype, base_url=final)
         except Exception as exc:  # noqa: BLE001 - a page the parser cannot take: this page only
             self._failed(out, known, old, url, f"cannot convert ({type(exc).__name__}: {exc})")
             return None
-        md = strip_templates(md, "html")
+        title, md = converted.title, converted.text
         if not md.strip():
             out.skip(self.name, url, "no text")
             return None
