@@ -241,10 +241,11 @@ def test_a_robots_txt_failing_for_now_is_replaced_by_the_last_one_read(tmp_path)
             fresh = KnowledgeBase(tmp_path / f"fresh-{status}", connectors=[web(site), notes])
             report = fresh.reindex().sources[0]
             assert report.added == 0 and fresh.files_of(["site"]) == set(), report
-            assert report.problems == [
-                f"{site.base}/robots.txt: unreachable (HTTP {status}) and never read before: no page of "
-                f"{site.base} read this sync (RFC 9309 2.3.1.4)"
-            ], report.problems
+            # nothing of the site may be read: the source fails in one line, not a quiet success
+            assert not report.ok and report.error == (
+                f"start page {site.base}/: robots.txt HTTP {status}, never read before: "
+                "nothing may be read (RFC 9309 2.3.1.4)"
+            ), report.error
         assert site.hits["/"] == 5 and "/private/keys" not in site.hits  # the 5 syncs of kb only
         # 404 (and other 4xx: "unavailable"): no rules, every page read
         site.pages["/robots.txt"] = (404, text, b"none")

@@ -195,7 +195,7 @@ class _Worker:
         """
         import select
 
-        from graphs.knowledge.convert_worker import read_message, write_message
+        from graphs.knowledge.worker_messages import read_message, write_message
 
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:

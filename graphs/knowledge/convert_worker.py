@@ -14,29 +14,11 @@ started it talks to it.
 
 from __future__ import annotations
 
-import pickle
 import resource
-import struct
 import sys
-from typing import Any, BinaryIO
+from typing import Any
 
-
-def read_message(stream: BinaryIO) -> Any:
-    """One message from ``stream``; raises EOFError when it ends."""
-    head = stream.read(8)
-    if len(head) < 8:
-        raise EOFError
-    (size,) = struct.unpack(">Q", head)
-    body = stream.read(size)
-    if len(body) < size:
-        raise EOFError
-    return pickle.loads(body)  # noqa: S301 - from the parent process that started this one
-
-
-def write_message(stream: BinaryIO, message: Any) -> None:
-    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(struct.pack(">Q", len(body)) + body)
-    stream.flush()
+from graphs.knowledge.worker_messages import read_message, write_message
 
 
 def _vm_size() -> int:

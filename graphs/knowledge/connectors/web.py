@@ -25,7 +25,7 @@ import logging
 import re
 import urllib.robotparser
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -58,7 +58,8 @@ class Robots:
     - 429, 5xx, too slow, no connection, a redirect loop or off the site ("unreachable",
       2.3.1.4; 429 is a server asking to slow down, not a missing file): the rules read at
       the last sync (2.4 lets a crawler use a cached copy); with none, nothing is read this
-      sync (2.3.1.4: "assume complete disallow") and a problem line says so.
+      sync (2.3.1.4: "assume complete disallow"; :attr:`unreachable` says which, for the
+      sync report).
 
     Only what was read this sync (2xx, 4xx) is kept as :attr:`rules` for the next sync: a
     failure never replaces the last good rules.
@@ -67,8 +68,6 @@ class Robots:
         fetcher: reads the robots.txt files.
         source: the source's name (log lines).
         last: :attr:`rules` of the last sync.
-        problem: called ``(address, why)`` when a robots.txt is unreachable and no copy
-            of it is known (the sync reads nothing of that origin).
     """
 
     def __init__(
@@ -76,13 +75,14 @@ class Robots:
         fetcher: Fetcher,
         source: str,
         last: Mapping[str, list[str]],
-        problem: Callable[[str, str], None] | None = None,
     ) -> None:
         self._fetcher = fetcher
         self._source = source
         self._last = last
-        self._problem = problem
         self._parsers: dict[str, urllib.robotparser.RobotFileParser] = {}
+        self.unreachable: dict[str, str] = {}
+        """``{origin: why}`` of the origins read nothing of this sync: robots.txt unreachable,
+        no copy known."""
         self.rules: dict[str, list[str]] = {}
         """``{origin: the lines parsed}`` of this sync, for the next one (only what was read)."""
 
@@ -123,12 +123,7 @@ class Robots:
             else:
                 log.info("source %s: %s/robots.txt unreachable (%s): nothing read", self._source, origin, why)
                 lines = list(DISALLOW_ALL)
-                if self._problem is not None:
-                    self._problem(
-                        f"{origin}/robots.txt",
-                        f"unreachable ({why}) and never read before: no page of {origin} read this sync "
-                        "(RFC 9309 2.3.1.4)",
-                    )
+                self.unreachable[origin] = why
         rp = urllib.robotparser.RobotFileParser(origin + "/robots.txt")
         rp.parse(lines)
         for key in (origin, also):
@@ -234,7 +229,6 @@ class WebConnector:
                 fetcher,
                 self.name,
                 state.get("robots") or {},
-                problem=lambda what, why: out.problem(self.name, what, why),
             )
             start = scope.key(self.url) or self.url
             queue: deque[tuple[str, int]]
@@ -264,6 +258,14 @@ class WebConnector:
                     continue
                 done.add(url)
                 if not robots.allowed(url):
+                    parts = urlsplit(url)
+                    blocked = robots.unreachable.get(f"{parts.scheme}://{parts.netloc}")
+                    if url == start and not self.is_sitemap and blocked:
+                        # nothing of the site can be read now: the source fails (its last good
+                        # documents stay) instead of a sync that reads nothing and reports success
+                        if not blocked.startswith("cannot connect"):
+                            blocked = f"robots.txt {blocked}, never read before: nothing may be read (RFC 9309 2.3.1.4)"
+                        raise SourceError(f"source {self.name}: start page {self.url}: {blocked}")
                     out.skip(self.name, url, "robots.txt")
                     continue
                 moved = scope.key(url) or url  # reading robots.txt may have moved the site (a redirect)
@@ -393,6 +395,12 @@ class WebConnector:
                     self.name,
                     self.max_pages,
                     len(queue),
+                )
+            for origin, why in robots.unreachable.items():
+                out.problem(
+                    self.name,
+                    f"{origin}/robots.txt",
+                    f"unreachable ({why}) and never read before: no page of {origin} read this sync (RFC 9309 2.3.1.4)",
                 )
         out.state = {"pages": pages, "robots": robots.rules}
         if self.is_sitemap:
