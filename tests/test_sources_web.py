@@ -678,3 +678,39 @@ def test_a_link_whose_text_is_its_address_reads_as_plain_words(tmp_path):
         assert kb.reindex().sources[0].added == 3
         text = kb.search(["heron home links"], k=1)[0]["text"]
     assert "links /public.html and [the other page](" in text and "</public.html>" not in text, text
+
+
+def test_malformed_and_overlong_addresses_cost_their_link_only(tmp_path):
+    """A link, a sitemap entry, a canonical link or a redirect naming an address that is no
+    address (an unclosed IPv6 bracket) or longer than any server reads (70,000 characters:
+    httpx refuses it with InvalidURL, which is no HTTPError) is passed over; the site's other
+    pages are read and the source does not fail."""
+    huge = "/" + "x" * 70_000
+    with serve_site() as site:
+        put(
+            site,
+            "/",
+            "Home",
+            f'<h1>Home</h1><p>The otter page.</p><a href="{huge}">long</a>'
+            '<a href="http://[::1/x">broken</a><a href="/ok">ok</a><a href="/moved">moved</a>',
+        )
+        site.pages["/"] = (
+            200,
+            site.pages["/"][1],
+            site.pages["/"][2].replace(b"<head>", b'<head><link rel="canonical" href="http://[::1/">', 1),
+        )
+        put(site, "/ok", "Ok", "<h1>Ok</h1><p>The badger page.</p>")
+        site.pages["/moved"] = (301, {"Location": "http://[::1/elsewhere"}, b"")
+        site.pages["/sitemap.xml"] = (
+            200,
+            {"Content-Type": "application/xml"},
+            urlset(f"{site.base}/ok", site.base + huge, "http://[::1/y"),
+        )
+        kb = KnowledgeBase(tmp_path / "crawl", connectors=[web(site, max_depth=2)])
+        report = kb.reindex().sources[0]
+        assert report.ok, report.error
+        assert kb.files_of(["site"]) == {f"{site.base}/", f"{site.base}/ok"}, report
+        assert huge not in site.hits
+        listed = KnowledgeBase(tmp_path / "sitemap", connectors=[web(site, "/sitemap.xml")])
+        report = listed.reindex().sources[0]
+        assert report.ok and listed.files_of(["site"]) == {f"{site.base}/ok"}, report

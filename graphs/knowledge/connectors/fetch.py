@@ -111,6 +111,23 @@ def normalise(url: str) -> str:
     return urlunsplit((p.scheme.lower(), p.netloc.lower(), path or "/", _query(p.query), ""))
 
 
+MAX_URL_CHARS = 8_190
+"""Longest address fetched or followed: Apache's default request line limit
+(``LimitRequestLine``, https://httpd.apache.org/docs/2.4/mod/core.html#limitrequestline);
+a longer address no server is likely to answer, and httpx refuses those over 65,536."""
+
+
+def resolve(base: str, href: str) -> str | None:
+    r"""``href`` read against the address ``base``, :func:`normalise`\ d; None when it is no
+    address (``http://[::1``, a port that is not a number) or longer than
+    :data:`MAX_URL_CHARS`: a link of a page is data, and a malformed one costs that link only."""
+    try:
+        url = normalise(urljoin(base, href))
+    except ValueError:
+        return None
+    return url if len(url) <= MAX_URL_CHARS else None
+
+
 class Scope:
     """The site an address must be on: the start address's host and port.
 
@@ -406,7 +423,9 @@ class Fetcher:
                     if not resp.has_redirect_location:
                         body = _body(resp, limit, too_large, cut) if resp.status_code == 200 else b""
                         return Response(url, resp.status_code, {k.lower(): v for k, v in resp.headers.items()}, body)
-                    target = normalise(urljoin(url, resp.headers.get("location", "")))
+                    target = resolve(url, resp.headers.get("location", ""))
+                    if target is None:
+                        raise PageError("redirects to an address that cannot be read")
                 # the redirect's connection is back in the pool before ``allowed`` may read a robots.txt
                 url = self._redirect(seen, target, allowed)
             raise PageError(f"more than {MAX_REDIRECTS} redirects")
@@ -414,7 +433,7 @@ class Fetcher:
             raise PageError(f"took over {self.timeout_seconds:g} s (timeout_seconds)") from exc
         except httpx.ConnectError as exc:  # no such host, nothing listening, TLS refused
             raise PageError(f"cannot connect ({exc})") from exc
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL is no HTTPError
             raise PageError(f"{type(exc).__name__}: {exc}") from exc
         finally:
             _DEADLINE.reset(token)

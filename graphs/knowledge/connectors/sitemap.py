@@ -22,10 +22,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
-from urllib.parse import urljoin
 from xml.etree import ElementTree
 
-from graphs.knowledge.connectors.fetch import Fetcher, PageError, gunzip, normalise
+from graphs.knowledge.connectors.fetch import Fetcher, PageError, gunzip, resolve
 
 MAX_SITEMAP_BYTES = 52_428_800
 """Largest sitemap, uncompressed (sitemaps.org: 50 MB, 52,428,800 bytes)."""
@@ -194,7 +193,7 @@ def read_sitemaps(
             continue
         if cut:
             problem(url, f"lists over {MAX_SITEMAP_ENTRIES:,} addresses: the first {MAX_SITEMAP_ENTRIES:,} read")
-        keyed = [fetcher.scope.key(normalise(urljoin(url, loc))) for loc in locs]
+        keyed = [fetcher.scope.key(u) if (u := resolve(url, loc)) else None for loc in locs]
         if is_index:
             for child in keyed:
                 if child and child not in queued and depth < MAX_INDEX_DEPTH:

@@ -32,7 +32,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from graphs.knowledge.connectors.base import Document, Listing, ScanProgress, SourceError
-from graphs.knowledge.connectors.fetch import Disallowed, Fetcher, PageError, Scope, normalise
+from graphs.knowledge.connectors.fetch import Disallowed, Fetcher, PageError, Scope, normalise, resolve
 from graphs.knowledge.connectors.sitemap import SitemapError, read_sitemaps
 from graphs.knowledge.convert import HTML_READERS, ConversionError, convert, decode_html
 
@@ -445,7 +445,8 @@ class WebConnector:
         for m in _LINK.finditer(html, 0, 200_000):
             tag = m.group(0)
             if "canonical" in (_attribute(tag, "rel") or "").lower().split() and (href := _attribute(tag, "href")):
-                return scope.key(normalise(urljoin(url, href.strip())))
+                target = resolve(url, href.strip())
+                return scope.key(target) if target else None
         return None
 
     def _links(self, html: str, url: str, scope: Scope) -> list[str]:
@@ -460,7 +461,7 @@ class WebConnector:
         base = _BASE.search(html)
         base_url = url
         if base is not None and (href := _attribute(base.group(0), "href")):
-            base_url = urljoin(url, href)
+            base_url = resolve(url, href) or url
         out: dict[str, None] = {}
         anchors = 0
         for m in _ANCHOR_OR_SKIPPED.finditer(html):
@@ -473,7 +474,8 @@ class WebConnector:
             if "nofollow" in (_attribute(tag, "rel") or "").lower().split():
                 continue
             anchors += 1
-            target = scope.key(normalise(urljoin(base_url, href)))
+            resolved = resolve(base_url, href)
+            target = scope.key(resolved) if resolved else None
             if target is not None:
                 out.setdefault(target, None)
             if len(out) >= MAX_LINKS_PER_PAGE or anchors >= MAX_ANCHORS_PER_PAGE:
