@@ -173,3 +173,24 @@ def test_a_damaged_graph_falls_back_to_the_exact_scan(tmp_path, caplog, damage):
             assert damaged.dense(q, 40) == _exact(vectors, q, 40)
     finally:
         damaged.close()
+
+
+def test_a_process_that_searched_the_graph_can_then_load_onnxruntime():
+    """The serving process opens the graph (usearch) and later loads the local embedder or a
+    document converter (onnxruntime, also under markitdown): with usearch loaded first that
+    import crashed the whole process (a segmentation fault), so it runs in a child here."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("onnxruntime")
+    script = (
+        "import numpy as np\n"
+        "from graphs.knowledge import ann\n"
+        "index = ann._index(8)\n"
+        "index.add(np.arange(4), np.eye(4, 8, dtype=np.int8) * 127)\n"
+        "import onnxruntime\n"
+        "print(len(index), onnxruntime.get_device())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split()[0] == "4", done.stdout

@@ -172,9 +172,10 @@ def test_installed_vector_search_is_portable() -> None:
     )
     assert result.returncode == 0, result.stderr
     import numpy as np
-    from usearch.index import Index
 
-    index = Index(ndim=8, metric="ip", dtype="i8")
+    from graphs.knowledge.ann import _usearch
+
+    index = _usearch()(ndim=8, metric="ip", dtype="i8")
     index.add(np.array([1, 2], dtype=np.uint64), np.array([[0.5] * 8, [-0.5] * 8], dtype=np.float32))
     assert index.search(np.array([0.5] * 8, dtype=np.float32), 1).keys.tolist() == [1]
     assert index.hardware_acceleration  # names the family chosen at run time (e.g. "haswell")

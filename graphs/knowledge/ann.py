@@ -29,6 +29,7 @@ is searched exactly; :func:`edit` gives the next generation a graph.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -66,8 +67,24 @@ _BATCH = 65_536
 """Rows of ``vectors.npy`` read at a time while building (~100 MB of float32 at 384 dimensions)."""
 
 
-def _index(dim: int):
+def _usearch() -> Any:
+    """usearch's ``Index`` class, imported after onnxruntime when onnxruntime is installed.
+
+    usearch's compiled module carries its own C++ runtime: once it is loaded, importing
+    onnxruntime (the local embedder, and markitdown through magika) crashes the process with
+    a segmentation fault (usearch 2.26, onnxruntime 1.32, measured:
+    ``python -c "import usearch.compiled; import onnxruntime"``). In the other order both
+    work, so onnxruntime is loaded first, here, the one place usearch is imported."""
+    if importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # noqa: F401 - before usearch, see above
+
     from usearch.index import Index
+
+    return Index
+
+
+def _index(dim: int):
+    Index = _usearch()
 
     return Index(
         ndim=dim,
@@ -169,8 +186,7 @@ def _read(directory: Path, view: bool) -> tuple[Any, dict] | None:
     if not path.exists():
         return None
     try:
-        from usearch.index import Index
-
+        Index = _usearch()
         meta = json.loads(meta_path.read_text())
         vectors = _vectors(directory)
         if vectors is None or [meta["rows"], meta["dim"]] != list(vectors.shape):
