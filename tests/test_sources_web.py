@@ -598,7 +598,8 @@ def test_links_carrying_a_fresh_session_id_are_the_same_pages(tmp_path):
             sid = next(counter)  # a new session id in every link of every answer
             links = (
                 f"<a href='/s/page;jsessionid={sid}'>a</a> <a href='/s/other?PHPSESSID={sid}'>b</a> "
-                f"<a href='/s/third?sid={sid}&amp;s=2'>c</a> <a href='/s/fourth?sessionid={sid}'>d</a>"
+                f"<a href='/s/third?sid={sid}&amp;s=2'>c</a> <a href='/s/fourth?sessionid={sid}'>d</a> "
+                f"<a href='/s/fifth?osCsid={sid}'>e</a>"
             )
             body = f"<html><body><main><p>{text}</p><p>{links}</p></main></body></html>".encode()
             handler.send_response(200)
@@ -616,6 +617,7 @@ def test_links_carrying_a_fresh_session_id_are_the_same_pages(tmp_path):
             ("/s/other", "The other page of the otter."),
             ("/s/third", "The third page of the tapir."),
             ("/s/fourth", "The fourth page of the fox."),
+            ("/s/fifth", "The fifth page of the ferret."),
         ]:
             site.pages[path] = session_page(text)
         kb = KnowledgeBase(tmp_path / "index", connectors=[web(site, "/s/start", max_depth=10, max_pages=30)])
@@ -627,12 +629,18 @@ def test_links_carrying_a_fresh_session_id_are_the_same_pages(tmp_path):
             f"{b}/s/other",
             f"{b}/s/third?s=2",
             f"{b}/s/fourth",
+            f"{b}/s/fifth",
         }
-        assert report.added == 5 and sum(site.hits.values()) == 6, site.hits  # robots.txt and 5 pages, once each
+        assert report.added == 6 and sum(site.hits.values()) == 7, site.hits  # robots.txt and 6 pages, once each
         again = kb.reindex().sources[0]
-        # the same 5 documents (their text changes: each answer holds new session ids)
-        assert again.documents == 5 and again.added == again.removed == 0, again
+        # the same 6 documents (their text changes: each answer holds new session ids)
+        assert again.documents == 6 and again.added == again.removed == 0, again
     assert normalise("http://x/a;JSESSIONID=AB12;v=1/b;sid=3?Sid=4&q=1") == "http://x/a;v=1/b?q=1"
+    # ASP.NET's cookieless sessions put the id in the path; a parenthesis of a page name stays
+    assert normalise("http://x/(S(f3k1zq))/shop/cart.aspx") == "http://x/shop/cart.aspx"
+    assert normalise("http://x/(A(a1)S(b2)F(c3))/p?zenid=9") == "http://x/p"
+    assert normalise("http://x/wiki/Raft_(algorithm)") == "http://x/wiki/Raft_(algorithm)"
+    assert normalise("http://x/notes/(draft)/a") == "http://x/notes/(draft)/a"
 
 
 # ---- 12. a canonical link naming another page ---------------------------------------------------------------

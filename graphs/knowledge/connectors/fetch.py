@@ -70,9 +70,12 @@ TRACKING_PREFIXES = ("utm_", "mtm_", "pk_", "hsa_")
 #: link makes every visit new addresses; dropped from the query and from path parameters
 #: (``page;jsessionid=...``) by :func:`normalise`.
 SESSION_PARAMETERS = frozenset(
-    {"jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid", "cfid", "cftoken"}
+    {"jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid", "cfid", "cftoken", "oscsid", "zenid"}
 )
 _PATH_SESSION = re.compile(r";(?:" + "|".join(sorted(SESSION_PARAMETERS)) + r")=[^/;]*", re.I)
+_COOKIELESS_SESSION = re.compile(r"/\((?:[A-Z]\([^()/]*\))+\)(?=/)")
+"""ASP.NET's cookieless session segment, ``/(S(abc123))/`` or ``/(A(x)S(y)F(z))/`` (its
+SessionStateModule puts the id in the path when cookies are off)."""
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -108,6 +111,8 @@ def normalise(url: str) -> str:
     url, _ = urldefrag(url.strip())
     p = urlsplit(url)
     path = _PATH_SESSION.sub("", p.path) if ";" in p.path else p.path
+    if "/(" in path:
+        path = _COOKIELESS_SESSION.sub("", path)
     return urlunsplit((p.scheme.lower(), p.netloc.lower(), path or "/", _query(p.query), ""))
 
 
