@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from bot.chat import sources
@@ -67,6 +67,20 @@ _DISCORD_MARKUP = re.compile(r"<(?=[@#:/]|a:|t:|id:)")
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 
 
+def _map_prose_lines(markdown: str, fn: Callable[[str], str]) -> str:
+    """``markdown`` with ``fn`` applied to each line outside fenced code blocks (the fences
+    and the code between them are left as written)."""
+    out: list[str] = []
+    in_code = False
+    for line in markdown.split("\n"):
+        if _FENCE.match(line):
+            in_code = not in_code
+        elif not in_code:
+            line = fn(line)
+        out.append(line)
+    return "\n".join(out)
+
+
 def _inert_prose(text: str) -> str:
     text = _DISCORD_MARKUP.sub("<" + WORD_JOINER, text)
     return break_emoji_codes(text)
@@ -80,19 +94,15 @@ def inert_markdown(markdown: str) -> str:
     (which ``allowed_mentions`` would keep from pinging but not from showing as one), nor
     an emoji, nor a timestamp. Code blocks and inline code are left as written (Discord
     shows them so)."""
-    out: list[str] = []
-    in_code = False
-    for line in markdown.split("\n"):
-        if _FENCE.match(line):
-            in_code = not in_code
-        elif not in_code:
-            parts, at = [], 0
-            for m in _INLINE_CODE.finditer(line):
-                parts += [_inert_prose(line[at : m.start()]), m.group(0)]
-                at = m.end()
-            line = "".join([*parts, _inert_prose(line[at:])])
-        out.append(line)
-    return "\n".join(out)
+
+    def inert_line(line: str) -> str:
+        parts, at = [], 0
+        for m in _INLINE_CODE.finditer(line):
+            parts += [_inert_prose(line[at : m.start()]), m.group(0)]
+            at = m.end()
+        return "".join([*parts, _inert_prose(line[at:])])
+
+    return _map_prose_lines(markdown, inert_line)
 
 
 def inert_form(form: Any) -> Any:
@@ -158,17 +168,12 @@ def thread_name(question: str, limit: int = 90) -> str:
 def to_discord_markdown(markdown: str) -> str:
     """Adapt a model's Markdown to what Discord renders: headings deeper than ``###``
     become bold lines (Discord shows ``####`` literally); code blocks are left untouched."""
-    out: list[str] = []
-    in_code = False
-    for line in markdown.split("\n"):
-        if _FENCE.match(line):
-            in_code = not in_code
-        elif not in_code:
-            m = _HEADING.match(line)
-            if m:
-                line = f"{m.group(1)}**{m.group(2)}**"
-        out.append(line)
-    return "\n".join(out)
+
+    def heading(line: str) -> str:
+        m = _HEADING.match(line)
+        return f"{m.group(1)}**{m.group(2)}**" if m else line
+
+    return _map_prose_lines(markdown, heading)
 
 
 def _source_line(src: SourceLine) -> str:
