@@ -138,16 +138,25 @@ def test_html_within_the_depth_limit_keeps_its_structure_and_deeper_parts_keep_t
     assert "VPN guide" in text and "](https" not in text, text[-300:]
 
 
-def test_a_sync_reads_a_deeply_nested_html_file_in_seconds(tmp_path):
+def sync_folder(tmp_path, files: dict[str, bytes]):
+    """``threadwise sync`` in a real process of a files source holding ``files`` and a
+    Markdown page beside them; returns ``(completed process, seconds)`` after checking it
+    exited 0."""
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "deep.html").write_bytes(nested_html(100_000))
+    for name, data in files.items():
+        (docs / name).write_bytes(data)
     (docs / "leave.md").write_text("# Leave\n\nAsk your manager before booking leave.\n")
     cfg = files_config(tmp_path, docs)
     t0 = time.monotonic()
     synced = threadwise("sync", "--config", str(cfg), cwd=tmp_path, timeout=200)
     took = time.monotonic() - t0
     assert synced.returncode == 0, synced.stderr[-2000:]
+    return synced, took
+
+
+def test_a_sync_reads_a_deeply_nested_html_file_in_seconds(tmp_path):
+    synced, took = sync_folder(tmp_path, {"deep.html": nested_html(100_000)})
     assert "docs: 2 added" in synced.stdout, synced.stdout
     assert took < 90, took
 
@@ -196,17 +205,14 @@ def test_a_word_table_cell_spanning_two_billion_columns_is_read_within_the_table
 
 
 def test_a_sync_reads_the_small_office_files_that_expand_in_the_converter_and_refuses_a_pdf_bomb_in_one_line(tmp_path):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "sparse.xlsx").write_bytes(sparse_xlsx())
-    (docs / "span.docx").write_bytes(gridspan_docx(2_000_000_000))
-    (docs / "bomb.pdf").write_bytes(flate_pdf(MAX_PDF_INFLATED_BYTES + 50_000_000))
-    (docs / "leave.md").write_text("# Leave\n\nAsk your manager before booking leave.\n")
-    cfg = files_config(tmp_path, docs)
-    t0 = time.monotonic()
-    synced = threadwise("sync", "--config", str(cfg), cwd=tmp_path, timeout=200)
-    took = time.monotonic() - t0
-    assert synced.returncode == 0, synced.stderr[-2000:]
+    synced, took = sync_folder(
+        tmp_path,
+        {
+            "sparse.xlsx": sparse_xlsx(),
+            "span.docx": gridspan_docx(2_000_000_000),
+            "bomb.pdf": flate_pdf(MAX_PDF_INFLATED_BYTES + 50_000_000),
+        },
+    )
     assert "docs: 3 added" in synced.stdout, synced.stdout
     problems = [line.strip() for line in synced.stdout.splitlines() if line.strip().startswith("– docs:")]
     assert len(problems) == 1 and "bomb.pdf" in problems[0] and "inflate past 200 MB" in problems[0], synced.stdout
