@@ -113,13 +113,19 @@ def test_markdown_cleaning_drops_scripts_and_link_only_lines_whole():
     assert link_texts("see [a](x) now") is None
 
 
-def test_headings_with_links_give_plain_source_titles(tmp_path):
+def real_pages_index(tmp_path) -> KnowledgeBase:
+    """A knowledge base of the Markdown page and the Sphinx HTML page above, synced."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "deploy.md").write_text(MARKDOWN_PAGE)
     (src / "consensus.html").write_text(SPHINX_PAGE)
     kb = KnowledgeBase(tmp_path / "index", [src], patterns=["**/*.md", "**/*.html"])
     kb.reindex()
+    return kb
+
+
+def test_headings_with_links_give_plain_source_titles(tmp_path):
+    kb = real_pages_index(tmp_path)
     titles = {c.title for name in ("deploy.md", "consensus.html") for c, _ in kb.snapshot.file_chunks(name)}
     assert "Deploying > Freeze periods" in titles and "Consensus — Storage Guide > Consensus" in titles, titles
     assert not any(debris(t) for t in titles), titles
@@ -145,12 +151,7 @@ QUESTIONS = [
 
 
 def test_answers_quoting_real_pages_carry_no_link_debris(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "deploy.md").write_text(MARKDOWN_PAGE)
-    (src / "consensus.html").write_text(SPHINX_PAGE)
-    kb = KnowledgeBase(tmp_path / "index", [src], patterns=["**/*.md", "**/*.html"])
-    kb.reindex()
+    kb = real_pages_index(tmp_path)
     brain = Extractive(TextEmbedder(None), kb)
     for question, expected in QUESTIONS:
         docs = brain.retrieve([question], 3)

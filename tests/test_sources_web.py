@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,6 +68,16 @@ def web(site: Site, path: str = "/", **kw: object) -> WebConnector:
 def client_threads() -> set[str]:
     """The threads of this process other than the test servers' request handlers."""
     return {t.name for t in threading.enumerate() if "process_request_thread" not in t.name}
+
+
+def reindex_peak(kb: KnowledgeBase) -> tuple[Any, int]:
+    """``kb``'s first source's sync report and the peak bytes Python allocated during the sync."""
+    tracemalloc.start()
+    try:
+        report = kb.reindex().sources[0]
+        return report, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def urlset(*locs: str, pad: int = 0) -> bytes:
@@ -321,12 +332,7 @@ def test_large_and_gzipped_sitemaps_read_within_the_protocol_limits_and_a_gzip_b
         names = ("/big.xml", "/b.xml.gz", "/c.xml", "/many.xml", "/bomb.xml.gz")
         site.pages["/sitemap.xml"] = (200, XML, sitemapindex(*[b + n for n in names]))
         kb = KnowledgeBase(tmp_path / "index", connectors=[WebConnector("site", b + "/sitemap.xml")])
-        tracemalloc.start()
-        try:
-            report = kb.reindex().sources[0]
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        report, peak = reindex_peak(kb)
         assert kb.files_of(["site"]) == {f"{b}/a", f"{b}/b", f"{b}/c", f"{b}/d"}, report
         assert report.problems == [
             f"sitemap {b}/many.xml: lists over 50,000 addresses: the first 50,000 read",
@@ -344,12 +350,7 @@ def test_a_page_sent_as_a_gzip_bomb_costs_max_page_bytes(tmp_path):
         put(site, "/", "Home", "<h1>Home</h1><p>The hedgehog home page.</p><p><a href='/bomb'>bomb</a></p>")
         site.pages["/bomb"] = (200, {"Content-Type": "text/html", "Content-Encoding": "gzip"}, gzip_bomb(200 << 20))
         kb = KnowledgeBase(tmp_path / "index", connectors=[web(site, max_page_bytes=300_000)])
-        tracemalloc.start()
-        try:
-            report = kb.reindex().sources[0]
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        report, peak = reindex_peak(kb)
         assert report.added == 1 and report.problems == [f"{site.base}/bomb: larger than 0.3 MB (max_page_bytes)"]
         assert peak < 50 << 20, peak
 
