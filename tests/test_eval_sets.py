@@ -4,6 +4,7 @@ pages only: no index, no search, so it is safe on held-out corpora)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,8 @@ FOLDERS = {"httpx": "httpx-docs", "hugo": "hugo-docs", "dxw": "dxw-playbook"}
 
 
 def corpus_of(path: Path) -> Path:
-    """The corpus folder of an eval set: its name without "crosslang-" and "-heldout"."""
-    name = path.stem.removeprefix("crosslang-").removesuffix("-heldout")
+    """The corpus folder of an eval set: its name without "crosslang-" and "-heldout" (or "-heldout3")."""
+    name = re.sub(r"-heldout\d*$", "", path.stem.removeprefix("crosslang-"))
     return CORPORA / FOLDERS.get(name, name)
 
 
@@ -31,6 +32,13 @@ def test_the_sets_of_both_new_held_out_corpora_are_checked():
     for corpus in ("cargo-book", "engineering-playbook"):
         assert f"{corpus}-heldout.jsonl" in names
         assert f"crosslang-{corpus}-heldout.jsonl" in names
+
+
+def test_the_sets_of_the_third_held_out_corpora_are_checked():
+    names = {p.name for p in SETS}
+    for corpus in ("redis-commands", "jellyfin-docs"):
+        assert f"{corpus}-heldout3.jsonl" in names
+        assert f"crosslang-{corpus}-heldout3.jsonl" in names
 
 
 @pytest.mark.parametrize("path", SETS, ids=[p.stem for p in SETS])
