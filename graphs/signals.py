@@ -126,7 +126,10 @@ def is_small_talk(text: str) -> bool:
 _NOW = re.compile(
     r"\b(?:right now|just now|rn|at the moment|current|currently|this (?:week|month|year)|last (?:night|week)|"
     r"latest|newest|most recent|up to date|(?:is|are) \S+(?: \S+)? (?:down|up|working|offline)\b|outage|"
-    r"status page)",
+    r"status page|"
+    # whether a release has happened: "did 10.12 come out yet", "is 8.2 released yet", "the next version"
+    r"out yet|(?:released|shipped|launched|available) (?:yet|already)|coming out|(?:next|upcoming) (?:release|version)|"
+    r"release date)",
     re.I,
 )
 # "today" / "tomorrow" are left out: "I'm off sick today", "a dentist appointment tomorrow" are about
@@ -135,9 +138,9 @@ _NOW = re.compile(
 
 
 def asks_for_now(text: str) -> bool:
-    """The question asks about the present moment ("right now", "today", "the latest
-    release", "is X down"): documents written earlier cannot answer it, whatever they say
-    about the subject."""
+    """The question asks about the present moment ("right now", "the latest release", "is
+    X down", "did 2.0 come out yet"): documents written earlier cannot answer it, whatever
+    they say about the subject."""
     return bool(_NOW.search(text))
 
 

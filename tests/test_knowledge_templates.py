@@ -118,3 +118,21 @@ def test_the_knowledge_base_indexes_pages_without_template_syntax(tmp_path):
     for page in PAGES:
         for chunk, _ in kb.snapshot.file_chunks(page.name):
             assert SYNTAX.findall(prose_of(chunk.text)) == [], (page.name, chunk.text[:300])
+
+
+def test_a_markdown_page_importing_components_is_read_as_mdx_wherever_the_import_is():
+    page = (
+        "# Shows\n\nSeason folders are named `Season 01`.\n\n"
+        "import VideoMetadataProviders from './\\_video-metadata-providers.md';\n\n"
+        "<VideoMetadataProviders />\n\nDo not mix Season folders with episodes.\n"
+    )
+    text = strip_templates(page, kind_of_file("shows.md"))
+    assert "import" not in text and "<VideoMetadataProviders" not in text
+    assert "Season folders are named `Season 01`." in text and "Do not mix Season folders with episodes." in text
+    # plain Markdown with code that imports, or prose about imports, is not MDX
+    for plain in (
+        "# Use\n\n```js\nimport React from 'react';\n```\n\n<Tabs> is a component.\n",
+        "# Python\n\nimport os from the standard library.\n\nimport json\n",
+        'Go:\n\nimport "fmt"\n\n<Tabs> stays.\n',
+    ):
+        assert strip_templates(plain, "markdown") == plain

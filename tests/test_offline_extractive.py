@@ -15,6 +15,7 @@ from bot.config import Secrets, load_settings
 from bot.platforms.console import ConsoleResponder
 from bot.protocol import IncomingMessage
 from bot.runtime import open_runtime
+from graphs import signals
 from graphs.extractive import split_units, table_rows
 from tests.fakes.chat_model import ScriptedChatModel
 
@@ -303,3 +304,32 @@ def test_a_table_row_answers_alone_and_other_rows_join_only_with_more_of_the_que
     both = brain.compose(["who leads the on-call rota for search and payments?"], [doc])
     assert "Team: Search, On-call rota lead: Tomasz [1]" in both and "Payments, On-call rota lead: Oskar" in both
     assert "Benedikt" not in both, both
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "is the plugin repo down right now?",
+        "what's the latest stable release?",
+        "did 10.12 come out yet?",
+        "is v8.2 released yet or still rc",
+        "when is the next version coming out",
+        "any release date for 3.0?",
+    ],
+)
+def test_questions_about_the_present_moment_are_told_from_documentation_questions(question):
+    assert signals.asks_for_now(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "what happens to waiting clients once the lock has been released?",
+        "how do i roll out a release to staging",
+        "i'm off sick today, who do i tell?",
+        "how do i release a lock i hold",
+        "which version of the api does the client use by default",
+    ],
+)
+def test_documentation_questions_are_not_taken_for_the_present_moment(question):
+    assert not signals.asks_for_now(question)

@@ -43,9 +43,12 @@ KINDS = ("markdown", "mdx", "html", "liquid", "jinja", "hugo", "mkdocs", "text")
 """The kinds :func:`strip_templates` knows. ``markdown`` (a ``.md`` file of an unknown
 generator), ``html`` (a page converted to Markdown), ``liquid``, ``jinja``, ``hugo`` and
 ``mkdocs`` apply every template rule but the MDX ones (a page's generator is rarely known,
-and the syntaxes do not collide); ``mdx`` adds the MDX rules; ``text`` changes nothing."""
+and the syntaxes do not collide); ``mdx`` adds the MDX rules, and so does ``markdown`` when
+the page holds an ES module ``import ... from '...'`` or ``export`` line outside code
+(Docusaurus reads ``.md`` files as MDX too, and pages import components anywhere in them);
+``text`` changes nothing."""
 
-TEMPLATES_ID = "templates-1"
+TEMPLATES_ID = "templates-2"
 """Names these rules; part of the index's chunking id, so a change of them rebuilds the index."""
 
 
@@ -118,7 +121,7 @@ def strip_templates(text: str, kind: str = "markdown") -> str:
     """
     if kind == "text" or not text:
         return text
-    mdx = kind == "mdx"
+    mdx = kind == "mdx" or (kind == "markdown" and is_mdx(text))
     if not mdx and "{" not in text:
         return text
     kept: list[str] = []
@@ -271,6 +274,38 @@ def _replace_output(expression: str) -> str:
 
 # ---- MDX ------------------------------------------------------------------------------
 _MDX_STATEMENT = re.compile(r"^(?:import|export)\s")
+# An ES module statement as MDX pages write them (mdxjs.com "ESM"): ``import X from './x.md';``,
+# ``import {A, B} from '@site/c';``, ``export const x = ...``. Python's ``import x`` and Go's
+# ``import "fmt"`` do not match, and code blocks are skipped.
+_ESM_LINE = re.compile(
+    r"^(?:import\s+(?:[\w$]+|\{[^}\n]*\}|\*\s+as\s+[\w$]+)(?:\s*,\s*\{[^}\n]*\})?\s+from\s+['\"][^'\"\n]+['\"]"
+    r"|export\s+(?:const|let|var|function|default)\b)"
+)
+
+
+def is_mdx(text: str) -> bool:
+    """Whether a ``.md`` page is written in MDX: a line outside fenced code blocks is an
+    ES module ``import ... from '...'`` or ``export const|function|default`` statement,
+    which plain Markdown never holds and which Docusaurus (which reads ``.md`` files as MDX)
+    and other MDX generators take as code.
+
+    Args:
+        text: the page's Markdown.
+    """
+    if "import" not in text and "export" not in text:
+        return False
+    fence = ""
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        closes = bool(fence) and m is not None and m.group(2).startswith(fence) and not m.group(3).strip()
+        if m and (not fence or closes):
+            fence = "" if fence else m.group(2)
+            continue
+        if not fence and _ESM_LINE.match(line):
+            return True
+    return False
+
+
 _JSX_COMMENT = re.compile(r"\{/\*.*?\*/\}", re.S)
 _JSX_PROPS = r"""(?:\s+[\w:-]+(?:=(?:"[^"]*"|'[^']*'|\{(?:[^{}]|\{[^{}]*\})*\}))?)*"""
 _JSX_TAG = re.compile(r"<(/?)([A-Z][\w.]*)(" + _JSX_PROPS + r")\s*(/?)>", re.S)
