@@ -7,13 +7,16 @@ address with two levels of parentheses (``https://x.test/f(a(b))``), a link arou
 stops early leaves the rest behind as text (``](ci)``, a stray ``)``), which then shows in
 answers. :func:`plain_links` scans instead: brackets and parentheses are counted, code
 spans and backslash escapes are skipped, and only a complete link is replaced; anything
-that is not one stays as it was.
+that is not one stays as it was. :func:`drop_unusable_targets` scans the same way to drop the
+addresses no reader can follow (:mod:`graphs.link_targets`) from a document.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from graphs.link_targets import MAX_URL_CHARS, drop_long_addresses, usable_address
 
 # <https://x>, <mailto:a@b>, <a@b.example>: CommonMark autolinks (the scheme is 2-32 characters);
 # not one holding "|": ``<https://x|label>`` is Slack's masked link, kept as written (shown as text)
@@ -67,32 +70,37 @@ def _bracket_end(text: str, i: int) -> int | None:
     return None
 
 
-def _destination(text: str, i: int) -> tuple[int, str] | None:
+# where a scan of an address stops or must look closer: in an address, and in an <address>
+_ADDRESS_STOP = re.compile(r"[\\()\x00-\x20]")
+_ANGLE_STOP = re.compile(r"[\\<>\n]")
+
+
+def _destination(text: str, i: int, reach: int = _MAX_LINK) -> tuple[int, str] | None:
     """The link destination whose ``(`` is at ``text[i]``: ``(index of its closing ")", its
-    address)``. The address is in ``<>`` or has balanced parentheses; an optional title in
-    quotes or parentheses follows it. None when it is not a link's destination."""
-    n = min(len(text), i + _MAX_LINK)
+    address)``. The address is in ``<>`` or has balanced parentheses, within ``reach``
+    characters of ``i``; an optional title in quotes or parentheses follows it. None when it
+    is not a link's destination."""
+    n = min(len(text), i + reach)
     j = i + 1
     while j < n and text[j] in " \t\n":
         j += 1
     start = j
     if j < n and text[j] == "<":  # <address with (parentheses) or spaces>
         k = j + 1
-        while k < n and text[k] not in "<>\n":
-            k += 2 if text[k] == "\\" else 1
-        if k >= n or text[k] != ">":
+        while (m := _ANGLE_STOP.search(text, k, n)) is not None and m.group() == "\\":
+            k = m.start() + 2
+        if m is None or m.group() != ">":
             return None
+        k = m.start()
         url = text[start + 1 : k]
         j = k + 1
     else:
         depth = 0
-        while j < n:
-            c = text[j]
+        while (m := _ADDRESS_STOP.search(text, j, n)) is not None:  # regex-sized steps: a data: URI is megabytes
+            j, c = m.start(), m.group()
             if c == "\\":
                 j += 2
                 continue
-            if c in " \t\n" or ord(c) < 32:
-                break
             if c == "(":
                 depth += 1
                 if depth > _MAX_DEPTH:
@@ -101,10 +109,16 @@ def _destination(text: str, i: int) -> tuple[int, str] | None:
                 if depth == 0:
                     break
                 depth -= 1
+            else:  # white space or a control character
+                break
             j += 1
+        else:
+            j = n
         if depth or j >= n:
             return None
         url = text[start:j]
+    if reach > _MAX_LINK:  # a long address: its title, which is words, within the usual bound
+        n = min(len(text), j + _MAX_LINK)
     while j < n and text[j] in " \t\n":
         j += 1
     if j < n and text[j] in "\"'(" and text[j - 1] in " \t\n":  # a title
@@ -200,3 +214,131 @@ def link_texts(line: str, separators: str = " \t|·•,;–-") -> list[str] | No
         texts.append(plain_links(found.text).strip())
         i = found.end
     return texts if texts else None
+
+
+_MARKS = re.compile(r"\\|`|!?\[|<")  # what may start an escape, a code span, a link or an autolink
+_PAIRS = re.compile(r"\\|`|\[|\]")  # what the bracket matching looks at
+_WHITE = re.compile(r"[\x00-\x20]")  # what ends an address that is not in <>
+_SPAN = re.compile("\ue002(\\d+)\ue003")  # a code span set aside while addresses are dropped
+_MAX_NESTING = 32  # links inside link texts read; deeper ones stay as written
+
+
+def drop_unusable_targets(text: str) -> str:
+    """``text`` (Markdown prose: the caller keeps code blocks out of it) without the addresses
+    no reader can follow (:func:`graphs.link_targets.usable_address`: over
+    :data:`~graphs.link_targets.MAX_URL_CHARS` characters, no address, ``data:`` or
+    ``javascript:``): such a link becomes its text, such an image its alt text, such an
+    autolink goes (its words are its address), and so does an address over the limit written
+    as words (:func:`graphs.link_targets.drop_long_addresses`). Every other link stays as
+    written; code spans and backslash escapes are left as they are. Linear time (a document
+    of any shape), never raises."""
+    if "[" not in text and "<" not in text and len(text) <= MAX_URL_CHARS:
+        return text
+    spans: list[str] = []
+    kept = drop_long_addresses(_targets(text, spans, 0))
+    return _SPAN.sub(lambda m: spans[int(m.group(1))], kept) if spans else kept
+
+
+def _structure(text: str) -> tuple[dict[int, int], dict[int, int]]:
+    """``(closes, code)``: the index of the ``]`` closing each ``[`` and the end of each code
+    span by its first backtick, in one pass (escapes and code spans skipped as
+    :func:`_bracket_end` skips them). Scanning from each ``[`` instead costs quadratic time on
+    a text of many unclosed brackets."""
+    closes: dict[int, int] = {}
+    code: dict[int, int] = {}
+    unclosed: dict[str, int] = {}  # a run of backticks no run of its length closes after this index
+    opened: list[int] = []
+    i = 0
+    while (m := _PAIRS.search(text, i)) is not None:
+        j, c = m.start(), m.group()
+        if c == "\\":
+            i = j + 2
+        elif c == "`":
+            run = j
+            while run < len(text) and text[run] == "`":
+                run += 1
+            ticks = text[j:run]
+            i = run if unclosed.get(ticks, len(text) + 1) <= j else _code_span_end(text, j)
+            if i == run:
+                unclosed.setdefault(ticks, j)
+            else:
+                code[j] = i
+        else:
+            if c == "[":
+                opened.append(j)
+            elif opened:
+                closes[opened.pop()] = j
+            i = j + 1
+    return closes, code
+
+
+def _targets(text: str, spans: list[str], nesting: int) -> str:
+    """:func:`drop_unusable_targets`' links and autolinks; code spans are replaced by
+    ``\\ue002N\\ue003`` (``spans[N]``) so that the addresses written as words around them
+    are read whole."""
+    closes, code = _structure(text)
+    out: list[str] = []
+    i = 0
+    far = [0, -1]  # see _any_link_at
+    while (m := _MARKS.search(text, i)) is not None:
+        j, mark = m.start(), m.group()
+        out.append(text[i:j])
+        i = j + len(mark)
+        if mark == "\\":
+            out.append(text[j : j + 2])
+            i = j + 2
+        elif mark == "`":
+            i = code.get(j, i)
+            if i > j + 1:
+                spans.append(text[j:i])
+                out.append(f"\ue002{len(spans) - 1}\ue003")
+            else:
+                out.append(mark)
+        elif mark == "<":
+            auto = _AUTOLINK.match(text, j)
+            if auto is None:
+                out.append(mark)
+            else:
+                out.append(auto.group(0) if usable_address(auto.group(1)) else "")
+                i = auto.end()
+        else:
+            found = _any_link_at(text, j, closes, far)
+            if found is None or nesting >= _MAX_NESTING:
+                out.append(mark)
+                continue
+            words = _targets(found.text, spans, nesting + 1)
+            if usable_address(found.url):
+                after = j + len(mark) + len(found.text)  # its "]"
+                out.append(f"{mark}{words}{text[after : found.end]}")
+            else:
+                out.append(words)
+            i = found.end
+    out.append(text[i:])
+    return "".join(out)
+
+
+def _any_link_at(text: str, i: int, closes: dict[int, int], far: list[int]) -> Link | None:
+    """The link or image starting at ``text[i]`` as :func:`link_at` reads it (its ``]`` looked
+    up in ``closes``), also when its address runs past :data:`_MAX_LINK`. Such an address is
+    read to the end of its run of text without white space, once: ``far[0]`` is where the
+    last such read stopped (its link's end, or the run's when it was no link), and a link
+    whose address starts before it is not read that way again; ``far[1]`` is the end of the
+    last run looked up (links are looked at in the order of the text). Either repeated for
+    each ``[a](`` of a long run would cost quadratic time."""
+    start = i + 1 if text[i] == "!" else i
+    close = closes.get(start)
+    if close is None or close - start >= _MAX_LINK or text[close + 1 : close + 2] != "(":
+        return None
+    reach = _MAX_LINK
+    if close + 1 > far[1]:
+        white = _WHITE.search(text, close + 1)
+        far[1] = white.start() if white else len(text)
+    if far[1] - (close + 1) >= _MAX_LINK and close + 1 >= far[0]:
+        reach, far[0] = far[1] - close + 1, far[1]
+    found = _destination(text, close + 1, reach)
+    if found is None:
+        return None
+    end, url = found
+    if reach > _MAX_LINK:  # read up to its ")" only: the next link of the run may be long too
+        far[0] = end
+    return Link(end + 1, text[start + 1 : close], url, start != i)

@@ -50,18 +50,23 @@ from typing import Any
 from graphs.file_formats import HTML_SUFFIXES, OFFICE_SUFFIXES, SUPPORTED_SUFFIXES, TEXT_SUFFIXES
 from graphs.knowledge.common import display_name
 from graphs.knowledge.templates import strip_templates
+from graphs.link_targets import MAX_URL_CHARS, drop_long_addresses, usable_address
 
 log = logging.getLogger(__name__)
 
-CONVERTER_VERSION = 6
+CONVERTER_VERSION = 7
 """Raised whenever a format's conversion gives other Markdown than before (another
 converter, tables or headings written differently): part of :data:`FILE_READERS` and
 :data:`HTML_READERS`, so documents read by the older conversion are read again at the next
 sync. 1: office files through markitdown; 2: DOCX through python-docx; 3: XLSX through
 openpyxl (:func:`_xlsx`); 4: HTML links made whole or dropped (:func:`_plain_links`); 5: and
 brackets in their texts and alt texts made safe; 6: a PDF's wrapped lines joined into its
-paragraphs, larger type and lone title lines as headings (:func:`_pdf`). An
-index written before readers were recorded has none: read again."""
+paragraphs, larger type and lone title lines as headings (:func:`_pdf`); 7: links and
+images to no address a reader can follow (70,000 characters, malformed, ``data:``) keep only
+their words, in HTML here and in every format's Markdown when it is split
+(:func:`graphs.knowledge.sources.clean_markdown`: reading every document again splits it
+again, and a chunk that comes out the same keeps its vectors). An index written before
+readers were recorded has none: read again."""
 FILE_READERS = f"{CONVERTER_VERSION}:{','.join(sorted(SUPPORTED_SUFFIXES))}"
 """What a ``files`` or ``git`` source can read: the conversion's version and every readable
 ending. The index keeps it per source (``readers`` in its manifest); when it differs, a file
@@ -527,13 +532,19 @@ def _plain_links(root: Any) -> None:
       whose text holds no letter or digit: ``¶``, ``#``, ``§``, an icon) goes, as does a
       footnote's marker (a same-page link ``[2]``: Markdown's ``[^2]`` goes too, and a reader
       of an answer would take it for a citation);
-    - a link without an address, or to ``javascript:``, becomes its text, and so does a link
-      whose text is its address (``<a href="/a.html">/a.html</a>``);
+    - a link to no address a reader can follow (none, ``javascript:``, ``data:``, over
+      :data:`~graphs.link_targets.MAX_URL_CHARS` characters, malformed:
+      :func:`~graphs.link_targets.usable_address`) becomes its text (nothing when its text is
+      that address); a link whose text is its address (``<a href="/a.html">/a.html</a>``)
+      becomes its text;
     - a link around blocks (a card: a heading and a paragraph in one ``<a>``) becomes its
       blocks: Markdown has no link across paragraphs;
     - addresses are made safe for Markdown (:func:`_safe_url`: parentheses, spaces), and so
       are a link text's unbalanced brackets (escaped) and an alt text's brackets;
-    - an image whose address is the picture itself (``data:``) becomes its alt text.
+    - an image whose address is the picture itself (``data:``) or no address becomes its alt
+      text;
+    - an address over the limit written as words in the text goes
+      (:func:`~graphs.link_targets.drop_long_addresses`; code is left as written).
     """
     for a in root.find_all("a"):
         if _gone(a):
@@ -547,7 +558,9 @@ def _plain_links(root: Any) -> None:
             or (_PERMALINK_CLASS.search(classes) and len(words) <= 3)
         ):
             a.decompose()
-        elif not href or href.lower().startswith(("javascript:", "data:", "vbscript:")) or a.find(_BLOCKS):
+        elif words == href and not usable_address(href):
+            a.decompose()  # its words are that address: nothing a reader can use
+        elif not usable_address(href) or a.find(_BLOCKS):
             a.unwrap()
         elif words == href:  # markdownify would write <href>: not a link without a scheme
             a.unwrap()
@@ -562,7 +575,7 @@ def _plain_links(root: Any) -> None:
         if _gone(img):
             continue
         src = str(img.get("src") or "").strip()
-        if not src or src.lower().startswith("data:"):
+        if not usable_address(src):
             alt = " ".join(str(img.get("alt") or "").split())
             if alt:
                 img.replace_with(alt)
@@ -572,6 +585,10 @@ def _plain_links(root: Any) -> None:
             img["src"] = _safe_url(src)
             # brackets in an alt text would end the image's ![alt] early
             img["alt"] = str(img.get("alt") or "").replace("[", "(").replace("]", ")")
+    for piece in root.find_all(string=True):
+        if len(piece) > MAX_URL_CHARS and not piece.find_parent(["pre", "code"]):
+            if (kept := drop_long_addresses(str(piece))) != piece:
+                piece.replace_with(kept)
 
 
 ZIP_KINDS = ("docx", "pptx", "xlsx")

@@ -11,7 +11,9 @@ Reference-style links are resolved last (:func:`resolve_references`): ``[text][l
 ``[label]: address`` definition, and a reference whose label is defined nowhere in the page
 (a site-wide link map, or a list of links at the bottom) shows its text; footnote markers
 ``[^1]`` go and a footnote's text stays as a paragraph. A reader of an answer quoted from
-the page then sees the words, not ``[fsync'd][fsync]``; the definitions go.
+the page then sees the words, not ``[fsync'd][fsync]``; the definitions go. Links, images
+and autolinks to an address no reader can follow (70,000 characters, no address, ``data:``)
+keep only their words (:mod:`graphs.link_targets`).
 Fenced and indented code and inline code are never touched.
 """
 
@@ -29,7 +31,8 @@ from markdown_it import MarkdownIt
 from markdown_it.common.utils import normalizeReference
 
 from graphs.knowledge.common import KnowledgeBaseError, display_name
-from graphs.markdown_links import link_texts
+from graphs.link_targets import MAX_URL_CHARS, usable_address
+from graphs.markdown_links import drop_unusable_targets, link_texts
 
 log = logging.getLogger(__name__)
 
@@ -275,12 +278,17 @@ def resolve_references(text: str) -> str:
     - ``[text][label]`` and ``[text][]`` with no definition in the page (a generator's site-wide
       link map, or addresses listed at the end) become ``text``: how the page reads when built;
       a ``[text]`` alone is left as it is (a checkbox, a literal bracket).
+    - A link or image whose address no reader can follow (over
+      :data:`~graphs.link_targets.MAX_URL_CHARS` characters, no address, ``data:``: defined
+      inline or by a reference) becomes its text, such an autolink and such a bare address
+      go (:func:`graphs.markdown_links.drop_unusable_targets`): a 70,000-character address
+      or a megabyte of base64 would be dozens of chunks of junk.
     - Footnote markers ``[^1]`` go, and a footnote's definition ``[^1]: text`` stays as the
       paragraph ``text``.
 
     Code blocks (fenced or indented, markdown-it decides) and inline code spans are left
     byte for byte. Never raises."""
-    if "[" not in text:
+    if "[" not in text and "<" not in text and len(text) <= MAX_URL_CHARS:
         return text
     try:
         tokens = _BLOCKS.parse(text)
@@ -335,7 +343,8 @@ def _resolve_run(text: str, references: dict[str, str]) -> str:
         key = normalizeReference(back(label if label else body))
         ref = references.get(key) if key else None
         if ref is not None:
-            return f"{bang}[{body}]({ref})"
+            # an address no reader can follow: the words (an image's alt text) stay
+            return f"{bang}[{body}]({ref})" if usable_address(ref) else body
         if label is None:  # ``[text]`` alone, defined nowhere: not a link
             return m.group(0)
         words = back(body)
@@ -347,7 +356,7 @@ def _resolve_run(text: str, references: dict[str, str]) -> str:
 
     for _ in range(2):  # twice: a reference inside another's text (a badge image in a link)
         text = _REFERENCE.sub(link, text)
-    return back(text)
+    return back(drop_unusable_targets(text))
 
 
 def _clean_lines(lines: list[str]) -> list[str]:

@@ -30,6 +30,8 @@ from urllib.parse import unquote_plus, urldefrag, urljoin, urlsplit, urlunsplit
 
 import httpx
 
+from graphs.link_targets import MAX_URL_CHARS
+
 USER_AGENT = "Threadwise/0.1 (+https://github.com/threadwise; knowledge sync)"
 MAX_REDIRECTS = 5
 
@@ -116,16 +118,11 @@ def normalise(url: str) -> str:
     return urlunsplit((p.scheme.lower(), p.netloc.lower(), path or "/", _query(p.query), ""))
 
 
-MAX_URL_CHARS = 8_190
-"""Longest address fetched or followed: Apache's default request line limit
-(``LimitRequestLine``, https://httpd.apache.org/docs/2.4/mod/core.html#limitrequestline);
-a longer address no server is likely to answer, and httpx refuses those over 65,536."""
-
-
 def resolve(base: str, href: str) -> str | None:
     r"""``href`` read against the address ``base``, :func:`normalise`\ d; None when it is no
     address (``http://[::1``, a port that is not a number) or longer than
-    :data:`MAX_URL_CHARS`: a link of a page is data, and a malformed one costs that link only."""
+    :data:`~graphs.link_targets.MAX_URL_CHARS` (the limit the conversion keeps addresses to as
+    well): a link of a page is data, and a malformed one costs that link only."""
     try:
         url = normalise(urljoin(base, href))
     except ValueError:
