@@ -373,7 +373,9 @@ async def open_runtime(
     Raises:
         ModelUnavailableError: the configured model cannot be built, or (``check_model``) a
             wrong key, base URL or model name means it cannot answer.
-        KnowledgeBaseError: a knowledge source is missing.
+        NothingIndexedError: no knowledge source could be read and there is no index to
+            answer from (the command failed: exit code 1).
+        KnowledgeBaseError: the index folder cannot be locked or read.
     """
     from bot.config import export_model_keys
 

@@ -65,7 +65,7 @@ def test_one_missing_path_of_a_files_source_is_one_problem_and_the_rest_is_read(
 def test_a_files_source_whose_every_path_is_missing_fails_in_one_line_naming_them(tmp_path):
     cfg = config(tmp_path, ["gone", "also-gone/*.pdf"])
     result = threadwise("sync", "--config", str(cfg), cwd=tmp_path)
-    assert result.returncode == 2, result.stdout + result.stderr[-2000:]  # nothing could be synced
+    assert result.returncode == 1, result.stdout + result.stderr[-2000:]  # the source failed: nothing indexed
     assert result.stderr.strip().splitlines() == [
         f"team: knowledge source not found: {tmp_path / 'gone'}, {tmp_path / 'also-gone/*.pdf'} "
         "(a path in config.toml is relative to the config file's folder, one given with --source to the "

@@ -3,7 +3,10 @@ learned, config, db, discord (one module each in :mod:`bot.cli`).
 
 Every command takes ``--config PATH``; ``ask``, ``reindex`` and ``eval`` take
 ``--source DIR`` (repeatable) to use other knowledge sources than config.toml's.
-Exit codes: 0 ok, 2 bad config or arguments, 1 other failure, 130 Ctrl-C.
+Exit codes: 0 ok; 2 bad config or arguments, found before any work (an unknown source name, a
+``--source`` path that does not exist, a model or database that cannot be reached); 1 the
+command failed (a knowledge source failed to sync, on a first sync too; a question not
+answered); 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -86,6 +89,16 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # noqa: BLE001 - DatabaseError: one line naming the cause
                 out.err.print(f"threadwise {args.command}: {exc}", style="red", markup=False)
                 return 2
+    for src in getattr(args, "source", None) or []:  # an argument: checked before any work, as the config
+        from graphs.knowledge.sources import source_exists
+
+        if not source_exists(src):
+            out.err.print(
+                f"knowledge source not found: {src} (a path given with --source is relative to the current folder)",
+                style="red",
+                markup=False,
+            )
+            return 2
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level, settings.logging.format)
     ctrl_c.asking = args.command in ("ask", "eval")
@@ -102,9 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     except StopGraceExpired as exc:  # logged where it happened
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - one clear line, no traceback for users
-        from graphs.knowledge import KnowledgeBaseError  # loaded already by the commands that raise them
+        from graphs.knowledge import KnowledgeBaseError, NothingIndexedError  # loaded by the commands raising them
         from graphs.models import ModelUnavailableError
 
+        if isinstance(exc, NothingIndexedError):  # the sources were read and failed: not the configuration
+            out.err.print(f"threadwise {args.command} failed: {exc}", style="red", markup=False)
+            return 1
         if isinstance(exc, (KnowledgeBaseError, ModelUnavailableError)):
             out.err.print(str(exc), style="red")
             return 2

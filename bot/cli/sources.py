@@ -3,9 +3,12 @@ sources from the terminal.
 
 ``sync`` syncs the named sources (all without a name; ``reindex`` is ``sync`` of all) with a
 progress bar per source and phase, prints the totals and one line per source, and exits 1
-when a source failed (its last good documents stay searchable) or another sync is running,
-2 when nothing could be synced. ``sources`` lists each source: documents, chunks, last sync,
-schedule and last error (``--json`` for scripts).
+when a source failed, whether or not the index held it before (its last good documents stay
+searchable; on a first sync there are none, and nothing is indexed), when the sources hold
+no text, or when another sync is running; 2 only before any source is read: an unknown
+source name, a ``--source`` path that does not exist, a configuration error. Each failure is
+one line on stderr naming its cause. ``sources`` lists each source: documents, chunks, last
+sync, schedule and last error (``--json`` for scripts).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ async def _sync(settings: Settings, names: list[str] | None, source_dirs: list[s
     from bot.knowledge import build_knowledge_base
     from bot.storage import open_storage
     from bot.sync import SourceSync, SyncBusy, resolve_sources, sync_summary
+    from graphs.knowledge import NothingIndexedError
     from graphs.models import build_embeddings
 
     secrets = Secrets.from_env()
@@ -81,6 +85,11 @@ async def _sync(settings: Settings, names: list[str] | None, source_dirs: list[s
                 stats = await asyncio.to_thread(kb.reindex, bar, names)
     except SyncBusy as exc:
         out.err.print(f"Not synced: {exc}; try again when it is done.", markup=False)
+        return 1
+    except NothingIndexedError as exc:  # a source failed as in any sync, with no last good documents
+        report = [f"• {r.summary()}" for r in exc.reports if r.synced]
+        out.console.print("\n".join(["Nothing indexed:", *report]), markup=False, highlight=False)
+        out.err.print(str(exc), style="red", markup=False)
         return 1
     lines = sync_summary(stats).split("\n")
     lines[0] = f"Indexed {stats.summary()} -> {kb.index_dir / stats.generation}"

@@ -23,6 +23,7 @@ from graphs.knowledge.common import (
     EmbeddingRefusedError,
     IndexStats,
     KnowledgeBaseError,
+    NothingIndexedError,
     ProgressFn,
     ReindexBusyError,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "IndexStats",
     "KnowledgeBase",
     "KnowledgeBaseError",
+    "NothingIndexedError",
     "ProgressFn",
     "ReindexBusyError",
     "clean_markdown",

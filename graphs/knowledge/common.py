@@ -32,6 +32,22 @@ class ReindexBusyError(KnowledgeBaseError):
         super().__init__(f"another reindex is running (pid {pid or 'unknown'}); try again when it has finished")
 
 
+class NothingIndexedError(KnowledgeBaseError):
+    """A sync read its sources and has nothing to serve: every source synced failed and the
+    index holds none of their documents from before (a first sync), or the sources hold no
+    text. The command failed (exit code 1), as when one source of several fails; it is no
+    configuration error.
+
+    Attributes:
+        reports: each source's report (``FAILED: <why>`` for the failed ones), as a sync
+            that published a generation gives them.
+    """
+
+    def __init__(self, message: str, reports: list[SourceReport]):
+        super().__init__(message)
+        self.reports = reports
+
+
 @dataclass(frozen=True)
 class Chunk:
     """One indexed piece of a source file.

@@ -23,6 +23,7 @@ from graphs.knowledge.common import (
     EmbeddingRefusedError,
     IndexStats,
     KnowledgeBaseError,
+    NothingIndexedError,
     ProgressFn,
     SourceReport,
     display_name,
@@ -484,9 +485,10 @@ class KnowledgeBase:
 
         Raises:
             ReindexBusyError: another reindex of this folder is running (any process).
-            KnowledgeBaseError: an unknown source name; every source synced failed and the
-                index holds nothing to serve; the sources hold no text; or the embeddings
-                API refused a single chunk.
+            NothingIndexedError: every source synced failed and the index holds nothing to
+                serve, or the sources hold no text (with each source's report).
+            KnowledgeBaseError: an unknown source name, or the embeddings API refused a
+                single chunk.
             Exception: errors of the embeddings client (network, HTTP), unchanged.
         """
         if sources is not None:
@@ -532,8 +534,9 @@ class KnowledgeBase:
             The stats of the generation built, or None if none was.
 
         Raises:
-            KnowledgeBaseError: the sources are missing or hold no text (a configuration
-                error the user must fix).
+            NothingIndexedError: every source failed on a first sync (a missing folder, a
+                site that is down) or the sources hold no text: nothing to answer from.
+            KnowledgeBaseError: the index folder cannot be locked or read.
         """
         names: list[str] | None = None  # every source
         snap = self.snapshot
@@ -866,7 +869,7 @@ class KnowledgeBase:
         if attempted and all(not r.ok for r in attempted) and not any(docs.values()):
             self._write_status(reports)
             # the error says it all, once: no log line of each source before it
-            raise KnowledgeBaseError("; ".join(f"{r.name}: {r.error}" for r in attempted))
+            raise NothingIndexedError("; ".join(f"{r.name}: {r.error}" for r in attempted), reports)
         for r in attempted:
             if not r.ok:
                 log.error("source %s failed: %s; its last good documents stay", r.name, r.error)
@@ -896,7 +899,7 @@ class KnowledgeBase:
             )
         if not delta and writer.count == 0:
             self._write_status(reports)
-            raise KnowledgeBaseError(f"no text found in the knowledge sources: {', '.join(self.sources)}")
+            raise NothingIndexedError(f"no text found in the knowledge sources: {', '.join(self.sources)}", reports)
         if delta:
             assert old is not None
             # removed, updated, and from sources no longer configured: their old chunks go

@@ -46,6 +46,16 @@ def discover_files(
     return [(path, shown) for path, shown, _ in list_files(sources, patterns, outside)]
 
 
+def source_exists(src: str | Path) -> bool:
+    """``src`` is something :func:`list_files` can walk: a folder, a file, or a glob pattern
+    whose folder part exists (a pattern matching no file is found out by the walk)."""
+    p = Path(src).expanduser()
+    if p.is_dir() or p.is_file():
+        return True
+    base, rest = _glob_split(str(p))
+    return bool(rest) and os.path.isdir(base)
+
+
 def list_files(
     sources: Sequence[str | Path],
     patterns: Sequence[str],

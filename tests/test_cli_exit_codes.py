@@ -1,0 +1,103 @@
+"""A knowledge source that fails gives the same exit code and the same kind of report
+whatever the index held before: 1 (the command failed) on a first sync into an empty data
+folder as on a later one, for ``sync``, ``sync NAME``, ``reindex`` and for ``ask`` with
+nothing to answer from, with one line on stderr naming the cause; 2 only for what is wrong
+before any source is read (an unknown source name, a ``--source`` path that does not
+exist). Each case through a real ``python -m bot`` process; the web source is a real local
+HTTP server, stopped to make it fail."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tests.fakes.bot_process import threadwise
+from tests.test_sources import serve_site
+from tests.test_sources_safety import files_config
+from tests.test_sources_web import put
+
+DOWN = "cannot connect"  # what the web source's failure says
+
+
+def site_config(tmp_path: Path, base: str, *folders: str) -> Path:
+    """A config answering without any model, with a files source per folder and then a web source."""
+    for f in folders:
+        (tmp_path / f).mkdir(exist_ok=True)
+        (tmp_path / f / "leave.md").write_text("# Leave\n\nAsk your manager before booking leave, said the okapi.\n")
+    cfg = files_config(tmp_path, *folders)
+    cfg.write_text(cfg.read_text() + f'\n[[sources]]\nname = "site"\ntype = "web"\nurl = "{base}/"\n')
+    return cfg
+
+
+def gone_site() -> str:
+    """The address of a web site that answered once and is gone (its port closed)."""
+    with serve_site() as site:
+        return site.base
+
+
+def failed_once(result: subprocess.CompletedProcess[str], cause: str) -> None:
+    """Exit code 1, and exactly one line on stderr naming ``cause`` (no traceback)."""
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr[-2000:])
+    said = [line for line in result.stderr.splitlines() if cause in line]
+    assert len(said) == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+
+
+def test_the_only_source_failing_on_a_first_sync_exits_1_like_any_failed_source(tmp_path):
+    cfg = site_config(tmp_path, gone_site())
+    for command in (["sync"], ["sync", "site"], ["reindex"]):
+        result = threadwise(*command, "--config", str(cfg), cwd=tmp_path)
+        failed_once(result, DOWN)
+        # the same per-source report as any sync, after a line saying nothing was published
+        lines = result.stdout.splitlines()
+        assert lines[0] == "Nothing indexed:" and lines[1].startswith("• site: FAILED: start page "), lines
+        assert [line for line in result.stderr.splitlines() if DOWN in line][0].startswith("site: start page ")
+        assert not list((tmp_path / "data").glob("index/gen-*")), "a generation was published"
+
+
+def test_a_source_failing_after_it_was_synced_exits_1_and_keeps_its_documents(tmp_path):
+    with serve_site() as site:
+        put(site, "/", "Otters", "<h1>Otters</h1><p>Sea otters hold hands while they sleep.</p>")
+        cfg = site_config(tmp_path, site.base)
+        first = threadwise("sync", "--config", str(cfg), cwd=tmp_path)
+        assert first.returncode == 0, first.stdout + first.stderr[-2000:]
+    for command in (["sync"], ["sync", "site"]):
+        result = threadwise(*command, "--config", str(cfg), cwd=tmp_path)
+        failed_once(result, DOWN)
+        assert "• site: FAILED: start page " in result.stdout and "(kept 1 document, 1 chunk)" in result.stdout
+    asked = threadwise("ask", "--json", "do sea otters hold hands?", "--config", str(cfg), cwd=tmp_path)
+    assert asked.returncode == 0, asked.stderr[-2000:]  # answered from the last good documents
+    assert "hold hands" in json.loads(asked.stdout)["answer"]
+
+
+def test_one_source_of_several_failing_exits_1_on_a_first_and_on_a_later_sync(tmp_path):
+    cfg = site_config(tmp_path, gone_site(), "handbook")
+    for _ in range(2):  # into an empty data folder, then into the index the first one published
+        result = threadwise("sync", "--config", str(cfg), cwd=tmp_path)
+        failed_once(result, DOWN)
+        assert "• handbook: " in result.stdout and "• site: FAILED: start page " in result.stdout, result.stdout
+    named = threadwise("sync", "site", "--config", str(cfg), cwd=tmp_path)
+    failed_once(named, DOWN)
+    fine = threadwise("sync", "handbook", "--config", str(cfg), cwd=tmp_path)
+    assert fine.returncode == 0, fine.stdout + fine.stderr[-2000:]
+
+
+def test_ask_exits_1_when_no_source_can_be_read_and_2_for_a_source_path_that_does_not_exist(tmp_path):
+    cfg = site_config(tmp_path, gone_site())
+    asked = threadwise("ask", "leave?", "--config", str(cfg), cwd=tmp_path)
+    failed_once(asked, DOWN)
+    assert asked.stderr.strip().splitlines()[-1].startswith("threadwise ask failed: site: start page "), asked.stderr
+
+    (tmp_path / "empty").mkdir()
+    for command in ("ask", "reindex"):
+        empty = threadwise(command, *(["leave?"] if command == "ask" else []), "--source", "empty", cwd=tmp_path)
+        failed_once(empty, "no text found in the knowledge sources: empty")
+
+    for command in ("ask", "reindex"):
+        missing = threadwise(command, *(["leave?"] if command == "ask" else []), "--source", "nothere", cwd=tmp_path)
+        assert missing.returncode == 2, missing.stdout + missing.stderr[-2000:]
+        assert (missing.stdout + missing.stderr).strip().splitlines() == [
+            "knowledge source not found: nothere (a path given with --source is relative to the current folder)"
+        ]
+    unknown = threadwise("sync", "sight", "--config", str(cfg), cwd=tmp_path)
+    assert unknown.returncode == 2 and unknown.stderr.strip().startswith("Unknown source sight"), unknown.stderr
