@@ -15,7 +15,7 @@ from bot.runtime import describe_sources
 from graphs import prompts
 from graphs.extractive import Extractive, TextEmbedder, split_units
 from graphs.graders import shape_problem
-from graphs.knowledge.sources import clean_markdown
+from graphs.knowledge.sources import clean_markdown, definition_lists
 from graphs.settings import GraphSettings
 from tests.conftest import requires_offline_model
 
@@ -466,3 +466,24 @@ def test_a_short_page_is_retrieved_whole_and_a_long_one_by_its_section(tmp_path)
     long = brain.retrieve(["etcd database size quota, how do I defragment it"], 5)
     etcd = [d for d in long if d["location"] == "etcd/etcdBackendQuotaLowSpace.md"]
     assert etcd and all(len(d["text"]) < len((RUNBOOKS / pages[2]).read_text()) - 200 for d in etcd)
+
+
+CARGO = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "cargo-book"
+
+
+def test_a_man_page_option_list_reads_as_options_with_their_names():
+    """Command pages made from man pages list every option as HTML (``<dt>`` with an anchor and
+    ``<code>``, then ``<dd><p>``): converted, each option is a paragraph opening with its names in
+    code ("`-d`, `--duplicates`: Show only ..."), a list inside a description stays a list, and an
+    answer quotes the option by its name (it read "--undo Undo a yank", or lost the name)."""
+    text = definition_lists(clean_markdown((CARGO / "commands" / "cargo-tree.md").read_text())[1])
+    assert "<dt" not in text and "<dd" not in text and "option-anchor" not in text
+    assert "`-d`, `--duplicates`: Show only dependencies which come in multiple versions (implies `--invert`)." in text
+    assert "`-e` *kinds*, `--edges` *kinds*: The dependency kinds to display." in text
+    assert "\n- `all` — Show all edge kinds.\n" in text
+    yank = clean_markdown((CARGO / "commands" / "cargo-yank.md").read_text())[1]
+    answer = compose("pushed a bad version, how do i undo a yank", yank)  # the raw page, as the index holds it
+    assert "`--undo`: Undo a yank, putting a version back into the index." in answer, answer
+    # a definition list inside a code block is code: left as written
+    hugo = definition_lists(clean_markdown((HUGO / "content-management" / "build-options.md").read_text())[1])
+    assert "<dl>\n  {{ range .Pages }}\n    <dt>{{ .Title }}</dt>\n    <dd>{{ .Content }}</dd>" in hugo
