@@ -79,6 +79,12 @@ LEAD_AFTER_BLOCK = 1
 DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its sentences' scores
 ANSWER_CHARACTERS = 700  # default prose budget ([graph] answer_characters)
 SHORT_LIST_SHARE = 0.3  # a bulleted list this share of the budget or shorter is quoted whole, as a list
+# a short list a quoted sentence introduces ("... the following files and directories:") follows it, as a list
+LIST_AFTER_INTRO = True
+# a passage from a section whose heading names an identifier ("#### `net.retry`", then "Type: integer, Default:
+# 3") starts with that heading when the passage does not name it: reference pages name a setting, field or
+# option in the heading alone
+HEADING_SUBJECT = True
 MAX_CODE_CHARACTERS = 1200
 # table rows given a cosine per scoring (those holding the most of the question's terms; the
 # rest score on their words): a sheet widened to its section is ~50 rows a document, and
@@ -728,11 +734,17 @@ class Extractive:
            introduce, counted against ``budget``); a table row of a
            document that is all tables, read with its header ("team: search, on-call lead:
            Ana"), is quoted alone, and another row of its table only when it holds a word of
-           the question the rows quoted do not ("search and billing");
+           the question the rows quoted do not ("search and billing"); a short list the
+           passage's last sentence introduces ("... the following directories:") follows it as a
+           list (a support's list that does not fit is named, "(The list is in [n].)");
         2. support: passages around the next best sentences, best first, each with the block
            its last sentence introduces, while they stay within ``budget`` characters (a
            support's block counts; one that does not fit is named);
         3. "More in [n]" naming the documents quoted, for the rest.
+
+        A passage from a section whose heading names an identifier in inline code (a reference
+        page's "#### `net.retry`", then "Type: integer, Default: 3") starts with that heading
+        ("`net.retry`: ...") when the passage does not name it, once per section.
 
         A sentence's score is :meth:`score_units`' (read under its heading) plus ``doc_prior``
         x its document's rank weight (the search ranked the document with its whole context),
@@ -757,7 +769,8 @@ class Extractive:
         lead_before = LEAD_BEFORE if lead_before is None else lead_before
         doc_prior = DOC_PRIOR if doc_prior is None else doc_prior
         units = self.doc_units(docs, short_items=True)  # a short step is quoted with its list
-        scored = self.score_units(questions, units, self._headings(docs, units))
+        headings = self._headings(docs, units)
+        scored = self.score_units(questions, units, headings)
         quantity = bool(questions) and signals.asks_for_quantity(questions[0])
         for sc in scored:
             sc.score += doc_prior * (1.0 / (1 + sc.unit.doc))
@@ -818,6 +831,20 @@ class Extractive:
             block = unit_at(x.doc, x.pos + 1)
             return block if block is not None and block.code and (block.doc, block.pos) not in used else None
 
+        # (doc, pos) -> the heading the unit sits under (the last part of a document's heading path)
+        section_of = {(x.doc, x.pos): h.split(" > ")[-1].strip() for x, h in zip(units, headings, strict=True)}
+        named: set[tuple[int, str]] = set()  # (doc, heading) put before a passage already
+
+        def introduces_list(x: Unit, nxt: Unit) -> bool:
+            """``x`` ends with ":" and ``nxt`` starts a short list ``x`` is not in: the list it introduces."""
+            return (
+                LIST_AFTER_INTRO
+                and bool(nxt.item)
+                and nxt.list != x.list
+                and x.text.rstrip().endswith(":")
+                and self._list_size(units, nxt) <= budget * SHORT_LIST_SHARE
+            )
+
         for n, seed in enumerate(prose):
             if n and (seed.score < top * SUPPORT_CUTOFF or size >= budget):
                 break
@@ -859,12 +886,18 @@ class Extractive:
                 chosen = [x for x in para[max(0, at - back) : at] if (x.doc, x.pos) not in used and not x.heading]
                 chosen.append(u)
                 pos = u.pos
+                listed: Unit | None = None  # a list the passage's last sentence introduces ("... directories:")
                 for _ in range(neighbours if n else lead_after):  # the next sentences, up to a block
                     nxt = unit_at(u.doc, pos + 1)
                     if nxt is None or nxt.code or nxt.heading or nxt.row >= 0 or (nxt.doc, nxt.pos) in used:
                         break  # a table's row is quoted on its own, never as the next sentence
+                    if introduces_list(chosen[-1], nxt):
+                        break
                     chosen.append(nxt)
                     pos += 1
+                after_last = unit_at(u.doc, chosen[-1].pos + 1)
+                if after_last is not None and introduces_list(chosen[-1], after_last):
+                    listed = after_last
                 chosen = [x for x in chosen if norm(x.text) not in quoted]
                 if not chosen:
                     continue
@@ -881,6 +914,24 @@ class Extractive:
                 quoted |= {norm(x.text) for x in chosen}
                 passage = [(u.doc, text)]
                 last = chosen[-1].pos
+                if listed is not None and chosen[-1].pos == listed.pos - 1 and (listed.doc, listed.pos) not in used:
+                    # the list the passage's last sentence introduces, as a list
+                    pieces, listed_keys, _ = self._render_list(units, listed, budget)  # short: whole
+                    if not n or size + len(text) + sum(len(p) for p in pieces) <= budget:
+                        passage = [(u.doc, f"{text}\n{pieces[0]}")] + [(u.doc, p) for p in pieces[1:]]
+                        keys |= listed_keys
+                        last = max(listed_keys)[1]
+                    else:  # a support's list that does not fit is named, as its block would be
+                        passage.append((u.doc, f"(The list is in [{u.doc + 1}].)"))
+            name = section_of.get(min(keys), "") if HEADING_SUBJECT else ""
+            if (
+                "`" in name
+                and (u.doc, name) not in named
+                and not signals.terms(name) <= signals.terms(" ".join(t for _, t in passage))
+            ):  # the section's heading names what the passage is about ("`net.retry`"), the passage does not
+                head = passage[0][1]
+                passage[0] = (u.doc, f"{name}:{chr(10) if _ITEM.match(head) else ' '}{head}")
+                named.add((u.doc, name))
             used |= keys
             size += sum(len(t) for _, t in passage)
             parts += passage

@@ -487,3 +487,29 @@ def test_a_man_page_option_list_reads_as_options_with_their_names():
     # a definition list inside a code block is code: left as written
     hugo = definition_lists(clean_markdown((HUGO / "content-management" / "build-options.md").read_text())[1])
     assert "<dl>\n  {{ range .Pages }}\n    <dt>{{ .Title }}</dt>\n    <dd>{{ .Content }}</dd>" in hugo
+
+
+def test_a_list_the_quoted_sentence_introduces_follows_it_as_a_list():
+    """ "It should be sufficient to cache the following files and directories across builds:" and
+    its six items: quoted as the list it introduces, each item on its line (the items were joined
+    to the sentence as prose, and the budget cut them after the second)."""
+    text = clean_markdown((CARGO / "guide" / "cargo-home.md").read_text())[1]
+    answer = compose("which files and directories are sufficient to cache across builds in CI", text)
+    assert "across builds:\n- `.crates.toml`\n- `.crates2.json`\n- `bin/`\n- `registry/index/`\n" in answer, answer
+    assert "- `registry/cache/`\n- `git/db/`" in answer
+
+
+def test_a_section_named_only_by_its_heading_is_quoted_under_its_name():
+    """A reference page's setting is named by its heading alone ("#### `net.retry`", then its type,
+    default and what it does): a passage from the section starts with the heading, so the answer
+    says which setting it is about; a passage that names its subject itself does not."""
+    section = (
+        "* Type: integer\n* Default: 3\n* Environment: `CARGO_NET_RETRY`\n\n"
+        "Number of times to retry possibly spurious network errors.\n"
+    )
+    doc = {"id": "d#1", "location": "config.md", "title": "Configuration > `[net]` > `net.retry`", "text": section}
+    answer = Extractive(TextEmbedder(None)).compose(["how many times does cargo retry network errors"], [doc])
+    assert answer.startswith("`net.retry`:"), answer
+    named = {**doc, "text": "The `net.retry` setting is the number of times to retry network errors, 3 by default.\n"}
+    answer = Extractive(TextEmbedder(None)).compose(["how many times does cargo retry network errors"], [named])
+    assert answer.startswith("The `net.retry` setting"), answer
