@@ -55,6 +55,10 @@ CURRENT_RELEVANCE_THRESHOLD = 0.62
 # multilingual encoder's cosine is on another scale than MiniLM's, and the question's words match none
 CROSS_RELEVANCE_THRESHOLD = 0.2
 CROSS_RANK_WEIGHT = 2.0  # RRF weight of the encoder's ranking against the ordinary search's
+# RRF weight of the question translated word by word (CrossLingualIndex.translate), searched like an
+# English one, times the share of its words that were translated
+CROSS_TRANSLATED_WEIGHT = 1.5
+CROSS_ORIGINAL_WEIGHT = 0.25  # weight of the question's own words in the search once it has a translation
 CROSS_RERANK_PRIOR_WEIGHT = 0.75  # RERANK_PRIOR_WEIGHT for a question in another language
 CROSS_RERANK_TITLE_WEIGHT = 0.1  # RERANK_TITLE_WEIGHT for a question in another language (no page evidence)
 RERANK_PRIOR_WEIGHT = 0.75  # weight of the hybrid search's rank against cos(question, chunk)
@@ -625,8 +629,16 @@ class Extractive:
         cross = self.cross_index() if self.foreign(texts) else None
         if cross is not None:  # the multilingual encoder's ranking joins the search's
             extra = cross.search(texts[0], k * candidates_per_result * 3)
+            queries = list(questions)
+            translated, share = cross.translate(texts[0]) if CROSS_TRANSLATED_WEIGHT > 0 else ("", 0.0)
+            if translated:  # the question in the documents' words, searched like an English one
+                queries = [
+                    (q, CROSS_ORIGINAL_WEIGHT) if isinstance(q, str) else (q[0], q[1] * CROSS_ORIGINAL_WEIGHT)
+                    for q in queries
+                ]
+                queries.append((translated, CROSS_TRANSLATED_WEIGHT * share))
             cands = self.knowledge.search(
-                list(questions), k * candidates_per_result, sources=sources, rankings=[(extra, CROSS_RANK_WEIGHT)]
+                queries, k * candidates_per_result, sources=sources, rankings=[(extra, CROSS_RANK_WEIGHT)]
             )
         else:
             cands = (

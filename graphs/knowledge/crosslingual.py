@@ -26,11 +26,13 @@ offline composer.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import logging
 import os
 import re
 import threading
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,20 @@ WINDOW_CHUNK_LIMIT = 100_000
 # first for any question in another language (measured on 34 questions in 4 languages over 5
 # corpora: 4 more found first, none lost; bench/README.md)
 CENTRE = True
+# Word-by-word query translation (:meth:`CrossLingualIndex.translate`): the documents' words are the
+# translation targets, encoded one by one (the encoder reads a single word as well as a sentence)
+WORDS_FILE = "crosslingual-use3-words-1.npz"
+WORD_MIN_CHUNKS = 2  # a document word is a target when at least this many chunks hold it
+WORD_MIN_LENGTH = 4  # ... and at least this long (3-letter targets such as "ats" matched anything)
+WORD_LIMIT = 20_000  # targets at most (the words held by the most chunks)
+TRANSLATE_COSINE = 0.84  # a question word is replaced by a document word at least this near
+TRANSLATE_MARGIN = 0.0  # ... and nearer than the next different document word by this much
+TRANSLATE_ALTERNATIVES = 2  # document words within TRANSLATE_SPREAD of the best are kept too, up to this many
+TRANSLATE_SPREAD = 0.03
+# a Latin-script word spelt like a document word near it is its cognate, even below TRANSLATE_COSINE
+COGNATE_CANDIDATES = 50  # among this many nearest document words
+COGNATE_COSINE = 0.5  # at this cosine or nearer
+COGNATE_SIMILARITY = 0.75  # difflib's ratio of the two spellings (accents dropped)
 
 # Function words of the languages the encoder reads (a few dozen each, the most frequent):
 # a question holding more of another language's than of English's is foreign.
@@ -98,6 +114,139 @@ def is_foreign(text: str) -> bool:
     other = max(sum(w in _WORDS[lang] for w in words) for lang in _WORDS if lang != "en")
     accents = sum(1 for c in text if c in "äöüßéèêàçñáíóúâîôûëïœ¿¡")
     return other + (1 if accents else 0) > english and other + accents >= 2
+
+
+_ENGLISH_STOP = _WORDS["en"] | frozenset(
+    "about also after again all always any been before being both but by can could does doing down each few from "
+    "further had has have having here into just like many more most much must need needs only other over own same "
+    "some such than then them they these those through under until very will would what which while with without "
+    "your yours".split()
+)
+_OTHER_FUNCTION_WORDS = frozenset().union(*(ws for lang, ws in _WORDS.items() if lang != "en")) | frozenset(
+    # more of the commonest words of questions in German, French and Spanish that translate to no topic
+    "einen einem einer eines wird werden wurde habe haben hat bin bist sein seine auch noch nur schon "
+    "immer dann denn aber wenn weil dass damit darf dürfen können müssen sollte welche welcher welches "
+    "viele lange oft bekommen machen ihn beim aus pro "
+    "puis peux peut faire fait avez avoir suis sommes êtes ont sera être cette ces leur leurs son sa ses "
+    "tout tous toute toutes très plus moins comme aussi encore après avant combien dois doit "
+    "est-ce qu quoi lorsque à par moi même "
+    "está están puedo puede pueden hacer tengo tiene tienen tenemos esta este estos estas ese esa muy más menos "
+    "cuánto cuánta cuántos cuántas también todo todos después antes sobre cuando debería deberíamos".split()
+)
+# a document word: a run of letters, lower-case after its first letter (identifiers such as
+# "EncryptedSerializer" or "REDIS_URI" are matched as they are by the keyword search)
+_DOC_WORD = re.compile(r"(?<![\w.-])[A-Za-z][a-z]+(?![\w-])")
+# a question's words: Latin words (with accents), katakana runs (loanwords: "チェックポイント"),
+# Han runs ("病気", "週"); hiragana (particles, inflections) and punctuation are left out
+_QUESTION_WORD = re.compile(
+    r"[A-Za-zÀ-ÖØ-öø-ÿœŒ][A-Za-z0-9À-ÖØ-öø-ÿœŒ_]*(?:[./][A-Za-z0-9_]+)*|[\u30a1-\u30fa\u30fc\u31f0-\u31ff]{2,}"
+    r"|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005]+|[\u0400-\u04ff]+|[\uac00-\ud7af]+"
+)
+
+
+def question_words(text: str) -> list[str]:
+    """The words of a question in another language that can be translated one by one:
+    its Latin words (function words of the languages :func:`is_foreign` knows left out),
+    and its katakana and Han runs; in order, without repeats."""
+    out: dict[str, None] = {}
+    for w in _QUESTION_WORD.findall(text):
+        low = w.lower()
+        if not low or low in _ENGLISH_STOP or low in _OTHER_FUNCTION_WORDS:
+            continue
+        if low.isascii() and len(low) < 3:
+            continue
+        out.setdefault(w, None)
+    return list(out)
+
+
+def _is_identifier(word: str) -> bool:
+    """A word kept as it is by translation: code, a name or a number (``REDIS_URI``,
+    ``Cargo.toml``, ``TargetDown``, ``http2``)."""
+    return word.isascii() and (any(c.isdigit() or c in "_./" for c in word) or any(c.isupper() for c in word[1:]))
+
+
+# Katakana words are mostly English loanwords written by sound ("チェックポイント" checkpoint,
+# "スレッド" thread), which the encoder reads poorly as single words: they are matched with the
+# document words by their consonants instead (:func:`sound_key`), the encoder choosing among the
+# words that sound alike.
+_KANA = dict(
+    zip(
+        "アイウエオカキクケコサシスセソタチツテトナニヌネノハヒフヘホマミムメモヤユヨラリルレロワヲン"
+        "ガギグゲゴザジズゼゾダヂヅデドバビブベボパピプペポヴ",
+        "a i u e o ka ki ku ke ko sa shi su se so ta chi tsu te to na ni nu ne no ha hi fu he ho ma mi mu me mo "
+        "ya yu yo ra ri ru re ro wa o n ga gi gu ge go za ji zu ze zo da ji zu de do ba bi bu be bo "
+        "pa pi pu pe po vu".split(),
+        strict=True,
+    )
+)
+_SMALL = dict(zip("ァィゥェォャュョヮ", "a i u e o ya yu yo wa".split(), strict=True))
+SOUND_SIMILARITY = 0.8  # a katakana word and a document word sound alike at this similarity of their keys
+LOANWORD_COSINE = 0.5  # ... and translate each other when the encoder also puts them this near
+_KATAKANA_WORD = re.compile(r"[\u30a1-\u30fa\u30fc]{2,}")
+
+
+def romaji(word: str) -> str:
+    """A katakana word in Latin letters (``"チェックポイント"`` -> ``"chekkupointo"``)."""
+    out = ""
+    double = False
+    for c in word:
+        if c == "ッ":
+            double = True
+            continue
+        if c in _SMALL:  # a small kana changes the vowel before it: "チェ" che, "ティ" ti, "キャ" kya
+            tail = _SMALL[c]
+            if out and out[-1] in "aiueo":
+                out = out[:-1] if len(tail) == 1 or out[-2:-1] not in ("", "i") else out[:-1]
+                if out.endswith(("sh", "ch", "j")) and tail.startswith("y"):
+                    tail = tail[1:]
+            out += tail
+            continue
+        if c == "ー":
+            continue  # a long vowel: English spells it with one letter or a vowel pair
+        kana = _KANA.get(c, "")
+        if double and kana:
+            kana = kana[0] + kana
+        double = False
+        out += kana
+    return out
+
+
+def sound_key(word: str, japanese: bool = False) -> str:
+    """The consonants of ``word`` as Japanese hears them: English ``th`` as s, ``l`` as r,
+    ``v`` as b, ``c``/``q`` as k, ``sh``/``ch``/``j`` kept apart; vowels, ``h`` after a
+    consonant, ``r`` before a consonant or at the end, and doubled letters left out.
+    ``japanese``: ``word`` is :func:`romaji` (its ``tsu``, ``fu``, ``n`` before b/p/m)."""
+    w = word.lower()
+    if japanese:
+        w = w.replace("ssh", "sh").replace("tch", "ch").replace("tsu", "ts").replace("fu", "f").replace("shi", "si")
+        w = re.sub(r"n(?=[bpm])", "m", w)
+    else:
+        w = re.sub(r"[^a-z]", "", w)
+        for a, b in (("ture", "cha"), ("tch", "ch"), ("th", "s"), ("ph", "f"), ("ck", "k"), ("qu", "kw"), ("x", "ks")):
+            w = w.replace(a, b)
+        w = w.replace("sh", "S").replace("ch", "C")
+        w = re.sub(r"c(?=[eiy])", "s", w)
+        w = re.sub(r"g(?=[ei])", "j", w)
+        w = re.sub(r"(?<=[aeiou])r(?![aeiouy])", "", w)  # British r: "password" pasuwado
+        w = w.replace("c", "k").replace("q", "k").replace("l", "r").replace("v", "b").replace("z", "s")
+    w = w.replace("sh", "S").replace("ch", "C").replace("j", "J").replace("y", "")
+    w = re.sub(r"[aeiou]", "", w)
+    return re.sub(r"(.)\1+", r"\1", w)
+
+
+def document_words(texts: Sequence[tuple[str, str]]) -> tuple[list[str], list[int]]:
+    """The translation targets of a generation: ``(words, chunk counts)`` of the plain
+    words (:data:`_DOC_WORD`, lower-cased, English function words left out) of at least
+    ``WORD_MIN_LENGTH`` letters held by at least ``WORD_MIN_CHUNKS`` of the chunks
+    ``(title, text)``, at most ``WORD_LIMIT`` of them, most held first."""
+    counts: dict[str, int] = {}
+    for title, text in texts:
+        for w in {m.lower() for m in _DOC_WORD.findall(f"{title} {_plain(text)}")}:
+            if len(w) >= WORD_MIN_LENGTH and w not in _ENGLISH_STOP:
+                counts[w] = counts.get(w, 0) + 1
+    kept = sorted((w for w, n in counts.items() if n >= WORD_MIN_CHUNKS), key=lambda w: (-counts[w], w))
+    kept = kept[:WORD_LIMIT]
+    return kept, [counts[w] for w in kept]
 
 
 class USEEmbeddings(Embeddings):
@@ -221,6 +370,11 @@ class CrossLingualIndex:
         self._owners: np.ndarray | None = None
         self._mean = np.zeros(512, dtype=np.float32)  # the mean window vector (CENTRE)
         self._norms = np.zeros(0, dtype=np.float32)  # each window's norm once the mean is taken off
+        self._words: list[str] | None = None  # translation targets (:func:`document_words`)
+        self._word_vectors = np.zeros((0, 512), dtype=np.float32)
+        self._word_set: frozenset[str] = frozenset()
+        self._translated: dict[str, tuple[str, float]] = {}  # the last questions' translations
+        self._sounds: dict[str, list[int]] = {}  # sound_key -> the targets' positions
         self._lock = threading.Lock()
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -296,3 +450,152 @@ class CrossLingualIndex:
         rowids, scores = self.chunk_scores(self.query_vectors([question]))
         top = np.argsort(-scores, kind="stable")[:limit]
         return [int(rowids[i]) for i in top]
+
+    # ---- word-by-word query translation ------------------------------------------------
+    def words(self) -> tuple[list[str], np.ndarray]:
+        """``(words, unit vectors)`` of the generation's translation targets
+        (:func:`document_words`), computed or loaded on first use and kept beside the
+        generation (``WORDS_FILE``)."""
+        with self._lock:
+            if self._words is None:
+                self._words, self._word_vectors = self._load_or_build_words()
+                self._word_set = frozenset(self._words)
+                self._sounds = {}
+                for i, w in enumerate(self._words):
+                    self._sounds.setdefault(sound_key(w), []).append(i)
+            return self._words, self._word_vectors
+
+    def _load_or_build_words(self) -> tuple[list[str], np.ndarray]:
+        count = int(getattr(self.snapshot, "count", 0))
+        path = Path(self.snapshot.directory) / WORDS_FILE
+        settings = np.asarray([count, WORD_MIN_CHUNKS, WORD_MIN_LENGTH, WORD_LIMIT], dtype=np.int64)
+        if path.exists():
+            try:
+                with np.load(path) as saved:
+                    words, vecs, made = saved["words"], saved["vectors"], saved["settings"]
+                if np.array_equal(made, settings) and len(words) == len(vecs):
+                    return [str(w) for w in words], vecs
+            except (OSError, ValueError, KeyError) as exc:
+                log.warning("%s is unreadable (%s): computing it again", path, exc)
+        words, _ = document_words([(c.title, c.text) for _, c in self.snapshot.iter_chunks()])
+        log.info("cross-language translation targets: %d document words, computing", len(words))
+        vecs = np.asarray(self.encoder.embed_documents(words), dtype=np.float32) if words else np.zeros((0, 512))
+        vecs = (vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-9)).astype(np.float32)
+        try:
+            tmp = path.with_name(path.name + ".tmp.npz")
+            with open(tmp, "wb") as fh:
+                np.savez(fh, words=np.asarray(words, dtype=str), vectors=vecs, settings=settings)
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.info("cross-language translation targets not kept (%s)", exc)
+        return words, vecs
+
+    def translations(self, question: str) -> list[tuple[str, list[tuple[str, float]]]]:
+        """Each word of ``question`` (:func:`question_words`) with its translations: itself
+        when it is a document word or an identifier (cosine 1), else the document words
+        nearest it in the encoder's space at ``TRANSLATE_COSINE`` or nearer (the best, and
+        up to ``TRANSLATE_ALTERNATIVES`` within ``TRANSLATE_SPREAD`` of it), none when no
+        document word is that near or the best is not ``TRANSLATE_MARGIN`` ahead of the rest."""
+        words, vecs = self.words()
+        asked = question_words(question)
+        out: list[tuple[str, list[tuple[str, float]]]] = []
+        unknown = []
+        for w in asked:
+            low = w.lower()
+            if low in self._word_set or _is_identifier(w):
+                out.append((w, [(low if low in self._word_set else w, 1.0)]))
+            elif _KATAKANA_WORD.fullmatch(w):
+                out.append((w, self._loanword(w)))
+            else:
+                out.append((w, []))
+                unknown.append(len(out) - 1)
+        if unknown and len(words):
+            qv = self.query_vectors([asked[i] for i in unknown])
+            sims = qv @ vecs.T
+            for row, i in zip(sims, unknown, strict=True):
+                order = np.argsort(-row)[: TRANSLATE_ALTERNATIVES + 1]
+                best = float(row[order[0]])
+                if best < TRANSLATE_COSINE or (len(order) > 1 and best - float(row[order[1]]) < TRANSLATE_MARGIN):
+                    out[i] = (out[i][0], self._cognates(asked[i], row))
+                    continue
+                picked = [
+                    (words[j], float(row[j]))
+                    for j in order
+                    if float(row[j]) >= max(TRANSLATE_COSINE, best - TRANSLATE_SPREAD)
+                ]
+                out[i] = (out[i][0], picked[:TRANSLATE_ALTERNATIVES])
+        return out
+
+    def translate(self, question: str) -> tuple[str, float]:
+        """``question`` in the documents' words (:meth:`translations`, each word by its
+        translations, a word without one left out) and the share of its words translated
+        (0 when none was)."""
+        if question in self._translated:
+            return self._translated[question]
+        pairs = self.translations(question)
+        done = [p for p in pairs if p[1]]
+        out = (" ".join(t for _, ts in done for t, _ in ts), len(done) / len(pairs)) if pairs else ("", 0.0)
+        if len(self._translated) >= 256:  # the search and the rerank of one question ask twice
+            self._translated.clear()
+        self._translated[question] = out
+        return out
+
+    def _sounding(self, kana: str) -> list[int]:
+        """The document words sounding like the katakana ``kana`` (:func:`sound_key`: the
+        same key, or one at least ``SOUND_SIMILARITY`` alike of a key of 4 or more)."""
+        key = sound_key(romaji(kana), japanese=True)
+        if len(key) < 2:
+            return []
+        found = list(self._sounds.get(key, []))
+        if len(key) >= 4:
+            for other, at in self._sounds.items():
+                if (
+                    other != key
+                    and other[:1] == key[:1]
+                    and abs(len(other) - len(key)) <= 1
+                    and difflib.SequenceMatcher(None, key, other).ratio() >= SOUND_SIMILARITY
+                ):
+                    found += at
+        return found
+
+    def _loanword(self, kana: str) -> list[tuple[str, float]]:
+        """The translation of a katakana word: the document word sounding like it that the
+        encoder puts nearest it (at ``LOANWORD_COSINE`` or nearer); for a compound of two
+        loanwords ("リリースビルド" release build) a word for each part."""
+        words, vecs = self._words or [], self._word_vectors
+        splits = [(kana,)] + [(kana[:i], kana[i:]) for i in range(2, len(kana) - 1) if kana[i] != "ー"]
+        for parts in splits:
+            picked: list[tuple[str, float]] = []
+            for part in parts:
+                at = self._sounding(part)
+                if not at:
+                    break
+                cos = vecs[at] @ self.query_vectors([part])[0]
+                best = int(np.argmax(cos))
+                if float(cos[best]) < LOANWORD_COSINE:
+                    break
+                picked.append((words[at[best]], float(cos[best])))
+            else:
+                return picked
+        return []
+
+    def _cognates(self, word: str, sims: np.ndarray) -> list[tuple[str, float]]:
+        """The document words spelt like the Latin-script ``word`` (``"pensión"`` pension,
+        ``"défaut"`` default, ``"inclusif"`` inclusive): among the ``COGNATE_CANDIDATES``
+        nearest in the encoder's space (``sims``: their cosines) at ``COGNATE_COSINE`` or
+        nearer, those whose letters (without accents) are ``COGNATE_SIMILARITY`` alike, the
+        most alike first, at most ``TRANSLATE_ALTERNATIVES``."""
+        if not _LATIN_WORD.fullmatch(word) or len(word) < WORD_MIN_LENGTH:
+            return []
+        words = self._words or []
+        folded = "".join(c for c in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(c))
+        near = np.argsort(-sims)[:COGNATE_CANDIDATES]
+        found = []
+        for j in near:
+            if float(sims[j]) < COGNATE_COSINE:
+                break
+            alike = difflib.SequenceMatcher(None, folded, words[j]).ratio()
+            if alike >= COGNATE_SIMILARITY:
+                found.append((alike, words[j], float(sims[j])))
+        found.sort(key=lambda f: (-f[0], -f[2]))
+        return [(w, c) for _, w, c in found[:TRANSLATE_ALTERNATIVES]]
