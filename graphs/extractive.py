@@ -33,7 +33,7 @@ from graphs.knowledge.crosslingual import CrossLingualIndex, is_foreign, window_
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
 from graphs.knowledge.sources import definition_lists
 from graphs.knowledge.splitting import fence_indented_code
-from graphs.markdown_links import plain_links
+from graphs.markdown_links import plain_links, web_links
 from graphs.state import Doc
 
 if TYPE_CHECKING:
@@ -168,6 +168,24 @@ def clean_prose(text: str) -> str:
     text = re.sub(r"^\s*#+\s*", "", text)
     text = _ITEM.sub("", text)
     return re.sub(r"\s+", " ", text).strip(" \t")
+
+
+def with_addresses(text: str, links: dict[str, str]) -> str:
+    """``text`` (a quoted passage, links shown as their words) with each link's address
+    after the first occurrence of its words: ``Platform overview (https://grafana.example/d/x)``.
+
+    Args:
+        text: the passage as :func:`clean_prose` made it.
+        links: link words -> address, from :func:`graphs.markdown_links.web_links` on the
+            passage's document.
+    """
+    for words, url in sorted(links.items(), key=lambda kv: -len(kv[0])):  # "Kibana logs" before "Kibana"
+        if url in text:
+            continue
+        at = re.search(r"(?<![\w(])" + re.escape(words) + r"(?![\w)])", text)
+        if at:
+            text = f"{text[: at.end()]} ({url}){text[at.end() :]}"
+    return text
 
 
 def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: bool = False) -> list[Unit]:
@@ -987,8 +1005,12 @@ class Extractive:
             # a table quoted whole (after its sentence, or in a step): its rows are not quoted again
             used |= {(x.doc, x.pos) for x in units if x.row >= 0 and (x.doc, x.row) in used}
         out: list[str] = []
+        # "where's the dashboard link?": the quoted sentences show their links' words only
+        addresses = signals.asks_for_link(questions[0]) if questions else False
         for doc_i, text in parts:
             is_block = text.startswith(("```", "~~~", "|", "The steps go on", "(The "))
+            if addresses and not is_block:
+                text = with_addresses(text, web_links(str(docs[doc_i].get("text") or "")))
             out.append(text if is_block else f"{text} [{doc_i + 1}]")
         cited = sorted({d for d, _ in parts})
         out.append("More in " + ", ".join(f"[{d + 1}]" for d in cited) + ".")

@@ -160,6 +160,41 @@ def link_at(text: str, i: int) -> Link | None:
     return Link(end + 1, text[start + 1 : close], url, start != i)
 
 
+# An address shown beside its link's words in an answer: longer ones are tracking or query
+# debris a reader cannot use at a glance (the page's own link is cited instead).
+SHOWN_ADDRESS_CHARS = 300
+
+
+def web_links(text: str, limit: int = 200) -> dict[str, str]:
+    """The web addresses of ``text``'s inline links (Markdown), by their words: ``{"Platform
+    overview": "https://grafana.example/d/x"}``, the first address of each link text. Only
+    ``http(s)://`` and ``mailto:`` addresses of at most :data:`SHOWN_ADDRESS_CHARS`
+    characters without spaces are kept (a relative page link means nothing outside its
+    site); images are skipped. At most ``limit`` ``[`` are examined, so the cost stays
+    linear in a bounded prefix of links. Never raises."""
+    out: dict[str, str] = {}
+    at = text.find("[")
+    tried = 0
+    while at >= 0 and tried < limit:
+        tried += 1
+        found = link_at(text, at)
+        if found is not None and not found.image:
+            words = " ".join(plain_links(found.text).split())
+            url = found.url.strip()
+            if (
+                words
+                and words not in out
+                and len(url) <= SHOWN_ADDRESS_CHARS
+                and re.match(r"(?:https?://[^\s/]+|mailto:[^\s@]+@)", url, re.I)
+                and not re.search(r"\s", url)
+            ):
+                out[words] = url
+            at = text.find("[", found.end)
+        else:
+            at = text.find("[", at + 1)
+    return out
+
+
 def plain_links(text: str, autolinks: bool = True) -> str:
     """``text`` (Markdown) with every inline link and image written as its words: a link as
     its text, an image as its alt text (so a badge link ``[![build](b.svg)](ci)`` reads

@@ -161,6 +161,21 @@ _QUANTITY = re.compile(
 )
 
 
+# "url" only where it is what is asked ("what's the url of the form"), not a subject ("set a base url")
+_LINK_QUESTION = re.compile(
+    r"\b(?:links?|web ?sites?|web address|bookmark(?:ed)?|hyperlinks?)\b|"
+    r"\b(?:what|where)(?:'s|\s+is|\s+are)?\s+(?:the\s+)?(?:\w+\s+){0,3}?urls?\b",
+    re.I,
+)
+
+
+def asks_for_link(question: str) -> bool:
+    """The question asks for a link ("where's the kibana link", "what's the url of the
+    form"): an answer quoting a sentence must then show its links' addresses, not only their
+    words."""
+    return bool(_LINK_QUESTION.search(question))
+
+
 def asks_for_quantity(question: str) -> bool:
     """The question asks for an amount, a duration, a frequency or a time ("how many days",
     "how much notice", "how often", "by when", "the default timeout")."""

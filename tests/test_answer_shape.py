@@ -12,7 +12,7 @@ import pytest
 
 from bot.eval import first_fact_position, has_template_syntax
 from bot.runtime import describe_sources
-from graphs import prompts
+from graphs import prompts, signals
 from graphs.extractive import Extractive, TextEmbedder, split_units
 from graphs.graders import shape_problem
 from graphs.knowledge.sources import clean_markdown, definition_lists
@@ -513,3 +513,70 @@ def test_a_section_named_only_by_its_heading_is_quoted_under_its_name():
     named = {**doc, "text": "The `net.retry` setting is the number of times to retry network errors, 3 by default.\n"}
     answer = Extractive(TextEmbedder(None)).compose(["how many times does cargo retry network errors"], [named])
     assert answer.startswith("The `net.retry` setting"), answer
+
+
+DASHBOARDS = """# Dashboards
+
+We use Grafana for metrics and Kibana for logs. Both are behind the VPN.
+
+The main Grafana board is [Platform overview](https://grafana.internal.example/d/platform-overview), with one
+row per service. The saved Kibana search for checkout errors is [Checkout errors](https://kibana.internal.example/app/discover#/view/checkout-errors).
+
+See the [on-call page](../oncall.md) for who watches them.
+"""
+
+
+def test_a_question_asking_for_a_link_gets_the_addresses_of_the_quoted_links():
+    asked = compose("where's the kibana link for checkout errors?", DASHBOARDS)
+    assert "Checkout errors (https://kibana.internal.example/app/discover#/view/checkout-errors)" in asked, asked
+    # other questions read the links as their words, and a relative page link never shows an address
+    plain = compose("which tool do we use for logs, kibana?", DASHBOARDS)
+    assert "https://" not in plain and "Kibana" in plain, plain
+    assert "../oncall.md" not in compose("what is the url of the on-call page?", DASHBOARDS)
+
+
+def test_the_link_asked_for_is_shown_through_the_cli(tmp_path):
+    """`threadwise ask --json` offline on a folder: the answer names the dashboard's address."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    src = tmp_path / "docs"
+    src.mkdir()
+    (src / "dashboards.md").write_text(DASHBOARDS)
+    (src / "expenses.md").write_text("# Expenses\n\nClaim a taxi to the airport in the expenses tool within 30 days.\n")
+    (tmp_path / "config.toml").write_text(
+        '[knowledge]\nembeddings = "local"\nk = 3\n[graph]\ncomposer = "extractive"\n'
+        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    for secret in ("MISTRAL_API_KEY", "TAVILY_API_KEY"):
+        env.pop(secret, None)
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "ask", "--config", "config.toml", "--source", str(src), "--json"]
+        + ["what's the link to the grafana platform board?"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    answer = json.loads(result.stdout)["answer"]
+    assert "Platform overview (https://grafana.internal.example/d/platform-overview)" in answer, answer
+
+
+@pytest.mark.parametrize(
+    "question, asks",
+    [
+        ("where's the kibana link for checkout errors?", True),
+        ("what's the url of the expenses form", True),
+        ("which website do we book travel on", True),
+        ("how to set a base url on the client so i dont repeat the host", False),
+        ("my script does a GET on an old url and gets a 301 back", False),
+        ("how do i claim a taxi", False),
+    ],
+)
+def test_questions_asking_for_a_link_are_told_apart(question, asks):
+    assert signals.asks_for_link(question) is asks
