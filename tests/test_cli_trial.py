@@ -220,6 +220,8 @@ def test_ctrl_c_at_an_idle_console_prompt_is_one_line(tmp_path, command):
     assert "Traceback" not in errtext and "never retrieved" not in errtext and "ERROR" not in errtext, errtext
     chat_part = errtext.split("starting the console chat", 1)[-1]
     assert " INFO " not in chat_part, errtext
+    if command == "run":  # offline, the documents are quoted: the small model does not write answers
+        assert "answers quote the documents (no chat model writes them" in errtext, errtext
 
 
 def test_code_in_the_knowledge_base_reaches_the_answer_as_written(tmp_path):

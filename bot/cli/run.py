@@ -152,9 +152,15 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             logged = (
                 "every event is logged" if args.verbose else "from here on only warnings are logged (-v: every event)"
             )
+            from bot.runtime import resolve_composer
+
+            if resolve_composer(settings.graph.composer, rt.chat_model) == "extractive":
+                # the offline model only routes: saying it answers would misstate where answers come from
+                writer = f"answers quote the documents (no chat model writes them; {model_name(rt.chat_model)} routes)"
+            else:
+                writer = f"with the chat model {model_name(rt.chat_model)}"
             out.err.print(
-                f"No SLACK_* or DISCORD_TOKEN set: starting the console chat with the chat model "
-                f"{model_name(rt.chat_model)}; {logged}.",
+                f"No SLACK_* or DISCORD_TOKEN set: starting the console chat {writer}; {logged}.",
                 markup=False,
             )
             if not args.verbose:  # the chat and the event log would share one terminal
