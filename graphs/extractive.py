@@ -96,6 +96,12 @@ MAX_CODE_CHARACTERS = 1200
 # a two-core machine at load 13, 2-5 s with this limit (a table of up to 8 rows: every row)
 ROW_COSINE_LIMIT = 8
 MAX_SECTION_CHARACTERS = 4000
+# a row of a table on a page with prose answers on its own, before the page's sentences, when it holds a word of
+# the question that at most this share of the table's rows hold ("billing" of "who owns billing-api?" in a table
+# of 35 services), in a table of at least ANSWERING_MIN_ROWS rows, and at most ANSWERING_MAX_ROWS rows hold one
+ANSWERING_ROW_SHARE = 0.1
+ANSWERING_MIN_ROWS = 4
+ANSWERING_MAX_ROWS = 3
 # a page this long or shorter is retrieved whole, not only the section the search found (measured on the six
 # tuning corpora: runbooks of ~1,500 characters answer "what's the fix" from the section after the one found)
 PAGE_CHARACTERS = 2000
@@ -346,6 +352,34 @@ def table_rows(rows: list[str]) -> list[str]:
         text = ", ".join(parts)
         if len(text.split()) >= 2:
             out.append(text)
+    return out
+
+
+def answering_rows(units: Sequence[Unit], asked: set[str]) -> set[tuple[int, int]]:
+    """The rows (``(doc, pos)``) that answer the question on their own: in each table of at least
+    ``ANSWERING_MIN_ROWS`` rows (its pieces, one per chunk, read as one table), the rows holding a
+    word of the question (``asked``: its terms) that few of the table's rows hold, at most one in
+    ``ANSWERING_ROW_SHARE`` of them, and not its header ("billing" in "who owns billing-api?"
+    against a service table's 35 rows), when at most ``ANSWERING_MAX_ROWS`` rows hold one."""
+    headers = {(b.doc, b.pos): b.text.split("\n", 1)[0] for b in units if b.code}
+    tables: dict[tuple[int, str], list[Unit]] = {}
+    for u in units:
+        if u.row >= 0:
+            tables.setdefault((u.doc, headers.get((u.doc, u.row), "")), []).append(u)
+    out: set[tuple[int, int]] = set()
+    for (_, header), rows in tables.items():
+        if len(rows) < ANSWERING_MIN_ROWS:
+            continue
+        wanted = asked - signals.terms(header)
+        held = [signals.terms(r.text) & wanted for r in rows]
+        df: dict[str, int] = {}
+        for h in held:
+            for t in h:
+                df[t] = df.get(t, 0) + 1
+        rare = {t for t, n in df.items() if n <= max(1, int(len(rows) * ANSWERING_ROW_SHARE))}
+        hits = [r for r, h in zip(rows, held, strict=True) if h & rare]
+        if 0 < len(hits) <= ANSWERING_MAX_ROWS:
+            out |= {(r.doc, r.pos) for r in hits}
     return out
 
 
@@ -811,6 +845,9 @@ class Extractive:
         # page with prose is quoted by its sentences, a table following the one that leads to it
         # (its rows, whose header words recur in every row, outranked the page's answer)
         written = {u.doc for u in units if not u.code and not u.heading and u.row < 0}
+        asked = {t for q in questions for t in signals.terms(q)}
+        # ... except a row that answers on its own ("who owns billing-api?" in a table of 35 services)
+        answering = answering_rows(units, asked)
         prose = sorted(
             (
                 sc
@@ -819,7 +856,7 @@ class Extractive:
                 and not sc.unit.heading
                 and not sc.unit.short
                 and sc.score > 0
-                and not (sc.unit.row >= 0 and sc.unit.doc in written)
+                and not (sc.unit.row >= 0 and sc.unit.doc in written and (sc.unit.doc, sc.unit.pos) not in answering)
             ),
             key=lambda sc: -sc.score,
         )
@@ -843,14 +880,18 @@ class Extractive:
         def norm(text: str) -> str:
             return " ".join(text.split()).lower()
 
-        asked = {t for q in questions for t in signals.terms(q)}
         # (file, header row) -> the words of its rows quoted: a long table comes in several chunks,
         # each starting with the header row, in one document or in several
         table_terms: dict[tuple[str, str], set[str]] = {}
 
         def table_of(u: Unit) -> tuple[str, str]:
-            table = by_key[(u.doc, u.row)].unit
+            table = u if u.code else by_key[(u.doc, u.row)].unit
             return str(docs[u.doc].get("location") or u.doc), table.text.split("\n", 1)[0]
+
+        def pieces_of(block: Unit) -> int:
+            """How many pieces (one per chunk, each starting with the header row) the table ``block`` is in."""
+            head = block.text.split("\n", 1)[0]
+            return sum(1 for x in units if x.doc == block.doc and x.code and x.text.split("\n", 1)[0] == head)
 
         def block_after(x: Unit | None) -> Unit | None:
             """The code block or table right after the sentence or list ``x`` (the one it
@@ -917,7 +958,8 @@ class Extractive:
                 chosen.append(u)
                 pos = u.pos
                 listed: Unit | None = None  # a list the passage's last sentence introduces ("... directories:")
-                for _ in range(neighbours if n else lead_after):  # the next sentences, up to a block
+                after_seed = 0 if u.row >= 0 else neighbours if n else lead_after  # a row answers alone
+                for _ in range(after_seed):  # the next sentences, up to a block
                     nxt = unit_at(u.doc, pos + 1)
                     if nxt is None or nxt.code or nxt.heading or nxt.row >= 0 or (nxt.doc, nxt.pos) in used:
                         break  # a table's row is quoted on its own, never as the next sentence
@@ -970,6 +1012,13 @@ class Extractive:
                 shown = _shown_block(block)
                 if n and size + len(shown) > budget:  # a support's block counts, and is named when it does not fit
                     shown = _shown_block(block, whole=False)
+                elif shown.startswith("|") and pieces_of(block) > 1:
+                    # a long table (one piece a chunk) is never shown as its first rows alone: named when
+                    # its answering row is quoted already, else its first piece says the table goes on
+                    if table_terms.get(table_of(block)) is not None:
+                        shown = _shown_block(block, whole=False)
+                    else:
+                        shown += f"\n\n(The table goes on in [{block.doc + 1}].)"
                 parts.append((u.doc, shown))
                 size += len(shown) if n else 0
                 used.add((block.doc, block.pos))
