@@ -32,11 +32,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench.offline_rows import mean, open_offline, queries_for, read_rows, search_queries_for  # noqa: E402
+from bench.offline_rows import (  # noqa: E402
+    has_thread,
+    mean,
+    open_offline,
+    queries_for,
+    read_rows,
+    row_state,
+    search_queries_for,
+)
 from bot.eval import first_fact_position, has_template_syntax  # noqa: E402
 from graphs import extractive as ex  # noqa: E402
 from graphs import signals  # noqa: E402
-from graphs.composers import _FOLLOWUP_WORDS  # noqa: E402
+from graphs.composers import followup_focus  # noqa: E402
 from graphs.knowledge.crosslingual import load_encoder  # noqa: E402
 from graphs.offline_router import OfflineRouter  # noqa: E402
 
@@ -153,9 +161,9 @@ def main() -> None:
     else:
         per_row = []
         for row in rows:
-            qs = queries_for(row, settings)
-            route = router.decide(router.signals(row["question"]), bool(row.get("history")))
-            docs = brain.retrieve(search_queries_for(row, settings), settings.knowledge.k)
+            qs = queries_for(row, settings, router)
+            route = router.decide(router.signals(row["question"]), has_thread(row, settings, router))
+            docs = brain.retrieve(search_queries_for(row, settings, router), settings.knowledge.k)
             per_row.append(
                 {
                     "id": row["id"],
@@ -179,9 +187,8 @@ def main() -> None:
             )
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_bytes(pickle.dumps(per_row))
-    for r, row in zip(per_row, rows, strict=True):  # a follow-up's own new terms (graphs.composers.followup_focus)
-        earlier = set().union(*[signals.terms(h["content"]) for h in row.get("history", []) if h["role"] == "user"])
-        r["focus"] = sorted(signals.terms(row["question"]) - earlier - _FOLLOWUP_WORDS) if earlier else []
+    for r, row in zip(per_row, rows, strict=True):  # a follow-up's own new terms
+        r["focus"] = followup_focus(row_state(row), settings.graph.history_messages, router)  # type: ignore[arg-type]
     t = time.perf_counter()
     if args.grid:
         for budget in (700,):

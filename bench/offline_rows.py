@@ -21,7 +21,8 @@ from bot.runtime import build_knowledge_base
 from graphs import extractive as ex
 from graphs.knowledge import KnowledgeBase
 from graphs.models import build_embeddings
-from graphs.offline import offline_questions, offline_search_queries
+from graphs.offline import offline_questions, offline_search_queries, thread_history
+from graphs.offline_router import OfflineRouter
 
 
 def read_rows(path: str | Path) -> list[dict]:
@@ -37,14 +38,22 @@ def row_state(row: dict) -> dict[str, Any]:
     return {"messages": [*history, HumanMessage(row["question"])], "question": row["question"]}
 
 
-def queries_for(row: dict, settings: Settings) -> list[str]:
-    """The extractive graders' and composer's question variants for ``row``."""
-    return offline_questions(row_state(row), settings.graph.history_messages)  # type: ignore[arg-type]
+def queries_for(row: dict, settings: Settings, router: OfflineRouter | None = None) -> list[str]:
+    """The extractive graders' and composer's question variants for ``row`` (``router``: tells
+    a new question in the thread from a follow-up as the graph does, :func:`graphs.offline.thread_history`)."""
+    return offline_questions(row_state(row), settings.graph.history_messages, router)  # type: ignore[arg-type]
 
 
-def search_queries_for(row: dict, settings: Settings) -> list[str | tuple[str, float]]:
+def search_queries_for(
+    row: dict, settings: Settings, router: OfflineRouter | None = None
+) -> list[str | tuple[str, float]]:
     """The extractive retrieve node's search variants for ``row`` (its first search)."""
-    return offline_search_queries(row_state(row), settings.graph.history_messages)  # type: ignore[arg-type]
+    return offline_search_queries(row_state(row), settings.graph.history_messages, router)  # type: ignore[arg-type]
+
+
+def has_thread(row: dict, settings: Settings, router: OfflineRouter | None = None) -> bool:
+    """``row`` is read with its thread's history (a follow-up), as the router is told."""
+    return bool(thread_history(row_state(row), settings.graph.history_messages, router))  # type: ignore[arg-type]
 
 
 def mean(xs: list[float]) -> float | None:

@@ -27,8 +27,8 @@ from graphs.graders import Graders
 from graphs.knowledge import KnowledgeBase
 from graphs.messages import history_before_last, last_user_message, message_text
 from graphs.models import ModelCaller
-from graphs.offline import OfflineKit, offline_questions, offline_search_queries
-from graphs.offline_router import canned_reply
+from graphs.offline import OfflineKit, offline_questions, offline_search_queries, thread_history
+from graphs.offline_router import OfflineRouter, canned_reply
 from graphs.schemas import RewrittenQuery, RouteDecision
 from graphs.state import Doc, RAGState
 
@@ -169,7 +169,8 @@ class ExtractiveComposer:
     async def route(self, state: RAGState) -> tuple[RouteDecision, int]:
         """The embedding router's decision; the question and the queries are the message."""
         raw = last_user_message(state)
-        history = history_before_last(state, self.cfg.history_messages)
+        # a new question in a thread is routed as in a new thread (the present-moment rule too)
+        history = await asyncio.to_thread(thread_history, state, self.cfg.history_messages, self.kit.router)
         route, sig = await asyncio.to_thread(self.kit.router.route, raw, bool(history))
         log.info(
             "offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",
@@ -197,29 +198,28 @@ class ExtractiveComposer:
     async def search(self, state: RAGState, queries: list[str], k: int, sources: list[str] | None) -> list[Doc]:
         """More candidates, reranked by embeddings, widened to their sections
         (:meth:`graphs.extractive.Extractive.retrieve`), from the offline query variants."""
-        return await asyncio.to_thread(
-            self.kit.extractive.retrieve, offline_search_queries(state, self.cfg.history_messages), k, sources=sources
-        )
+        variants = await asyncio.to_thread(offline_search_queries, state, self.cfg.history_messages, self.kit.router)
+        return await asyncio.to_thread(self.kit.extractive.retrieve, variants, k, sources=sources)
 
     async def generate(self, state: RAGState) -> tuple[str, int]:
         """The documents' best sentences for the question, cited, within ``[graph]
         answer_characters``; a follow-up's own new terms (:func:`followup_focus`) lead."""
+        router = self.kit.router
+        questions = await asyncio.to_thread(offline_questions, state, self.cfg.history_messages, router)
+        focus = await asyncio.to_thread(followup_focus, state, self.cfg.history_messages, router)
         answer = await asyncio.to_thread(
-            self.kit.extractive.compose,
-            offline_questions(state, self.cfg.history_messages),
-            state.get("documents", []),
-            self.cfg.answer_characters,
-            followup_focus(state, self.cfg.history_messages),
+            self.kit.extractive.compose, questions, state.get("documents", []), self.cfg.answer_characters, focus
         )
         return answer, 0
 
 
-def followup_focus(state: RAGState, history_limit: int) -> list[str]:
+def followup_focus(state: RAGState, history_limit: int, router: OfflineRouter | None = None) -> list[str]:
     """The terms a follow-up adds to the thread's question (``"and sick leave, same cap?"``
-    after a question about annual leave: ``["sick"]``), [] without history or new terms.
+    after a question about annual leave: ``["sick"]``), [] without history or new terms, and
+    for a message that stands alone (:func:`graphs.offline.thread_history`, with ``router``).
     Words of the earlier user messages are what the follow-up refers back to; the rest is
     what it asks about now."""
-    history = history_before_last(state, history_limit)
+    history = thread_history(state, history_limit, router)
     earlier = [message_text(m) for m in history if isinstance(m, HumanMessage)]
     if not earlier:
         return []

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from graphs import prompts, signals
 from graphs.citations import cited_numbers, format_docs
-from graphs.messages import history_before_last, last_user_message
+from graphs.messages import last_user_message
 from graphs.models import ModelCaller
-from graphs.offline import OfflineKit, offline_questions
+from graphs.offline import OfflineKit, offline_questions, thread_history
 from graphs.schemas import AnswerGrade, DocGrade, DocGrades
 from graphs.state import Doc, RAGState
 
@@ -191,11 +191,11 @@ class ExtractiveGraders:
         question's best passage match moves (:meth:`~graphs.extractive.Extractive.threshold_for`);
         a current-events question the knowledge base must answer strongly (a higher one)."""
         extractive = self.kit.extractive
-        questions = offline_questions(state, self.history_messages)
+        questions = await asyncio.to_thread(offline_questions, state, self.history_messages, self.kit.router)
         scores = await asyncio.to_thread(extractive.grade, questions, retrieved)
         current = False
         if state.get("source") == "kb":
-            history = history_before_last(state, self.history_messages)
+            history = await asyncio.to_thread(thread_history, state, self.history_messages, self.kit.router)
             route, _ = await asyncio.to_thread(self.kit.router.route, last_user_message(state), bool(history))
             current = route == "websearch"
         match = await asyncio.to_thread(extractive.passage_match, questions, retrieved)

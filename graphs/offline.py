@@ -4,13 +4,15 @@ question variants they score against."""
 
 from __future__ import annotations
 
+import re
 import threading
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
+from graphs import signals
 from graphs.extractive import Extractive, TextEmbedder
 from graphs.knowledge import KnowledgeBase
-from graphs.knowledge.crosslingual import load_encoder
+from graphs.knowledge.crosslingual import is_foreign, load_encoder
 from graphs.messages import history_before_last, kb_queries, last_user_message, message_text
 from graphs.offline_router import OfflineRouter
 from graphs.state import RAGState
@@ -51,33 +53,106 @@ class OfflineKit:
         return self._router
 
 
-def offline_questions(state: RAGState, history_limit: int) -> list[str]:
-    """Question variants the extractive graders and composer score against: the
-    user's words (the message; for a follow-up also the previous user message joined
-    with it), never a rewritten keyword query (documents must answer the question)."""
+# A follow-up says it continues: it opens with a conjunction or an acknowledgement ("and sick
+# leave, same cap?", "what about on windows?", "ok and once they approve...") or its opening
+# words point back ("do those ever stop", "does the same trick work", "that one").
+_CONTINUES_START = re.compile(
+    r"^\W*(?:and|or|but|also|plus|so|then|what\s+about|how\s+about|what\s+if|same|ok(?:ay)?|cool|nice|great|"
+    r"thanks?|got\s+it)\b",
+    re.I,
+)
+_POINTS_BACK = re.compile(r"\b(?:same|those|these|them|that\s+one|this\s+one|too|either|also|as\s+well)\b", re.I)
+# Words that may point back but often do not ("can I run it with postgres?" names the product):
+# they keep the thread only for a message whose own search is not confident.
+_MAY_POINT_BACK = re.compile(r"\b(?:it|its|that|this|they|their|there|then|one)\b", re.I)
+OPENING_WORDS = 8  # how far into a message a word pointing back counts (a long question's later "them" is its own)
+
+#: The router's knowledge-base signal (best chunk cosine of the message alone, MiniLM) from which
+#: a message finds its own answer: with nothing saying it continues, it is a new question
+#: (bench/README.md "Offline search in a thread": the development set's topic switches and
+#: follow-ups).
+CONFIDENT_ALONE = 0.55
+#: Cosine of the message with the thread's previous question from which they are about the same thing.
+RELATED = 0.4
+
+
+def continues(message: str) -> bool:
+    """``message`` says it continues the thread (:data:`_CONTINUES_START`, or a word pointing
+    back among its first :data:`OPENING_WORDS`)."""
+    opening = " ".join(message.split()[:OPENING_WORDS])
+    return bool(_CONTINUES_START.search(message) or _POINTS_BACK.search(opening))
+
+
+def stands_alone(message: str, earlier: str, kb: float | None = None, similarity: float | None = None) -> bool:
+    """``message``, asked after the question ``earlier`` in one thread, is a new question to be
+    answered on its own (not a follow-up read with the thread): it is in another language
+    than ``earlier``; or nothing in it says it continues (:func:`continues`) and either its own
+    search is confident (``kb``, the router's knowledge-base similarity, at least
+    :data:`CONFIDENT_ALONE`) or it shares no term and no meaning (``similarity`` below
+    :data:`RELATED`) with ``earlier`` and its opening words point back at nothing."""
+    if is_foreign(message) != is_foreign(earlier):
+        return True
+    if continues(message):
+        return False
+    if kb is not None and kb >= CONFIDENT_ALONE:
+        return True
+    shared = signals.terms(message) & signals.terms(earlier)
+    related = bool(shared) or (similarity is not None and similarity >= RELATED)
+    return not related and not _MAY_POINT_BACK.search(" ".join(message.split()[:OPENING_WORDS]))
+
+
+def thread_history(state: RAGState, history_limit: int, router: OfflineRouter | None = None) -> list[AnyMessage]:
+    """The thread's messages the offline path reads the newest message with: up to
+    ``history_limit`` before it, or none when it stands alone (:func:`stands_alone`, with
+    ``router``'s knowledge-base similarity of the message and its similarity to the previous
+    question; without a router on the words only). A new question in a thread is then
+    searched, graded, composed and routed as in a new thread."""
+    history = history_before_last(state, history_limit)
+    earlier = [message_text(m) for m in history if isinstance(m, HumanMessage)]
+    if not earlier:
+        return []
     raw = last_user_message(state)
-    prev = [message_text(m) for m in history_before_last(state, history_limit) if isinstance(m, HumanMessage)]
+    kb = similarity = None
+    if router is not None and router.embedder.available and raw.strip() and earlier[-1].strip():
+        sig = router.signals(raw)
+        kb = None if sig.foreign else sig.kb
+        vecs = router.embedder([raw, earlier[-1]])
+        if vecs is not None:
+            similarity = float(vecs[0] @ vecs[1])
+    return [] if stands_alone(raw, earlier[-1], kb, similarity) else history
+
+
+def offline_questions(state: RAGState, history_limit: int, router: OfflineRouter | None = None) -> list[str]:
+    """Question variants the extractive graders and composer score against: the
+    user's words (the message; for a follow-up, :func:`thread_history`, also the previous
+    user message joined with it), never a rewritten keyword query (documents must answer the
+    question)."""
+    raw = last_user_message(state)
+    prev = [message_text(m) for m in thread_history(state, history_limit, router) if isinstance(m, HumanMessage)]
     return [raw, f"{prev[-1]} {raw}"] if prev else [raw]
 
 
 #: RRF weight of the search variants that join the thread's history to the message (the
-#: message alone weighs 1): a new, unrelated question in a thread is pulled less towards the
-#: old topic, while a real follow-up still finds its page (lower weights lost follow-ups).
+#: message alone weighs 1): a follow-up is searched mostly by its own words, while a real
+#: follow-up still finds its page (lower weights lost follow-ups).
 HISTORY_WEIGHT = 0.75
 
 
-def offline_search_queries(state: RAGState, history_limit: int) -> list[str | tuple[str, float]]:
+def offline_search_queries(
+    state: RAGState, history_limit: int, router: OfflineRouter | None = None
+) -> list[str | tuple[str, float]]:
     """Search variants without a model: :func:`~graphs.messages.kb_queries` plus, for a
-    follow-up, the previous answer's opening joined with the message (it names what "it"
-    is, which a follow-up like "and how do I stop it?" does not say), as
+    follow-up (:func:`thread_history`), the previous answer's opening joined with the message
+    (it names what "it" is, which a follow-up like "and how do I stop it?" does not say), as
     ``(query, weight)`` where the weight is not 1: the variants that carry the thread's
-    history weigh :data:`HISTORY_WEIGHT`."""
+    history weigh :data:`HISTORY_WEIGHT`. A message that stands alone is searched without
+    the thread's history."""
     raw = last_user_message(state)
-    history = history_before_last(state, history_limit)
-    prev_user = [message_text(m) for m in history if isinstance(m, HumanMessage)]
+    history = thread_history(state, history_limit, router)
+    prev_user = [message_text(m) for m in history_before_last(state, history_limit) if isinstance(m, HumanMessage)]
     joined = f"{prev_user[-1]} {raw}".strip() if prev_user else None  # kb_queries' history variant
     queries: list[str | tuple[str, float]] = [
-        (q, HISTORY_WEIGHT) if q == joined else q for q in kb_queries(state, history_limit)
+        (q, HISTORY_WEIGHT) if q == joined else q for q in kb_queries(state, history_limit) if history or q != joined
     ]
     answers = [message_text(m) for m in history if isinstance(m, AIMessage)]
     if answers:
