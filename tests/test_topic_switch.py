@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
-from bot.config import Secrets, load_settings
+from bot.config import Secrets
 from bot.runtime import open_runtime
 from graphs.offline import offline_questions, offline_search_queries, stands_alone, thread_history
 from graphs.state import RAGState
 from tests.fakes.chat_model import ScriptedChatModel
-from tests.test_offline_extractive import ask
+from tests.test_offline_extractive import ask, extractive_settings
 
 PAGES = {
     "time-off.md": """# Time off
@@ -75,20 +75,7 @@ RELEASE = "did the new version come out yet?"
 
 @pytest.fixture(scope="module")
 def handbook_settings(tmp_path_factory):
-    root = tmp_path_factory.mktemp("handbook")
-    for rel, text in PAGES.items():
-        (root / "kb").mkdir(exist_ok=True)
-        (root / "kb" / rel).write_text(text)
-    (root / "config.toml").write_text(f"""
-[knowledge]
-sources = ["{root / "kb"}"]
-embeddings = "local"
-[graph]
-composer = "extractive"
-[service]
-help_timeout_seconds = 600
-""")
-    return load_settings(root / "config.toml")
+    return extractive_settings(tmp_path_factory.mktemp("handbook"), PAGES)
 
 
 def thread(*texts: str) -> RAGState:
