@@ -93,11 +93,12 @@ def test_ask_exits_1_when_no_source_can_be_read_and_2_for_a_source_path_that_doe
         empty = threadwise(command, *(["leave?"] if command == "ask" else []), "--source", "empty", cwd=tmp_path)
         failed_once(empty, "no text found in the knowledge sources: empty")
 
-    for command in ("ask", "reindex"):
-        missing = threadwise(command, *(["leave?"] if command == "ask" else []), "--source", "nothere", cwd=tmp_path)
+    # a path naming nothing, also when it reads as a glob pattern matching no file
+    for command, gone in (("ask", "nothere"), ("reindex", "nothere"), ("ask", "team [docs]"), ("ask", "empty/*.pdf")):
+        missing = threadwise(command, *(["leave?"] if command == "ask" else []), "--source", gone, cwd=tmp_path)
         assert missing.returncode == 2, missing.stdout + missing.stderr[-2000:]
         assert (missing.stdout + missing.stderr).strip().splitlines() == [
-            "knowledge source not found: nothere (a path given with --source is relative to the current folder)"
+            f"knowledge source not found: {gone} (a path given with --source is relative to the current folder)"
         ]
     unknown = threadwise("sync", "sight", "--config", str(cfg), cwd=tmp_path)
     assert unknown.returncode == 2 and unknown.stderr.strip().startswith("Unknown source sight"), unknown.stderr

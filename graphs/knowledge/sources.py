@@ -50,13 +50,22 @@ def discover_files(
 
 
 def source_exists(src: str | Path) -> bool:
-    """``src`` is something :func:`list_files` can walk: a folder, a file, or a glob pattern
-    whose folder part exists (a pattern matching no file is found out by the walk)."""
+    """``src`` names something :func:`list_files` can walk: a folder, a file, or a glob
+    pattern matching at least one file (a missing ``team [docs]`` folder is a pattern to
+    glob, matching nothing: not found, like a ``docs/*.pdf`` naming no PDF). The walk stops
+    at the first match."""
     p = Path(src).expanduser()
     if p.is_dir() or p.is_file():
         return True
     base, rest = _glob_split(str(p))
-    return bool(rest) and os.path.isdir(base)
+    if not rest or not os.path.isdir(base):
+        return False
+    matches = _patterns_regex([rest])
+    for folder, _, files in os.walk(base):
+        rel = os.path.relpath(folder, base).replace(os.sep, "/")
+        if any(matches.fullmatch(name if rel == "." else f"{rel}/{name}") for name in files):
+            return True
+    return False
 
 
 def list_files(
