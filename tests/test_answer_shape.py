@@ -5,6 +5,7 @@ and its grader refuses a wall of text; the greeting names what the knowledge bas
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from graphs.graders import shape_problem
 from graphs.knowledge.sources import clean_markdown, definition_lists
 from graphs.settings import GraphSettings
 from tests.conftest import requires_offline_model
+from tests.test_cli_offline import threadwise
 
 LEAVE = """# Leave
 
@@ -59,6 +61,15 @@ def compose(question: str, text: str, **kw) -> str:
 
 def prose_of(answer: str) -> str:
     return re.sub(r"```.*?```", "", answer, flags=re.S)
+
+
+def write_offline_config(root: Path) -> None:
+    """``root/config.toml`` of a bot answering offline: local embeddings, the extractive
+    composer, k = 3, its databases under ``root/data``."""
+    (root / "config.toml").write_text(
+        '[knowledge]\nembeddings = "local"\nk = 3\n[graph]\ncomposer = "extractive"\n'
+        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
+    )
 
 
 def test_the_answering_sentence_comes_first_and_the_answer_stays_short():
@@ -378,18 +389,11 @@ def test_runbook_answers_through_the_cli_carry_their_commands_and_no_raw_links(t
     """`threadwise eval --answers` offline on the real etcd runbooks: the defragment answer shows
     the command its sentence announces; the fsync answer shows the words of its reference links
     (`[fsync'd][fsync]` on the page), no Markdown reference syntax."""
-    import json
-    import os
     import shutil
-    import subprocess
-    import sys
 
     src = tmp_path / "runbooks"
     shutil.copytree(RUNBOOKS / "etcd", src)
-    (tmp_path / "config.toml").write_text(
-        '[knowledge]\nembeddings = "local"\nk = 3\n[graph]\ncomposer = "extractive"\n'
-        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
-    )
+    write_offline_config(tmp_path)
     rows = [
         {
             "id": "defrag",
@@ -405,16 +409,16 @@ def test_runbook_answers_through_the_cli_carry_their_commands_and_no_raw_links(t
         },
     ]
     (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    for secret in ("MISTRAL_API_KEY", "TAVILY_API_KEY"):
-        env.pop(secret, None)
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "eval", "q.jsonl", "--config", "config.toml", "--source", str(src)]
-        + ["--json", "out.json"],
+    result = threadwise(
+        "eval",
+        "q.jsonl",
+        "--config",
+        "config.toml",
+        "--source",
+        str(src),
+        "--json",
+        "out.json",
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -537,30 +541,14 @@ def test_a_question_asking_for_a_link_gets_the_addresses_of_the_quoted_links():
 
 def test_the_link_asked_for_is_shown_through_the_cli(tmp_path):
     """`threadwise ask --json` offline on a folder: the answer names the dashboard's address."""
-    import json
-    import os
-    import subprocess
-    import sys
-
     src = tmp_path / "docs"
     src.mkdir()
     (src / "dashboards.md").write_text(DASHBOARDS)
     (src / "expenses.md").write_text("# Expenses\n\nClaim a taxi to the airport in the expenses tool within 30 days.\n")
-    (tmp_path / "config.toml").write_text(
-        '[knowledge]\nembeddings = "local"\nk = 3\n[graph]\ncomposer = "extractive"\n'
-        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
-    )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    for secret in ("MISTRAL_API_KEY", "TAVILY_API_KEY"):
-        env.pop(secret, None)
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "ask", "--config", "config.toml", "--source", str(src), "--json"]
-        + ["what's the link to the grafana platform board?"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    write_offline_config(tmp_path)
+    question = "what's the link to the grafana platform board?"
+    result = threadwise(
+        "ask", "--config", "config.toml", "--source", str(src), "--json", question, cwd=tmp_path, timeout=600
     )
     assert result.returncode == 0, result.stderr[-2000:]
     answer = json.loads(result.stdout)["answer"]
