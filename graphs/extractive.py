@@ -1055,11 +1055,12 @@ class Extractive:
             used |= {(x.doc, x.pos) for x in units if x.row >= 0 and (x.doc, x.row) in used}
         out: list[str] = []
         # "where's the dashboard link?": the quoted sentences show their links' words only
-        addresses = signals.asks_for_link(questions[0]) if questions else False
+        asks_link = bool(questions) and signals.asks_for_link(questions[0])
+        links = {d: web_links(str(docs[d].get("text") or "")) for d, _ in parts} if asks_link else {}  # once a doc
         for doc_i, text in parts:
             is_block = text.startswith(("```", "~~~", "|", "The steps go on", "(The "))
-            if addresses and not is_block:
-                text = with_addresses(text, web_links(str(docs[doc_i].get("text") or "")))
+            if asks_link and not is_block:
+                text = with_addresses(text, links[doc_i])
             out.append(text if is_block else f"{text} [{doc_i + 1}]")
         cited = sorted({d for d, _ in parts})
         out.append("More in " + ", ".join(f"[{d + 1}]" for d in cited) + ".")

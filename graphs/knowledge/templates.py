@@ -279,7 +279,8 @@ _MDX_STATEMENT = re.compile(r"^(?:import|export)\s")
 # ``import "fmt"`` do not match, and code blocks are skipped.
 _ESM_LINE = re.compile(
     r"^(?:import\s+(?:[\w$]+|\{[^}\n]*\}|\*\s+as\s+[\w$]+)(?:\s*,\s*\{[^}\n]*\})?\s+from\s+['\"][^'\"\n]+['\"]"
-    r"|export\s+(?:const|let|var|function|default)\b)"
+    r"|export\s+(?:const|let|var|function|default)\b)",
+    re.M,
 )
 
 
@@ -294,16 +295,8 @@ def is_mdx(text: str) -> bool:
     """
     if "import" not in text and "export" not in text:
         return False
-    fence = ""
-    for line in text.split("\n"):
-        m = _FENCE.match(line)
-        closes = bool(fence) and m is not None and m.group(2).startswith(fence) and not m.group(3).strip()
-        if m and (not fence or closes):
-            fence = "" if fence else m.group(2)
-            continue
-        if not fence and _ESM_LINE.match(line):
-            return True
-    return False
+    outside_code = _protect_fences(text, lambda block: "", mdx=False)  # the one fence walk of this module
+    return _ESM_LINE.search(outside_code) is not None
 
 
 _JSX_COMMENT = re.compile(r"\{/\*.*?\*/\}", re.S)
