@@ -57,7 +57,7 @@ class OfflineKit:
 # leave, same cap?", "what about on windows?", "ok and once they approve...") or its opening
 # words point back ("do those ever stop", "does the same trick work", "that one").
 _CONTINUES_START = re.compile(
-    r"^\W*(?:and|or|but|also|plus|so|then|what\s+about|how\s+about|what\s+if|same|ok(?:ay)?|cool|nice|great|"
+    r"^\W*(?:and|or|but|plus|so|then|what\s+about|how\s+about|what\s+if|ok(?:ay)?|cool|nice|great|"
     r"thanks?|got\s+it)\b",
     re.I,
 )

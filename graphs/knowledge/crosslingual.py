@@ -64,7 +64,6 @@ WORD_MIN_CHUNKS = 2  # a document word is a target when at least this many chunk
 WORD_MIN_LENGTH = 4  # ... and at least this long (3-letter targets such as "ats" matched anything)
 WORD_LIMIT = 20_000  # targets at most (the words held by the most chunks)
 TRANSLATE_COSINE = 0.84  # a question word is replaced by a document word at least this near
-TRANSLATE_MARGIN = 0.0  # ... and nearer than the next different document word by this much
 TRANSLATE_ALTERNATIVES = 2  # document words within TRANSLATE_SPREAD of the best are kept too, up to this many
 TRANSLATE_SPREAD = 0.03
 # a Latin-script word spelt like a document word near it is its cognate, even below TRANSLATE_COSINE
@@ -151,7 +150,7 @@ def question_words(text: str) -> list[str]:
     out: dict[str, None] = {}
     for w in _QUESTION_WORD.findall(text):
         low = w.lower()
-        if not low or low in _ENGLISH_STOP or low in _OTHER_FUNCTION_WORDS:
+        if low in _ENGLISH_STOP or low in _OTHER_FUNCTION_WORDS:
             continue
         if low.isascii() and len(low) < 3:
             continue
@@ -495,7 +494,7 @@ class CrossLingualIndex:
         when it is a document word or an identifier (cosine 1), else the document words
         nearest it in the encoder's space at ``TRANSLATE_COSINE`` or nearer (the best, and
         up to ``TRANSLATE_ALTERNATIVES`` within ``TRANSLATE_SPREAD`` of it), none when no
-        document word is that near or the best is not ``TRANSLATE_MARGIN`` ahead of the rest."""
+        document word is that near."""
         words, vecs = self.words()
         asked = question_words(question)
         out: list[tuple[str, list[tuple[str, float]]]] = []
@@ -515,7 +514,7 @@ class CrossLingualIndex:
             for row, i in zip(sims, unknown, strict=True):
                 order = np.argsort(-row)[: TRANSLATE_ALTERNATIVES + 1]
                 best = float(row[order[0]])
-                if best < TRANSLATE_COSINE or (len(order) > 1 and best - float(row[order[1]]) < TRANSLATE_MARGIN):
+                if best < TRANSLATE_COSINE:
                     out[i] = (out[i][0], self._cognates(asked[i], row))
                     continue
                 picked = [

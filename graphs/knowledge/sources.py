@@ -60,12 +60,7 @@ def source_exists(src: str | Path) -> bool:
     base, rest = _glob_split(str(p))
     if not rest or not os.path.isdir(base):
         return False
-    matches = _patterns_regex([rest])
-    for folder, _, files in os.walk(base):
-        rel = os.path.relpath(folder, base).replace(os.sep, "/")
-        if any(matches.fullmatch(name if rel == "." else f"{rel}/{name}") for name in files):
-            return True
-    return False
+    return next(_walk(os.path.realpath(base), _patterns_regex([rest]), None), None) is not None
 
 
 def list_files(
