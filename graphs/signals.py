@@ -163,16 +163,16 @@ _QUANTITY = re.compile(
 
 # "url" only where it is what is asked ("what's the url of the form"), not a subject ("set a base url")
 _LINK_QUESTION = re.compile(
-    r"\b(?:links?|web ?sites?|web address|bookmark(?:ed)?|hyperlinks?)\b|"
+    r"\b(?:links?|web ?sites?|web address|bookmark(?:ed)?|hyperlinks?|e-?mail(?: address)?)\b|"
     r"\b(?:what|where)(?:'s|\s+is|\s+are)?\s+(?:the\s+)?(?:\w+\s+){0,3}?urls?\b",
     re.I,
 )
 
 
 def asks_for_link(question: str) -> bool:
-    """The question asks for a link ("where's the kibana link", "what's the url of the
-    form"): an answer quoting a sentence must then show its links' addresses, not only their
-    words."""
+    """The question asks for a link or an address ("where's the kibana link", "what's the url
+    of the form", "who do I email for IT?"): an answer quoting a sentence must then show its
+    links' addresses (web and ``mailto:``), not only their words."""
     return bool(_LINK_QUESTION.search(question))
 
 

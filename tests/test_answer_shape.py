@@ -537,6 +537,8 @@ def test_a_question_asking_for_a_link_gets_the_addresses_of_the_quoted_links():
     plain = compose("which tool do we use for logs, kibana?", DASHBOARDS)
     assert "https://" not in plain and "Kibana" in plain, plain
     assert "../oncall.md" not in compose("what is the url of the on-call page?", DASHBOARDS)
+    support = "# IT\n\nLaptops are replaced every three years. Questions go to [IT support](mailto:it@example.com).\n"
+    assert "IT support (mailto:it@example.com)" in compose("who do i email about a broken laptop?", support)
 
 
 def test_the_link_asked_for_is_shown_through_the_cli(tmp_path):
@@ -561,6 +563,8 @@ def test_the_link_asked_for_is_shown_through_the_cli(tmp_path):
         ("where's the kibana link for checkout errors?", True),
         ("what's the url of the expenses form", True),
         ("which website do we book travel on", True),
+        ("who do i email for IT support?", True),
+        ("what's the email address for payroll", True),
         ("how to set a base url on the client so i dont repeat the host", False),
         ("my script does a GET on an old url and gets a 301 back", False),
         ("how do i claim a taxi", False),
