@@ -572,3 +572,12 @@ def test_the_link_asked_for_is_shown_through_the_cli(tmp_path):
 )
 def test_questions_asking_for_a_link_are_told_apart(question, asks):
     assert signals.asks_for_link(question) is asks
+
+
+def test_a_question_asking_for_a_link_is_searched_in_the_documents_not_answered_as_small_talk():
+    from graphs.offline_router import OfflineRouter, RouteSignals
+
+    router = OfflineRouter(TextEmbedder(None), None, margin=0.05, current_margin=0.05)
+    looks_general = {"kb": 0.2, "small_talk": 0.1, "general": 0.5, "current": 0.1}
+    assert router.decide(RouteSignals(**looks_general)) == "direct"
+    assert router.decide(RouteSignals(**looks_general, asks_for_link=True)) == "vectorstore"
