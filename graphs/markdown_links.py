@@ -73,6 +73,7 @@ def _bracket_end(text: str, i: int) -> int | None:
 # where a scan of an address stops or must look closer: in an address, and in an <address>
 _ADDRESS_STOP = re.compile(r"[\\()\x00-\x20]")
 _ANGLE_STOP = re.compile(r"[\\<>\n]")
+_WHITE = re.compile(r"[\x00-\x20]")  # what ends an address that is not in <>
 
 
 def _destination(text: str, i: int, reach: int = _MAX_LINK) -> tuple[int, str] | None:
@@ -144,19 +145,47 @@ class Link:
     image: bool  # ``![alt](src)``
 
 
-def link_at(text: str, i: int) -> Link | None:
+@dataclass
+class _Scan:
+    """What a scan of a whole text (:func:`_targets`) knows before it looks at each link:
+    ``closes``, the index of the ``]`` closing each ``[`` (:func:`_structure`), and where the
+    reads of long addresses stopped (see :func:`link_at`)."""
+
+    closes: dict[int, int]
+    far: int = 0  # where the last address read past _MAX_LINK stopped (its link's end, or its run's)
+    run_end: int = -1  # the end of the last run of text without white space looked up
+
+
+def link_at(text: str, i: int, scan: _Scan | None = None) -> Link | None:
     """The inline link or image starting at ``text[i]`` (its ``[`` or the ``!`` before it),
-    or None when no complete link starts there."""
+    or None when no complete link starts there.
+
+    ``scan``: a scan of the whole text, link after link in the order of the text: the ``]`` is
+    looked up in ``scan.closes`` instead of scanned for, and an address running past
+    :data:`_MAX_LINK` is read too, to the end of its run of text without white space, once:
+    ``scan.far`` is where the last such read stopped (its link's end, or the run's when it was
+    no link), and a link whose address starts before it is not read that way again;
+    ``scan.run_end`` is the end of the last run looked up. Either repeated for each ``[a](`` of
+    a long run would cost quadratic time."""
     start = i + 1 if text.startswith("![", i) else i
     if start >= len(text) or text[start] != "[":
         return None
-    close = _bracket_end(text, start)
-    if close is None or close + 1 >= len(text) or text[close + 1] != "(":
+    close = _bracket_end(text, start) if scan is None else scan.closes.get(start)
+    if close is None or close - start >= _MAX_LINK or text[close + 1 : close + 2] != "(":
         return None
-    found = _destination(text, close + 1)
+    reach = _MAX_LINK
+    if scan is not None:
+        if close + 1 > scan.run_end:
+            white = _WHITE.search(text, close + 1)
+            scan.run_end = white.start() if white else len(text)
+        if scan.run_end - (close + 1) >= _MAX_LINK and close + 1 >= scan.far:
+            reach, scan.far = scan.run_end - close + 1, scan.run_end
+    found = _destination(text, close + 1, reach)
     if found is None:
         return None
     end, url = found
+    if scan is not None and reach > _MAX_LINK:  # read up to its ")" only: the next link of the run may be long too
+        scan.far = end
     return Link(end + 1, text[start + 1 : close], url, start != i)
 
 
@@ -253,7 +282,6 @@ def link_texts(line: str, separators: str = " \t|·•,;–-") -> list[str] | No
 
 _MARKS = re.compile(r"\\|`|!?\[|<")  # what may start an escape, a code span, a link or an autolink
 _PAIRS = re.compile(r"\\|`|\[|\]")  # what the bracket matching looks at
-_WHITE = re.compile(r"[\x00-\x20]")  # what ends an address that is not in <>
 _SPAN = re.compile("\ue002(\\d+)\ue003")  # a code span set aside while addresses are dropped
 _MAX_NESTING = 32  # links inside link texts read; deeper ones stay as written
 
@@ -312,9 +340,9 @@ def _targets(text: str, spans: list[str], nesting: int) -> str:
     ``\\ue002N\\ue003`` (``spans[N]``) so that the addresses written as words around them
     are read whole."""
     closes, code = _structure(text)
+    scan = _Scan(closes)
     out: list[str] = []
     i = 0
-    far = [0, -1]  # see _any_link_at
     while (m := _MARKS.search(text, i)) is not None:
         j, mark = m.start(), m.group()
         out.append(text[i:j])
@@ -337,7 +365,7 @@ def _targets(text: str, spans: list[str], nesting: int) -> str:
                 out.append(auto.group(0) if usable_address(auto.group(1)) else "")
                 i = auto.end()
         else:
-            found = _any_link_at(text, j, closes, far)
+            found = link_at(text, j, scan)
             if found is None or nesting >= _MAX_NESTING:
                 out.append(mark)
                 continue
@@ -350,30 +378,3 @@ def _targets(text: str, spans: list[str], nesting: int) -> str:
             i = found.end
     out.append(text[i:])
     return "".join(out)
-
-
-def _any_link_at(text: str, i: int, closes: dict[int, int], far: list[int]) -> Link | None:
-    """The link or image starting at ``text[i]`` as :func:`link_at` reads it (its ``]`` looked
-    up in ``closes``), also when its address runs past :data:`_MAX_LINK`. Such an address is
-    read to the end of its run of text without white space, once: ``far[0]`` is where the
-    last such read stopped (its link's end, or the run's when it was no link), and a link
-    whose address starts before it is not read that way again; ``far[1]`` is the end of the
-    last run looked up (links are looked at in the order of the text). Either repeated for
-    each ``[a](`` of a long run would cost quadratic time."""
-    start = i + 1 if text[i] == "!" else i
-    close = closes.get(start)
-    if close is None or close - start >= _MAX_LINK or text[close + 1 : close + 2] != "(":
-        return None
-    reach = _MAX_LINK
-    if close + 1 > far[1]:
-        white = _WHITE.search(text, close + 1)
-        far[1] = white.start() if white else len(text)
-    if far[1] - (close + 1) >= _MAX_LINK and close + 1 >= far[0]:
-        reach, far[0] = far[1] - close + 1, far[1]
-    found = _destination(text, close + 1, reach)
-    if found is None:
-        return None
-    end, url = found
-    if reach > _MAX_LINK:  # read up to its ")" only: the next link of the run may be long too
-        far[0] = end
-    return Link(end + 1, text[start + 1 : close], url, start != i)

@@ -23,6 +23,7 @@ from graphs.link_targets import MAX_URL_CHARS, drop_long_addresses, usable_addre
 from graphs.markdown_links import drop_unusable_targets
 from tests.fakes.bot_process import threadwise
 from tests.test_conversion_limits import sync_folder
+from tests.test_link_debris import COMMONMARK_LINKS
 from tests.test_sources import serve_site
 from tests.test_sources_safety import files_config
 from tests.test_sources_web import put
@@ -113,6 +114,16 @@ def test_markdown_links_images_autolinks_and_references_to_unusable_addresses_ke
 def test_markdown_cleaning_cases(markdown, kept):
     assert drop_unusable_targets(markdown) == kept
     assert clean_markdown(markdown)[1] == kept
+
+
+@pytest.mark.parametrize("markdown, words", [(m, w) for m, w in COMMONMARK_LINKS if "<" not in m.replace("](<", "")])
+def test_links_to_unusable_addresses_are_read_as_every_link_is_read(markdown, words):
+    """The scan for unusable addresses finds a link where the link reader does (nested
+    parentheses, an image in a link, brackets or code in its text, a title, an <address>):
+    with usable addresses the text stays as written; with the same addresses made unusable
+    each link becomes its words, as :func:`plain_links` reads them."""
+    assert drop_unusable_targets(markdown) == markdown
+    assert drop_unusable_targets(markdown.replace("https://", "data:")) == words
 
 
 def test_code_keeps_what_it_holds():
