@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench.offline_rows import (  # noqa: E402
-    has_thread,
     mean,
     open_offline,
     queries_for,
@@ -49,6 +48,7 @@ from graphs.knowledge.crosslingual import load_encoder  # noqa: E402
 from graphs.offline_router import OfflineRouter  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+CACHE_FORMAT = 2  # 2: a row's follow-up focus is cached with its retrieval (from the one routing of the row)
 
 
 def measure(rows: list[dict], brain: ex.Extractive, **shape) -> dict:
@@ -150,7 +150,7 @@ def main() -> None:
     router = OfflineRouter(embedder, kb, extractive=brain)
     key = hashlib.sha256(
         f"{Path(args.corpus).resolve()}\n{Path(args.eval).resolve()}\n"
-        f"{Path(args.eval).stat().st_mtime}\n{args.cross}".encode()
+        f"{Path(args.eval).stat().st_mtime}\n{args.cross}\n{CACHE_FORMAT}".encode()
     ).hexdigest()[:12]
     cache = Path(args.cache) / f"retrieval-{key}.pkl"
     vec_cache = Path(args.cache) / "vectors.pkl"
@@ -161,9 +161,10 @@ def main() -> None:
     else:
         per_row = []
         for row in rows:
-            qs = queries_for(row, settings, router)
-            route = router.decide(router.signals(row["question"]), has_thread(row, settings, router))
-            docs = brain.retrieve(search_queries_for(row, settings, router), settings.knowledge.k)
+            state = row_state(row, settings, router)  # routed once, as the graph's route step does
+            qs = queries_for(row, settings, state)
+            route = state["route"]
+            docs = brain.retrieve(search_queries_for(row, settings, state), settings.knowledge.k)
             per_row.append(
                 {
                     "id": row["id"],
@@ -177,6 +178,7 @@ def main() -> None:
                     "facts": row.get("answer_facts") or [],
                     "retrieved": [d["location"] for d in docs],
                     "question": row["question"],
+                    "focus": followup_focus(state, settings.graph.history_messages),  # a follow-up's own new terms
                 }
             )
             print(
@@ -187,8 +189,6 @@ def main() -> None:
             )
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_bytes(pickle.dumps(per_row))
-    for r, row in zip(per_row, rows, strict=True):  # a follow-up's own new terms
-        r["focus"] = followup_focus(row_state(row), settings.graph.history_messages, router)  # type: ignore[arg-type]
     t = time.perf_counter()
     if args.grid:
         for budget in (700,):

@@ -1,6 +1,7 @@
 """What the offline benchmarks share (bench/answer_shape.py, bench/calibrate_offline.py):
 the eval rows, each row's question and search variants made by the graph's own functions
-(:func:`graphs.offline.offline_questions`, :func:`graphs.offline.offline_search_queries`),
+(:func:`graphs.offline.offline_questions`, :func:`graphs.offline.offline_search_queries`, after
+the route step's :func:`graphs.offline.route_message`),
 and the knowledge base, local embeddings and text embedder they run on.
 
 Import it after the script has put the project on ``sys.path``.
@@ -21,7 +22,7 @@ from bot.runtime import build_knowledge_base
 from graphs import extractive as ex
 from graphs.knowledge import KnowledgeBase
 from graphs.models import build_embeddings
-from graphs.offline import offline_questions, offline_search_queries, thread_history
+from graphs.offline import follows_thread, offline_questions, offline_search_queries, route_message
 from graphs.offline_router import OfflineRouter
 
 
@@ -30,30 +31,38 @@ def read_rows(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def row_state(row: dict) -> dict[str, Any]:
+def row_state(row: dict, settings: Settings | None = None, router: OfflineRouter | None = None) -> dict[str, Any]:
     """An eval row as the graph's state at its first search: the thread's history, then the
-    message; no model rewrote it (the standalone question is the message)."""
+    message; no model rewrote it (the standalone question is the message). With ``settings``,
+    routed as the graph's route step routes it (:func:`graphs.offline.route_message`: ``route``
+    and ``follow_up``, a new question in the thread told from a follow-up); without a
+    ``router`` only whether it is a follow-up, on its words."""
     kinds = {"user": HumanMessage, "assistant": AIMessage}
     history = [kinds[h["role"]](h["content"]) for h in row.get("history", [])]
-    return {"messages": [*history, HumanMessage(row["question"])], "question": row["question"]}
+    state: dict[str, Any] = {"messages": [*history, HumanMessage(row["question"])], "question": row["question"]}
+    if settings is not None:
+        limit = settings.graph.history_messages
+        if router is not None:
+            state["route"], _, state["follow_up"] = route_message(state, limit, router)  # type: ignore[arg-type]
+        else:
+            state["follow_up"] = follows_thread(state, limit)  # type: ignore[arg-type]
+    return state
 
 
-def queries_for(row: dict, settings: Settings, router: OfflineRouter | None = None) -> list[str]:
-    """The extractive graders' and composer's question variants for ``row`` (``router``: tells
-    a new question in the thread from a follow-up as the graph does, :func:`graphs.offline.thread_history`)."""
-    return offline_questions(row_state(row), settings.graph.history_messages, router)  # type: ignore[arg-type]
+def queries_for(row: dict, settings: Settings, state: dict[str, Any] | None = None) -> list[str]:
+    """The extractive graders' and composer's question variants for ``row`` (``state``: its
+    :func:`row_state`, routed; by default routed on the words alone)."""
+    state = state if state is not None else row_state(row, settings)
+    return offline_questions(state, settings.graph.history_messages)  # type: ignore[arg-type]
 
 
 def search_queries_for(
-    row: dict, settings: Settings, router: OfflineRouter | None = None
+    row: dict, settings: Settings, state: dict[str, Any] | None = None
 ) -> list[str | tuple[str, float]]:
-    """The extractive retrieve node's search variants for ``row`` (its first search)."""
-    return offline_search_queries(row_state(row), settings.graph.history_messages, router)  # type: ignore[arg-type]
-
-
-def has_thread(row: dict, settings: Settings, router: OfflineRouter | None = None) -> bool:
-    """``row`` is read with its thread's history (a follow-up), as the router is told."""
-    return bool(thread_history(row_state(row), settings.graph.history_messages, router))  # type: ignore[arg-type]
+    """The extractive retrieve node's search variants for ``row`` (its first search; ``state`` as
+    for :func:`queries_for`)."""
+    state = state if state is not None else row_state(row, settings)
+    return offline_search_queries(state, settings.graph.history_messages)  # type: ignore[arg-type]
 
 
 def mean(xs: list[float]) -> float | None:

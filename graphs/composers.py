@@ -27,8 +27,8 @@ from graphs.graders import Graders
 from graphs.knowledge import KnowledgeBase
 from graphs.messages import history_before_last, last_user_message, message_text
 from graphs.models import ModelCaller
-from graphs.offline import OfflineKit, offline_questions, offline_search_queries, thread_history
-from graphs.offline_router import OfflineRouter, canned_reply
+from graphs.offline import OfflineKit, offline_questions, offline_search_queries, route_message, thread_history
+from graphs.offline_router import canned_reply
 from graphs.schemas import RewrittenQuery, RouteDecision
 from graphs.state import Doc, RAGState
 
@@ -42,8 +42,9 @@ class Composer(Protocol):
     """How the graph routes, rewrites, searches and writes (one implementation per writer).
     Every method returns its result and the LLM calls it made, where it can make any."""
 
-    async def route(self, state: RAGState) -> tuple[RouteDecision, int]:
-        """The standalone question, the route and the first query for the newest message."""
+    async def route(self, state: RAGState) -> tuple[RouteDecision, int, bool]:
+        """The standalone question, the route and the first query for the newest message, and
+        whether it is read with the thread's history (a follow-up)."""
         ...
 
     async def direct(self, state: RAGState) -> tuple[str, int]:
@@ -81,9 +82,10 @@ class LLMComposer:
         self.cfg = config
         self.graders = graders
 
-    async def route(self, state: RAGState) -> tuple[RouteDecision, int]:
+    async def route(self, state: RAGState) -> tuple[RouteDecision, int, bool]:
         """Contextualise the newest message with the history, route it and write the first
-        query in one structured call; on bad output: the knowledge base, with the message."""
+        query in one structured call; on bad output: the knowledge base, with the message.
+        The model reads every message with the history there is."""
         raw = last_user_message(state)
         history = history_before_last(state, self.cfg.history_messages)
         convo = (
@@ -99,7 +101,7 @@ class LLMComposer:
             RouteDecision,
             default,
         )
-        return decision, calls
+        return decision, calls, bool(history)
 
     async def direct(self, state: RAGState) -> tuple[str, int]:
         history = history_before_last(state, self.cfg.history_messages)
@@ -166,12 +168,14 @@ class ExtractiveComposer:
         self.kit = kit
         self.cfg = config
 
-    async def route(self, state: RAGState) -> tuple[RouteDecision, int]:
-        """The embedding router's decision; the question and the queries are the message."""
+    async def route(self, state: RAGState) -> tuple[RouteDecision, int, bool]:
+        """The embedding router's decision (:func:`graphs.offline.route_message`: whether the
+        message is a follow-up is decided here, once, and kept in the state for the search, the
+        graders and the composer); the question and the queries are the message."""
         raw = last_user_message(state)
-        # a new question in a thread is routed as in a new thread (the present-moment rule too)
-        history = await asyncio.to_thread(thread_history, state, self.cfg.history_messages, self.kit.router)
-        route, sig = await asyncio.to_thread(self.kit.router.route, raw, bool(history))
+        route, sig, follow_up = await asyncio.to_thread(
+            route_message, state, self.cfg.history_messages, self.kit.router
+        )
         log.info(
             "offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",
             route,
@@ -180,7 +184,7 @@ class ExtractiveComposer:
             sig.general,
             sig.current,
         )
-        return RouteDecision.model_validate({"question": raw, "route": route, "query": raw}), 0
+        return RouteDecision.model_validate({"question": raw, "route": route, "query": raw}), 0, follow_up
 
     async def direct(self, state: RAGState) -> tuple[str, int]:
         """A canned reply (a greeting, thanks, or what the bot can answer)."""
@@ -198,28 +202,27 @@ class ExtractiveComposer:
     async def search(self, state: RAGState, queries: list[str], k: int, sources: list[str] | None) -> list[Doc]:
         """More candidates, reranked by embeddings, widened to their sections
         (:meth:`graphs.extractive.Extractive.retrieve`), from the offline query variants."""
-        variants = await asyncio.to_thread(offline_search_queries, state, self.cfg.history_messages, self.kit.router)
+        variants = offline_search_queries(state, self.cfg.history_messages)
         return await asyncio.to_thread(self.kit.extractive.retrieve, variants, k, sources=sources)
 
     async def generate(self, state: RAGState) -> tuple[str, int]:
         """The documents' best sentences for the question, cited, within ``[graph]
         answer_characters``; a follow-up's own new terms (:func:`followup_focus`) lead."""
-        router = self.kit.router
-        questions = await asyncio.to_thread(offline_questions, state, self.cfg.history_messages, router)
-        focus = await asyncio.to_thread(followup_focus, state, self.cfg.history_messages, router)
+        questions = offline_questions(state, self.cfg.history_messages)
+        focus = followup_focus(state, self.cfg.history_messages)
         answer = await asyncio.to_thread(
             self.kit.extractive.compose, questions, state.get("documents", []), self.cfg.answer_characters, focus
         )
         return answer, 0
 
 
-def followup_focus(state: RAGState, history_limit: int, router: OfflineRouter | None = None) -> list[str]:
+def followup_focus(state: RAGState, history_limit: int) -> list[str]:
     """The terms a follow-up adds to the thread's question (``"and sick leave, same cap?"``
     after a question about annual leave: ``["sick"]``), [] without history or new terms, and
-    for a message that stands alone (:func:`graphs.offline.thread_history`, with ``router``).
+    for a message that stands alone (:func:`graphs.offline.thread_history`).
     Words of the earlier user messages are what the follow-up refers back to; the rest is
     what it asks about now."""
-    history = thread_history(state, history_limit, router)
+    history = thread_history(state, history_limit)
     earlier = [message_text(m) for m in history if isinstance(m, HumanMessage)]
     if not earlier:
         return []

@@ -23,7 +23,7 @@ from graphs import prompts, signals
 from graphs.citations import cited_numbers, format_docs
 from graphs.messages import last_user_message
 from graphs.models import ModelCaller
-from graphs.offline import OfflineKit, offline_questions, thread_history
+from graphs.offline import OfflineKit, offline_questions
 from graphs.schemas import AnswerGrade, DocGrade, DocGrades
 from graphs.state import Doc, RAGState
 
@@ -191,13 +191,10 @@ class ExtractiveGraders:
         question's best passage match moves (:meth:`~graphs.extractive.Extractive.threshold_for`);
         a current-events question the knowledge base must answer strongly (a higher one)."""
         extractive = self.kit.extractive
-        questions = await asyncio.to_thread(offline_questions, state, self.history_messages, self.kit.router)
+        questions = offline_questions(state, self.history_messages)
         scores = await asyncio.to_thread(extractive.grade, questions, retrieved)
-        current = False
-        if state.get("source") == "kb":
-            history = await asyncio.to_thread(thread_history, state, self.history_messages, self.kit.router)
-            route, _ = await asyncio.to_thread(self.kit.router.route, last_user_message(state), bool(history))
-            current = route == "websearch"
+        # the route step's decision: routed to the web (searched there first, or not allowed to)
+        current = state.get("source") == "kb" and (state.get("route") == "websearch" or bool(state.get("needs_web")))
         match = await asyncio.to_thread(extractive.passage_match, questions, retrieved)
         threshold = extractive.threshold_for(questions, current, match)
         if current and state.get("needs_web") and signals.asks_for_now(last_user_message(state)):

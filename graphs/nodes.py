@@ -136,10 +136,11 @@ class Nodes:
 
     async def route(self, state: RAGState) -> dict[str, Any]:
         """Contextualise the newest message with the history, route it and write the first
-        query (:attr:`composer`; one structured LLM call). ``websearch`` without web search
-        allowed goes to the knowledge base."""
+        query (:attr:`composer`; one structured LLM call), and keep whether it is read with the
+        thread's history (``follow_up``: offline, the later steps read it instead of deciding
+        again). ``websearch`` without web search allowed goes to the knowledge base."""
         raw = last_user_message(state)
-        decision, calls = await self.composer.route(state)
+        decision, calls, follow_up = await self.composer.route(state)
         route = self.graders.check_route(raw, decision.route)
         needs_web = route == "websearch" and not self.web_allowed(state)
         if needs_web:
@@ -153,6 +154,7 @@ class Nodes:
             "kb_query": query,
             "web_query": query,
             "needs_web": needs_web,
+            "follow_up": follow_up,
         }
 
     async def direct(self, state: RAGState) -> dict[str, Any]:

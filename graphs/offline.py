@@ -14,7 +14,7 @@ from graphs.extractive import Extractive, TextEmbedder
 from graphs.knowledge import KnowledgeBase
 from graphs.knowledge.crosslingual import is_foreign, load_encoder
 from graphs.messages import history_before_last, kb_queries, last_user_message, message_text
-from graphs.offline_router import OfflineRouter
+from graphs.offline_router import OfflineRouter, RouteSignals
 from graphs.state import RAGState
 
 
@@ -101,34 +101,59 @@ def stands_alone(message: str, earlier: str, kb: float | None = None, similarity
     return not related and not _MAY_POINT_BACK.search(" ".join(message.split()[:OPENING_WORDS]))
 
 
-def thread_history(state: RAGState, history_limit: int, router: OfflineRouter | None = None) -> list[AnyMessage]:
-    """The thread's messages the offline path reads the newest message with: up to
-    ``history_limit`` before it, or none when it stands alone (:func:`stands_alone`, with
-    ``router``'s knowledge-base similarity of the message and its similarity to the previous
-    question; without a router on the words only). A new question in a thread is then
-    searched, graded, composed and routed as in a new thread."""
-    history = history_before_last(state, history_limit)
-    earlier = [message_text(m) for m in history if isinstance(m, HumanMessage)]
+def follows_thread(
+    state: RAGState, history_limit: int, router: OfflineRouter | None = None, sig: RouteSignals | None = None
+) -> bool:
+    """The newest message is a follow-up, to be read with the thread's history: the thread has
+    an earlier question (among ``history_limit`` messages) and the message does not stand alone
+    (:func:`stands_alone`, with ``router``'s knowledge-base similarity of the message, ``sig``
+    when already computed, and its similarity to the previous question; without a router on
+    the words only). Decided once per message, by the route step (:func:`route_message`),
+    which keeps it in ``state["follow_up"]`` for :func:`thread_history`."""
+    earlier = [message_text(m) for m in history_before_last(state, history_limit) if isinstance(m, HumanMessage)]
     if not earlier:
-        return []
+        return False
     raw = last_user_message(state)
     kb = similarity = None
     if router is not None and router.embedder.available and raw.strip() and earlier[-1].strip():
-        sig = router.signals(raw)
+        sig = sig if sig is not None else router.signals(raw)
         kb = None if sig.foreign else sig.kb
         vecs = router.embedder([raw, earlier[-1]])
         if vecs is not None:
             similarity = float(vecs[0] @ vecs[1])
-    return [] if stands_alone(raw, earlier[-1], kb, similarity) else history
+    return not stands_alone(raw, earlier[-1], kb, similarity)
 
 
-def offline_questions(state: RAGState, history_limit: int, router: OfflineRouter | None = None) -> list[str]:
+def route_message(state: RAGState, history_limit: int, router: OfflineRouter) -> tuple[str, RouteSignals, bool]:
+    """The offline route step for the newest message: ``(route, signals, follow_up)``. The
+    router's signals (the message against every chunk vector and the example classes) are
+    computed once and decide both whether it is a follow-up (:func:`follows_thread`) and its
+    route (a new question in a thread is routed as in a new thread, the present-moment rule
+    too)."""
+    sig = router.signals(last_user_message(state))
+    follow_up = follows_thread(state, history_limit, router, sig)
+    return router.decide(sig, follow_up), sig, follow_up
+
+
+def thread_history(state: RAGState, history_limit: int) -> list[AnyMessage]:
+    """The thread's messages the offline path reads the newest message with: up to
+    ``history_limit`` before it for a follow-up, none for a message that stands alone (a new
+    question in a thread is searched, graded, composed and routed as in a new thread). The
+    decision is the route step's, ``state["follow_up"]``; a state no route step has seen (a
+    test's or a benchmark's) is decided on its words (:func:`follows_thread` without a router)."""
+    follow_up = state.get("follow_up")
+    if follow_up is None:
+        follow_up = follows_thread(state, history_limit)
+    return history_before_last(state, history_limit) if follow_up else []
+
+
+def offline_questions(state: RAGState, history_limit: int) -> list[str]:
     """Question variants the extractive graders and composer score against: the
     user's words (the message; for a follow-up, :func:`thread_history`, also the previous
     user message joined with it), never a rewritten keyword query (documents must answer the
     question)."""
     raw = last_user_message(state)
-    prev = [message_text(m) for m in thread_history(state, history_limit, router) if isinstance(m, HumanMessage)]
+    prev = [message_text(m) for m in thread_history(state, history_limit) if isinstance(m, HumanMessage)]
     return [raw, f"{prev[-1]} {raw}"] if prev else [raw]
 
 
@@ -138,9 +163,7 @@ def offline_questions(state: RAGState, history_limit: int, router: OfflineRouter
 HISTORY_WEIGHT = 0.75
 
 
-def offline_search_queries(
-    state: RAGState, history_limit: int, router: OfflineRouter | None = None
-) -> list[str | tuple[str, float]]:
+def offline_search_queries(state: RAGState, history_limit: int) -> list[str | tuple[str, float]]:
     """Search variants without a model: :func:`~graphs.messages.kb_queries` plus, for a
     follow-up (:func:`thread_history`), the previous answer's opening joined with the message
     (it names what "it" is, which a follow-up like "and how do I stop it?" does not say), as
@@ -148,7 +171,7 @@ def offline_search_queries(
     history weigh :data:`HISTORY_WEIGHT`. A message that stands alone is searched without
     the thread's history."""
     raw = last_user_message(state)
-    history = thread_history(state, history_limit, router)
+    history = thread_history(state, history_limit)
     prev_user = [message_text(m) for m in history_before_last(state, history_limit) if isinstance(m, HumanMessage)]
     joined = f"{prev_user[-1]} {raw}".strip() if prev_user else None  # kb_queries' history variant
     queries: list[str | tuple[str, float]] = [

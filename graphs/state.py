@@ -139,6 +139,7 @@ class RAGState(TypedDict, total=False):
     question: str  # standalone question (contextualised)
     route: str  # vectorstore | websearch | direct
     needs_web: bool  # routed to the web for current information, but web search is not available
+    follow_up: bool  # the message is read with the thread's history (decided by route; graphs/offline.py)
     source: str  # source searched last: kb | web
     kb_query: str
     web_query: str
@@ -171,6 +172,7 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
     "question": "",
     "route": "",
     "needs_web": False,
+    "follow_up": False,
     "source": "",
     "kb_query": "",
     "web_query": "",

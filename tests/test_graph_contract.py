@@ -164,7 +164,7 @@ class GreetEveryone:
     """A composer that answers everything directly with a fixed line."""
 
     async def route(self, state):
-        return RouteDecision(question="hello", route="direct", query="hello"), 0
+        return RouteDecision(question="hello", route="direct", query="hello"), 0, False
 
     async def direct(self, state):
         return "Hello from the injected composer.", 0

@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from bot.config import Secrets
 from bot.runtime import open_runtime
 from graphs.offline import offline_questions, offline_search_queries, stands_alone, thread_history
+from graphs.offline_router import OfflineRouter
 from graphs.state import RAGState
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.test_offline_extractive import ask, extractive_settings
@@ -143,3 +144,27 @@ async def test_topic_switches_in_one_thread_are_answered_as_new_questions(handbo
         # (asked alone, the same words are about Windows laptops)
         out, _ = await ask(rt, "what about on windows?", "alone")
         assert "scoop" not in out.answers[0].text, out.answers[0].text
+
+
+@pytest.mark.slow
+async def test_whether_a_message_continues_the_thread_is_decided_once_per_message(handbook_settings, monkeypatch):
+    """The route step decides whether a message is a follow-up and keeps it in the state; the
+    search, the graders and the composer read it: the message is compared with every chunk
+    vector once (it was eight times for a follow-up: routing, searching, grading, composing
+    each asked again)."""
+    compared: list[str] = []
+    signals = OfflineRouter.signals
+
+    def counted(self: OfflineRouter, message: str):
+        compared.append(message)
+        return signals(self, message)
+
+    monkeypatch.setattr(OfflineRouter, "signals", counted)
+    async with open_runtime(handbook_settings, Secrets(), chat_model=ScriptedChatModel()) as rt:
+        await ask(rt, "how do I install acmectl?", "once")
+        for message, follow_up in (("what about on windows?", True), (VACATION_DE, False)):
+            compared.clear()
+            out, values = await ask(rt, message, "once")
+            assert out.answers and values["follow_up"] is follow_up, (message, values["path"])
+            assert compared == [message], compared
+        assert "scoop install acmectl" not in out.answers[0].text
