@@ -5,6 +5,7 @@ composer answers from it, where the English-only search and grader asked for hel
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -231,3 +232,61 @@ def test_a_question_whose_words_match_the_documents_only_once_translated(tmp_pat
     assert brain.retrieve([question], 3)[0]["location"] == "money/payroll.md"
     # an English question is never translated (it is not foreign)
     assert not brain.foreign(["when am I reimbursed?"])
+
+
+HTTPX_DOCS = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "httpx-docs"
+LOANWORDS = [
+    "チェックポイント",
+    "スレッド",
+    "パスワード",
+    "ブランチ",
+    "リリースビルド",
+    "プロキシ",
+    "リダイレクト",
+    "タイムアウト",
+    "クライアント",
+    "ストリーミング",
+    "サーバー",
+    "ヘッダー",
+    "クッキー",
+    "レスポンス",
+]
+
+
+def test_katakana_words_find_every_document_word_that_sounds_alike():
+    """The sound index finds what comparing a katakana word's sound with every target's finds,
+    in the same order: the targets of the same sound first, then those whose sound is alike
+    (difflib, same first letter, at most one letter longer or shorter), for every part a
+    compound is split into."""
+    import difflib
+
+    from graphs.knowledge.crosslingual import SOUND_SIMILARITY, SoundIndex, document_words, romaji, sound_key
+
+    pages = sorted(HTTPX_DOCS.rglob("*.md"))
+    words, _ = document_words([(p.stem, p.read_text()) for p in pages])
+    assert len(words) > 500
+    keys: dict[str, list[int]] = {}
+    for i, w in enumerate(words):
+        keys.setdefault(sound_key(w), []).append(i)
+
+    def every_key(kana: str) -> list[int]:
+        key = sound_key(romaji(kana), japanese=True)
+        if len(key) < 2:
+            return []
+        return list(keys.get(key, [])) + [
+            i
+            for other, at in keys.items()
+            if len(key) >= 4
+            and other != key
+            and other[:1] == key[:1]
+            and abs(len(other) - len(key)) <= 1
+            and difflib.SequenceMatcher(None, key, other).ratio() >= SOUND_SIMILARITY
+            for i in at
+        ]
+
+    index = SoundIndex(words)
+    parts = [p for w in LOANWORDS for p in [w, *(x for i in range(2, len(w) - 1) for x in (w[:i], w[i:]))]]
+    assert sum(bool(index.sounding(p)) for p in parts) > len(LOANWORDS)
+    for part in parts:
+        assert index.sounding(part) == every_key(part), part
+    assert words[index.sounding("プロキシ")[0]] == "proxy"

@@ -233,6 +233,48 @@ def sound_key(word: str, japanese: bool = False) -> str:
     return re.sub(r"(.)\1+", r"\1", w)
 
 
+class SoundIndex:
+    """The translation targets by their sound (:func:`sound_key`), to find the words sounding
+    like a katakana word (:meth:`sounding`). A key alike enough to another starts with the same
+    letter and is at most one letter longer or shorter: the keys are indexed by first letter and
+    length, so a word's key is compared (difflib) with those few keys only, not with every
+    target's (up to ``WORD_LIMIT``, for each part of each word).
+
+    Args:
+        words: the targets (:func:`document_words`); :meth:`sounding` gives positions in it.
+    """
+
+    def __init__(self, words: Sequence[str]) -> None:
+        self._at: dict[str, list[int]] = {}  # sound key -> the targets' positions
+        for i, w in enumerate(words):
+            self._at.setdefault(sound_key(w), []).append(i)
+        # (first letter, length) -> [(the key's place among the keys, key)]: found words keep the keys' order
+        self._shaped: dict[tuple[str, int], list[tuple[int, str]]] = {}
+        for place, key in enumerate(self._at):
+            self._shaped.setdefault((key[:1], len(key)), []).append((place, key))
+
+    def sounding(self, kana: str) -> list[int]:
+        """The positions of the targets sounding like the katakana ``kana``: the same key as its
+        :func:`romaji`'s, or, for a key of 4 letters or more, a key at least ``SOUND_SIMILARITY``
+        alike (difflib's ratio), starting with the same letter, at most one letter longer or
+        shorter; [] for a key of fewer than 2 letters."""
+        key = sound_key(romaji(kana), japanese=True)
+        if len(key) < 2:
+            return []
+        found = list(self._at.get(key, []))
+        if len(key) >= 4:
+            shaped = [self._shaped.get((key[:1], n), []) for n in (len(key) - 1, len(key), len(key) + 1)]
+            matcher = difflib.SequenceMatcher(None, key)
+            for _, other in sorted(c for cs in shaped for c in cs):
+                if other == key:
+                    continue
+                matcher.set_seq2(other)
+                # quick_ratio bounds ratio from above: the full comparison only where it may pass
+                if matcher.quick_ratio() >= SOUND_SIMILARITY and matcher.ratio() >= SOUND_SIMILARITY:
+                    found += self._at[other]
+        return found
+
+
 def document_words(texts: Sequence[tuple[str, str]]) -> tuple[list[str], list[int]]:
     """The translation targets of a generation: ``(words, chunk counts)`` of the plain
     words (:data:`_DOC_WORD`, lower-cased, English function words left out) of at least
@@ -373,7 +415,7 @@ class CrossLingualIndex:
         self._word_vectors = np.zeros((0, 512), dtype=np.float32)
         self._word_set: frozenset[str] = frozenset()
         self._translated: dict[str, tuple[str, float]] = {}  # the last questions' translations
-        self._sounds: dict[str, list[int]] = {}  # sound_key -> the targets' positions
+        self._sounds = SoundIndex([])  # the targets by their sound
         self._lock = threading.Lock()
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -459,9 +501,7 @@ class CrossLingualIndex:
             if self._words is None:
                 self._words, self._word_vectors = self._load_or_build_words()
                 self._word_set = frozenset(self._words)
-                self._sounds = {}
-                for i, w in enumerate(self._words):
-                    self._sounds.setdefault(sound_key(w), []).append(i)
+                self._sounds = SoundIndex(self._words)
             return self._words, self._word_vectors
 
     def _load_or_build_words(self) -> tuple[list[str], np.ndarray]:
@@ -539,24 +579,6 @@ class CrossLingualIndex:
         self._translated[question] = out
         return out
 
-    def _sounding(self, kana: str) -> list[int]:
-        """The document words sounding like the katakana ``kana`` (:func:`sound_key`: the
-        same key, or one at least ``SOUND_SIMILARITY`` alike of a key of 4 or more)."""
-        key = sound_key(romaji(kana), japanese=True)
-        if len(key) < 2:
-            return []
-        found = list(self._sounds.get(key, []))
-        if len(key) >= 4:
-            for other, at in self._sounds.items():
-                if (
-                    other != key
-                    and other[:1] == key[:1]
-                    and abs(len(other) - len(key)) <= 1
-                    and difflib.SequenceMatcher(None, key, other).ratio() >= SOUND_SIMILARITY
-                ):
-                    found += at
-        return found
-
     def _loanword(self, kana: str) -> list[tuple[str, float]]:
         """The translation of a katakana word: the document word sounding like it that the
         encoder puts nearest it (at ``LOANWORD_COSINE`` or nearer); for a compound of two
@@ -566,7 +588,7 @@ class CrossLingualIndex:
         for parts in splits:
             picked: list[tuple[str, float]] = []
             for part in parts:
-                at = self._sounding(part)
+                at = self._sounds.sounding(part)
                 if not at:
                     break
                 cos = vecs[at] @ self.query_vectors([part])[0]
