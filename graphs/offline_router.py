@@ -5,8 +5,8 @@ knowledge and current-events questions, plus the lexical small-talk signal.
 The decision (:meth:`OfflineRouter.route`):
 
 1. a greeting or thanks (:func:`graphs.signals.is_small_talk`) -> ``direct``;
-2. a question about the present moment ("right now", "today", "the latest release", "is X
-   down": :func:`graphs.signals.asks_for_now`) -> ``websearch``;
+2. a question about the present moment ("right now", "the latest release", "is X down", not
+   "which version is currently supported": :func:`graphs.signals.asks_for_now`) -> ``websearch``;
 3. a follow-up (the message is read with the thread's history, :func:`graphs.offline.follows_thread`;
    a new question asked later in a thread is routed as in a new thread, rule 2 included)
    -> ``vectorstore`` unless it is small talk;

@@ -123,25 +123,40 @@ def is_small_talk(text: str) -> bool:
     )
 
 
+# Words that ask about the live state of the world by themselves: the instant ("right now"), a
+# span of days the documents were written before ("this week"), whether something is up or out
 _NOW = re.compile(
-    r"\b(?:right now|just now|rn|at the moment|current|currently|this (?:week|month|year)|last (?:night|week)|"
-    r"latest|newest|most recent|up to date|(?:is|are) \S+(?: \S+)? (?:down|up|working|offline)\b|outage|"
-    r"status page|"
+    r"\b(?:right now|just now|rn|this (?:week|month|year)|last (?:night|week)|"
+    r"(?:is|are) \S+(?: \S+)? (?:down|up|working|offline)\b|outage|status page|"
     # whether a release has happened: "did 10.12 come out yet", "is 8.2 released yet", "the next version"
     r"out yet|(?:released|shipped|launched|available) (?:yet|already)|coming out|(?:next|upcoming) (?:release|version)|"
     r"release date)",
     re.I,
 )
-# "today" / "tomorrow" are left out: "I'm off sick today", "a dentist appointment tomorrow" are about
-# the asker's day, which the documents do answer (the embedding router still takes "the weather
-# tomorrow" for current events)
+# Present-tense words are also how documentation states what holds ("version 4.2 is currently
+# supported", "the latest client is 4.2.3", "the API is now served from ..."): alone they ask what
+# the documents say. They ask about the present moment only about something that happens or
+# changes outside the documents: a release or news, a live status, a price or the weather.
+_PRESENT = re.compile(
+    r"\b(?:current|currently|now|nowadays|today|latest|newest|most recent|up to date|at the moment)\b", re.I
+)
+_LIVE_SUBJECT = re.compile(
+    r"\b(?:releases?|released|shipped|launched|news|announce(?:d|ments?)|status(?! codes?)|incidents?|outages?|"
+    r"happening|going on|weather|prices?|stocks?|(?:exchange|interest) rates?|scores?|time is it)\b|"
+    r"\b(?:is|are|version|release|\d)\S* out\b",  # "is 2.1 out", "the latest version out today"
+    re.I,
+)
+# "today" alone, and "tomorrow", are no such word: "I'm off sick today", "a dentist appointment
+# tomorrow" are about the asker's day, which the documents do answer (the embedding router still
+# takes "the weather tomorrow" for current events)
 
 
 def asks_for_now(text: str) -> bool:
     """The question asks about the present moment ("right now", "the latest release", "is
     X down", "did 2.0 come out yet"): documents written earlier cannot answer it, whatever
-    they say about the subject."""
-    return bool(_NOW.search(text))
+    they say about the subject. A present-tense word about what documentation states ("which
+    version is currently supported?", "what's the latest client version?") is not such a question."""
+    return bool(_NOW.search(text)) or bool(_PRESENT.search(text) and _LIVE_SUBJECT.search(text))
 
 
 # A question asking for an amount, a duration, a frequency or a time: "how many days", "how much

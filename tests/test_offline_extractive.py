@@ -321,6 +321,8 @@ def test_a_table_row_answers_alone_and_other_rows_join_only_with_more_of_the_que
         "is v8.2 released yet or still rc",
         "when is the next version coming out",
         "any release date for 3.0?",
+        "what's the latest release out?",
+        "any news today on the outage?",
     ],
 )
 def test_questions_about_the_present_moment_are_told_from_documentation_questions(question):
@@ -335,6 +337,9 @@ def test_questions_about_the_present_moment_are_told_from_documentation_question
         "i'm off sick today, who do i tell?",
         "how do i release a lock i hold",
         "which version of the api does the client use by default",
+        "what version is currently supported?",
+        "what's the latest version of the client library?",
+        "how do i shut down the worker now",
     ],
 )
 def test_documentation_questions_are_not_taken_for_the_present_moment(question):
