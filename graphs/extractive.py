@@ -18,6 +18,7 @@ Thresholds are calibrated on the development eval set by ``bench/calibrate_offli
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ from graphs.knowledge.crosslingual import CrossLingualIndex, is_foreign, window_
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
 from graphs.knowledge.sources import definition_lists
 from graphs.knowledge.splitting import fence_indented_code
-from graphs.markdown_links import plain_links, web_links
+from graphs.markdown_links import WebLink, plain_links, web_links
 from graphs.state import Doc
 
 if TYPE_CHECKING:
@@ -176,21 +177,73 @@ def clean_prose(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip(" \t")
 
 
-def with_addresses(text: str, links: dict[str, str]) -> str:
-    """``text`` (a quoted passage, links shown as their words) with each link's address
-    after the first occurrence of its words: ``Platform overview (https://grafana.example/d/x)``.
+_WORD = re.compile(r"\w+")
+
+
+def _placed_words(words: list[str], page: list[str]) -> list[int]:
+    """Where each of a passage's ``words`` is in its ``page``'s words (-1: not found): runs of
+    at least four words matched in the order of the page, from where the last run ended (a
+    passage joins sentences the page may hold apart, under a heading between them)."""
+    joined = f" {' '.join(page)} "
+    starts = [0]  # where each page word's leading space is in ``joined``
+    for w in page[:-1]:
+        starts.append(starts[-1] + len(w) + 1)
+    placed = [-1] * len(words)
+    i = nxt = 0
+    while i < len(words):
+        key = f" {' '.join(words[i : i + 4])} "
+        at = joined.find(key, starts[nxt] if nxt < len(starts) else len(joined))
+        at = joined.find(key) if at < 0 else at
+        if at < 0:
+            i += 1
+            continue
+        p = bisect.bisect_left(starts, at)
+        while i < len(words) and p < len(page) and words[i] == page[p]:
+            placed[i], i, p = p, i + 1, p + 1
+        nxt = p
+    return placed
+
+
+def with_addresses(text: str, page: tuple[str, list[WebLink]]) -> str:
+    """``text`` (a quoted passage, links shown as their words) with each link's address after
+    its words: ``Platform overview (https://grafana.example/d/x)``.
+
+    The passage's words are found in its page, so each link gets its own address where
+    several share their words (two links named "wiki"); words the page does not show in the
+    passage's order (cleaning changed them) get the address only when one address goes by them.
 
     Args:
         text: the passage as :func:`clean_prose` made it.
-        links: link words -> address, from :func:`graphs.markdown_links.web_links` on the
-            passage's document.
+        page: its document's plain text and links, from :func:`graphs.markdown_links.web_links`.
     """
-    for words, url in sorted(links.items(), key=lambda kv: -len(kv[0])):  # "Kibana logs" before "Kibana"
-        if url in text:
-            continue
-        at = re.search(r"(?<![\w(])" + re.escape(words) + r"(?![\w)])", text)
-        if at:
-            text = f"{text[: at.end()]} ({url}){text[at.end() :]}"
+    plain, links = page
+    if not links:
+        return text
+    words = list(_WORD.finditer(text))
+    page_words = list(_WORD.finditer(plain))
+    placed = _placed_words([m.group().lower() for m in words], [m.group().lower() for m in page_words])
+    passage_at = {p: i for i, p in enumerate(placed) if p >= 0}
+    page_starts = [m.start() for m in page_words]
+    after: dict[int, str] = {}  # where in ``text`` an address goes -> the address
+    shown: set[str] = set()  # link words given an address
+    for link in links:
+        its_words = range(bisect.bisect_left(page_starts, link.start), bisect.bisect_left(page_starts, link.end))
+        inside = [passage_at[k] for k in its_words if k in passage_at]
+        if inside and link.url not in text and link.url not in after.values():
+            end = words[inside[-1]].end()
+            # the link's words may end past their last word: "[RFC 42]" gets its address after the "]"
+            tail = plain[page_words[placed[inside[-1]]].end() : link.end].rstrip()
+            after[end + len(tail) if text.startswith(tail, end) else end] = link.url
+            shown.add(link.words)
+    addresses: dict[str, set[str]] = {}
+    for link in links:
+        addresses.setdefault(link.words, set()).add(link.url)
+    for name, urls in sorted(addresses.items(), key=lambda kv: -len(kv[0])):  # "Kibana logs" before "Kibana"
+        found = re.search(r"(?<![\w(])" + re.escape(name) + r"(?![\w)])", text)
+        if name not in shown and len(urls) == 1 and found and next(iter(urls)) not in text:
+            after.setdefault(found.end(), next(iter(urls)))
+    for end in sorted(after, reverse=True):
+        text = f"{text[:end]} ({after[end]}){text[end:]}"
     return text
 
 
@@ -1056,11 +1109,11 @@ class Extractive:
         out: list[str] = []
         # "where's the dashboard link?": the quoted sentences show their links' words only
         asks_link = bool(questions) and signals.asks_for_link(questions[0])
-        links = {d: web_links(str(docs[d].get("text") or "")) for d, _ in parts} if asks_link else {}  # once a doc
+        pages = {d: web_links(str(docs[d].get("text") or "")) for d, _ in parts} if asks_link else {}  # once a doc
         for doc_i, text in parts:
             is_block = text.startswith(("```", "~~~", "|", "The steps go on", "(The "))
             if asks_link and not is_block:
-                text = with_addresses(text, links[doc_i])
+                text = with_addresses(text, pages[doc_i])
             out.append(text if is_block else f"{text} [{doc_i + 1}]")
         cited = sorted({d for d, _ in parts})
         out.append("More in " + ", ".join(f"[{d + 1}]" for d in cited) + ".")

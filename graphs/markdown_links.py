@@ -194,34 +194,52 @@ def link_at(text: str, i: int, scan: _Scan | None = None) -> Link | None:
 SHOWN_ADDRESS_CHARS = 300
 
 
-def web_links(text: str, limit: int = 200) -> dict[str, str]:
-    """The web addresses of ``text``'s inline links (Markdown), by their words: ``{"Platform
-    overview": "https://grafana.example/d/x"}``, the first address of each link text. Only
-    ``http(s)://`` and ``mailto:`` addresses of at most :data:`SHOWN_ADDRESS_CHARS`
-    characters without spaces are kept (a relative page link means nothing outside its
-    site); images are skipped. At most ``limit`` ``[`` are examined, so the cost stays
-    linear in a bounded prefix of links. Never raises."""
-    out: dict[str, str] = {}
+@dataclass(frozen=True)
+class WebLink:
+    """A link to a web or mail address, placed in its text's plain form (:func:`web_links`)."""
+
+    words: str  # the link's words as a reader sees them, white space collapsed
+    url: str  # its ``http(s)://`` or ``mailto:`` address as written
+    start: int  # where its words start in the plain text
+    end: int  # where they end
+
+
+def web_links(text: str, limit: int = 200) -> tuple[str, list[WebLink]]:
+    """``text`` (Markdown) in plain form, every link written as its words
+    (:func:`plain_links`), and its inline links to ``http(s)://`` and ``mailto:`` addresses of
+    at most :data:`SHOWN_ADDRESS_CHARS` characters without spaces, each placed in that plain
+    text, in the order of the text: two links with the same words and different addresses
+    are two entries (``[wiki](a)``, later ``[wiki](b)``). A relative page link means nothing
+    outside its site and an image is no link to follow: neither is listed. At most ``limit``
+    ``[`` are examined, so the cost stays linear in a bounded prefix of links (the rest is
+    plain text only). Never raises."""
+    plain: list[str] = []
+    size = 0
+    links: list[WebLink] = []
+    done = 0  # text[:done] is in ``plain``
     at = text.find("[")
     tried = 0
     while at >= 0 and tried < limit:
         tried += 1
         found = link_at(text, at)
-        if found is not None and not found.image:
-            words = " ".join(plain_links(found.text).split())
-            url = found.url.strip()
-            if (
-                words
-                and words not in out
-                and len(url) <= SHOWN_ADDRESS_CHARS
-                and re.match(r"(?:https?://[^\s/]+|mailto:[^\s@]+@)", url, re.I)
-                and not re.search(r"\s", url)
-            ):
-                out[words] = url
-            at = text.find("[", found.end)
-        else:
+        if found is None:
             at = text.find("[", at + 1)
-    return out
+            continue
+        url = found.url.strip()
+        image = at > 0 and text[at - 1] == "!"
+        web = re.match(r"(?:https?://[^\s/]+|mailto:[^\s@]+@)", url, re.I) and not re.search(r"\s", url)
+        if web and not image and len(url) <= SHOWN_ADDRESS_CHARS:
+            before = plain_links(text[done:at])
+            words = plain_links(found.text)
+            plain += [before, words]
+            size += len(before)
+            if " ".join(words.split()):
+                links.append(WebLink(" ".join(words.split()), url, size, size + len(words)))
+            size += len(words)
+            done = found.end
+        at = text.find("[", found.end)
+    plain.append(plain_links(text[done:]))
+    return "".join(plain), links
 
 
 def plain_links(text: str, autolinks: bool = True) -> str:
