@@ -34,7 +34,7 @@ from graphs.knowledge.crosslingual import CrossLingualIndex, is_foreign, window_
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
 from graphs.knowledge.sources import definition_lists
 from graphs.knowledge.splitting import fence_indented_code
-from graphs.markdown_links import WebLink, plain_links, web_links
+from graphs.markdown_links import WebLink, plain_links, shown_address, web_links
 from graphs.state import Doc
 
 if TYPE_CHECKING:
@@ -206,7 +206,8 @@ def _placed_words(words: list[str], page: list[str]) -> list[int]:
 
 def with_addresses(text: str, page: tuple[str, list[WebLink]]) -> str:
     """``text`` (a quoted passage, links shown as their words) with each link's address after
-    its words: ``Platform overview (https://grafana.example/d/x)``.
+    its words: ``Platform overview (https://grafana.example/d/x)`` (a long address is named,
+    not shown: :func:`graphs.markdown_links.shown_address`).
 
     The passage's words are found in its page, so each link gets its own address where
     several share their words (two links named "wiki"); words the page does not show in the
@@ -243,7 +244,7 @@ def with_addresses(text: str, page: tuple[str, list[WebLink]]) -> str:
         if name not in shown and len(urls) == 1 and found and next(iter(urls)) not in text:
             after.setdefault(found.end(), next(iter(urls)))
     for end in sorted(after, reverse=True):
-        text = f"{text[:end]} ({after[end]}){text[end:]}"
+        text = f"{text[:end]} ({shown_address(after[end])}){text[end:]}"
     return text
 
 

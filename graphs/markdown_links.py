@@ -189,8 +189,8 @@ def link_at(text: str, i: int, scan: _Scan | None = None) -> Link | None:
     return Link(end + 1, text[start + 1 : close], url, start != i)
 
 
-# An address shown beside its link's words in an answer: longer ones are tracking or query
-# debris a reader cannot use at a glance (the page's own link is cited instead).
+# An address shown beside its link's words in an answer: a longer one is tracking or query state
+# a reader cannot take in at a glance, so it is named, not shown (:func:`shown_address`).
 SHOWN_ADDRESS_CHARS = 300
 
 
@@ -206,13 +206,12 @@ class WebLink:
 
 def web_links(text: str, limit: int = 200) -> tuple[str, list[WebLink]]:
     """``text`` (Markdown) in plain form, every link written as its words
-    (:func:`plain_links`), and its inline links to ``http(s)://`` and ``mailto:`` addresses of
-    at most :data:`SHOWN_ADDRESS_CHARS` characters without spaces, each placed in that plain
-    text, in the order of the text: two links with the same words and different addresses
-    are two entries (``[wiki](a)``, later ``[wiki](b)``). A relative page link means nothing
-    outside its site and an image is no link to follow: neither is listed. At most ``limit``
-    ``[`` are examined, so the cost stays linear in a bounded prefix of links (the rest is
-    plain text only). Never raises."""
+    (:func:`plain_links`), and its inline links to ``http(s)://`` and ``mailto:`` addresses
+    without spaces, each placed in that plain text, in the order of the text: two links with
+    the same words and different addresses are two entries (``[wiki](a)``, later
+    ``[wiki](b)``). A relative page link means nothing outside its site and an image is no
+    link to follow: neither is listed. At most ``limit`` ``[`` are examined, so the cost stays
+    linear in a bounded prefix of links (the rest is plain text only). Never raises."""
     plain: list[str] = []
     size = 0
     links: list[WebLink] = []
@@ -228,7 +227,7 @@ def web_links(text: str, limit: int = 200) -> tuple[str, list[WebLink]]:
         url = found.url.strip()
         image = at > 0 and text[at - 1] == "!"
         web = re.match(r"(?:https?://[^\s/]+|mailto:[^\s@]+@)", url, re.I) and not re.search(r"\s", url)
-        if web and not image and len(url) <= SHOWN_ADDRESS_CHARS:
+        if web and not image:
             before = plain_links(text[done:at])
             words = plain_links(found.text)
             plain += [before, words]
@@ -240,6 +239,18 @@ def web_links(text: str, limit: int = 200) -> tuple[str, list[WebLink]]:
         at = text.find("[", found.end)
     plain.append(plain_links(text[done:]))
     return "".join(plain), links
+
+
+def shown_address(url: str) -> str:
+    """What an answer shows for ``url`` beside its link's words: the address, or for one
+    longer than :data:`SHOWN_ADDRESS_CHARS` a note naming its site and length, so the reader
+    knows there is a link to open on the page rather than finding none."""
+    if len(url) <= SHOWN_ADDRESS_CHARS:
+        return url
+    site = re.match(r"(?:https?://([^/?#\s]+)|mailto:[^@]*@([^?\s]+))", url, re.I)
+    where = next((g for g in site.groups() if g), "") if site else ""
+    site_words = f" on {where}" if where else ""
+    return f"a {len(url):,}-character address{site_words}, too long to show here: open it on the page"
 
 
 def plain_links(text: str, autolinks: bool = True) -> str:

@@ -1,5 +1,6 @@
 """A question asking for a link shows each quoted link's own address, through the real `threadwise
-ask` process, offline, on files: two links with the same words ("wiki") each show theirs."""
+ask` process, offline, on files: two links with the same words ("wiki") each show theirs, and an
+address too long to show is named (its site, its length), never silently left out."""
 
 from __future__ import annotations
 
@@ -65,3 +66,11 @@ def test_links_with_the_same_words_each_show_their_own_address(workdir, question
     if "runbooks" in question:
         assert "wiki (https://wiki.example.com/payments/runbook)" in text, text
         assert "wiki (https://wiki.example.com/search/runbook)" in text, text
+
+
+def test_an_address_too_long_to_show_is_named_not_dropped(workdir):
+    text = answer(workdir, "where's the kibana link for checkout errors?")
+    assert KIBANA not in text, text
+    assert (
+        f"Checkout errors (a {len(KIBANA)}-character address on kibana.internal.example, too long to show here" in text
+    ), text
