@@ -15,6 +15,9 @@ asks other corpora's questions too and counts those answered instead of sent to 
 
 Usage:
     OMP_NUM_THREADS=1 PYTHONPATH=. python bench/answer_shape.py --corpus DIR --eval FILE [--show]
+
+``--corpus`` takes a folder, or the name of a corpus in a folder of ``THREADWISE_EXTRA_CORPORA``
+(bench/extra_corpora.py: ``--corpus httpx-docs``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from bench.extra_corpora import corpus_argument  # noqa: E402
 from bench.offline_rows import (  # noqa: E402
     mean,
     open_offline,
@@ -126,7 +130,7 @@ def negatives(files: list[str], brain: ex.Extractive, router: OfflineRouter, k: 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--corpus", required=True, type=corpus_argument, help="a folder, or a corpus name")
     ap.add_argument("--eval", required=True)
     ap.add_argument("--config", default=str(HERE.parent / "config.toml"))
     ap.add_argument("--cache", default="/tmp/threadwise-bench", help="folder caching retrieval per corpus + eval")

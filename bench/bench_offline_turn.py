@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.extra_corpora import corpus_argument  # noqa: E402
 from bot.cli.main import main as threadwise  # noqa: E402
 from graphs.offline_router import OfflineRouter  # noqa: E402
 
@@ -64,10 +65,12 @@ def run(eval_file: str, source: str, config: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("eval")
-    ap.add_argument("--source", required=True)
+    ap.add_argument(
+        "--source", required=True, type=corpus_argument, help="a folder, or a corpus name (bench/extra_corpora.py)"
+    )
     ap.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "config.toml"))
     args = ap.parse_args()
-    print(json.dumps(run(args.eval, args.source, args.config)))
+    print(json.dumps(run(args.eval, str(args.source), args.config)))
 
 
 if __name__ == "__main__":

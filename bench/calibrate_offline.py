@@ -31,6 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from bench.extra_corpora import corpus_argument  # noqa: E402
 from bench.offline_rows import mean, open_offline, queries_for, read_rows, search_queries_for  # noqa: E402
 from graphs import extractive as ex  # noqa: E402
 from graphs.offline_router import OfflineRouter  # noqa: E402
@@ -40,7 +41,12 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--corpus", default=str(HERE.parent.parent / "shared/corpus/langgraph-docs"))
+    ap.add_argument(
+        "--corpus",
+        default=str(HERE.parent.parent / "shared/corpus/langgraph-docs"),
+        type=corpus_argument,
+        help="a folder, or the name of a corpus in a folder of THREADWISE_EXTRA_CORPORA",
+    )
     ap.add_argument("--eval", default=str(HERE.parent.parent / "shared/eval/dev.jsonl"))
     ap.add_argument("--config", default=str(HERE.parent / "config.toml"))
     ap.add_argument("--cache", default="", help="pickle file caching text vectors between runs")

@@ -2,7 +2,10 @@
 
 Usage::
 
-    python bench/check_facts.py CORPUS_DIR QUESTIONS.jsonl [QUESTIONS.jsonl ...]
+    python bench/check_facts.py CORPUS QUESTIONS.jsonl [QUESTIONS.jsonl ...]
+
+CORPUS is a folder, or the name of a corpus in a folder of ``THREADWISE_EXTRA_CORPORA``
+(bench/extra_corpora.py: ``httpx-docs``).
 
 For every row of kind ``kb`` or ``followup`` it checks that each expected fact occurs
 verbatim (case-insensitively) on one line of at least one listed source page and that every
@@ -13,7 +16,7 @@ list as sources too, since a page that states the same fact is a right answer). 
 nothing is indexed or searched, so it is safe on held-out corpora.
 
 Exit status: 0 when every row passes, 1 when any fails (the failures are printed), 2 on a
-usage error. Pages are the ``.md``/``.mdx`` files below CORPUS_DIR, named by their path
+usage error. Pages are the ``.md``/``.mdx`` files below CORPUS, named by their path
 relative to it with ``/`` separators, as the eval rows name them.
 """
 
@@ -23,6 +26,10 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.extra_corpora import corpus_folder  # noqa: E402
 
 REQUIRED_KEYS = ("id", "kind", "question", "history", "expected_route", "sources", "answer_facts")
 ROUTES = {"kb": "vectorstore", "followup": "vectorstore", "web": "websearch", "direct": "direct"}
@@ -105,9 +112,10 @@ def main(argv: list[str]) -> int:
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
-    corpus = Path(argv[1])
-    if not corpus.is_dir():
-        print(f"not a folder: {corpus}", file=sys.stderr)
+    try:
+        corpus = corpus_folder(argv[1])
+    except FileNotFoundError as e:
+        print(e, file=sys.stderr)
         return 2
     pages = load_pages(corpus)
     status = 0
