@@ -221,9 +221,9 @@ so the team can plan around your absence. Requests go to the People team, who re
 
 ## Who can take one
 
-- Under 2 years of service - not eligible
-- Between 2 and 5 years - between 4 weeks and 6 months
-- Over 5 years - up to 12 months
+- Fewer than 3 years with us - not eligible
+- From 3 to 6 years - one to three months
+- More than 6 years - up to six months
 """
 
 
@@ -237,10 +237,10 @@ def test_steps_numbered_1_1_1_in_the_source_are_quoted_1_2_3():
 def test_a_short_bulleted_list_is_quoted_whole_as_a_list():
     """The cases of a short list are read together, each on its line, in the page's order (they
     were joined into one line of prose, from the matching case on, the earlier ones later)."""
-    answer = compose("how long a sabbatical after 5 years of service", SABBATICAL)
+    answer = compose("how long a sabbatical after 4 years with us", SABBATICAL)
     assert (
-        "- Under 2 years of service - not eligible\n- Between 2 and 5 years - between 4 weeks and 6 months\n"
-        "- Over 5 years - up to 12 months"
+        "- Fewer than 3 years with us - not eligible\n- From 3 to 6 years - one to three months\n"
+        "- More than 6 years - up to six months"
     ) in answer, answer
 
 
@@ -504,19 +504,20 @@ def test_a_list_the_quoted_sentence_introduces_follows_it_as_a_list():
 
 
 def test_a_section_named_only_by_its_heading_is_quoted_under_its_name():
-    """A reference page's setting is named by its heading alone ("#### `net.retry`", then its type,
-    default and what it does): a passage from the section starts with the heading, so the answer
-    says which setting it is about; a passage that names its subject itself does not."""
+    """A reference page's setting is named by its heading alone ("#### `fetch.attempts`", then its
+    type, default and what it does): a passage from the section starts with the heading, so the
+    answer says which setting it is about; a passage that names its subject itself does not."""
     section = (
-        "* Type: integer\n* Default: 3\n* Environment: `CARGO_NET_RETRY`\n\n"
-        "Number of times to retry possibly spurious network errors.\n"
+        "* Type: integer\n* Default: 4\n* Environment: `WIDGET_FETCH_ATTEMPTS`\n\n"
+        "How many times a download that failed on a network error is tried again.\n"
     )
-    doc = {"id": "d#1", "location": "config.md", "title": "Configuration > `[net]` > `net.retry`", "text": section}
-    answer = Extractive(TextEmbedder(None)).compose(["how many times does cargo retry network errors"], [doc])
-    assert answer.startswith("`net.retry`:"), answer
-    named = {**doc, "text": "The `net.retry` setting is the number of times to retry network errors, 3 by default.\n"}
-    answer = Extractive(TextEmbedder(None)).compose(["how many times does cargo retry network errors"], [named])
-    assert answer.startswith("The `net.retry` setting"), answer
+    doc = {"id": "d#1", "location": "config.md", "title": "Settings > `[fetch]` > `fetch.attempts`", "text": section}
+    question = "how many times does widget try a download again after a network error"
+    answer = Extractive(TextEmbedder(None)).compose([question], [doc])
+    assert answer.startswith("`fetch.attempts`:"), answer
+    named = {**doc, "text": "The `fetch.attempts` setting is how often a failed download is tried, 4 by default.\n"}
+    answer = Extractive(TextEmbedder(None)).compose([question], [named])
+    assert answer.startswith("The `fetch.attempts` setting"), answer
 
 
 DASHBOARDS = """# Dashboards

@@ -17,8 +17,8 @@ from graphs.knowledge.crosslingual import is_foreign
 from tests.fakes.chat_model import ScriptedChatModel
 
 DOCS = {
-    "leave/holiday.md": "# Holiday\n\nWe offer 25 days of holiday plus bank holidays each calendar year. You can carry "
-    "over up to 5 days of unused holiday to the following year.\n",
+    "leave/holiday.md": "# Holiday\n\nEveryone gets 25 days of paid holiday a year, and bank holidays on top. Up to "
+    "5 days you did not take can be carried over into the next year.\n",
     "leave/sickness.md": "# Sickness\n\nIf you are not well enough to work, tell your line manager and the People "
     "team by 10:00 am. If you are unwell for more than 7 calendar days in a row you need a fit "
     "note from your doctor.\n",
