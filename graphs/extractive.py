@@ -866,7 +866,10 @@ class Extractive:
 
         A sentence's score is :meth:`score_units`' (read under its heading) plus ``doc_prior``
         x its document's rank weight (the search ranked the document with its whole context),
-        plus ``QUANTITY_BONUS`` when the question asks for an amount and the sentence states one.
+        plus ``QUANTITY_BONUS`` when the question asks for an amount (a bound or a precision too: "the
+        largest value", "how exact") and the sentence states one. A sentence pointing elsewhere ("See
+        `LMOVE` for more information.", :func:`graphs.signals.is_pointer`) never leads while another
+        sentence is there, and is not quoted as the sentence before one.
 
         Args:
             questions: the question variants scored against (the message first).
@@ -914,6 +917,9 @@ class Extractive:
             ),
             key=lambda sc: -sc.score,
         )
+        # "See `LMOVE` for more information." answers nothing: it leads only when no other sentence is there
+        pointers = [sc for sc in prose if signals.is_pointer(sc.unit.text)]
+        prose = [sc for sc in prose if sc not in pointers] or pointers
         if not prose:
             return ""
         focus_terms = {t for f in focus for t in signals.terms(f)}
@@ -1008,7 +1014,11 @@ class Extractive:
                 ]  # a bullet's list
                 at = para.index(u)
                 back = before if n else lead_before
-                chosen = [x for x in para[max(0, at - back) : at] if (x.doc, x.pos) not in used and not x.heading]
+                chosen = [  # the sentence before, unless it points elsewhere ("For details, see ...")
+                    x
+                    for x in para[max(0, at - back) : at]
+                    if (x.doc, x.pos) not in used and not x.heading and not signals.is_pointer(x.text)
+                ]
                 chosen.append(u)
                 pos = u.pos
                 listed: Unit | None = None  # a list the passage's last sentence introduces ("... directories:")

@@ -160,11 +160,14 @@ def asks_for_now(text: str) -> bool:
 
 
 # A question asking for an amount, a duration, a frequency or a time: "how many days", "how much
-# notice", "how long", "how often", "by when", "what's the default timeout", "which port".
+# notice", "how long", "how often", "by when", "what's the default timeout", "which port"; and one
+# asking for a bound or a precision, whose answer is a number too ("the largest value a key can hold",
+# "how exact is the count", "is there a max?").
 _QUANTITY_QUESTION = re.compile(
-    r"\b(?:how\s+(?:many|much|long|often|soon|far|big|large|late|early)|by\s+when|what\s+time|"
+    r"\b(?:how\s+(?:many|much|long|often|soon|far|big|large|late|early|small|fast|exact|precise|accurate)|"
+    r"by\s+when|what\s+time|"
     r"(?:what|which)(?:'s|\s+is)?\s+(?:the\s+)?(?:default\s+)?(?:port|size|limit|percentage|rate|timeout|number)|"
-    r"maximum|minimum|deadline)\b",
+    r"maximum|minimum|max|largest|biggest|smallest|highest|lowest|longest|deadline)\b",
     re.I,
 )
 # An amount in a sentence: a digit, a number word, a frequency word.
@@ -201,3 +204,23 @@ def states_quantity(text: str) -> bool:
     """``text`` states an amount: a digit or a number or frequency word ("five seconds",
     "fortnightly", "25 days")."""
     return bool(_QUANTITY.search(text))
+
+
+# A sentence that sends the reader elsewhere instead of saying anything: "See `LMOVE` for more
+# information.", "For details, refer to the configuration page.", "Please refer to the documentation
+# of `INCRBYFLOAT` for further information." (what it points at is another page, not an answer).
+_POINTER = re.compile(
+    r"^\W*(?:(?:please\s+)?(?:see|refer\s+to)\b|"
+    r"for\s+(?:more|further|additional|full|complete|detailed)?\s*(?:information|info|details)\b|"
+    r"for\s+(?:an?\s+)?(?:introduction|overview)\b|more\s+(?:information|details|info)\b|learn\s+more\b|"
+    r"(?:check|read)\s+(?:out\s+)?the\b.{0,80}\b(?:page|documentation|docs|guide|section|wiki|reference)\b)|"
+    r"\bplease\s+(?:refer|see)\b|\brefer\s+to\s+the\s+(?:documentation|docs)\b",
+    re.I,
+)
+
+
+def is_pointer(sentence: str) -> bool:
+    """``sentence`` points the reader to another page or section ("See `LMOVE` for more
+    information.", "For details, refer to ...", "..., please refer to the documentation of X for
+    further information."): it never answers on its own, so it never opens an answer."""
+    return bool(_POINTER.search(sentence))
