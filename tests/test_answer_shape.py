@@ -300,15 +300,46 @@ def orphans(answer: str, text: str) -> list[str]:
     ],
 )
 def test_a_sentence_introducing_a_command_is_quoted_with_it_on_real_pages(page, question):
-    """Any quoted sentence right before a code block carries it ("Run the following command in
-    all etcd pods." and `etcdctl defrag`), wherever it stands in the answer (lead or support),
-    whether it ends with ":" or "."; the block whole, or named when it does not fit the budget."""
-    text = clean_markdown((RUNBOOKS / page).read_text())[1]
+    """As below, on the real Prometheus runbooks ("Run the following command in all etcd pods."
+    and `etcdctl defrag`)."""
+    quotes_each_block_with_its_sentence(RUNBOOKS / page, question)
+
+
+def quotes_each_block_with_its_sentence(page: Path, question: str) -> None:
+    """Any sentence of the answer to ``question`` from ``page`` right before a code block or table
+    on the page carries it, at budgets of 300 and 700 characters, and nothing is cut with "…"."""
+    text = clean_markdown(page.read_text())[1]
     assert introductions(text)
     for budget in (300, 700):
         answer = compose(question, text, budget=budget)
         assert orphans(answer, text) == [], answer
         assert "…" not in answer
+
+
+DOCSITES = Path(__file__).parent / "data" / "docsites"
+OUR_RUNBOOKS = DOCSITES / "runbooks"
+
+
+@pytest.mark.parametrize(
+    "page, question",
+    [
+        ("queue/QueueDiskAlmostFull.md", "broker volume is 93% full, quickest way to free space?"),
+        ("queue/QueueDiskAlmostFull.md", "how do I compact the segments and check how much space it frees"),
+        ("queue/QueueDiskAlmostFull.md", "broker disk filling, how do I see which queues are largest"),
+        ("queue/QueueLeaderElections.md", "broker leader elections alert, how do I check the writes are fast enough"),
+        ("queue/QueueLeaderElections.md", "too many leader elections, compact the segments, what to run"),
+        ("queue/QueueBacklogGrowing.md", "queue backlog growing, how do I find the consumer group falling behind"),
+        ("node/NodeVolumeFillingUp.md", "node root volume filling up, how do I find what uses the space"),
+        ("gateway/GatewayErrorsHigh.md", "gateway returns 502s, how do I reload the routes"),
+        ("gateway/GatewayErrorsHigh.md", "how do I see which backends fail their health checks"),
+    ],
+)
+def test_a_sentence_introducing_a_command_is_quoted_with_it(page, question):
+    """Any quoted sentence right before a code block carries it ("Run the following command on
+    every broker." and `brokerctl segments compact --all`), wherever it stands in the answer
+    (lead or support), whether it ends with ":" or "."; the block whole, or named when it does
+    not fit the budget (runbooks written like the Prometheus Operator's)."""
+    quotes_each_block_with_its_sentence(OUR_RUNBOOKS / page, question)
 
 
 SETUP = """# Worker setup
@@ -383,31 +414,11 @@ def test_a_block_the_chunking_cut_in_two_is_quoted_whole_or_named(tmp_path):
     assert (lines in answer) or "(The code is in [1].)" in answer, answer
 
 
-@pytest.mark.slow
-@requires_offline_model
-def test_runbook_answers_through_the_cli_carry_their_commands_and_no_raw_links(tmp_path):
-    """`threadwise eval --answers` offline on the real etcd runbooks: the defragment answer shows
-    the command its sentence announces; the fsync answer shows the words of its reference links
-    (`[fsync'd][fsync]` on the page), no Markdown reference syntax."""
-    import shutil
-
-    src = tmp_path / "runbooks"
-    shutil.copytree(RUNBOOKS / "etcd", src)
+def eval_answers(tmp_path: Path, src: Path, questions: dict[str, str]) -> dict[str, str]:
+    """The answers of `threadwise eval --answers` offline over the folder ``src`` to
+    ``questions`` (id -> question, all kb rows), by id."""
     write_offline_config(tmp_path)
-    rows = [
-        {
-            "id": "defrag",
-            "kind": "kb",
-            "expected_route": "vectorstore",
-            "question": "etcd db is nearly at its quota, how do I defragment it?",
-        },
-        {
-            "id": "fsync",
-            "kind": "kb",
-            "expected_route": "vectorstore",
-            "question": "etcd fsync latency alert - why does etcd care about disk latency?",
-        },
-    ]
+    rows = [{"id": i, "kind": "kb", "expected_route": "vectorstore", "question": q} for i, q in questions.items()]
     (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = threadwise(
         "eval",
@@ -422,7 +433,46 @@ def test_runbook_answers_through_the_cli_carry_their_commands_and_no_raw_links(t
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    answers = {r["id"]: r["answer"] for r in json.loads((tmp_path / "out.json").read_text())["rows"]}
+    return {r["id"]: r["answer"] for r in json.loads((tmp_path / "out.json").read_text())["rows"]}
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_runbook_answers_through_the_cli_carry_their_commands_and_no_raw_links(tmp_path):
+    """`threadwise eval --answers` offline on runbooks: the compaction answer shows the command
+    its sentence announces; the leader-election answer shows the words of its reference links
+    (`[are recommended][hardware]` on the page, the address only listed at its end), no Markdown
+    reference syntax."""
+    answers = eval_answers(
+        tmp_path,
+        OUR_RUNBOOKS / "queue",
+        {
+            "compact": "broker disk is nearly full, how do I compact the segments?",
+            "elections": "broker leader elections alert - why do the brokers care about write latency?",
+        },
+    )
+    assert re.search(
+        r"Run the following command (?:on|in) every broker(?: pod)?\. \[\d\]\n\n"
+        r"```\w*\n\$ brokerctl segments compact --all\n```",
+        answers["compact"],
+    ), answers["compact"]
+    assert "local SSDs are recommended." in answers["elections"], answers["elections"]  # [are recommended][hardware]
+    for answer in answers.values():
+        assert not re.search(r"\]\[|\[\^", prose_of(answer)), answer
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_real_runbook_answers_through_the_cli_carry_their_commands_and_no_raw_links(tmp_path):
+    """The same on the real etcd runbooks (`[fsync'd][fsync]` on the page)."""
+    answers = eval_answers(
+        tmp_path,
+        RUNBOOKS / "etcd",
+        {
+            "defrag": "etcd db is nearly at its quota, how do I defragment it?",
+            "fsync": "etcd fsync latency alert - why does etcd care about disk latency?",
+        },
+    )
     assert re.search(
         r"Run the following command in all etcd pods\. \[\d\]\n\n```\w*\n\$ etcdctl defrag\n```", answers["defrag"]
     )
@@ -435,9 +485,20 @@ HUGO = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "hugo-docs
 
 
 def test_the_sentence_after_an_error_message_quoted_by_the_lead_follows_it():
-    """The lead quotes an error message ("Hugo throws this error:" and the message) and the
-    sentence after it, which says what to do ("To resolve, install a different edition."); the
-    answer stopped at the message and quoted other questions of the FAQ instead."""
+    """The lead quotes an error message ("Pressroom stops with this error:" and the message, in
+    a FAQ written as a definition list) and the sentence after it, which says what to do ("To fix
+    it, download the theme ..."); the answer stopped at the message and quoted other questions of
+    the FAQ instead."""
+    text = clean_markdown((DOCSITES / "site" / "troubleshooting" / "faq.md").read_text())[1]
+    answer = compose("error says 'theme harbor not found in the themes folder'", text)
+    assert answer.startswith("The build stops with an error about a missing theme."), answer
+    at = first_fact_position(answer, ["To fix it, download the theme into `themes/harbor`."])
+    assert at is not None and at < 300, answer
+    assert answer.index("not found in the themes folder\n```") < answer.index("To fix it")
+
+
+def test_the_sentence_after_an_error_message_quoted_by_the_lead_follows_it_on_a_real_page():
+    """The same on Hugo's FAQ ("To resolve, install a different edition.")."""
     text = clean_markdown((HUGO / "troubleshooting" / "faq.md").read_text())[1]
     answer = compose("error says 'this feature is not available in this edition of Hugo'", text)
     assert answer.startswith("An error message indicates that a feature is not available."), answer
@@ -448,9 +509,33 @@ def test_the_sentence_after_an_error_message_quoted_by_the_lead_follows_it():
 
 def test_a_short_page_is_retrieved_whole_and_a_long_one_by_its_section(tmp_path):
     """A runbook of a few short sections is one document, whichever section the search found: "what
-    can clock skew break and how do we fix it" is answered from its Impact and Mitigation sections
-    (the search finds its Meaning, "Clock skew detected."), and the page is not listed twice. A page
-    over ``PAGE_CHARACTERS`` is still read by the section found (real runbooks, keyword index)."""
+    can clock drift break and how do we fix it" is answered from its Impact and Mitigation sections,
+    and the page is not listed twice. A page over ``PAGE_CHARACTERS`` is still read by the section
+    found (keyword index)."""
+    from graphs.knowledge import KnowledgeBase
+
+    pages = ["node/NodeClockDrift.md", "node/NodeVolumeFillingUp.md", "gateway/GatewayErrorsHigh.md"]
+    for rel in pages:
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / rel).write_bytes((OUR_RUNBOOKS / rel).read_bytes())
+    kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"])
+    kb.reindex()
+    brain = Extractive(TextEmbedder(None), kb)
+    question = "clock drift on a node, what can that break and how do we fix it"
+    docs = brain.retrieve([question], 5)
+    assert docs[0]["location"] == "node/NodeClockDrift.md"
+    assert [d["location"] for d in docs].count("node/NodeClockDrift.md") == 1
+    assert "Certificates look not yet valid" in docs[0]["text"] and "Make sure the time service" in docs[0]["text"]
+    answer = brain.compose([question], docs)
+    assert "Certificates" in answer and "time service is running" in answer, answer
+    long = brain.retrieve(["gateway server errors, how do I reload the routes"], 5)
+    gateway = [d for d in long if d["location"] == "gateway/GatewayErrorsHigh.md"]
+    assert gateway and all(len(d["text"]) < len((OUR_RUNBOOKS / pages[2]).read_text()) - 200 for d in gateway)
+
+
+def test_a_short_real_page_is_retrieved_whole_and_a_long_one_by_its_section(tmp_path):
+    """The same on the real runbooks: "what can clock skew break and how do we fix it" (the search
+    finds its Meaning, "Clock skew detected.")."""
     from graphs.knowledge import KnowledgeBase
 
     pages = ["node/NodeClockSkewDetected.md", "node/NodeClockNotSynchronising.md", "etcd/etcdBackendQuotaLowSpace.md"]
@@ -477,9 +562,38 @@ CARGO = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "cargo-bo
 
 def test_a_man_page_option_list_reads_as_options_with_their_names():
     """Command pages made from man pages list every option as HTML (``<dt>`` with an anchor and
-    ``<code>``, then ``<dd><p>``): converted, each option is a paragraph opening with its names in
-    code ("`-d`, `--duplicates`: Show only ..."), a list inside a description stays a list, and an
-    answer quotes the option by its name (it read "--undo Undo a yank", or lost the name)."""
+    ``<code>``, then ``<dd><p>``, as mdBook manuals generated by mdman do): converted, each option
+    is a paragraph opening with its names in code ("`-d`, `--duplicates`: Print only ..."), a list
+    inside a description stays a list, and an answer quotes the option by its name."""
+    cli = DOCSITES / "cli"
+    text = definition_lists(clean_markdown((cli / "commands" / "pallet-deps.md").read_text())[1])
+    assert "<dt" not in text and "<dd" not in text and "option-anchor" not in text
+    assert (
+        "`-d`, `--duplicates`: Print only the packages the project depends on in more than one version "
+        "(implies `--reverse`). Two versions" in text
+    )
+    assert "`-k` *kinds*, `--kinds` *kinds*: The kinds of dependency to print, separated by commas:" in text
+    assert "\n- `all` — Print every kind.\n" in text and "\n\nThe default is `runtime,test`." in text
+    unpublish = clean_markdown((cli / "commands" / "pallet-unpublish.md").read_text())[1]
+    answer = compose("withdrew a version by mistake, how do i undo the unpublish", unpublish)  # the raw page
+    assert "`--undo`: Bring a withdrawn version back, so that new projects can use it again." in answer, answer
+    # a definition list inside a code block is code: left as written
+    glossary = definition_lists(clean_markdown((DOCSITES / "site" / "content" / "glossary.md").read_text())[1])
+    assert "<dl>\n  {{ range .Pages }}\n    <dt>{{ .Title }}</dt>\n    <dd>{{ .Content }}</dd>" in glossary
+
+
+def test_a_list_the_quoted_sentence_introduces_follows_it_as_a_list():
+    """ "Caching these files and folders between runs is enough:" and its six items: quoted as the
+    list it introduces, each item on its line (the items were joined to the sentence as prose, and
+    the budget cut them after the second)."""
+    text = clean_markdown((DOCSITES / "cli" / "guide" / "ci-caching.md").read_text())[1]
+    answer = compose("which files and folders are enough to cache between CI runs", text)
+    assert "between runs is enough:\n- `tools.lock`\n- `tools.json`\n- `bin/`\n- `index/`\n" in answer, answer
+    assert "- `downloads/`\n- `sources/git/`" in answer
+
+
+def test_a_real_man_page_option_list_reads_as_options_with_their_names():
+    """The same on the Cargo Book's command pages (it read "--undo Undo a yank", or lost the name)."""
     text = definition_lists(clean_markdown((CARGO / "commands" / "cargo-tree.md").read_text())[1])
     assert "<dt" not in text and "<dd" not in text and "option-anchor" not in text
     assert "`-d`, `--duplicates`: Show only dependencies which come in multiple versions (implies `--invert`)." in text
@@ -493,10 +607,9 @@ def test_a_man_page_option_list_reads_as_options_with_their_names():
     assert "<dl>\n  {{ range .Pages }}\n    <dt>{{ .Title }}</dt>\n    <dd>{{ .Content }}</dd>" in hugo
 
 
-def test_a_list_the_quoted_sentence_introduces_follows_it_as_a_list():
-    """ "It should be sufficient to cache the following files and directories across builds:" and
-    its six items: quoted as the list it introduces, each item on its line (the items were joined
-    to the sentence as prose, and the budget cut them after the second)."""
+def test_a_list_the_quoted_sentence_introduces_follows_it_as_a_list_on_a_real_page():
+    """The same on the Cargo Book: "It should be sufficient to cache the following files and
+    directories across builds:" and its six items."""
     text = clean_markdown((CARGO / "guide" / "cargo-home.md").read_text())[1]
     answer = compose("which files and directories are sufficient to cache across builds in CI", text)
     assert "across builds:\n- `.crates.toml`\n- `.crates2.json`\n- `bin/`\n- `registry/index/`\n" in answer, answer

@@ -253,16 +253,15 @@ LOANWORDS = [
 ]
 
 
-def test_katakana_words_find_every_document_word_that_sounds_alike():
-    """The sound index finds what comparing a katakana word's sound with every target's finds,
-    in the same order: the targets of the same sound first, then those whose sound is alike
-    (difflib, same first letter, at most one letter longer or shorter), for every part a
-    compound is split into."""
+def sound_index_agrees_with_comparing_every_word(pages: list[Path], kana: str, word: str) -> None:
+    """The sound index of the words of ``pages`` finds what comparing a katakana word's sound with
+    every target's finds, in the same order: the targets of the same sound first, then those whose
+    sound is alike (difflib, same first letter, at most one letter longer or shorter), for every
+    part each of :data:`LOANWORDS` is split into; ``word`` sounds most like ``kana``."""
     import difflib
 
     from graphs.knowledge.crosslingual import SOUND_SIMILARITY, SoundIndex, document_words, romaji, sound_key
 
-    pages = sorted(HTTPX_DOCS.rglob("*.md"))
     words, _ = document_words([(p.stem, p.read_text()) for p in pages])
     assert len(words) > 500
     keys: dict[str, list[int]] = {}
@@ -289,4 +288,17 @@ def test_katakana_words_find_every_document_word_that_sounds_alike():
     assert sum(bool(index.sounding(p)) for p in parts) > len(LOANWORDS)
     for part in parts:
         assert index.sounding(part) == every_key(part), part
-    assert words[index.sounding("プロキシ")[0]] == "proxy"
+    assert words[index.sounding(kana)[0]] == word
+
+
+def test_katakana_words_find_every_document_word_that_sounds_alike():
+    """Over this project's own documentation (docs/, README.md: password, redirect, timeout,
+    thread, server, client, ...; see :func:`sound_index_agrees_with_comparing_every_word`)."""
+    root = Path(__file__).resolve().parent.parent
+    pages = [*sorted((root / "docs").rglob("*.md")), root / "README.md"]
+    sound_index_agrees_with_comparing_every_word(pages, "パスワード", "password")
+
+
+def test_katakana_words_find_every_document_word_that_sounds_alike_in_real_docs():
+    """The same over HTTPX's documentation."""
+    sound_index_agrees_with_comparing_every_word(sorted(HTTPX_DOCS.rglob("*.md")), "プロキシ", "proxy")

@@ -253,6 +253,44 @@ def test_reference_links_and_footnotes_read_as_text_on_real_pages(tmp_path):
     assert "container ephemeral storage, container images" in texts["NodeFilesystemSpaceFillingUp.md"]
 
 
+DOCSITES = Path(__file__).parent / "data" / "docsites"
+# our own pages of the same kinds: reference-style links (full, collapsed, shortcut), footnotes,
+# labels defined nowhere in the page with the addresses listed at its end
+OUR_REFERENCE_PAGES = {
+    "linux.md": DOCSITES / "site/installation/linux.md",
+    "deprecation.md": DOCSITES / "site/troubleshooting/deprecation.md",
+    "faq.md": DOCSITES / "site/troubleshooting/faq.md",
+    "QueueLeaderElections.md": DOCSITES / "runbooks/queue/QueueLeaderElections.md",
+    "NodeVolumeFillingUp.md": DOCSITES / "runbooks/node/NodeVolumeFillingUp.md",
+}
+
+
+def test_reference_links_and_footnotes_read_as_text(tmp_path):
+    """A reference link shows its words (with the address its definition gives, as an inline
+    link), a reference defined nowhere in the page its words, a footnote its text; the
+    definition lines go and code is left alone."""
+    kb = build(tmp_path, {name: path.read_text() for name, path in OUR_REFERENCE_PAGES.items()})
+    texts = {name: "\n\n".join(t for _, t in chunks_of(kb, name)) for name in OUR_REFERENCE_PAGES}
+    for name, text in texts.items():
+        assert RAW_MARKDOWN.findall(prose(text)) == [], name
+    linux, deprecation, leader = texts["linux.md"], texts["deprecation.md"], texts["QueueLeaderElections.md"]
+    assert "[Flatpak](https://example.org/flatpak) installs desktop" in linux  # [Flatpak][]
+    assert "[nearly every distribution](https://example.org/flatpak/setup)" in linux  # [words][label]
+    assert "[Debian](https://example.org/debian) | `pressroom`" in linux  # in a table
+    assert "can be a year old.\n" in linux and "on their own schedule." in linux  # marker [^1] goes, its text stays
+    assert "The usual [reasons to retire a feature](https://en.wikipedia.org/wiki/Deprecation):" in deprecation
+    assert "4 minor releases\n" in deprecation + "\n"
+    assert "such as v2.3.0 => v2.4.0." in deprecation
+    assert "```sh\npressroom build --verbose\n```" in deprecation
+    # labels defined nowhere in the page (the addresses are listed at its end): the words
+    assert "which has to persist it and copy it" in leader
+    assert "(the brokers agree on\nthe order of writes with a consensus protocol)" in leader
+    assert "Consensus_(computer_science)" not in leader  # an address holding "(...)" goes whole with its list
+    volume = texts["NodeVolumeFillingUp.md"]
+    assert "[container logs]" not in volume and "holds the container logs, the [image layers](" in volume
+    assert "[themes page](https://example.org/pressroom/themes)" in texts["faq.md"]
+
+
 @pytest.mark.parametrize(
     "text, kept",
     [

@@ -164,22 +164,21 @@ def test_answers_quoting_real_pages_carry_no_link_debris(tmp_path):
 
 
 CORPORA = Path(__file__).resolve().parent.parent / "bench" / "corpora"
+DOCSITES = Path(__file__).parent / "data" / "docsites"
 LEFTOVERS = re.compile(
     r"\]\(|<https?:|&(?:[a-z]+|#\d+);|</?(?:a|div|span|h\d|img|p|script|style|br|track)\b[^>]*>", re.I
 )
 
 
-@pytest.mark.parametrize("corpus", ["httpx-docs", "hugo-docs", "prometheus-runbooks"])
-def test_real_documentation_quotes_without_link_or_tag_leftovers(tmp_path, corpus):
-    """Every sentence the offline composer can quote from three real documentation sets (MkDocs,
-    Hugo with shortcodes, runbooks), read through the real sync: no piece of a link, no autolink
-    brackets, no HTML tag or character reference. Before: 41 references (``&nbsp;``), 7 tags
-    (``<h1 align=…>``), 6 autolinks in these three."""
+def quotable_leftovers(tmp_path: Path, folder: Path) -> tuple[int, int, list[str]]:
+    """``(pages, sentences, leftovers)``: every sentence the offline composer can quote from
+    the Markdown pages of ``folder``, read through the real sync, and those holding a piece of
+    a link, an autolink's brackets, an HTML tag or a character reference."""
     from graphs.extractive import split_units
 
-    kb = KnowledgeBase(tmp_path / "index", [CORPORA / corpus])
+    kb = KnowledgeBase(tmp_path / "index", [folder])
     kb.reindex()
-    files = sorted(str(p.relative_to(CORPORA / corpus)) for p in (CORPORA / corpus).rglob("*.md"))
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.md"))
     found, units = [], 0
     for name in files:
         for chunk, _ in kb.snapshot.file_chunks(name):
@@ -188,4 +187,22 @@ def test_real_documentation_quotes_without_link_or_tag_leftovers(tmp_path, corpu
                 prose = re.sub(r"`[^`]*`", "", unit.text)
                 if not unit.code and LEFTOVERS.search(prose):
                     found.append(f"{name}: {unit.text[:200]}")
-    assert len(files) > 20 and units > 500 and found == [], found[:10]
+    return len(files), units, found
+
+
+@pytest.mark.parametrize("site", ["mkdocs", "site", "runbooks"])
+def test_documentation_quotes_without_link_or_tag_leftovers(tmp_path, site):
+    """Pages written like three kinds of documentation sites (MkDocs with an HTML banner and
+    badges, a Hugo manual with shortcodes and reference links, runbooks with link lists):
+    no piece of a link, no autolink brackets, no HTML tag or character reference (``&nbsp;``)
+    in any sentence the composer can quote."""
+    pages, units, found = quotable_leftovers(tmp_path, DOCSITES / site)
+    assert pages >= 4 and units > 40 and found == [], found[:10]
+
+
+@pytest.mark.parametrize("corpus", ["httpx-docs", "hugo-docs", "prometheus-runbooks"])
+def test_real_documentation_quotes_without_link_or_tag_leftovers(tmp_path, corpus):
+    """The same on three real documentation sets (MkDocs, Hugo with shortcodes, runbooks).
+    Before: 41 references (``&nbsp;``), 7 tags (``<h1 align=…>``), 6 autolinks in these three."""
+    pages, units, found = quotable_leftovers(tmp_path, CORPORA / corpus)
+    assert pages > 20 and units > 500 and found == [], found[:10]
