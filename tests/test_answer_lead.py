@@ -39,13 +39,13 @@ def test_a_sentence_pointing_to_another_page_never_opens_the_answer():
 @pytest.mark.parametrize(
     "sentence",
     [
-        "See `RPOPLPUSH` for more information.",
-        "Please see the pattern description in the `RPOPLPUSH` documentation.",
+        "See `JOBMOVE` for more information.",
+        "Please see the retry pattern described in the `JOBMOVE` documentation.",
         "For details, refer to the networking page.",
-        "For more information on using proxies in HTTPX, see HTTP Proxying.",
-        "The exact behavior of this command is identical to the one of the `INCRBYFLOAT` command, please refer "
-        "to the documentation of `INCRBYFLOAT` for further information.",
-        "For an introduction to HyperLogLog data structure check the `PFCOUNT` command page.",
+        "For more information on signing requests in Tempora, see Request Signing.",
+        "This command behaves exactly like `COUNTERADD`, so please refer to the documentation of `COUNTERADD` "
+        "for further information.",
+        "For an introduction to the sketch data structure check the `SKETCHCOUNT` command page.",
     ],
 )
 def test_pointer_sentences_are_told(sentence):
@@ -55,7 +55,7 @@ def test_pointer_sentences_are_told(sentence):
 @pytest.mark.parametrize(
     "sentence",
     [
-        "For example, calling `XADD` in the following form:",
+        "For example, calling `LOGAPPEND` in the following form:",
         "Check the box to enable remote access.",
         "Read the value back with `GET`.",
         "Seeing the error again means the lock is still held.",
@@ -80,18 +80,19 @@ def test_bounds_and_precision_are_asked_as_amounts(question):
     assert signals.asks_for_quantity(question)
 
 
-SETRANGE = """Overwrites part of the string stored at _key_, starting at the specified offset, for the entire
-length of _value_. If the offset is larger than the current length of the string at _key_, the string is
-padded with zero-bytes to make _offset_ fit. Non-existing keys are considered as empty strings, so this
-command will make sure it holds a string large enough to be able to set _value_ at _offset_.
+# a command reference page written like a key-value store's (no title, the command's name only in the file name)
+BLOBPATCH = """Writes _value_ into the blob stored at _key_, beginning at _offset_ and replacing as many bytes
+as _value_ holds. A blob shorter than _offset_ is first filled up with zero bytes, and a key that holds
+nothing yet is treated as an empty blob, so the command always leaves a blob long enough for _value_ at
+_offset_.
 
-Note that the maximum offset that you can set is 2^29 -1 (536870911), as Redis Strings are limited to 512
-megabytes. If you need to grow beyond this size, you can use multiple keys.
+Keep in mind that the highest offset you can write at is 2^26 - 1 (67108863), since one blob holds at most
+64 megabytes. Spread larger data over several keys.
 """
 
 
 def test_a_question_asking_for_the_largest_value_leads_with_the_limit():
-    """ "the largest value a string can hold" asks for an amount: the sentence stating the limit
+    """ "the largest value a blob can hold" asks for an amount: the sentence stating the limit
     leads, not the opening sentence sharing more of the question's words."""
-    answer = compose("whats the largest value a string key can hold", page("setrange.md", SETRANGE), budget=250)
-    assert first_fact_position(answer, ["512"]) < 250, answer
+    answer = compose("whats the largest value a blob key can hold", page("blobpatch.md", BLOBPATCH), budget=250)
+    assert first_fact_position(answer, ["64 megabytes"]) < 250, answer
