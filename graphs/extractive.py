@@ -103,6 +103,9 @@ MAX_SECTION_CHARACTERS = 4000
 ANSWERING_ROW_SHARE = 0.1
 ANSWERING_MIN_ROWS = 4
 ANSWERING_MAX_ROWS = 3
+# a value the question asks about that at most this share of a table's rows hold selects them ("which services
+# does team-gamma own?": the 6 rows of 35 naming gamma), quoted as the table with those rows only
+SHARED_ROW_SHARE = 0.5
 # a page this long or shorter is retrieved whole, not only the section the search found (measured on the six
 # tuning corpora: runbooks of ~1,500 characters answer "what's the fix" from the section after the one found)
 PAGE_CHARACTERS = 2000
@@ -435,6 +438,65 @@ def answering_rows(units: Sequence[Unit], asked: set[str]) -> set[tuple[int, int
         if 0 < len(hits) <= ANSWERING_MAX_ROWS:
             out |= {(r.doc, r.pos) for r in hits}
     return out
+
+
+def shared_rows(
+    units: Sequence[Unit], asked: set[str], docs: Sequence[Doc]
+) -> dict[tuple[int, int], tuple[str, list[Unit]]]:
+    """The rows that share the value the question asks about, each (``(doc, pos)``) with its
+    group's table (:func:`rows_table`) and the group: in each table of at least
+    ``ANSWERING_MIN_ROWS`` rows (its pieces, one per chunk, read as one table), the two or more
+    rows holding the words of the question (``asked``: its terms) that at most
+    ``SHARED_ROW_SHARE`` of the rows hold, and not its header ("gamma" of "which services does
+    team-gamma own?", held by 6 of 35 rows). Where several such words are asked ("Kotlin
+    services of Payments"), the rows holding the most of them. A group whose table cannot be
+    shown (a table without a header row) is left out."""
+    headers = {(b.doc, b.pos): b.text.split("\n", 1)[0] for b in units if b.code}
+    tables: dict[tuple[str, str], list[Unit]] = {}
+    for u in units:
+        if u.row >= 0:
+            where = str(docs[u.doc].get("location") or u.doc) if u.doc < len(docs) else str(u.doc)
+            tables.setdefault((where, headers.get((u.doc, u.row), "")), []).append(u)
+    out: dict[tuple[int, int], tuple[str, list[Unit]]] = {}
+    for (_, header), rows in tables.items():
+        if len(rows) < ANSWERING_MIN_ROWS:
+            continue
+        wanted = asked - signals.terms(header)
+        held = [signals.terms(r.text) & wanted for r in rows]
+        df: dict[str, int] = {}
+        for h in held:
+            for t in h:
+                df[t] = df.get(t, 0) + 1
+        selecting = {t for t, n in df.items() if n <= len(rows) * SHARED_ROW_SHARE}
+        most = max((len(h & selecting) for h in held), default=0)
+        group = [r for r, h in zip(rows, held, strict=True) if most and len(h & selecting) == most]
+        values = {frozenset(h & selecting) for r, h in zip(rows, held, strict=True) if r in group}
+        # rows holding one asked word each ("string" here, "dictionary" there) share no value
+        table = rows_table(units, group) if len(group) >= 2 and len(values) == 1 else ""
+        if table:
+            out |= {(r.doc, r.pos): (table, group) for r in group}
+    return out
+
+
+def rows_table(units: Sequence[Unit], group: Sequence[Unit]) -> str:
+    """The table the rows of ``group`` come from, with those rows only (header and separator
+    first), up to ``MAX_CODE_CHARACTERS``: ``""`` when its lines cannot be told."""
+    by_pos = {(u.doc, u.pos): u for u in units}
+    lines: list[str] = []
+    for r in group:
+        table = by_pos.get((r.doc, r.row))
+        rows = table.text.split("\n") if table is not None else []
+        if len(rows) < 3 or not _TABLE_SEPARATOR.match(rows[1]):
+            return ""
+        if not lines:
+            lines = rows[:2]
+        line = next((x for x in rows[2:] if table_rows([rows[0], rows[1], x]) == [r.text]), None)
+        if line is None:
+            return ""
+        if len("\n".join([*lines, line])) > MAX_CODE_CHARACTERS:
+            break
+        lines.append(line)
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def _rejoin(first: str, second: str) -> str | None:
@@ -905,6 +967,9 @@ class Extractive:
         asked = {t for q in questions for t in signals.terms(q)}
         # ... except a row that answers on its own ("who owns billing-api?" in a table of 35 services)
         answering = answering_rows(units, asked)
+        # ... and rows sharing the value asked about ("which services does team-gamma own?"): their table
+        shared = shared_rows(units, asked, docs)
+        answering |= set(shared)
         prose = sorted(
             (
                 sc
@@ -987,7 +1052,15 @@ class Extractive:
                 continue  # another row of a table quoted already, adding none of the question's words
             numbered = u.list >= 0 and (u.item[:1].isdigit() or (not u.item and self._numbered(units, u)))
             short_list = u.list >= 0 and self._list_size(units, u) <= budget * SHORT_LIST_SHARE
-            if numbered or short_list:  # steps, or a short bulleted list (a table of cases): whole, as a list
+            rows, group = shared.get((u.doc, u.pos), ("", []))
+            if rows and n and size + len(rows) > budget:
+                continue  # the rows sharing the value asked about are quoted together or not at all
+            if rows:  # the rows sharing the value asked about
+                passage = [(u.doc, rows), (u.doc, f"(The rows that match; the whole table is in [{u.doc + 1}].)")]
+                keys = {(x.doc, x.pos) for x in group}
+                last = u.pos
+                table_terms.setdefault(table_of(u), set()).update(t for x in group for t in signals.terms(x.text))
+            elif numbered or short_list:  # steps, or a short bulleted list (a table of cases): whole, as a list
                 pieces, keys, rest = self._render_list(units, u, budget)
                 if n and size + sum(len(p) for p in pieces) > budget:
                     continue

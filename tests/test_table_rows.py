@@ -3,7 +3,9 @@ row that answers, first, and is never shown as its first rows alone."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +134,46 @@ def test_a_short_table_that_fits_is_still_quoted_whole_after_its_sentence():
     doc: Doc = {"id": "r#1", "location": "rota.md", "title": "Rota", "text": page}
     answer = Extractive(TextEmbedder(None)).compose(["who leads the on-call rota for each team?"], [doc])
     assert "| Search | Tomasz |\n| Payments | Amara |\n| Mobile | Ines |" in answer, answer
+
+
+GAMMA_PAGE = PAGE.replace("| Checkout |", "| team-gamma |").replace("#checkout-oncall", "#gamma-oncall")
+
+
+@pytest.fixture(scope="module")
+def catalogue(tmp_path_factory) -> Path:
+    from tests.test_answer_shape import write_offline_config
+
+    root = tmp_path_factory.mktemp("catalogue")
+    (root / "docs").mkdir()
+    (root / "docs" / "services.md").write_text(GAMMA_PAGE)
+    (root / "docs" / "dashboards.md").write_text(DASHBOARDS)
+    write_offline_config(root)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("question", "column", "value"),
+    [
+        ("which services does team-gamma own?", 1, "team-gamma"),
+        ("which services does the Growth team own?", 1, "Growth"),
+        ("which of our services are written in Kotlin?", 4, "Kotlin"),
+        ("what does the Data team own?", 1, "Data"),
+    ],
+)
+def test_a_value_many_rows_share_is_answered_with_those_rows(catalogue, question, column, value):
+    """`threadwise ask` on the catalogue: a value several rows share (a team owning six services)
+    is answered with the table of those rows, every one of them, and no other row; not with the
+    table's first rows (where they are not)."""
+    from tests.test_cli_offline import threadwise
+
+    result = threadwise(
+        "ask", "--config", "config.toml", "--source", "docs", "--json", question, cwd=catalogue, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    answer = json.loads(result.stdout)["answer"] or ""
+    teams = {"Checkout": "team-gamma"}
+    rows = [(s, teams.get(team, team), owner, port, lang, tier) for s, team, owner, port, lang, tier in SERVICES]
+    matching = [r[0] for r in rows if r[column] == value]
+    shown = re.findall(r"^\| `([\w-]+)` \|", answer, re.M)
+    assert shown == matching, answer  # every row of that value, in the table's order, and only those
+    assert answer.index(f"`{matching[0]}`") < 300, answer  # they lead the answer
