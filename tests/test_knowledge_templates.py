@@ -99,7 +99,9 @@ def test_hugo_shortcodes():
 def test_mdx_imports_comments_and_components():
     tabs = stripped("docusaurus-tabs.mdx")
     assert "import Tabs from '@theme/Tabs';\nimport TabItem" in tabs  # the jsx example block stays whole
-    assert "Linux: Press Ctrl + Alt + T to open a terminal." in tabs and "macOS: Press Command + K to clear it." in tabs
+    # a tab is a list item of its label, its content under it
+    assert "- Linux:\n\n  Press Ctrl + Alt + T to open a terminal." in tabs
+    assert "- macOS:\n\n  Press Command + K to clear it." in tabs
     assert "Tea is brewed for three minutes ☕" in prose_of(tabs)
     assert "## Keeping tabs in step\n" in tabs
     install = stripped("docusaurus-install.mdx")

@@ -19,7 +19,8 @@ answers (``{% slack_channel "admins-github" %}``). :func:`strip_templates` remov
   code blocks; ``{{</* ... */>}}`` escapes show as ``{{< ... >}}``.
 - MDX (``kind="mdx"``): ``import``/``export`` statements, ``{/* comments */}``, JSX
   components (a capitalised tag name): the tags go and the text inside stays, a
-  ``label``/``title`` prop becomes a line of its own; Docusaurus ``mdx-code-block``
+  ``label``/``title`` prop becomes a line of its own; a tab (``<TabItem label="Python">``)
+  becomes a list item of its label with its content indented under it; Docusaurus ``mdx-code-block``
   fences are unwrapped (their content is rendered MDX, not code).
 - Attribute lists closing a line (MkDocs ``{: #id }``, ``{ .md-button }``, heading ids
   ``{#id}``).
@@ -37,6 +38,7 @@ Docusaurus' ``mdx-code-block``.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
 
 KINDS = ("markdown", "mdx", "html", "liquid", "jinja", "hugo", "mkdocs", "text")
@@ -150,8 +152,15 @@ def strip_templates(text: str, kind: str = "markdown") -> str:
     text = _ATTRIBUTE_LIST.sub("", text)
     text = re.sub(r"\n{3,}", "\n\n", text)
     while _PLACE_RE.search(text):  # placeholders may hold placeholders (a fence's escapes)
-        text = _PLACE_RE.sub(lambda m: kept[int(m.group(1))], text)
+        text = _PLACE_RE.sub(lambda m: _indented(m, kept[int(m.group(1))]), text)
     return text
+
+
+def _indented(m: re.Match[str], block: str) -> str:
+    """``block`` put back at ``m`` (a placeholder): where only indentation comes before it on its
+    line (a code block of a tab, indented under its label), its every line takes that indentation."""
+    prefix = m.string[m.string.rfind("\n", 0, m.start()) + 1 : m.start()]
+    return block.replace("\n", "\n" + prefix) if prefix and not prefix.strip() else block
 
 
 def _undo_escapes(code: str) -> str:
@@ -303,12 +312,33 @@ _JSX_COMMENT = re.compile(r"\{/\*.*?\*/\}", re.S)
 _JSX_PROPS = r"""(?:\s+[\w:-]+(?:=(?:"[^"]*"|'[^']*'|\{(?:[^{}]|\{[^{}]*\})*\}))?)*"""
 _JSX_TAG = re.compile(r"<(/?)([A-Z][\w.]*)(" + _JSX_PROPS + r")\s*(/?)>", re.S)
 _JSX_PROP = re.compile(r"([\w:-]+)=(?:\"([^\"]*)\"|'([^']*)')")
+# A tab of a tab group (Docusaurus and Starlight ``<TabItem label="Python">``, Mintlify ``<Tab title="...">``)
+_TAB = re.compile(r"<(TabItem|Tab)(" + _JSX_PROPS + r")\s*>(.*?)</\1\s*>", re.S)
+
+
+def _props(text: str) -> dict[str, str]:
+    """A JSX tag's quoted props, by lower-case name."""
+    return {p.group(1).lower(): p.group(2) if p.group(2) is not None else p.group(3) for p in _JSX_PROP.finditer(text)}
+
+
+def _tab(m: re.Match[str]) -> str:
+    """A tab as a list item of its label, its content indented under it: the label ("Python")
+    stays with the code it shows, and each tab of the group is an item of one list, as a reader
+    sees the group (one tab per language or system), not one block after the other unnamed."""
+    props = _props(m.group(2))
+    label = " ".join((props.get("label") or props.get("title") or props.get("value") or "").split())
+    body = textwrap.dedent(m.group(3).strip("\n")).strip("\n")
+    if not label:
+        return f"\n\n{body}\n\n"
+    lines = "\n".join(f"  {line}" if line.strip() else "" for line in body.split("\n"))
+    return f"\n\n- {label}:\n\n{lines}\n\n"
 
 
 def _strip_mdx(text: str) -> str:
     """MDX syntax removed: ``import``/``export`` statements (to their end: a line ending
     with ``;`` or balanced braces), ``{/* comments */}``, JSX component tags (inner text
-    kept, a ``label``/``title`` prop as a line of its own)."""
+    kept, a ``label``/``title`` prop as a line of its own; a tab as a list item of its
+    label, :func:`_tab`)."""
     text = _JSX_COMMENT.sub("", text)
     lines = text.split("\n")
     out: list[str] = []
@@ -328,13 +358,10 @@ def _strip_mdx(text: str) -> str:
     def tag(m: re.Match[str]) -> str:
         if m.group(1):
             return ""
-        props = {
-            p.group(1).lower(): p.group(2) if p.group(2) is not None else p.group(3)
-            for p in _JSX_PROP.finditer(m.group(3))
-        }
+        props = _props(m.group(3))
         label = next((props[k] for k in _TEXT_ARGS if props.get(k)), "")
         return f"{label}: " if label and not m.group(4) else label
 
-    text = _JSX_TAG.sub(tag, "\n".join(out))
+    text = _JSX_TAG.sub(tag, _TAB.sub(_tab, "\n".join(out)))
     # lines left holding only whitespace (a tag on a line of its own) become blank lines
     return "\n".join(line.rstrip() if line.strip() else "" for line in text.split("\n"))
