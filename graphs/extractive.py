@@ -82,6 +82,10 @@ LEAD_BEFORE = 1  # sentences quoted before the lead sentence (the cause before a
 # followed by ("Hugo throws this error:", the error, "To resolve, install a different edition.")
 LEAD_AFTER_BLOCK = 1
 DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its sentences' scores
+# added to a sentence saying what is not so or cannot be done ("FreeBSD is **NOT** supported", "the serialized
+# value does not contain expire information") when the question asks whether ("can I run it on FreeBSD?") and the
+# sentence or its heading holds one of the question's words: the verdict answers it, not a sentence sharing more words
+VERDICT_BONUS = 0.1
 ANSWER_CHARACTERS = 700  # default prose budget ([graph] answer_characters)
 SHORT_LIST_SHARE = 0.3  # a bulleted list this share of the budget or shorter is quoted whole, as a list
 # a short list a quoted sentence introduces ("... the following files and directories:") follows it, as a list
@@ -931,7 +935,10 @@ class Extractive:
         plus ``QUANTITY_BONUS`` when the question asks for an amount (a bound or a precision too: "the
         largest value", "how exact") and the sentence states one. A sentence pointing elsewhere ("See
         `LMOVE` for more information.", :func:`graphs.signals.is_pointer`) never leads while another
-        sentence is there, and is not quoted as the sentence before one.
+        sentence is there, and is not quoted as the sentence before one. A question asking whether
+        (:func:`graphs.signals.asks_yes_no`: "can I run it on FreeBSD?") adds ``VERDICT_BONUS`` to a
+        sentence saying what is not so or cannot be done (:func:`graphs.signals.states_verdict`) that
+        holds one of its words, or sits under a heading that does.
 
         Args:
             questions: the question variants scored against (the message first).
@@ -955,16 +962,24 @@ class Extractive:
         headings = self._headings(docs, units)
         scored = self.score_units(questions, units, headings)
         quantity = bool(questions) and signals.asks_for_quantity(questions[0])
-        for sc in scored:
+        yes_no = bool(questions) and signals.asks_yes_no(questions[0])
+        asked = {t for q in questions for t in signals.terms(q)}
+        for sc, head in zip(scored, headings, strict=True):
             sc.score += doc_prior * (1.0 / (1 + sc.unit.doc))
             if quantity and not sc.unit.code and signals.states_quantity(sc.unit.text):
                 sc.score += QUANTITY_BONUS  # "how many days": the sentence with the number
+            if (
+                yes_no
+                and not sc.unit.code
+                and signals.states_verdict(sc.unit.text)
+                and asked & signals.terms(f"{head} {sc.unit.text}")
+            ):
+                sc.score += VERDICT_BONUS  # "can I run it on FreeBSD?": "FreeBSD is **NOT** supported"
         by_key = {(sc.unit.doc, sc.unit.pos): sc for sc in scored}
         # a table's rows are quoted in a document that is all tables (a spreadsheet, a rota): a
         # page with prose is quoted by its sentences, a table following the one that leads to it
         # (its rows, whose header words recur in every row, outranked the page's answer)
         written = {u.doc for u in units if not u.code and not u.heading and u.row < 0}
-        asked = {t for q in questions for t in signals.terms(q)}
         # ... except a row that answers on its own ("who owns billing-api?" in a table of 35 services)
         answering = answering_rows(units, asked)
         # ... and rows sharing the value asked about ("which services does team-gamma own?"): their table

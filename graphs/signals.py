@@ -224,3 +224,43 @@ def is_pointer(sentence: str) -> bool:
     information.", "For details, refer to ...", "..., please refer to the documentation of X for
     further information."): it never answers on its own, so it never opens an answer."""
     return bool(_POINTER.search(sentence))
+
+
+# A yes/no question: "can I ...?", "does X support ...?", "is it possible to ...", "will I lose
+# precision?", a verb asking whether after a clause ("if I INCR it does the expire get reset"); not
+# a question asking which, how or what ("how do I ...", "what port is ...").
+_MODAL = r"(?:can|could|does|do|did|is|are|was|will|would|should|may|must|has|have)\s+(?!not\b)[\w`'.-]+"
+_YES_NO_VERB = re.compile(
+    # opening the question or a clause of it ("worker should wait, can it wait forever?")
+    rf"(?:^\W*|[,;:.!?(]\s*|\b(?:so|and|but|or|then|also|otherwise)\s+){_MODAL}|"
+    # or anywhere in a question ending with "?"; and "does the / do I / did it" anywhere
+    rf"\b{_MODAL}(?=.*\?\s*$)|\b(?:does|do|did)\s+(?:the|a|an|my|your|our|its|it|this|that|these|those|i|we|you|they)\b",
+    re.I | re.S,
+)
+_WH_WORD = re.compile(r"\b(?:how|what|what's|whats|where|where's|which|who|whom|whose|why|when)\b", re.I)
+
+
+# A sentence giving a verdict: what is not so, cannot be done or is not supported ("is **NOT**
+# supported", "cannot work from abroad", "does not contain expire information", "deprecated"); a
+# negation alone is not one ("if it is not firing, ...", "receipts are not required").
+_VERDICT = re.compile(
+    r"\b(?:cannot|can't|unsupported|deprecated|impossible|incompatible)\b|"
+    r"\b(?:not|n't|never|no\s+longer)[*_]*\s+(?:[\w*]+\s+){0,2}?"
+    r"(?:support|supported|supports|possible|allowed|available|compatible|able|eligible|recommended|work|works|"
+    r"contain|contains|kept|preserved|receive|guaranteed|safe)\b",
+    re.I,
+)
+
+
+def asks_yes_no(question: str) -> bool:
+    """``question`` asks whether something holds or can be done ("can I run it on FreeBSD?",
+    "if I INCR a counter does the expire get reset", "is running the image on a mac fine?"),
+    not for a thing or a way (a question with "how", "what", "which", "where", ... is not)."""
+    return bool(_YES_NO_VERB.search(question)) and not _WH_WORD.search(question)
+
+
+def states_verdict(text: str) -> bool:
+    """``text`` gives a verdict a yes/no question is answered by: what is not so or cannot be
+    done ("is **NOT** supported", "cannot work from abroad", "does not contain expire information",
+    "is no longer available", "deprecated")."""
+    return bool(_VERDICT.search(text))

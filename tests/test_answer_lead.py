@@ -1,7 +1,6 @@
-"""The sentence that answers opens an offline answer: not a sentence pointing to another page,
-not the first page's sentence when a lower page's answers clearly better, the one stating an
-amount when a bound or a precision is asked for, the verdict when the question asks whether; and
-after it only what supports it, not sentences the page's rank carried in."""
+"""The sentence that answers opens an offline answer: not a sentence pointing to another page, the
+one stating an amount when a bound or a precision is asked for, the verdict when the question asks
+whether. The pages are our own words, written the way the documentation kinds we measure on write."""
 
 from __future__ import annotations
 
@@ -96,3 +95,57 @@ def test_a_question_asking_for_the_largest_value_leads_with_the_limit():
     leads, not the opening sentence sharing more of the question's words."""
     answer = compose("whats the largest value a blob key can hold", page("blobpatch.md", BLOBPATCH), budget=250)
     assert first_fact_position(answer, ["64 megabytes"]) < 250, answer
+
+
+PLATFORMS = """# Running the server
+
+The server runs on Linux, Windows and macOS, and in a container on any of them.
+
+## BSD
+
+FreeBSD and its derivatives are **not** supported, because the runtime does not build there.
+"""
+
+
+def test_a_question_asking_whether_leads_with_the_verdict():
+    """ "can I run the server on FreeBSD?": the sentence saying it is not supported answers it,
+    ahead of the page's opening sentence that shares as many of the question's words; a question
+    asking how leads as before."""
+    answer = compose("can I run the server on FreeBSD?", page("install.md", PLATFORMS), budget=100)
+    assert answer.startswith("FreeBSD and its derivatives are **not** supported"), answer
+    answer = compose("how does the server run on FreeBSD", page("install.md", PLATFORMS), budget=100)
+    assert answer.startswith("The server runs on Linux"), answer
+
+
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("can i run the server on truenas core / freebsd", True),
+        ("if i INCR a counter that has an expire on it does the expire get reset", True),
+        ("worker waits for jobs on a list, can it wait with no time limit?", True),
+        ("is running the docker image on my mac mini fine?", True),
+        ("storing 64 bit ids as scores, will i lose precision?", True),
+        ("how do i get the index of every occurrence", False),
+        ("what port is the web ui on by default?", False),
+        ("dlna vanished after i upgraded, where did it go", False),
+        ("my server is down", False),
+    ],
+)
+def test_questions_asking_whether_are_told(question, asks):
+    assert signals.asks_yes_no(question) is asks
+
+
+@pytest.mark.parametrize(
+    ("sentence", "verdict"),
+    [
+        ("FreeBSD and its derivatives are **NOT** supported.", True),
+        ("In general you cannot work from abroad for any period of time.", True),
+        ("The serialized value does not contain expire information.", True),
+        ("Images for macOS will not receive any support.", True),
+        ("If the alert is not firing, the alerting pipeline is broken.", False),
+        ("Receipts are not required for these fixed items.", False),
+        ("The time to live is transferred to the new key.", False),
+    ],
+)
+def test_verdict_sentences_are_told(sentence, verdict):
+    assert signals.states_verdict(sentence) is verdict
