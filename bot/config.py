@@ -57,8 +57,9 @@ ENV_NESTED_DELIMITER = "__"
 #: The ``.env`` file read (relative to the working directory): settings and secrets.
 ENV_FILE = ".env"
 #: Variables with :data:`ENV_PREFIX` that are not config.toml keys: the config file, the
-#: database, more secret folders, compose.yaml's own (they reach the bot with .env) and the
-#: build scripts' (scripts/build-llama-portable.sh, scripts/build-base-image.sh).
+#: database, more secret folders, compose.yaml's own (they reach the bot with .env), the
+#: build scripts' (scripts/build-llama-portable.sh, scripts/build-base-image.sh) and the
+#: benchmarks' folder of fetched corpora (bench/extra_corpora.py), set while `threadwise eval` runs.
 OTHER_VARIABLES = (
     "THREADWISE_CONFIG",
     "THREADWISE_DATABASE_URL",
@@ -68,6 +69,7 @@ OTHER_VARIABLES = (
     "THREADWISE_VARIANT",
     "THREADWISE_WHEEL_DIR",
     "THREADWISE_CACHE",
+    "THREADWISE_EXTRA_CORPORA",
 )
 #: Folders of secret files (one file per secret, named like its variable, any case): Docker
 #: and Compose secrets, and the Kubernetes Secret mount of deploy/kubernetes/; more with
