@@ -2,8 +2,10 @@
 
 Lines are questions on the current thread (``console:<name>``). Commands:
 ``/thread NAME`` switch thread, ``/threads`` list them, ``/quit`` (or end of input).
-When the graph pauses for a human, the help request is printed; your next line on that
-thread resumes it, in the reply syntax of :data:`bot.chat.syntax.REPLY_SYNTAX`.
+When the graph pauses for a human, the help request is printed; a line on that thread in
+the reply syntax of :data:`bot.chat.syntax.REPLY_SYNTAX` resumes it, and any other question
+starts a new thread (``main-2``), as a new message does on Slack and Discord, leaving the
+help request open in its own.
 Works with piped input too.
 """
 
@@ -255,6 +257,18 @@ async def run_console(
             else:
                 console.print(_COMMANDS_HELP, markup=False)
         else:
+            if service.is_question(line) and await service.waits_for_expert(f"console:{thread}"):
+                # a new question, not a reply to the help request: it starts a thread of its own, as a
+                # new message does on Slack and Discord; the help request stays open in its thread
+                waiting = thread
+                used = {*responders, *[k.split(":", 1)[1] for k in await service.thread_keys("console:")]}
+                thread = next(f"{waiting}-{n}" for n in range(2, len(used) + 3) if f"{waiting}-{n}" not in used)
+                console.print(
+                    f"Thread {waiting} waits for an expert (/thread {waiting}, then reply with {REPLY_SYNTAX}); "
+                    f"your question starts thread {thread}.",
+                    markup=False,
+                    highlight=False,
+                )
             if not interactive:
                 console.print(prompt() + line)
             out = responders.setdefault(thread, ConsoleResponder(thread, console))

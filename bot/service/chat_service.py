@@ -42,7 +42,7 @@ from bot.service.feedback import Feedback
 from bot.service.graph_pool import GraphPool
 from bot.service.help_desk import HelpDesk
 from bot.service.help_timeouts import HelpTimeouts
-from bot.service.intake import Intake
+from bot.service.intake import Intake, Kind
 from bot.service.learning import Learning, ScopeFor
 from bot.service.recovery import Recovery
 from bot.service.responders import Responders
@@ -216,6 +216,11 @@ class ChatService:
         """The pending LangGraph interrupt of a thread (with ``.id`` and ``.value``, a
         :class:`graphs.state.HelpPayload`), or None."""
         return await self._conversations.pending_interrupt(thread_key)
+
+    def is_question(self, text: str) -> bool:
+        """True when ``text`` would be asked as a question (it has words, is no admin command,
+        no ``remember:`` and no reply to a help request in the reply syntax)."""
+        return self._intake.kind(text) is Kind.QUESTION
 
     async def waits_for_expert(self, thread_key: str) -> bool:
         """True while the thread's run is paused on a help request (an expert's reply resumes it)."""
