@@ -32,7 +32,6 @@ from graphs import signals
 from graphs.knowledge.common import KnowledgeBaseError
 from graphs.knowledge.crosslingual import CrossLingualIndex, is_foreign, window_texts
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
-from graphs.knowledge.sources import definition_lists
 from graphs.knowledge.splitting import fence_indented_code
 from graphs.markdown_links import WebLink, plain_links, shown_address, web_links
 from graphs.state import Doc
@@ -263,8 +262,9 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
     dropped (with ``short_items``, a list item's first sentence is kept, marked ``short``: a
     step "Install the agent:"); code blocks are never cut."""
     units: list[Unit] = []
-    # indented code is code too, not prose to join; a man page's HTML option list reads as options by name
-    lines = fence_indented_code(definition_lists(text)).splitlines()
+    # indented code is code too, not prose to join (a man page's HTML option list was made Markdown
+    # when the document was split, graphs.knowledge.sources.clean_markdown)
+    lines = fence_indented_code(text).splitlines()
     block: list[str] = []
     para = [0]  # the number of the next paragraph / item / block
     lists = [-1, 0]  # the open list's number (-1: none), the next list's number

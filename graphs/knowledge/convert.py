@@ -54,7 +54,7 @@ from graphs.link_targets import MAX_URL_CHARS, drop_long_addresses, usable_addre
 
 log = logging.getLogger(__name__)
 
-CONVERTER_VERSION = 8
+CONVERTER_VERSION = 9
 """Raised whenever a format's conversion gives other Markdown than before (another
 converter, tables or headings written differently): part of :data:`FILE_READERS` and
 :data:`HTML_READERS`, so documents read by the older conversion are read again at the next
@@ -67,8 +67,10 @@ their words, in HTML here and in every format's Markdown when it is split
 (:func:`graphs.knowledge.sources.clean_markdown`: reading every document again splits it
 again, and a chunk that comes out the same keeps its vectors); 8: an MDX tab
 (``<TabItem label="Python">``) a list item of its label with its content under it
-(:func:`graphs.knowledge.templates.strip_templates`). An index written before readers were
-recorded has none: read again."""
+(:func:`graphs.knowledge.templates.strip_templates`); 9: HTML definition lists (a man page's
+options) written as Markdown paragraphs when a document is split, for the search as for the
+answers (they were converted only when an answer was composed). An index written before
+readers were recorded has none: read again."""
 FILE_READERS = f"{CONVERTER_VERSION}:{','.join(sorted(SUPPORTED_SUFFIXES))}"
 """What a ``files`` or ``git`` source can read: the conversion's version and every readable
 ending. The index keeps it per source (``readers`` in its manifest); when it differs, a file

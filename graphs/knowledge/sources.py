@@ -17,7 +17,8 @@ keep only their words (:mod:`graphs.link_targets`).
 Fenced and indented code and inline code are never touched.
 
 :func:`definition_lists` writes HTML definition lists (a man page's options) as Markdown
-paragraphs, the terms first; the extractive composer reads documents through it.
+paragraphs, the terms first (last step of :func:`clean_markdown`: the index, its search and
+the answers quoting it read the same text).
 """
 
 from __future__ import annotations
@@ -263,10 +264,11 @@ def clean_markdown(text: str) -> tuple[str, str]:
 
     Returns:
         ``(front matter title or '', cleaned text)``. Lines inside fenced code are kept
-        byte for byte; admonition bodies are de-indented by the 4 spaces MkDocs requires.
+        byte for byte; admonition bodies are de-indented by the 4 spaces MkDocs requires;
+        HTML definition lists are written as Markdown (:func:`definition_lists`).
     """
     title, text = front_matter_title(text.replace("\r\n", "\n").replace("\r", "\n"))
-    return title, resolve_references("\n".join(_clean_lines(text.split("\n"))))
+    return title, definition_lists(resolve_references("\n".join(_clean_lines(text.split("\n")))))
 
 
 _DEFINITION_TAG = re.compile(r"^[ \t]{0,3}</?(?:dl|dt|dd)(?:[\s>]|$)", re.I)
