@@ -11,6 +11,12 @@ become overlapping character bigrams (``"設定ファイル"`` -> ``設定 定�
 usual dictionary-free approach of CJK full-text search (e.g. Lucene's CJKBigramFilter).
 The index holds the bigrams and the single characters; queries use the bigrams (or the
 single character of a one-character run).
+
+Reading a question in another language word by word (:mod:`graphs.knowledge.crosslingual`)
+needs words as they are written instead (:func:`written_words`: case and accents kept, a
+katakana or Han run whole), the documents' dictionary words (:func:`plain_words`), and the
+function words of the languages it reads (:data:`FUNCTION_WORDS`, :func:`names_no_topic`),
+kept here with the English stopwords.
 """
 
 from __future__ import annotations
@@ -26,6 +32,29 @@ STOPWORDS = frozenset(
     doesnt cant wont should shall about also one all like use using used want need tbh pls please""".split()
 )
 """English function words left out of queries and lexical signals."""
+
+#: The commonest function words of the languages the cross-language path reads (a few dozen
+#: each, as written): a question holding more of another language's than of English's is in
+#: that language (:func:`graphs.knowledge.crosslingual.is_foreign`).
+FUNCTION_WORDS: dict[str, frozenset[str]] = {
+    lang: frozenset(ws.split())
+    for lang, ws in {
+        "en": "the a an is are was were be to of and in on for with how what why when where which who do does did "
+        "i my we our you your it this that can should there not no",
+        "de": "der die das ein eine ist sind wie was warum wann wo wer ich wir ihr sie es und oder nicht kein "
+        "mit für auf bei von zu im in den dem des muss kann soll gibt man mein meine unser",
+        "fr": "le la les un une est sont comment quoi pourquoi quand où qui je nous vous il elle et ou ne pas "
+        "avec pour sur dans du des de au aux faut peut dois mon ma mes notre quel quelle",
+        "es": "el la los las un una es son cómo como qué que por qué cuándo dónde quién yo nosotros usted y o "
+        "no con para en del de al hay puedo debo mi mis nuestro cuál",
+        "it": "il lo la gli le un una è sono come cosa perché quando dove chi io noi voi e o non con per su "
+        "nel del della posso devo mio mia",
+        "pt": "o a os as um uma é são como que por quando onde quem eu nós você e ou não com para em do da "
+        "posso devo meu minha",
+        "nl": "de het een is zijn hoe wat waarom wanneer waar wie ik wij jij en of niet met voor op in van moet "
+        "kan mijn",
+    }.items()
+}
 
 
 def _marks_class() -> str:
@@ -145,3 +174,76 @@ def index_text(text: str) -> str:
 def is_spaceless(term: str) -> bool:
     """True if ``term`` starts with a character of a script written without spaces."""
     return bool(_SPACELESS_RUN_RE.match(term))
+
+
+# ---- words as written, for reading a question in another language word by word ----------------
+
+# more of the commonest words of questions in German, French and Spanish that translate to no topic
+_MORE_FOREIGN_STOPWORDS = frozenset(
+    "einen einem einer eines wird werden wurde habe haben hat bin bist sein seine auch noch nur schon "
+    "immer dann denn aber wenn weil dass damit darf dürfen können müssen sollte welche welcher welches "
+    "viele lange oft bekommen machen ihn beim aus pro "
+    "puis peux peut faire fait avez avoir suis sommes êtes ont sera être cette ces leur leurs son sa ses "
+    "tout tous toute toutes très plus moins comme aussi encore après avant combien dois doit "
+    "qu quoi lorsque à par moi même "
+    "está están puedo puede pueden hacer tengo tiene tienen tenemos esta este estos estas ese esa muy más menos "
+    "cuánto cuánta cuántos cuántas también todo todos después antes sobre cuando debería deberíamos".split()
+)
+
+
+def plain(word: str) -> str:
+    """``word`` normalised and folded as :func:`words` makes it (``"Cómo"`` -> ``"como"``)."""
+    return _fold(normalise(word))
+
+
+# more English words that name no topic in a word read alone (a translation target "before" or
+# "many" would add noise to any question's translation); the keyword search keeps them (STOPWORDS)
+_MORE_ENGLISH_STOPWORDS = frozenset(
+    "after again always been before being both doing down each few further had having here many more most much "
+    "must needs only other over own same such than those through under until very were without yours".split()
+)
+_ENGLISH_NO_TOPIC = frozenset(plain(w) for w in STOPWORDS | FUNCTION_WORDS["en"] | _MORE_ENGLISH_STOPWORDS)
+_NO_TOPIC = _ENGLISH_NO_TOPIC | frozenset(
+    plain(w) for ws in (*FUNCTION_WORDS.values(), _MORE_FOREIGN_STOPWORDS) for w in ws
+)
+
+
+def names_no_topic(word: str, english_only: bool = False) -> bool:
+    """``word`` (any case, with or without its accents) is a function word that names no topic:
+    an English stopword (:data:`STOPWORDS`, the English :data:`FUNCTION_WORDS`, and more of the
+    commonest English words, which a search keeps but a word read alone does not) or, unless
+    ``english_only``, a function word or a common question word of another language the
+    cross-language path reads."""
+    return plain(word) in (_ENGLISH_NO_TOPIC if english_only else _NO_TOPIC)
+
+
+# a question's words as written: Latin words (with accents; an identifier whole, "crates.io",
+# "REDIS_URI"), katakana runs (loanwords: "チェックポイント"), Han runs ("病気", "週"), Cyrillic and
+# Hangul words; hiragana (particles, inflections) and punctuation are left out
+_WRITTEN_WORD = re.compile(
+    r"[A-Za-zÀ-ÖØ-öø-ÿœŒ][A-Za-z0-9À-ÖØ-öø-ÿœŒ_]*(?:[./][A-Za-z0-9_]+)*|[\u30a1-\u30fa\u30fc\u31f0-\u31ff]{2,}"
+    r"|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005]+|[\u0400-\u04ff]+|[\uac00-\ud7af]+"
+)
+# a dictionary word: a run of letters, lower-case after its first letter, not part of an identifier
+# ("EncryptedSerializer", "REDIS_URI", "Cargo.toml") or of a hyphenated word
+_PLAIN_WORD = re.compile(r"(?<![\w.-])[A-Za-z][a-z]+(?![\w-])")
+_LATIN_WORD = re.compile(r"[a-zà-öø-ÿœ]+", re.I)
+
+
+def written_words(text: str) -> list[str]:
+    """The words of ``text`` as written, in order, with repeats: Latin words with their case and
+    accents (an identifier with its ``.``, ``/`` and ``_`` parts whole), katakana runs of two or
+    more, Han runs, Cyrillic and Hangul words."""
+    return _WRITTEN_WORD.findall(text)
+
+
+def plain_words(text: str) -> list[str]:
+    """The dictionary words of ``text`` (English prose), lower-cased, in order, with repeats:
+    runs of ASCII letters lower-case after their first, identifiers and hyphenated words left
+    out (the keyword search matches those as they are)."""
+    return [m.lower() for m in _PLAIN_WORD.findall(text)]
+
+
+def is_latin_word(word: str) -> bool:
+    """``word`` is Latin letters only (accents allowed: ``"pensión"``, not ``"http2"``)."""
+    return bool(_LATIN_WORD.fullmatch(word))

@@ -302,3 +302,27 @@ def test_katakana_words_find_every_document_word_that_sounds_alike():
 def test_katakana_words_find_every_document_word_that_sounds_alike_in_real_docs():
     """The same over HTTPX's documentation."""
     sound_index_agrees_with_comparing_every_word(sorted(HTTPX_DOCS.rglob("*.md")), "プロキシ", "proxy")
+
+
+def test_the_words_read_alone_leave_out_the_function_words_of_each_language():
+    """One list of words naming no topic (graphs/terms.py): the keyword search's English
+    stopwords are never translation targets, and a function word is one with or without its
+    accents; a question's words are read as written (case, accents, an identifier whole, a
+    katakana or Han run whole)."""
+    from graphs import terms
+    from graphs.knowledge.crosslingual import document_words, question_words
+
+    stop = sorted(w for w in terms.STOPWORDS if len(w) >= 4 and w.isalpha())
+    prose = " ".join(stop + ["before", "many", "pension", "checkpoint"])
+    assert document_words([("", prose), ("", prose)])[0] == ["checkpoint", "pension"]
+    assert terms.names_no_topic("Cómo") and terms.names_no_topic("como") and terms.names_no_topic("dónde")
+    assert not terms.names_no_topic("pour", english_only=True) and not terms.names_no_topic("pension")
+    assert terms.written_words("Wo liegt Cargo.toml? パスワードを変更する") == [
+        "Wo",
+        "liegt",
+        "Cargo.toml",
+        "パスワード",
+        "変更",
+    ]
+    assert question_words("¿Dónde se guarda el token de crates.io?") == ["guarda", "token", "crates.io"]
+    assert question_words("Donde se guarda el token?") == ["guarda", "token"]  # typed without its accent

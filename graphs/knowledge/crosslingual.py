@@ -32,13 +32,14 @@ import logging
 import os
 import re
 import threading
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+
+from graphs import terms
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ WINDOW_CHUNK_LIMIT = 100_000
 CENTRE = True
 # Word-by-word query translation (:meth:`CrossLingualIndex.translate`): the documents' words are the
 # translation targets, encoded one by one (the encoder reads a single word as well as a sentence)
-WORDS_FILE = "crosslingual-use3-words-1.npz"
+WORDS_FILE = "crosslingual-use3-words-2.npz"  # -2: graphs.terms' English stopwords left out of the targets
 WORD_MIN_CHUNKS = 2  # a document word is a target when at least this many chunks hold it
 WORD_MIN_LENGTH = 4  # ... and at least this long (3-letter targets such as "ats" matched anything)
 WORD_LIMIT = 20_000  # targets at most (the words held by the most chunks)
@@ -71,25 +72,8 @@ COGNATE_CANDIDATES = 50  # among this many nearest document words
 COGNATE_COSINE = 0.5  # at this cosine or nearer
 COGNATE_SIMILARITY = 0.75  # difflib's ratio of the two spellings (accents dropped)
 
-# Function words of the languages the encoder reads (a few dozen each, the most frequent):
-# a question holding more of another language's than of English's is foreign.
-_FUNCTION_WORDS = {
-    "en": "the a an is are was were be to of and in on for with how what why when where which who do does did i "
-    "my we our you your it this that can should there not no",
-    "de": "der die das ein eine ist sind wie was warum wann wo wer ich wir ihr sie es und oder nicht kein "
-    "mit für auf bei von zu im in den dem des muss kann soll gibt man mein meine unser",
-    "fr": "le la les un une est sont comment quoi pourquoi quand où qui je nous vous il elle et ou ne pas "
-    "avec pour sur dans du des de au aux faut peut dois mon ma mes notre quel quelle",
-    "es": "el la los las un una es son cómo como qué que por qué cuándo dónde quién yo nosotros usted y o "
-    "no con para en del de al hay puedo debo mi mis nuestro cuál",
-    "it": "il lo la gli le un una è sono come cosa perché quando dove chi io noi voi e o non con per su "
-    "nel del della posso devo mio mia",
-    "pt": "o a os as um uma é são como que por quando onde quem eu nós você e ou não com para em do da "
-    "posso devo meu minha",
-    "nl": "de het een is zijn hoe wat waarom wanneer waar wie ik wij jij en of niet met voor op in van moet kan mijn",
-}
-_WORDS = {lang: frozenset(ws.split()) for lang, ws in _FUNCTION_WORDS.items()}
-_LATIN_WORD = re.compile(r"[a-zà-öø-ÿœ]+", re.I)
+# the function words of each language as :func:`graphs.terms.words` reads them (accents dropped)
+_FUNCTION_WORDS = {lang: frozenset(terms.plain(w) for w in ws) for lang, ws in terms.FUNCTION_WORDS.items()}
 _NON_LATIN = re.compile(
     r"[\u0370-\u03ff\u0400-\u04ff\u0590-\u06ff\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff"
     r"\uac00-\ud7af]"
@@ -106,53 +90,23 @@ def is_foreign(text: str) -> bool:
     letters = sum(1 for c in text if c.isalpha())
     if letters and len(_NON_LATIN.findall(text)) / letters > 0.3:
         return True
-    words = [w.lower() for w in _LATIN_WORD.findall(text)]
+    words = terms.words(text)
     if not words:
         return False
-    english = sum(w in _WORDS["en"] for w in words)
-    other = max(sum(w in _WORDS[lang] for w in words) for lang in _WORDS if lang != "en")
+    english = sum(w in _FUNCTION_WORDS["en"] for w in words)
+    other = max(sum(w in ws for w in words) for lang, ws in _FUNCTION_WORDS.items() if lang != "en")
     accents = sum(1 for c in text if c in "äöüßéèêàçñáíóúâîôûëïœ¿¡")
     return other + (1 if accents else 0) > english and other + accents >= 2
 
 
-_ENGLISH_STOP = _WORDS["en"] | frozenset(
-    "about also after again all always any been before being both but by can could does doing down each few from "
-    "further had has have having here into just like many more most much must need needs only other over own same "
-    "some such than then them they these those through under until very will would what which while with without "
-    "your yours".split()
-)
-_OTHER_FUNCTION_WORDS = frozenset().union(*(ws for lang, ws in _WORDS.items() if lang != "en")) | frozenset(
-    # more of the commonest words of questions in German, French and Spanish that translate to no topic
-    "einen einem einer eines wird werden wurde habe haben hat bin bist sein seine auch noch nur schon "
-    "immer dann denn aber wenn weil dass damit darf dürfen können müssen sollte welche welcher welches "
-    "viele lange oft bekommen machen ihn beim aus pro "
-    "puis peux peut faire fait avez avoir suis sommes êtes ont sera être cette ces leur leurs son sa ses "
-    "tout tous toute toutes très plus moins comme aussi encore après avant combien dois doit "
-    "est-ce qu quoi lorsque à par moi même "
-    "está están puedo puede pueden hacer tengo tiene tienen tenemos esta este estos estas ese esa muy más menos "
-    "cuánto cuánta cuántos cuántas también todo todos después antes sobre cuando debería deberíamos".split()
-)
-# a document word: a run of letters, lower-case after its first letter (identifiers such as
-# "EncryptedSerializer" or "REDIS_URI" are matched as they are by the keyword search)
-_DOC_WORD = re.compile(r"(?<![\w.-])[A-Za-z][a-z]+(?![\w-])")
-# a question's words: Latin words (with accents), katakana runs (loanwords: "チェックポイント"),
-# Han runs ("病気", "週"); hiragana (particles, inflections) and punctuation are left out
-_QUESTION_WORD = re.compile(
-    r"[A-Za-zÀ-ÖØ-öø-ÿœŒ][A-Za-z0-9À-ÖØ-öø-ÿœŒ_]*(?:[./][A-Za-z0-9_]+)*|[\u30a1-\u30fa\u30fc\u31f0-\u31ff]{2,}"
-    r"|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3005]+|[\u0400-\u04ff]+|[\uac00-\ud7af]+"
-)
-
-
 def question_words(text: str) -> list[str]:
-    """The words of a question in another language that can be translated one by one:
-    its Latin words (function words of the languages :func:`is_foreign` knows left out),
-    and its katakana and Han runs; in order, without repeats."""
+    """The words of a question in another language that can be translated one by one
+    (:func:`graphs.terms.written_words`): its Latin words (the function words of the languages
+    :func:`is_foreign` knows left out, :func:`graphs.terms.names_no_topic`), and its katakana
+    and Han runs; in order, without repeats."""
     out: dict[str, None] = {}
-    for w in _QUESTION_WORD.findall(text):
-        low = w.lower()
-        if low in _ENGLISH_STOP or low in _OTHER_FUNCTION_WORDS:
-            continue
-        if low.isascii() and len(low) < 3:
+    for w in terms.written_words(text):
+        if terms.names_no_topic(w) or (w.isascii() and len(w) < 3):
             continue
         out.setdefault(w, None)
     return list(out)
@@ -277,13 +231,13 @@ class SoundIndex:
 
 def document_words(texts: Sequence[tuple[str, str]]) -> tuple[list[str], list[int]]:
     """The translation targets of a generation: ``(words, chunk counts)`` of the plain
-    words (:data:`_DOC_WORD`, lower-cased, English function words left out) of at least
+    words (:func:`graphs.terms.plain_words`, English function words left out) of at least
     ``WORD_MIN_LENGTH`` letters held by at least ``WORD_MIN_CHUNKS`` of the chunks
     ``(title, text)``, at most ``WORD_LIMIT`` of them, most held first."""
     counts: dict[str, int] = {}
     for title, text in texts:
-        for w in {m.lower() for m in _DOC_WORD.findall(f"{title} {_plain(text)}")}:
-            if len(w) >= WORD_MIN_LENGTH and w not in _ENGLISH_STOP:
+        for w in set(terms.plain_words(f"{title} {_plain(text)}")):
+            if len(w) >= WORD_MIN_LENGTH and not terms.names_no_topic(w, english_only=True):
                 counts[w] = counts.get(w, 0) + 1
     kept = sorted((w for w, n in counts.items() if n >= WORD_MIN_CHUNKS), key=lambda w: (-counts[w], w))
     kept = kept[:WORD_LIMIT]
@@ -606,10 +560,10 @@ class CrossLingualIndex:
         nearest in the encoder's space (``sims``: their cosines) at ``COGNATE_COSINE`` or
         nearer, those whose letters (without accents) are ``COGNATE_SIMILARITY`` alike, the
         most alike first, at most ``TRANSLATE_ALTERNATIVES``."""
-        if not _LATIN_WORD.fullmatch(word) or len(word) < WORD_MIN_LENGTH:
+        if not terms.is_latin_word(word) or len(word) < WORD_MIN_LENGTH:
             return []
         words = self._words or []
-        folded = "".join(c for c in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(c))
+        folded = terms.plain(word)
         near = np.argsort(-sims)[:COGNATE_CANDIDATES]
         found = []
         for j in near:
