@@ -8,6 +8,7 @@ well under a second instead of about two.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,6 +65,39 @@ def source_connectors(settings: Settings, index_dir: Path) -> list[Connector]:
                 )
             )
     return out
+
+
+def configured_names(settings: Settings, folders: Sequence[str]) -> list[str] | None:
+    """The names config.toml's knowledge base indexes ``folders`` (the command line's
+    ``--source``) under, when each is a configured ``files`` source of that one folder (a
+    ``[knowledge] sources`` entry, a ``[[sources]]`` entry of one path) whose patterns read the
+    same files a ``--source`` folder reads: that index answers, instead of a second one that
+    reads and embeds the same files again. None when one of them is not indexed so."""
+    from graphs.file_formats import FILE_PATTERNS
+    from graphs.knowledge.sources import list_files
+
+    configured: dict[str, tuple[str, list[str]]] = {}  # real folder -> (its source's name, patterns)
+    for src in settings.legacy_sources():
+        name = str(settings.path(src))
+        configured.setdefault(os.path.realpath(name), (name, list(settings.knowledge.patterns)))
+    for s in settings.sources:
+        paths = [s.path] if isinstance(s.path, str) else list(s.path)
+        if s.type == "files" and len(paths) == 1:
+            configured.setdefault(os.path.realpath(settings.path(paths[0])), (s.name, list(s.patterns)))
+    names: list[str] = []
+    for folder in folders:
+        real = os.path.realpath(Path(folder).expanduser())
+        if real not in configured or not os.path.isdir(real):
+            return None
+        name, patterns = configured[real]
+        try:
+            same = [f[2] for f in list_files([real], patterns)] == [f[2] for f in list_files([real], FILE_PATTERNS)]
+        except Exception:  # noqa: BLE001 - a folder that cannot be listed is read as --source reads it
+            return None
+        if not same:  # config.toml reads fewer of its files (Markdown only): the folder needs its own index
+            return None
+        names.append(name)
+    return list(dict.fromkeys(names)) or None
 
 
 def build_knowledge_base(

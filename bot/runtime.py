@@ -22,7 +22,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from bot.admin import AdminCommands
 from bot.chat.channels import run_scope
 from bot.config import Secrets, Settings
-from bot.knowledge import build_knowledge_base
+from bot.knowledge import build_knowledge_base, configured_names
 from bot.metrics import TurnObserver
 from bot.monitoring import PlatformHealth
 from bot.service import ChatService
@@ -392,16 +392,25 @@ async def open_runtime(
         emb, emb_id = build_embeddings(settings.knowledge.embeddings, m, secrets.mistral_api_key)
     else:
         emb, emb_id = embeddings, (f"custom:{type(embeddings).__name__}" if embeddings is not None else "none")
+    # --source folders config.toml's index holds already are answered from it (those sources
+    # only), not read and embedded again into an index of their own
+    only = configured_names(settings, sources) if sources else None
+    sources = None if only else sources
     knowledge = build_knowledge_base(settings, emb, emb_id, sources)
     # --source folders are read again every time: a user asking about a folder expects its
     # files as they are now, and an unchanged folder costs a listing (stat per file)
-    if build_index and (sources or knowledge.needs_rebuild()):
+    if build_index and (sources or only or knowledge.needs_rebuild()):
         # --source folders: all of them; else what the index lacks (none: sources no longer configured go)
-        syncing = knowledge.sources if sources else (knowledge.pending_sources() or ["no source (dropping old ones)"])
+        syncing = (
+            knowledge.sources
+            if sources
+            else list(dict.fromkeys([*(only or []), *knowledge.pending_sources()])) or ["no source (dropping old ones)"]
+        )
         log.info("syncing the knowledge index from %s", ", ".join(syncing))
         # a failed build (embeddings API, another reindex running) is logged and shown by
         # `status`; the bot starts with the last good generation, or keyword-only
-        await asyncio.to_thread(knowledge.ensure_index, progress, bool(sources))  # embedding must not block the loop
+        # (embedding must not block the loop)
+        await asyncio.to_thread(knowledge.ensure_index, progress, bool(sources), only or ())
     max_calls, _ = resolve_concurrency(m.max_concurrent_calls, settings.service.max_concurrent_runs, model)
     s = settings.service
     async with open_storage(settings, secrets.database_url or None) as storage:
@@ -444,7 +453,7 @@ async def open_runtime(
             max_concurrent_runs=max_runs,
             knowledge=knowledge,
             learned=learned,
-            scope_for=functools.partial(run_scope, settings, restrict_sources=not sources),
+            scope_for=functools.partial(run_scope, settings, restrict_sources=not sources, only=only),
             answer_note=DEGRADED_NOTE if degraded else "",
             observer=observer,
             graph_pool=pool,

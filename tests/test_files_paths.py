@@ -44,11 +44,10 @@ def test_one_missing_path_of_a_files_source_is_one_problem_and_the_rest_is_read(
     problems = [ln.strip() for ln in second.stdout.splitlines() if ln.strip().startswith("– team:")]
     assert problems == [
         f"– team: {tmp_path / 'policies/*.md'}: matches no file (a path in config.toml is relative to the "
-        "config file's folder, one given with --source to the current folder)",
-        f"– team: {tmp_path / 'faq.md'}: not found (a path in config.toml is relative to the "
-        "config file's folder, one given with --source to the current folder)",
+        "config file's folder)",
+        f"– team: {tmp_path / 'faq.md'}: not found (a path in config.toml is relative to the config file's folder)",
         f"– team: {tmp_path / 'no-such-folder'}: not found (a path in config.toml is relative to the "
-        "config file's folder, one given with --source to the current folder)",
+        "config file's folder)",
     ], second.stdout
     asked = threadwise("ask", "--json", "how do I book trains?", "--config", str(cfg), cwd=tmp_path)
     answer = json.loads(asked.stdout)
@@ -68,8 +67,7 @@ def test_a_files_source_whose_every_path_is_missing_fails_in_one_line_naming_the
     assert result.returncode == 1, result.stdout + result.stderr[-2000:]  # the source failed: nothing indexed
     assert result.stderr.strip().splitlines() == [
         f"team: knowledge source not found: {tmp_path / 'gone'}, {tmp_path / 'also-gone/*.pdf'} "
-        "(a path in config.toml is relative to the config file's folder, one given with --source to the "
-        "current folder)"
+        "(a path in config.toml is relative to the config file's folder)"
     ], result.stderr
     # a single path: the message is the one it always was
     conn = FilesConnector("one", [tmp_path / "gone"])

@@ -13,6 +13,7 @@ entry use the defaults. What an entry changes:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from bot.config import ChannelSettings, Settings
@@ -26,7 +27,13 @@ def entry_for(settings: Settings, platform: str, channel: str, channel_name: str
 
 
 def run_scope(
-    settings: Settings, platform: str, channel: str, channel_name: str = "", *, restrict_sources: bool = True
+    settings: Settings,
+    platform: str,
+    channel: str,
+    channel_name: str = "",
+    *,
+    restrict_sources: bool = True,
+    only: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """What a run in this channel may use, for ``configurable["scope"]``.
 
@@ -35,12 +42,13 @@ def run_scope(
         "platform": str, "channel": str}`` (a channel restricted to some sources uses only
         the learned entries learned in it).
         ``restrict_sources=False`` (the CLI's ``--source`` replaced the knowledge base)
-        drops the source restriction.
+        drops the source restriction; ``only`` (``--source`` folders config.toml's index
+        holds) searches those sources of it only.
     """
     entry = entry_for(settings, platform, channel, channel_name)
     web = settings.web.enabled if entry is None or entry.web is None else entry.web
     learning = settings.learning.enabled if entry is None or entry.learning is None else entry.learning
-    sources = settings.channel_sources(entry) if restrict_sources else None
+    sources = sorted(only) if only else settings.channel_sources(entry) if restrict_sources else None
     return {"sources": sources, "web": bool(web), "learning": bool(learning), "platform": platform, "channel": channel}
 
 

@@ -514,8 +514,10 @@ class KnowledgeBase:
 
     sync = reindex
 
-    def ensure_index(self, progress: ProgressFn | None = None, refresh: bool = False) -> IndexStats | None:
-        """The start-up build: sync the :meth:`pending_sources` (every source when ``refresh``),
+    def ensure_index(
+        self, progress: ProgressFn | None = None, refresh: bool = False, fresh: Sequence[str] = ()
+    ) -> IndexStats | None:
+        """The start-up build: sync the :meth:`pending_sources` and ``fresh`` (every source when ``refresh``),
         never failing because of the embeddings or a concurrent reindex. Sources already in
         the live generation are carried over unread, so a source that keeps failing costs a
         retry every :attr:`FAILED_RETRY_SECONDS` at most, not a sync of every source.
@@ -525,6 +527,8 @@ class KnowledgeBase:
             refresh: sync even a complete index, so it answers from the sources as they are
                 now (only changed documents are read; an unchanged source costs a listing
                 and keeps the live generation).
+            fresh: sources synced so even when the index holds them (``--source`` folders
+                the configured index holds), the others as without it.
 
         When the build fails that way, the failure is logged in one line and kept in
         ``last_error``, and the bot starts with the last good generation; if there is
@@ -543,6 +547,7 @@ class KnowledgeBase:
         if not refresh and snap is not None and snap.has_sources and not self._settings_changed(snap):
             # only what the live generation lacks; the rest is carried over as it is
             names = self._due(self._unsynced(snap), say=False)  # said by needs_rebuild
+            names += [n for n in fresh if n in self.connectors and n not in names]
             if not names and not self._unconfigured(snap):
                 return None
         try:
@@ -869,7 +874,9 @@ class KnowledgeBase:
         if attempted and all(not r.ok for r in attempted) and not any(docs.values()):
             self._write_status(reports)
             # the error says it all, once: no log line of each source before it
-            raise NothingIndexedError("; ".join(f"{r.name}: {r.error}" for r in attempted), reports)
+            # a source named by its path ([knowledge] sources) is named by its error already
+            said = [r.error if r.name in r.error else f"{r.name}: {r.error}" for r in attempted]
+            raise NothingIndexedError("; ".join(said), reports)
         for r in attempted:
             if not r.ok:
                 log.error("source %s failed: %s; its last good documents stay", r.name, r.error)

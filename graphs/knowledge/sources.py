@@ -108,20 +108,22 @@ def list_files(
         else:
             base, rest = _glob_split(str(p))
             if not rest or not os.path.isdir(base):
-                raise KnowledgeBaseError(
-                    f"knowledge source not found: {src} (a path in config.toml is relative to "
-                    "the config file's folder, one given with --source to the current folder)"
-                )
+                raise KnowledgeBaseError(_not_found(src))
             base, matcher = os.path.realpath(base), _patterns_regex([rest])
         before = len(found)
         for full, rel in _walk(base, matcher, outside):
             found.setdefault(full, (display_name(rel), rel))
         if not p.is_dir() and len(found) == before:
-            raise KnowledgeBaseError(
-                f"knowledge source not found: {src} (a path in config.toml is relative to "
-                "the config file's folder, one given with --source to the current folder)"
-            )
+            raise KnowledgeBaseError(_not_found(src))
     return sorted(((Path(k), shown, rel) for k, (shown, rel) in found.items()), key=lambda f: f[1])
+
+
+def _not_found(src: str | Path) -> str:
+    """The one line saying ``src`` names nothing, with where such a path is read from: config.toml's
+    paths reach here resolved against its folder (absolute), ``--source`` paths as given."""
+    if os.path.isabs(os.path.expanduser(src)):
+        return f"knowledge source not found: {src} (a path in config.toml is relative to the config file's folder)"
+    return f"knowledge source not found: {src} (a path given with --source is relative to the current folder)"
 
 
 def _walk(base: str, matcher: re.Pattern[str], outside: list[str] | None) -> Iterator[tuple[str, str]]:

@@ -1,0 +1,76 @@
+"""`--source DIR` naming a folder config.toml indexes already answers from that index (no second
+index read and embedded, its other sources left out), and a missing folder is said once, in one
+line naming where the path is read from, with the exit code README gives. Real CLI processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.test_cli_offline import threadwise
+
+
+def config(root: Path, *folders: str) -> Path:
+    path = root / "config.toml"
+    path.write_text(
+        f'[knowledge]\nsources = {json.dumps(list(folders))}\nembeddings = "local"\nk = 3\n'
+        '[graph]\ncomposer = "extractive"\n'
+        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
+    )
+    return path
+
+
+def test_a_source_folder_config_toml_indexes_is_answered_from_its_index(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "deploy.md").write_text("# Deploy\n\nRoll back a deploy within 15 minutes of the release.\n")
+    (tmp_path / "handbook").mkdir()
+    (tmp_path / "handbook" / "leave.md").write_text("# Leave\n\nBook annual leave in the HR portal four weeks ahead.\n")
+    config(tmp_path, "docs", "handbook")
+    first = threadwise("ask", "--config", "config.toml", "--json", "how do I book annual leave?", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert json.loads(first.stdout)["sources"] == ["leave.md"]
+    indexes = sorted(p.name for p in (tmp_path / "data").iterdir() if p.name.startswith("index"))
+
+    (tmp_path / "docs" / "deploy.md").write_text("# Deploy\n\nRoll back a deploy within 45 minutes of the release.\n")
+    asked = threadwise(
+        "-v",
+        "ask",
+        "--config",
+        "config.toml",
+        "--source",
+        "docs",
+        "--json",
+        "how long do I have to roll back a deploy?",
+        cwd=tmp_path,
+    )
+    assert asked.returncode == 0, asked.stderr[-2000:]
+    answer = json.loads(asked.stdout)
+    assert "45 minutes" in answer["answer"], answer  # the folder as it is now
+    # the configured index, its one changed file read again: no index of its own, nothing embedded twice
+    assert sorted(p.name for p in (tmp_path / "data").iterdir() if p.name.startswith("index")) == indexes
+    assert "1 updated" in asked.stderr and "2 added" not in asked.stderr, asked.stderr[-3000:]
+    # only that folder is searched, as with a --source index of its own
+    other = threadwise(
+        "ask", "--config", "config.toml", "--source", "docs", "--json", "how do I book annual leave?", cwd=tmp_path
+    )
+    assert other.returncode == 0, other.stderr[-2000:]
+    assert "leave.md" not in json.loads(other.stdout)["sources"], other.stdout
+
+
+def test_a_missing_source_folder_is_said_once_naming_where_it_is_read_from(tmp_path):
+    config(tmp_path, "missing-docs")
+    gone = tmp_path / "missing-docs"
+    why = f"knowledge source not found: {gone} (a path in config.toml is relative to the config file's folder)"
+    asked = threadwise("ask", "--config", "config.toml", "how do I roll back?", cwd=tmp_path)
+    assert asked.returncode == 1, asked.stderr  # README: no source readable and no index to answer from
+    assert asked.stderr.strip().splitlines() == [f"threadwise ask failed: {why}"], asked.stderr
+    synced = threadwise("reindex", "--config", "config.toml", cwd=tmp_path)
+    assert synced.returncode == 1, synced.stderr  # README: a source failed to sync
+    # one line on stderr, the path said once; stdout holds the report every sync prints
+    assert synced.stderr.strip().splitlines() == [why], synced.stderr
+    assert f"• {gone}: FAILED: {why} (kept 0 documents, 0 chunks)" in synced.stdout.splitlines(), synced.stdout
+    missing = threadwise("ask", "--config", "config.toml", "--source", "nothere", "how do I roll back?", cwd=tmp_path)
+    assert missing.returncode == 2, missing.stderr  # README: a --source path that does not exist
+    assert missing.stderr.strip().splitlines() == [
+        "knowledge source not found: nothere (a path given with --source is relative to the current folder)"
+    ]
