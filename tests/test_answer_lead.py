@@ -139,12 +139,12 @@ def test_questions_asking_whether_are_told(question, asks):
     ("sentence", "verdict"),
     [
         ("FreeBSD and its derivatives are **NOT** supported.", True),
-        ("In general you cannot work from abroad for any period of time.", True),
-        ("The serialized value does not contain expire information.", True),
-        ("Images for macOS will not receive any support.", True),
+        ("As a rule you cannot take the company laptop abroad for any length of time.", True),
+        ("The exported archive does not contain the access rights.", True),
+        ("Builds for 32-bit ARM will not receive any updates.", True),
         ("If the alert is not firing, the alerting pipeline is broken.", False),
-        ("Receipts are not required for these fixed items.", False),
-        ("The time to live is transferred to the new key.", False),
+        ("Tickets are not needed for the staff car park.", False),
+        ("The retention period is carried over to the copied bucket.", False),
     ],
 )
 def test_verdict_sentences_are_told(sentence, verdict):
