@@ -49,6 +49,11 @@ def test_a_source_folder_config_toml_indexes_is_answered_from_its_index(tmp_path
     # the configured index, its one changed file read again: no index of its own, nothing embedded twice
     assert sorted(p.name for p in (tmp_path / "data").iterdir() if p.name.startswith("index")) == indexes
     assert "1 updated" in asked.stderr and "2 added" not in asked.stderr, asked.stderr[-3000:]
+    # `reindex --source` of that folder syncs it in config.toml's index, too
+    synced = threadwise("reindex", "--config", "config.toml", "--source", "docs", cwd=tmp_path)
+    assert synced.returncode == 0, synced.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "data").iterdir() if p.name.startswith("index")) == indexes
+    assert f"• {tmp_path / 'docs'}: 0 added, 0 updated, 0 removed, 1 unchanged" in synced.stdout, synced.stdout
     # only that folder is searched, as with a --source index of its own
     other = threadwise(
         "ask", "--config", "config.toml", "--source", "docs", "--json", "how do I book annual leave?", cwd=tmp_path

@@ -53,12 +53,15 @@ async def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _sync(settings: Settings, names: list[str] | None, source_dirs: list[str] | None) -> int:
     # the embedding model and the index libraries (torch, onnxruntime) load only here
-    from bot.knowledge import build_knowledge_base
+    from bot.knowledge import build_knowledge_base, configured_names
     from bot.storage import open_storage
     from bot.sync import SourceSync, SyncBusy, resolve_sources, sync_summary
     from graphs.knowledge import NothingIndexedError
     from graphs.models import build_embeddings
 
+    if source_dirs and (only := configured_names(settings, source_dirs)):
+        # folders config.toml indexes already: those sources of its index are synced, not a second index
+        names, source_dirs = only, None
     secrets = Secrets.from_env()
     emb, emb_id = build_embeddings(settings.knowledge.embeddings, settings.models, secrets.mistral_api_key)
     kb = build_knowledge_base(settings, emb, emb_id, source_dirs)
