@@ -946,7 +946,9 @@ class Extractive:
             budget: characters of quoted text (the lead's code blocks and tables come on top).
             focus: terms a follow-up adds to the thread's question ("and sick leave?"):
                 the lead must hold one when any sentence does, so the answer is about
-                what was asked now, not about the earlier subject.
+                what was asked now, not about the earlier subject; and then a support from
+                another document than the lead's and the first must hold one too (the thread's
+                earlier words bring in lower pages' sentences about the earlier subject).
             neighbours, before: sentences quoted after / before each chosen one.
             doc_prior: weight of the document's rank.
 
@@ -1003,10 +1005,12 @@ class Extractive:
         if not prose:
             return ""
         focus_terms = {t for f in focus for t in signals.terms(f)}
+        on_focus = False  # the lead holds a word the follow-up asks about now
         if focus_terms:
             with_focus = [sc for sc in prose if focus_terms & signals.terms(sc.unit.text)]
             if with_focus:  # the follow-up's own subject leads
                 prose = with_focus + [sc for sc in prose if sc not in with_focus]
+                on_focus = True
         top = prose[0].score
         parts: list[tuple[int, str]] = []  # (document, rendered passage or block)
         used: set[tuple[int, int]] = set()
@@ -1060,6 +1064,8 @@ class Extractive:
             if n and (seed.score < top * SUPPORT_CUTOFF or size >= budget):
                 break
             u = seed.unit
+            if n and on_focus and u.doc not in (0, prose[0].unit.doc) and not focus_terms & signals.terms(u.text):
+                continue  # "and for contractors?": a lower page's sentence not about contractors pads the answer
             if (u.doc, u.pos) in used or norm(u.text) in quoted:
                 continue
             seen = table_terms.get(table_of(u)) if u.row >= 0 else None

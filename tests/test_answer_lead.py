@@ -149,3 +149,29 @@ def test_questions_asking_whether_are_told(question, asks):
 )
 def test_verdict_sentences_are_told(sentence, verdict):
     assert signals.states_verdict(sentence) is verdict
+
+
+LEAVE_PAGE = """# Annual leave
+
+Employees get 25 days of annual leave a year, plus bank holidays. Book leave in the HR system at least two weeks
+ahead.
+
+Contractors are not entitled to paid annual leave; agree time off with your account manager.
+"""
+
+EXPENSES_PAGE = """# Expenses
+
+Claim expenses in the finance tool within 30 days of paying. Days spent travelling count as working days, and a
+day of leave cannot be claimed back as an expense.
+"""
+
+
+def test_a_follow_up_answer_quotes_no_other_page_that_leaves_out_what_it_asks_now():
+    """ "and for contractors?" after a question about annual leave: the contractors sentence leads, and
+    the expenses page, which shares "days" and "leave" with the thread's question but says nothing about
+    contractors, is not quoted after it."""
+    questions = ["and for contractors?", "how many days of annual leave do we get? and for contractors?"]
+    docs = [page("leave.md", LEAVE_PAGE), page("expenses.md", EXPENSES_PAGE)]
+    answer = Extractive(TextEmbedder(None)).compose(questions, docs, focus=["contractors"])
+    assert answer.startswith("Contractors are not entitled to paid annual leave"), answer
+    assert "[2]" not in answer and "travelling" not in answer, answer
