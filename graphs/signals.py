@@ -230,13 +230,14 @@ def is_pointer(sentence: str) -> bool:
 # precision?", a verb asking whether after a clause ("if I INCR it does the expire get reset"); not
 # a question asking which, how or what ("how do I ...", "what port is ...").
 _MODAL = r"(?:can|could|does|do|did|is|are|was|will|would|should|may|must|has|have)\s+(?!not\b)[\w`'.-]+"
+# opening the question or a clause of it ("worker should wait, can it wait forever?"), or "does the / do I /
+# did it" anywhere ("if I INCR it does the expire get reset")
 _YES_NO_VERB = re.compile(
-    # opening the question or a clause of it ("worker should wait, can it wait forever?")
     rf"(?:^\W*|[,;:.!?(]\s*|\b(?:so|and|but|or|then|also|otherwise)\s+){_MODAL}|"
-    # or anywhere in a question ending with "?"; and "does the / do I / did it" anywhere
-    rf"\b{_MODAL}(?=.*\?\s*$)|\b(?:does|do|did)\s+(?:the|a|an|my|your|our|its|it|this|that|these|those|i|we|you|they)\b",
-    re.I | re.S,
+    r"\b(?:does|do|did)\s+(?:the|a|an|my|your|our|its|it|this|that|these|those|i|we|you|they)\b",
+    re.I,
 )
+_ANY_MODAL = re.compile(rf"\b{_MODAL}", re.I)  # anywhere, in a message ending with "?"
 _WH_WORD = re.compile(r"\b(?:how|what|what's|whats|where|where's|which|who|whom|whose|why|when)\b", re.I)
 
 
@@ -256,7 +257,11 @@ def asks_yes_no(question: str) -> bool:
     """``question`` asks whether something holds or can be done ("can I run it on FreeBSD?",
     "if I INCR a counter does the expire get reset", "is running the image on a mac fine?"),
     not for a thing or a way (a question with "how", "what", "which", "where", ... is not)."""
-    return bool(_YES_NO_VERB.search(question)) and not _WH_WORD.search(question)
+    if _WH_WORD.search(question):
+        return False
+    return bool(_YES_NO_VERB.search(question)) or (
+        question.rstrip().endswith("?") and bool(_ANY_MODAL.search(question))
+    )
 
 
 def states_verdict(text: str) -> bool:
