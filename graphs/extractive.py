@@ -935,7 +935,8 @@ class Extractive:
         plus ``QUANTITY_BONUS`` when the question asks for an amount (a bound or a precision too: "the
         largest value", "how exact") and the sentence states one. A sentence pointing elsewhere ("See
         `LMOVE` for more information.", :func:`graphs.signals.is_pointer`) never leads while another
-        sentence is there, and is not quoted as the sentence before one. A question asking whether
+        sentence is there, and is not quoted as the sentence before one, nor after one (a passage
+        ends before it, and the budget goes to the next passage). A question asking whether
         (:func:`graphs.signals.asks_yes_no`: "can I run it on FreeBSD?") adds ``VERDICT_BONUS`` to a
         sentence saying what is not so or cannot be done (:func:`graphs.signals.states_verdict`) that
         holds one of its words, or sits under a heading that does.
@@ -1123,6 +1124,8 @@ class Extractive:
                         break  # a table's row is quoted on its own, never as the next sentence
                     if introduces_list(chosen[-1], nxt):
                         break
+                    if signals.is_pointer(nxt.text):
+                        break  # "See X for more information." ends what the page says here; the rest is another point
                     chosen.append(nxt)
                     pos += 1
                 after_last = unit_at(u.doc, chosen[-1].pos + 1)

@@ -175,3 +175,23 @@ def test_a_follow_up_answer_quotes_no_other_page_that_leaves_out_what_it_asks_no
     answer = Extractive(TextEmbedder(None)).compose(questions, docs, focus=["contractors"])
     assert answer.startswith("Contractors are not entitled to paid annual leave"), answer
     assert "[2]" not in answer and "travelling" not in answer, answer
+
+
+TRAVEL_PAGE = """# Travel
+
+Book train tickets through the travel portal; first class is allowed on journeys over three hours. See the
+travel policy page for more information. The office team keeps a list of preferred hotels near each client
+site.
+"""
+
+
+def test_a_passage_ends_before_a_sentence_pointing_elsewhere():
+    """The sentences after the answering one are quoted up to a pointer ("See the travel policy page
+    for more information."), not through it into what the page says next (hotels, for a question
+    about train tickets), and the pointer is not quoted."""
+    answer = compose("can I book first class train tickets?", page("travel.md", TRAVEL_PAGE))
+    lead = answer.split("\n\n")[0]
+    assert (
+        lead == "Book train tickets through the travel portal; first class is allowed on journeys over three hours. [1]"
+    )
+    assert "See the travel policy" not in answer, answer
