@@ -85,6 +85,10 @@ DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its 
 # value does not contain expire information") when the question asks whether ("can I run it on FreeBSD?") and the
 # sentence or its heading holds one of the question's words: the verdict answers it, not a sentence sharing more words
 VERDICT_BONUS = 0.1
+# a support's own score (without its document's rank weight) must reach this share of the lead's own score: the
+# rank weight (DOC_PRIOR) alone carried the first page's sentences over SUPPORT_CUTOFF while they said nothing of
+# the question (a Linux distribution's packages after "what about on a mac?")
+SUPPORT_OWN_CUTOFF = 0.4
 ANSWER_CHARACTERS = 700  # default prose budget ([graph] answer_characters)
 SHORT_LIST_SHARE = 0.3  # a bulleted list this share of the budget or shorter is quoted whole, as a list
 # a short list a quoted sentence introduces ("... the following files and directories:") follows it, as a list
@@ -923,7 +927,9 @@ class Extractive:
            list (a support's list that does not fit is named, "(The list is in [n].)");
         2. support: passages around the next best sentences, best first, each with the block
            its last sentence introduces, while they stay within ``budget`` characters (a
-           support's block counts; one that does not fit is named);
+           support's block counts; one that does not fit is named); a sentence scores as a
+           support when its score reaches ``SUPPORT_CUTOFF`` x the lead's and its own score
+           (without the rank weight) ``SUPPORT_OWN_CUTOFF`` x the lead's own;
         3. "More in [n]" naming the documents quoted, for the rest.
 
         A passage from a section whose heading names an identifier in inline code (a reference
@@ -967,7 +973,9 @@ class Extractive:
         quantity = bool(questions) and signals.asks_for_quantity(questions[0])
         yes_no = bool(questions) and signals.asks_yes_no(questions[0])
         asked = {t for q in questions for t in signals.terms(q)}
+        own: dict[tuple[int, int], float] = {}  # each unit's score without its document's rank weight
         for sc, head in zip(scored, headings, strict=True):
+            own[(sc.unit.doc, sc.unit.pos)] = sc.score
             sc.score += doc_prior * (1.0 / (1 + sc.unit.doc))
             if quantity and not sc.unit.code and signals.states_quantity(sc.unit.text):
                 sc.score += QUANTITY_BONUS  # "how many days": the sentence with the number
@@ -1013,6 +1021,7 @@ class Extractive:
                 prose = with_focus + [sc for sc in prose if sc not in with_focus]
                 on_focus = True
         top = prose[0].score
+        lead_own = own[(prose[0].unit.doc, prose[0].unit.pos)]
         parts: list[tuple[int, str]] = []  # (document, rendered passage or block)
         used: set[tuple[int, int]] = set()
         quoted: set[str] = set()
@@ -1065,6 +1074,8 @@ class Extractive:
             if n and (seed.score < top * SUPPORT_CUTOFF or size >= budget):
                 break
             u = seed.unit
+            if n and own[(u.doc, u.pos)] < lead_own * SUPPORT_OWN_CUTOFF:
+                continue  # its page's rank carried it this far, not what it says
             if n and on_focus and u.doc not in (0, prose[0].unit.doc) and not focus_terms & signals.terms(u.text):
                 continue  # "and for contractors?": a lower page's sentence not about contractors pads the answer
             if (u.doc, u.pos) in used or norm(u.text) in quoted:

@@ -195,3 +195,10 @@ def test_a_passage_ends_before_a_sentence_pointing_elsewhere():
         lead == "Book train tickets through the travel portal; first class is allowed on journeys over three hours. [1]"
     )
     assert "See the travel policy" not in answer, answer
+
+
+def test_a_sentence_only_its_page_rank_carried_is_not_quoted_after_the_answer():
+    """ "The office team keeps a list of preferred hotels" shares nothing with a question about train
+    tickets; on the first page its rank weight alone passed the support cutoff, so it padded the answer."""
+    answer = compose("can I book first class train tickets?", page("travel.md", TRAVEL_PAGE))
+    assert "hotels" not in answer, answer
