@@ -102,3 +102,14 @@ def test_ask_exits_1_when_no_source_can_be_read_and_2_for_a_source_path_that_doe
         ]
     unknown = threadwise("sync", "sight", "--config", str(cfg), cwd=tmp_path)
     assert unknown.returncode == 2 and unknown.stderr.strip().startswith("Unknown source sight"), unknown.stderr
+
+
+def test_an_empty_or_blank_question_exits_2_in_one_line_without_an_answer(tmp_path):
+    cfg = files_config(tmp_path)
+    for question in ("", "   "):
+        result = threadwise("ask", question, "--config", str(cfg), cwd=tmp_path)
+        assert result.returncode == 2, (result.returncode, result.stdout, result.stderr[-2000:])
+        assert result.stdout == "", result.stdout  # no greeting passed off as an answer
+        assert result.stderr.strip().splitlines() == [
+            'threadwise ask: the question is empty (usage: threadwise ask "QUESTION")'
+        ], result.stderr

@@ -37,7 +37,13 @@ def add_parsers(
 
 
 async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
-    """Answer ``args.question`` in a new thread (or ``--thread``'s); exit code 1 when it failed."""
+    """Answer ``args.question`` in a new thread (or ``--thread``'s); exit code 1 when it failed,
+    2 when the question is empty or only blanks (a usage error, as a missing question is)."""
+    if not args.question.strip():
+        # an empty question would be routed as small talk and greeted: a script passing an
+        # unset variable would read the greeting as an answer
+        out.err.print('threadwise ask: the question is empty (usage: threadwise ask "QUESTION")', markup=False)
+        return 2
     # each `ask` is its own conversation unless --thread names one to continue
     args.thread = args.thread or f"ask-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
