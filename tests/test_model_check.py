@@ -83,4 +83,4 @@ async def test_a_busy_provider_at_start_does_not_stop_run(tmp_path):
     assert fake.tasks() == ["check"]
     # the console's banner names the model in use and is true about the log
     assert "starting the console chat with the chat model openai:test-model" in output, output
-    assert "offline default" not in output and "from here on only warnings are logged" in output, output
+    assert "offline default" not in output and "From here on only warnings are logged" in output, output

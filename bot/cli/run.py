@@ -150,17 +150,18 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             from graphs.models import model_name
 
             logged = (
-                "every event is logged" if args.verbose else "from here on only warnings are logged (-v: every event)"
+                "Every event is logged." if args.verbose else "From here on only warnings are logged (-v: every event)."
             )
             from bot.runtime import resolve_composer
 
             if resolve_composer(settings.graph.composer, rt.chat_model) == "extractive":
-                # the offline model only routes: saying it answers would misstate where answers come from
-                writer = f"answers quote the documents (no chat model writes them; {model_name(rt.chat_model)} routes)"
+                # the extractive graph routes by embedding similarity and quotes: naming the chat
+                # model here would say it does work it never does
+                writer = ". Answers quote the documents; no chat model is called."
             else:
-                writer = f"with the chat model {model_name(rt.chat_model)}"
+                writer = f" with the chat model {model_name(rt.chat_model)}."
             out.err.print(
-                f"No SLACK_* or DISCORD_TOKEN set: starting the console chat {writer}; {logged}.",
+                f"No SLACK_* or DISCORD_TOKEN set: starting the console chat{writer} {logged}",
                 markup=False,
             )
             if not args.verbose:  # the chat and the event log would share one terminal
