@@ -237,11 +237,16 @@ class KnowledgeSettings(_Section):
     sources: list[str] = Field(
         [],
         examples=[["docs"]],
-        description="Folders, files or globs of Markdown/text, indexed beside [[sources]]; empty: this "
-        "project's user guide (docs/) while no [[sources]] are declared, else none.",
+        description="Folders, files or globs, indexed beside [[sources]] (each read as a files source); empty: "
+        "this project's user guide (docs/) while no [[sources]] are declared, else none.",
     )
     patterns: list[str] = Field(
-        ["**/*.md", "**/*.markdown", "**/*.txt"], description="Files of the source folders that are indexed (globs)."
+        # the same default as a [[sources]] files source and --source: a folder named any of the
+        # three ways reads the same files
+        list(FILE_PATTERNS),
+        examples=[["**/*.md", "**/*.pdf"]],
+        description="Files of the source folders that are indexed (globs); default: every supported format "
+        "(Markdown, MDX, text, HTML, PDF, DOCX, PPTX, XLSX).",
     )
     description: str = Field(
         "",

@@ -293,3 +293,77 @@ def test_an_index_from_before_a_format_was_read_is_read_again_without_a_reindex(
     )
     assert again.returncode == 0, again.stderr[-2000:]
     assert json.loads(again.stdout)["sources"] == ["later.md"], again.stdout
+
+
+def write_pdf(folder: Path, name: str, text: str) -> None:
+    """A one-page text PDF (written by fpdf2) holding ``text``."""
+    from fpdf import FPDF
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.multi_cell(0, 5, text)
+    (folder / name).write_bytes(bytes(pdf.output()))
+
+
+VACATION = "Every employee gets 27 vacation days per year, booked with the capybara form."
+
+
+def write_pdfs(folder: Path) -> None:
+    """A folder holding only PDFs: the vacation policy and two others (a search over one
+    document finds nothing rare)."""
+    write_pdf(folder, "policy.pdf", VACATION)
+    write_pdf(folder, "vpn.pdf", "Connect to the quetzal gateway with WireGuard on port 51820.")
+    write_pdf(folder, "parking.pdf", "Visitors park their okapi carts in bay nine, behind the loading dock.")
+
+
+def test_a_folder_of_pdfs_in_knowledge_sources_is_read_as_a_source_folder_reads_it(tmp_path):
+    write_pdfs(tmp_path / "pdfs")
+    cfg = write_config(
+        tmp_path, extra='\n[graph]\ncomposer = "extractive"\ngraders = "lexical"\n', sources=[Path("pdfs")]
+    )
+    reindexed = threadwise("reindex", "--config", str(cfg), cwd=tmp_path)
+    assert reindexed.returncode == 0, reindexed.stdout + reindexed.stderr[-2000:]
+    assert "(3 documents, " in reindexed.stdout, reindexed.stdout
+    for extra in ([], ["--source", "pdfs"]):  # config.toml's folder, and the same folder named on the command line
+        asked = threadwise(
+            "ask",
+            "--json",
+            "how do I book vacation days with the capybara form?",
+            *extra,
+            "--config",
+            str(cfg),
+            cwd=tmp_path,
+        )
+        assert asked.returncode == 0, asked.stderr[-2000:]
+        answer = json.loads(asked.stdout)
+        assert answer["sources"] == ["policy.pdf"] and "27 vacation days" in answer["answer"], answer
+
+
+def test_a_knowledge_source_giving_no_document_says_so_in_one_line(tmp_path):
+    write_pdfs(tmp_path / "pdfs")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "parking.md").write_text("# Parking\n\nVisitors park in bay nine, said the okapi.\n")
+    graph = '\n[graph]\ncomposer = "extractive"\ngraders = "lexical"\n'
+    cfg = write_config(tmp_path, extra=graph, sources=[Path("pdfs"), Path("notes")])
+    first = threadwise("reindex", "--config", str(cfg), cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr[-2000:]
+    # the folder's PDF is not among the files config.toml's patterns read any more
+    cfg.write_text(cfg.read_text().replace("k = 3\n", 'k = 3\npatterns = ["**/*.md"]\n'))
+    one_empty = threadwise("reindex", "--config", str(cfg), cwd=tmp_path)
+    assert one_empty.returncode == 0, one_empty.stdout + one_empty.stderr[-2000:]
+    said = [line for line in one_empty.stderr.splitlines() if "gave no document" in line]
+    pdfs = tmp_path / "pdfs"  # a [knowledge] sources folder is named by its path
+    assert len(said) == 1 and f"source {pdfs} gave no document (no file matches its patterns: **/*.md)" in said[0], (
+        one_empty.stderr
+    )
+    # no source gives a document: exit 1 and one line, with or without an index before
+    cfg.write_text(cfg.read_text().replace('["pdfs", "notes"]', '["pdfs"]'))
+    for command in (["reindex"], ["ask", "how do I book vacation days with the capybara form?"]):
+        result = threadwise(*command, "--config", str(cfg), cwd=tmp_path)
+        assert result.returncode == 1, (command, result.stdout, result.stderr[-2000:])
+        said = [
+            line for line in result.stderr.splitlines() if f"no text found in the knowledge sources: {pdfs}" in line
+        ]
+        assert len(said) == 1 and "Traceback" not in result.stderr, result.stderr

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from graphs.file_formats import FILE_PATTERNS
 from graphs.knowledge import index as idx
 from graphs.knowledge.common import (
     Chunk,
@@ -70,7 +71,7 @@ class KnowledgeBase:
         index_dir: folder holding the index generations (created if missing).
         sources: folders, files or globs of ``[knowledge] sources`` (each becomes a
             ``files`` source named by the path as given).
-        patterns: file globs inside those folders.
+        patterns: file globs inside those folders (default: every format a ``files`` source reads).
         embeddings: a LangChain ``Embeddings`` or ``None`` for keyword-only search.
         embedder_id: names the embedding model; vectors are reused only for the same id.
             An ``embeddings`` object with its own ``embedder_id`` attribute (the local
@@ -96,7 +97,7 @@ class KnowledgeBase:
         self,
         index_dir: str | Path,
         sources: Sequence[str | Path] = (),
-        patterns: Sequence[str] = ("**/*.md", "**/*.txt"),
+        patterns: Sequence[str] = FILE_PATTERNS,
         embeddings: Embeddings | None = None,
         embedder_id: str = "none",
         chunk_size: int = 1000,
@@ -880,6 +881,14 @@ class KnowledgeBase:
         for r in attempted:
             if not r.ok:
                 log.error("source %s failed: %s; its last good documents stay", r.name, r.error)
+        if not any(docs.values()):
+            # every source read, none gave a document: the same failure whatever the index held
+            # before (publishing an empty generation would answer "not about the documents")
+            self._write_status(reports)
+            raise NothingIndexedError(f"no text found in the knowledge sources: {', '.join(self.sources)}", reports)
+        for r in attempted:
+            if r.ok and not docs.get(r.name):
+                log.warning("source %s gave no document%s", r.name, _why_empty(r, self.connectors[r.name]))
 
         if (
             old is not None
@@ -921,6 +930,21 @@ class KnowledgeBase:
         embedded = batch.embedded
         reused = int(manifest["chunks"]) - (batch.embedded if batch.vectors_on else batch.split)
         return self._publish(gen, writer.directory, old, manifest, reports, fresh, embedded, reused, t0)
+
+
+def _why_empty(report: SourceReport, conn: Connector) -> str:
+    """Why a source gave no document, for its one warning line: ``" (2 skipped, 1 problem)"``,
+    or the file patterns a files source read (none of its files matched them)."""
+    said = [f"{report.skipped} skipped"] if report.skipped else []
+    said += [f"{len(report.problems)} problem{'' if len(report.problems) == 1 else 's'}"] if report.problems else []
+    if said:
+        return f" ({', '.join(said)})"
+    patterns = getattr(conn, "patterns", None)
+    if not patterns:
+        return ""
+    if tuple(patterns) == FILE_PATTERNS:
+        return " (none of its files is of a format it reads)"
+    return f" (no file matches its patterns: {', '.join(patterns)})"
 
 
 def _storable(d: Document) -> Document:
