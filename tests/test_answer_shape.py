@@ -19,7 +19,7 @@ from graphs.graders import shape_problem
 from graphs.knowledge.sources import clean_markdown, definition_lists
 from graphs.knowledge.splitting import index_text, split_markdown
 from graphs.settings import GraphSettings
-from tests.conftest import requires_offline_model
+from tests.conftest import fetched_corpus, requires_offline_model
 from tests.test_cli_offline import threadwise
 
 LEAVE = """# Leave
@@ -263,7 +263,9 @@ def test_a_sentence_is_read_under_its_heading():
     assert alone.unit.text.startswith("Sabbaticals give you time away")  # what the heading changes
 
 
-RUNBOOKS = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "prometheus-runbooks" / "runbooks"
+def runbooks() -> Path:
+    """The real Prometheus Operator runbooks (a fetched corpus: the test skips without it)."""
+    return fetched_corpus("prometheus-runbooks") / "runbooks"
 
 
 def introductions(text: str) -> list[tuple[str, str]]:
@@ -303,7 +305,7 @@ def orphans(answer: str, text: str) -> list[str]:
 def test_a_sentence_introducing_a_command_is_quoted_with_it_on_real_pages(page, question):
     """As below, on the real Prometheus runbooks ("Run the following command in all etcd pods."
     and `etcdctl defrag`)."""
-    quotes_each_block_with_its_sentence(RUNBOOKS / page, question)
+    quotes_each_block_with_its_sentence(runbooks() / page, question)
 
 
 def quotes_each_block_with_its_sentence(page: Path, question: str) -> None:
@@ -468,7 +470,7 @@ def test_real_runbook_answers_through_the_cli_carry_their_commands_and_no_raw_li
     """The same on the real etcd runbooks (`[fsync'd][fsync]` on the page)."""
     answers = eval_answers(
         tmp_path,
-        RUNBOOKS / "etcd",
+        runbooks() / "etcd",
         {
             "defrag": "etcd db is nearly at its quota, how do I defragment it?",
             "fsync": "etcd fsync latency alert - why does etcd care about disk latency?",
@@ -480,9 +482,6 @@ def test_real_runbook_answers_through_the_cli_carry_their_commands_and_no_raw_li
     assert "has to be fsync'd to disk" in answers["fsync"], answers["fsync"]
     for answer in answers.values():
         assert not re.search(r"\]\[|\[\^", prose_of(answer)), answer
-
-
-HUGO = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "hugo-docs"
 
 
 def test_the_sentence_after_an_error_message_quoted_by_the_lead_follows_it():
@@ -500,7 +499,8 @@ def test_the_sentence_after_an_error_message_quoted_by_the_lead_follows_it():
 
 def test_the_sentence_after_an_error_message_quoted_by_the_lead_follows_it_on_a_real_page():
     """The same on Hugo's FAQ ("To resolve, install a different edition.")."""
-    text = clean_markdown((HUGO / "troubleshooting" / "faq.md").read_text())[1]
+    hugo = fetched_corpus("hugo-docs")
+    text = clean_markdown((hugo / "troubleshooting" / "faq.md").read_text())[1]
     answer = compose("error says 'this feature is not available in this edition of Hugo'", text)
     assert answer.startswith("An error message indicates that a feature is not available."), answer
     at = first_fact_position(answer, ["To resolve, install a different edition."])
@@ -537,12 +537,13 @@ def test_a_short_page_is_retrieved_whole_and_a_long_one_by_its_section(tmp_path)
 def test_a_short_real_page_is_retrieved_whole_and_a_long_one_by_its_section(tmp_path):
     """The same on the real runbooks: "what can clock skew break and how do we fix it" (the search
     finds its Meaning, "Clock skew detected.")."""
+    real = runbooks()
     from graphs.knowledge import KnowledgeBase
 
     pages = ["node/NodeClockSkewDetected.md", "node/NodeClockNotSynchronising.md", "etcd/etcdBackendQuotaLowSpace.md"]
     for rel in pages:
         (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "src" / rel).write_bytes((RUNBOOKS / rel).read_bytes())
+        (tmp_path / "src" / rel).write_bytes((real / rel).read_bytes())
     kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"])
     kb.reindex()
     brain = Extractive(TextEmbedder(None), kb)
@@ -555,10 +556,7 @@ def test_a_short_real_page_is_retrieved_whole_and_a_long_one_by_its_section(tmp_
     assert "TLS" in answer and "time synchronization service" in answer, answer
     long = brain.retrieve(["etcd database size quota, how do I defragment it"], 5)
     etcd = [d for d in long if d["location"] == "etcd/etcdBackendQuotaLowSpace.md"]
-    assert etcd and all(len(d["text"]) < len((RUNBOOKS / pages[2]).read_text()) - 200 for d in etcd)
-
-
-CARGO = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "cargo-book"
+    assert etcd and all(len(d["text"]) < len((real / pages[2]).read_text()) - 200 for d in etcd)
 
 
 def test_a_man_page_option_list_reads_as_options_with_their_names():
@@ -584,7 +582,7 @@ def test_a_man_page_option_list_reads_as_options_with_their_names():
     assert "`--undo`: Bring a withdrawn version back, so that new projects can use it again." in answer, answer
     # a definition list inside a code block is code: left as written
     glossary = clean_markdown((DOCSITES / "site" / "content" / "glossary.md").read_text())[1]
-    assert "<dl>\n  {{ range .Pages }}\n    <dt>{{ .Title }}</dt>\n    <dd>{{ .Content }}</dd>" in glossary
+    assert '<dl class="terms">\n  {{ range .Pages.ByWeight }}\n  <dt id="{{ .File.BaseFileName }}">' in glossary
 
 
 def test_a_list_the_quoted_sentence_introduces_follows_it_as_a_list():
@@ -599,12 +597,13 @@ def test_a_list_the_quoted_sentence_introduces_follows_it_as_a_list():
 
 def test_a_real_man_page_option_list_reads_as_options_with_their_names():
     """The same on the Cargo Book's command pages (it read "--undo Undo a yank", or lost the name)."""
-    text = clean_markdown((CARGO / "commands" / "cargo-tree.md").read_text())[1]
+    cargo, hugo_docs = fetched_corpus("cargo-book"), fetched_corpus("hugo-docs")
+    text = clean_markdown((cargo / "commands" / "cargo-tree.md").read_text())[1]
     assert "<dt" not in text and "<dd" not in text and "option-anchor" not in text
     assert "`-d`, `--duplicates`: Show only dependencies which come in multiple versions (implies `--invert`)." in text
     assert "`-e` *kinds*, `--edges` *kinds*: The dependency kinds to display." in text
     assert "\n- `all` — Show all edge kinds.\n" in text
-    page = (CARGO / "commands" / "cargo-yank.md").read_text()
+    page = (cargo / "commands" / "cargo-yank.md").read_text()
     chunks = split_markdown(page, "commands/cargo-yank.md", "h", 1000, 100)
     [undo] = [c for c in chunks if "`--undo`" in c.text]
     assert "<dd" not in undo.text and "`--undo`: Undo a yank, putting a version back into the index." in undo.text
@@ -612,7 +611,7 @@ def test_a_real_man_page_option_list_reads_as_options_with_their_names():
     answer = compose("pushed a bad version, how do i undo a yank", undo.text)  # the chunk, as the index holds it
     assert "`--undo`: Undo a yank, putting a version back into the index." in answer, answer
     # a definition list inside a code block is code: left as written
-    hugo = clean_markdown((HUGO / "content-management" / "build-options.md").read_text())[1]
+    hugo = clean_markdown((hugo_docs / "content-management" / "build-options.md").read_text())[1]
     assert "<dl>\n  {{ range .Pages }}\n    <dt>{{ .Title }}</dt>\n    <dd>{{ .Content }}</dd>" in hugo
     assert definition_lists(text) == text  # converted once: nothing left to convert
 
@@ -620,7 +619,8 @@ def test_a_real_man_page_option_list_reads_as_options_with_their_names():
 def test_a_list_the_quoted_sentence_introduces_follows_it_as_a_list_on_a_real_page():
     """The same on the Cargo Book: "It should be sufficient to cache the following files and
     directories across builds:" and its six items."""
-    text = clean_markdown((CARGO / "guide" / "cargo-home.md").read_text())[1]
+    cargo = fetched_corpus("cargo-book")
+    text = clean_markdown((cargo / "guide" / "cargo-home.md").read_text())[1]
     answer = compose("which files and directories are sufficient to cache across builds in CI", text)
     assert "across builds:\n- `.crates.toml`\n- `.crates2.json`\n- `bin/`\n- `registry/index/`\n" in answer, answer
     assert "- `registry/cache/`\n- `git/db/`" in answer

@@ -14,6 +14,7 @@ from bot.platforms.console import ConsoleResponder
 from bot.protocol import IncomingMessage
 from bot.runtime import open_runtime
 from graphs.knowledge.crosslingual import is_foreign
+from tests.conftest import fetched_corpus
 from tests.fakes.chat_model import ScriptedChatModel
 
 DOCS = {
@@ -234,7 +235,6 @@ def test_a_question_whose_words_match_the_documents_only_once_translated(tmp_pat
     assert not brain.foreign(["when am I reimbursed?"])
 
 
-HTTPX_DOCS = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "httpx-docs"
 LOANWORDS = [
     "チェックポイント",
     "スレッド",
@@ -301,7 +301,9 @@ def test_katakana_words_find_every_document_word_that_sounds_alike():
 
 def test_katakana_words_find_every_document_word_that_sounds_alike_in_real_docs():
     """The same over HTTPX's documentation."""
-    sound_index_agrees_with_comparing_every_word(sorted(HTTPX_DOCS.rglob("*.md")), "プロキシ", "proxy")
+    sound_index_agrees_with_comparing_every_word(
+        sorted(fetched_corpus("httpx-docs").rglob("*.md")), "プロキシ", "proxy"
+    )
 
 
 def test_the_words_read_alone_leave_out_the_function_words_of_each_language():

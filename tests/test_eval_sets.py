@@ -1,10 +1,11 @@
 """Every question set in bench/eval names pages that exist in its corpus and expects facts that
 those pages state verbatim, checked by running bench/check_facts.py as a process (it reads the
-pages only: no index, no search, so it is safe on held-out corpora)."""
+pages only: no index, no search, so it is safe on held-out corpora). The corpora are fetched
+from other projects and kept outside the repository: the sets of a corpus are checked when
+THREADWISE_EXTRA_CORPORA names the folder holding it (bench/corpora/README.md)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,55 +13,63 @@ from pathlib import Path
 
 import pytest
 
+from bench.extra_corpora import ENV, find_corpus, missing_corpus
+
 ROOT = Path(__file__).resolve().parent.parent
 EVAL = ROOT / "bench" / "eval"
-CORPORA = ROOT / "bench" / "corpora"
 # eval sets named after a shorter word than their corpus folder
 FOLDERS = {"httpx": "httpx-docs", "hugo": "hugo-docs", "dxw": "dxw-playbook"}
-# The fourth held-out pair's pages are not committed (pages fetched from other projects stay out
-# of the repository); they are looked for in these folders too, separated like PATH.
-EXTRA_CORPORA = [Path(p) for p in os.environ.get("THREADWISE_EXTRA_CORPORA", "").split(os.pathsep) if p]
 
 
-def corpus_of(path: Path) -> Path:
+def corpus_name(path: Path) -> str:
     """The corpus folder of an eval set: its name without "crosslang-" and "-heldout" (or
-    "-heldout3", "-heldout4"), in bench/corpora or else in a folder of THREADWISE_EXTRA_CORPORA."""
+    "-heldout3", "-heldout4")."""
     name = re.sub(r"-heldout\d*$", "", path.stem.removeprefix("crosslang-"))
-    folder = FOLDERS.get(name, name)
-    for root in (CORPORA, *EXTRA_CORPORA):
-        if (root / folder).is_dir():
-            return root / folder
-    return CORPORA / folder
+    return FOLDERS.get(name, name)
 
 
-SETS = sorted(p for p in EVAL.glob("*.jsonl") if corpus_of(p).is_dir())
+def corpus_of(path: Path) -> Path | None:
+    """The corpus folder of an eval set in a folder of THREADWISE_EXTRA_CORPORA (pages fetched
+    from other projects are never kept in the repository); None when it is not on this machine."""
+    return find_corpus(corpus_name(path))
 
 
-def test_the_sets_of_both_new_held_out_corpora_are_checked():
-    names = {p.name for p in SETS}
-    for corpus in ("cargo-book", "engineering-playbook"):
-        assert f"{corpus}-heldout.jsonl" in names
-        assert f"crosslang-{corpus}-heldout.jsonl" in names
+SETS = sorted(p for p in EVAL.glob("*.jsonl") if corpus_of(p) is not None)
 
 
-def test_the_sets_of_the_third_held_out_corpora_are_checked():
-    names = {p.name for p in SETS}
-    for corpus in ("redis-commands", "jellyfin-docs"):
-        assert f"{corpus}-heldout3.jsonl" in names
-        assert f"crosslang-{corpus}-heldout3.jsonl" in names
+def test_every_set_names_a_corpus_whose_source_is_recorded():
+    """Each set's corpus is described in bench/corpora/README.md (repository, commit, licence),
+    or is the LangGraph docs of the shared folder."""
+    readme = (ROOT / "bench" / "corpora" / "README.md").read_text()
+    for path in EVAL.glob("*.jsonl"):
+        name = corpus_name(path)
+        assert name == "langgraph" or f"`{name}/`" in readme, path.name
 
 
-def test_the_sets_of_the_fourth_held_out_corpora_are_checked():
-    names = {p.name for p in SETS}
-    for corpus in ("mattermost-handbook", "discord-api-docs"):
-        sets = (f"{corpus}-heldout4.jsonl", f"crosslang-{corpus}-heldout4.jsonl")
-        assert all((EVAL / name).is_file() for name in sets)
-        if not corpus_of(EVAL / sets[0]).is_dir():
-            pytest.skip(f"the {corpus} pages are not here: set THREADWISE_EXTRA_CORPORA to the folder holding them")
-        assert set(sets) <= names
+@pytest.mark.parametrize(
+    "corpus, suffix",
+    [
+        ("cargo-book", "heldout"),
+        ("engineering-playbook", "heldout"),
+        ("redis-commands", "heldout3"),
+        ("jellyfin-docs", "heldout3"),
+        ("mattermost-handbook", "heldout4"),
+        ("discord-api-docs", "heldout4"),
+    ],
+)
+def test_the_sets_of_each_held_out_corpus_are_checked(corpus, suffix):
+    sets = (f"{corpus}-{suffix}.jsonl", f"crosslang-{corpus}-{suffix}.jsonl")
+    assert all((EVAL / name).is_file() for name in sets)
+    if find_corpus(corpus) is None:
+        pytest.skip(missing_corpus(corpus))
+    assert set(sets) <= {p.name for p in SETS}
 
 
-@pytest.mark.parametrize("path", SETS, ids=[p.stem for p in SETS])
+NO_CORPUS = f"no corpus of the sets in bench/eval is here: set {ENV} to the folder of corpora (bench/corpora/README.md)"
+NO_SETS = pytest.param(None, marks=pytest.mark.skip(reason=NO_CORPUS), id="none")
+
+
+@pytest.mark.parametrize("path", SETS or [NO_SETS], ids=[p.stem for p in SETS] or None)
 def test_each_expected_fact_is_on_a_listed_page(path: Path):
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "check_facts.py"), str(corpus_of(path)), str(path)],

@@ -11,6 +11,7 @@ import pytest
 
 from graphs.knowledge import KnowledgeBase
 from graphs.knowledge.splitting import fence_indented_code
+from tests.conftest import fetched_corpus
 
 PYTHON = "def main():\n    if ready():\n        run()\n    else:\n        for i in range(3):\n            wait(i)\n"
 YAML = "services:\n  api:\n    image: app:1\n    env:\n      - REDIS_URI=redis://r\n  db:\n    image: postgres\n"
@@ -214,15 +215,14 @@ def test_text_without_indented_code_is_left_as_it_is(text):
     assert fence_indented_code(text) == text
 
 
-CORPORA = Path(__file__).resolve().parent.parent / "bench" / "corpora"
 # real pages with reference-style links, shortcut references, footnotes and links whose label
-# is defined nowhere in the page (bench/corpora/README.md names their sources and licences)
+# is defined nowhere in the page: (corpus, path) of the fetched corpora (bench/corpora/README.md)
 REFERENCE_PAGES = {
-    "linux.md": CORPORA / "hugo-docs/installation/linux.md",
-    "deprecation.md": CORPORA / "hugo-docs/troubleshooting/deprecation.md",
-    "usage.md": CORPORA / "hugo-docs/getting-started/usage.md",
-    "etcdHighFsyncDurations.md": CORPORA / "prometheus-runbooks/runbooks/etcd/etcdHighFsyncDurations.md",
-    "NodeFilesystemSpaceFillingUp.md": CORPORA / "prometheus-runbooks/runbooks/node/NodeFilesystemSpaceFillingUp.md",
+    "linux.md": ("hugo-docs", "installation/linux.md"),
+    "deprecation.md": ("hugo-docs", "troubleshooting/deprecation.md"),
+    "usage.md": ("hugo-docs", "getting-started/usage.md"),
+    "etcdHighFsyncDurations.md": ("prometheus-runbooks", "runbooks/etcd/etcdHighFsyncDurations.md"),
+    "NodeFilesystemSpaceFillingUp.md": ("prometheus-runbooks", "runbooks/node/NodeFilesystemSpaceFillingUp.md"),
 }
 RAW_MARKDOWN = re.compile(r"\]\[[^\]\n]*\]|\[\^[^\]\s]+\]|^[ \t]{0,3}\[[^\]\n]+\]:[ \t]*\S", re.M)
 
@@ -236,7 +236,8 @@ def test_reference_links_and_footnotes_read_as_text_on_real_pages(tmp_path):
     """A reference link shows its words (with the address its definition gives, as an inline
     link), a reference defined nowhere in the page its words, a footnote its text; the
     definition lines go and code is left alone."""
-    kb = build(tmp_path, {name: path.read_text() for name, path in REFERENCE_PAGES.items()})
+    pages = {name: (fetched_corpus(corpus) / path).read_text() for name, (corpus, path) in REFERENCE_PAGES.items()}
+    kb = build(tmp_path, pages)
     texts = {name: "\n\n".join(t for _, t in chunks_of(kb, name)) for name in REFERENCE_PAGES}
     for name, text in texts.items():
         assert RAW_MARKDOWN.findall(prose(text)) == [], name
@@ -278,7 +279,7 @@ def test_reference_links_and_footnotes_read_as_text(tmp_path):
     assert "[nearly every distribution](https://example.org/flatpak/setup)" in linux  # [words][label]
     assert "[Debian](https://example.org/debian) | `pressroom`" in linux  # in a table
     assert "can be a year old.\n" in linux and "on their own schedule." in linux  # marker [^1] goes, its text stays
-    assert "The usual [reasons to retire a feature](https://en.wikipedia.org/wiki/Deprecation):" in deprecation
+    assert "The usual [reasons to retire a feature](https://example.org/pressroom/retiring):" in deprecation
     assert "4 minor releases\n" in deprecation + "\n"
     assert "such as v2.3.0 => v2.4.0." in deprecation
     assert "```sh\npressroom build --verbose\n```" in deprecation

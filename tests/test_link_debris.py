@@ -16,6 +16,7 @@ from graphs.knowledge import KnowledgeBase
 from graphs.knowledge.convert import convert
 from graphs.knowledge.sources import clean_markdown
 from graphs.markdown_links import link_texts, plain_links
+from tests.conftest import fetched_corpus
 
 PAGES = Path(__file__).parent / "data" / "links"
 # A Sphinx page (headerlinks, a card link of blocks, badges, scripts) as the generator writes it
@@ -163,7 +164,6 @@ def test_answers_quoting_real_pages_carry_no_link_debris(tmp_path):
         assert debris(prose) == [], (question, answer)
 
 
-CORPORA = Path(__file__).resolve().parent.parent / "bench" / "corpora"
 DOCSITES = Path(__file__).parent / "data" / "docsites"
 LEFTOVERS = re.compile(
     r"\]\(|<https?:|&(?:[a-z]+|#\d+);|</?(?:a|div|span|h\d|img|p|script|style|br|track)\b[^>]*>", re.I
@@ -204,5 +204,5 @@ def test_documentation_quotes_without_link_or_tag_leftovers(tmp_path, site):
 def test_real_documentation_quotes_without_link_or_tag_leftovers(tmp_path, corpus):
     """The same on three real documentation sets (MkDocs, Hugo with shortcodes, runbooks).
     Before: 41 references (``&nbsp;``), 7 tags (``<h1 align=…>``), 6 autolinks in these three."""
-    pages, units, found = quotable_leftovers(tmp_path, CORPORA / corpus)
+    pages, units, found = quotable_leftovers(tmp_path, fetched_corpus(corpus))
     assert pages > 20 and units > 500 and found == [], found[:10]

@@ -19,9 +19,9 @@ from graphs.graders import ExtractiveGraders
 from graphs.knowledge import KnowledgeBase
 from graphs.models import build_embeddings
 from graphs.offline import OfflineKit
+from tests.conftest import fetched_corpus
 
 DOCS = Path(__file__).parent / "data" / "docsites" / "mkdocs"
-HTTPX = Path(__file__).resolve().parent.parent / "bench" / "corpora" / "httpx-docs"
 
 
 def brain_over(root: Path, folder: Path, pages: list[str]) -> ex.Extractive:
@@ -73,7 +73,11 @@ def test_the_page_about_the_topic_outranks_a_neighbour_on_real_pages(tmp_path):
     pages = ["advanced/text-encodings.md", "compatibility.md", "contributing.md"]
     question = "server sends a non utf-8 page and resp.text is garbage, can httpx guess the encoding"
     topic_outranks_neighbour(
-        brain_over(tmp_path, HTTPX, pages), question, "advanced/text-encodings.md", "compatibility.md", "encoding"
+        brain_over(tmp_path, fetched_corpus("httpx-docs"), pages),
+        question,
+        "advanced/text-encodings.md",
+        "compatibility.md",
+        "encoding",
     )
 
 
