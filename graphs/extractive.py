@@ -435,17 +435,24 @@ def answering_rows(units: Sequence[Unit], asked: set[str]) -> set[tuple[int, int
     for (_, header), rows in tables.items():
         if len(rows) < ANSWERING_MIN_ROWS:
             continue
-        wanted = asked - signals.terms(header)
-        held = [signals.terms(r.text) & wanted for r in rows]
-        df: dict[str, int] = {}
-        for h in held:
-            for t in h:
-                df[t] = df.get(t, 0) + 1
+        held, df = _row_terms(rows, header, asked)
         rare = {t for t, n in df.items() if n <= max(1, int(len(rows) * ANSWERING_ROW_SHARE))}
         hits = [r for r, h in zip(rows, held, strict=True) if h & rare]
         if 0 < len(hits) <= ANSWERING_MAX_ROWS:
             out |= {(r.doc, r.pos) for r in hits}
     return out
+
+
+def _row_terms(rows: Sequence[Unit], header: str, asked: set[str]) -> tuple[list[set[str]], dict[str, int]]:
+    """The question's terms (``asked``) each table row holds, leaving out the header's words, and
+    how many rows hold each term (its row frequency): ``(held, df)``, ``held[i]`` for ``rows[i]``."""
+    wanted = asked - signals.terms(header)
+    held = [signals.terms(r.text) & wanted for r in rows]
+    df: dict[str, int] = {}
+    for h in held:
+        for t in h:
+            df[t] = df.get(t, 0) + 1
+    return held, df
 
 
 def shared_rows(
@@ -469,12 +476,7 @@ def shared_rows(
     for (_, header), rows in tables.items():
         if len(rows) < ANSWERING_MIN_ROWS:
             continue
-        wanted = asked - signals.terms(header)
-        held = [signals.terms(r.text) & wanted for r in rows]
-        df: dict[str, int] = {}
-        for h in held:
-            for t in h:
-                df[t] = df.get(t, 0) + 1
+        held, df = _row_terms(rows, header, asked)
         selecting = {t for t, n in df.items() if n <= len(rows) * SHARED_ROW_SHARE}
         most = max((len(h & selecting) for h in held), default=0)
         group = [r for r, h in zip(rows, held, strict=True) if most and len(h & selecting) == most]
