@@ -128,9 +128,10 @@ async def test_ctrl_c_during_ask_exits_at_once_with_one_line(tmp_path):
 def test_a_message_of_invisible_characters_is_an_empty_question(tmp_path):
     cfg = _scripted_config(tmp_path)
     result = _cli("ask", "--json", "\u3000\u00a0\u200b\ufeff", "--config", str(cfg), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    out = json.loads(result.stdout)
-    assert out["kind"] == "notice" and out["path"] == [] and out["llm_calls"] == 0, out
+    # invisible characters ask nothing, as an empty question: exit 2, one line, no answer
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == "", result.stdout
+    assert result.stderr.strip() == 'threadwise ask: the question is empty (usage: threadwise ask "QUESTION")'
 
 
 def test_a_missing_local_embedding_model_names_its_setting(tmp_path):
