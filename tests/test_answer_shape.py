@@ -508,55 +508,58 @@ def test_the_sentence_after_an_error_message_quoted_by_the_lead_follows_it_on_a_
     assert answer.index("this feature is not available in this edition of Hugo\n```") < answer.index("To resolve")
 
 
+def _short_page_whole_long_page_by_section(
+    tmp_path, root, pages: list[str], question: str, facts: tuple[str, str], said: tuple[str, str], long_question: str
+) -> None:
+    """Index ``pages`` (``root``-relative; the first short, the last long) and check that the short
+    page comes back whole once, holding both ``facts``, that its answer says both ``said``, and that
+    the long page is read by the section found."""
+    from graphs.knowledge import KnowledgeBase
+
+    for rel in pages:
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / rel).write_bytes((root / rel).read_bytes())
+    kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"])
+    kb.reindex()
+    brain = Extractive(TextEmbedder(None), kb)
+    docs = brain.retrieve([question], 5)
+    assert docs[0]["location"] == pages[0]
+    assert [d["location"] for d in docs].count(pages[0]) == 1
+    assert all(f in docs[0]["text"] for f in facts), docs[0]["text"]
+    answer = brain.compose([question], docs)
+    assert all(w in answer for w in said), answer
+    found = [d for d in brain.retrieve([long_question], 5) if d["location"] == pages[-1]]
+    assert found and all(len(d["text"]) < len((root / pages[-1]).read_text()) - 200 for d in found)
+
+
 def test_a_short_page_is_retrieved_whole_and_a_long_one_by_its_section(tmp_path):
     """A runbook of a few short sections is one document, whichever section the search found: "what
     can clock drift break and how do we fix it" is answered from its Impact and Mitigation sections,
     and the page is not listed twice. A page over ``PAGE_CHARACTERS`` is still read by the section
     found (keyword index)."""
-    from graphs.knowledge import KnowledgeBase
-
-    pages = ["node/NodeClockDrift.md", "node/NodeVolumeFillingUp.md", "gateway/GatewayErrorsHigh.md"]
-    for rel in pages:
-        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "src" / rel).write_bytes((OUR_RUNBOOKS / rel).read_bytes())
-    kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"])
-    kb.reindex()
-    brain = Extractive(TextEmbedder(None), kb)
-    question = "clock drift on a node, what can that break and how do we fix it"
-    docs = brain.retrieve([question], 5)
-    assert docs[0]["location"] == "node/NodeClockDrift.md"
-    assert [d["location"] for d in docs].count("node/NodeClockDrift.md") == 1
-    assert "Certificates look not yet valid" in docs[0]["text"] and "Make sure the time service" in docs[0]["text"]
-    answer = brain.compose([question], docs)
-    assert "Certificates" in answer and "time service is running" in answer, answer
-    long = brain.retrieve(["gateway server errors, how do I reload the routes"], 5)
-    gateway = [d for d in long if d["location"] == "gateway/GatewayErrorsHigh.md"]
-    assert gateway and all(len(d["text"]) < len((OUR_RUNBOOKS / pages[2]).read_text()) - 200 for d in gateway)
+    _short_page_whole_long_page_by_section(
+        tmp_path,
+        OUR_RUNBOOKS,
+        ["node/NodeClockDrift.md", "node/NodeVolumeFillingUp.md", "gateway/GatewayErrorsHigh.md"],
+        "clock drift on a node, what can that break and how do we fix it",
+        ("Certificates look not yet valid", "Make sure the time service"),
+        ("Certificates", "time service is running"),
+        "gateway server errors, how do I reload the routes",
+    )
 
 
 def test_a_short_real_page_is_retrieved_whole_and_a_long_one_by_its_section(tmp_path):
     """The same on the real runbooks: "what can clock skew break and how do we fix it" (the search
     finds its Meaning, "Clock skew detected.")."""
-    real = runbooks()
-    from graphs.knowledge import KnowledgeBase
-
-    pages = ["node/NodeClockSkewDetected.md", "node/NodeClockNotSynchronising.md", "etcd/etcdBackendQuotaLowSpace.md"]
-    for rel in pages:
-        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "src" / rel).write_bytes((real / rel).read_bytes())
-    kb = KnowledgeBase(tmp_path / "index", [tmp_path / "src"])
-    kb.reindex()
-    brain = Extractive(TextEmbedder(None), kb)
-    question = "clock skew detected on a node, what can that break and how do we fix it"
-    docs = brain.retrieve([question], 5)
-    assert docs[0]["location"] == "node/NodeClockSkewDetected.md"
-    assert [d["location"] for d in docs].count("node/NodeClockSkewDetected.md") == 1
-    assert "handling TLS" in docs[0]["text"] and "Ensure time synchronization service is running." in docs[0]["text"]
-    answer = brain.compose([question], docs)
-    assert "TLS" in answer and "time synchronization service" in answer, answer
-    long = brain.retrieve(["etcd database size quota, how do I defragment it"], 5)
-    etcd = [d for d in long if d["location"] == "etcd/etcdBackendQuotaLowSpace.md"]
-    assert etcd and all(len(d["text"]) < len((real / pages[2]).read_text()) - 200 for d in etcd)
+    _short_page_whole_long_page_by_section(
+        tmp_path,
+        runbooks(),
+        ["node/NodeClockSkewDetected.md", "node/NodeClockNotSynchronising.md", "etcd/etcdBackendQuotaLowSpace.md"],
+        "clock skew detected on a node, what can that break and how do we fix it",
+        ("handling TLS", "Ensure time synchronization service is running."),
+        ("TLS", "time synchronization service"),
+        "etcd database size quota, how do I defragment it",
+    )
 
 
 def test_a_man_page_option_list_reads_as_options_with_their_names():
