@@ -16,7 +16,7 @@ list as sources too, since a page that states the same fact is a right answer). 
 nothing is indexed or searched, so it is safe on held-out corpora.
 
 Exit status: 0 when every row passes, 1 when any fails (the failures are printed), 2 on a
-usage error. Pages are the ``.md``/``.mdx`` files below CORPUS, named by their path
+usage error. Pages are the ``.md``/``.mdx``/``.rst`` files below CORPUS, named by their path
 relative to it with ``/`` separators, as the eval rows name them.
 """
 
@@ -36,7 +36,7 @@ ROUTES = {"kb": "vectorstore", "followup": "vectorstore", "web": "websearch", "d
 
 
 def load_pages(corpus: Path) -> dict[str, list[str]]:
-    """Read every Markdown page below ``corpus``.
+    """Read every Markdown, MDX and reStructuredText page below ``corpus``.
 
     Args:
         corpus: the corpus folder.
@@ -46,7 +46,7 @@ def load_pages(corpus: Path) -> dict[str, list[str]]:
     """
     pages: dict[str, list[str]] = {}
     for path in sorted(corpus.rglob("*")):
-        if path.is_file() and path.suffix.lower() in (".md", ".mdx"):
+        if path.is_file() and path.suffix.lower() in (".md", ".mdx", ".rst"):
             text = path.read_text(encoding="utf-8", errors="replace")
             pages[path.relative_to(corpus).as_posix()] = text.lower().splitlines()
     return pages

@@ -23,7 +23,7 @@ FOLDERS = {"httpx": "httpx-docs", "hugo": "hugo-docs", "dxw": "dxw-playbook"}
 
 def corpus_name(path: Path) -> str:
     """The corpus folder of an eval set: its name without "crosslang-" and "-heldout" (or
-    "-heldout3", "-heldout4")."""
+    "-heldout3", "-heldout4", "-heldout5")."""
     name = re.sub(r"-heldout\d*$", "", path.stem.removeprefix("crosslang-"))
     return FOLDERS.get(name, name)
 
@@ -55,6 +55,8 @@ def test_every_set_names_a_corpus_whose_source_is_recorded():
         ("jellyfin-docs", "heldout3"),
         ("mattermost-handbook", "heldout4"),
         ("discord-api-docs", "heldout4"),
+        ("readthedocs-docs", "heldout5"),
+        ("cloudnative-pg-docs", "heldout5"),
     ],
 )
 def test_the_sets_of_each_held_out_corpus_are_checked(corpus, suffix):
@@ -103,3 +105,26 @@ def test_a_fact_missing_from_its_page_fails_the_check(tmp_path: Path):
     assert proc.returncode == 1
     assert "b: fact '25 days of annual leave' is on no listed source" in proc.stdout
     assert "FAIL a:" not in proc.stdout
+
+
+def test_a_fact_on_a_restructuredtext_page_is_found(tmp_path: Path):
+    # Sphinx manuals are .rst pages, which the bot indexes like Markdown ones
+    corpus = tmp_path / "docs"
+    (corpus / "guides").mkdir(parents=True)
+    (corpus / "guides" / "builds.rst").write_text(
+        "Build limits\n============\n\n* 20 minutes of build time\n", encoding="utf-8"
+    )
+    rows = tmp_path / "q.jsonl"
+    rows.write_text(
+        '{"id": "a", "kind": "kb", "question": "how long can a build run", "history": [], "expected_route": '
+        '"vectorstore", "sources": ["guides/builds.rst"], "answer_facts": ["20 minutes"]}\n',
+        encoding="utf-8",
+    )
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "check_facts.py"), str(corpus), str(rows)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " 0 failures" in proc.stdout
