@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import HumanMessage
 
-from graphs import prompts, signals
+from graphs import prompts, sections, signals
 from graphs.citations import format_docs
 from graphs.graders import Graders
 from graphs.knowledge import KnowledgeBase
@@ -201,18 +201,29 @@ class ExtractiveComposer:
 
     async def search(self, state: RAGState, queries: list[str], k: int, sources: list[str] | None) -> list[Doc]:
         """More candidates, reranked by embeddings, widened to their sections
-        (:meth:`graphs.extractive.Extractive.retrieve`), from the offline query variants."""
+        (:meth:`graphs.extractive.Extractive.retrieve`), from the offline query variants; for a
+        how-to question the sections that answer it ahead of those only mentioning its words
+        (:func:`graphs.sections.answering_first`)."""
         variants = offline_search_queries(state, self.cfg.history_messages)
-        return await asyncio.to_thread(self.kit.extractive.retrieve, variants, k, sources=sources)
+        docs = await asyncio.to_thread(self.kit.extractive.retrieve, variants, k, sources=sources)
+        return sections.answering_first(last_user_message(state), docs)
 
     async def generate(self, state: RAGState) -> tuple[str, int]:
         """The documents' best sentences for the question, cited, within ``[graph]
-        answer_characters``; a follow-up's own new terms (:func:`followup_focus`) lead."""
+        answer_characters``; a follow-up's own new terms (:func:`followup_focus`) lead; a how-to
+        question's troubleshooting sections are not quoted while another section is there
+        (:func:`graphs.sections.leading_sections`)."""
         questions = offline_questions(state, self.cfg.history_messages)
         focus = followup_focus(state, self.cfg.history_messages)
+        docs = state.get("documents", [])
+        quoted = sections.leading_sections(last_user_message(state), docs)
         answer = await asyncio.to_thread(
-            self.kit.extractive.compose, questions, state.get("documents", []), self.cfg.answer_characters, focus
+            self.kit.extractive.compose, questions, quoted, self.cfg.answer_characters, focus
         )
+        if not answer and quoted != docs:  # the troubleshooting sections were all there was to quote
+            answer = await asyncio.to_thread(
+                self.kit.extractive.compose, questions, docs, self.cfg.answer_characters, focus
+            )
         return answer, 0
 
 

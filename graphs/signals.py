@@ -194,6 +194,25 @@ def asks_for_link(question: str) -> bool:
     return bool(_LINK_QUESTION.search(question))
 
 
+# A question asking how to do something: "how do I reindex ...", "how to set up ...", "what are the steps
+# to ...", and the same in German, French, Spanish and Japanese (not "how many", "how long": amounts).
+_HOW_TO = re.compile(
+    r"\bhow\s+(?:do|can|could|should|would|to)\b|"
+    r"\b(?:steps?|instructions?|procedure)\s+(?:to|for)\b|\bwalk\s+me\s+through\b|"
+    r"\bwie\b(?!\s+(?:viele?|lange?|oft|alt|gro(?:ß|ss)|hoch|weit|sp[äa]t))|"
+    r"(?:^|[.!?]\s*)comment\b(?!\s+s'appelle)|(?:^|[\s¿])c[óo]mo\b|"
+    r"どうやって|どのように|どうすれば|どうしたら|方法|手順|するには",
+    re.I,
+)
+
+
+def asks_how_to(question: str) -> bool:
+    """The question asks how to do something ("how do I reindex the knowledge base?", "Wie
+    richte ich den Bot für Slack ein?", "¿Cómo configuro el bot?"), not for an amount ("how
+    many days") or a thing."""
+    return bool(_HOW_TO.search(question))
+
+
 def asks_for_quantity(question: str) -> bool:
     """The question asks for an amount, a duration, a frequency or a time ("how many days",
     "how much notice", "how often", "by when", "the default timeout")."""

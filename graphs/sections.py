@@ -1,0 +1,165 @@
+"""Which retrieved section answers a question of a given kind, before any sentence is chosen
+(the extractive composer quotes its documents in their order, the first one leading).
+
+A question asking how to do something ("how do I reindex the knowledge base?") is answered by
+the section that does it: its heading or its steps. Two kinds of section mention the question's
+words without answering it, and the search ranks them high because they repeat those words:
+
+- a troubleshooting section (its heading: "Troubleshooting", "FAQ", "Known issues", "Limits and
+  troubleshooting", ...): symptoms and fixes that name the operation ("if reindexing fails,
+  ...") but do not say how to do it, unless the question itself is about a problem;
+- a section that holds the question's words only inside a code block or an example command
+  (``make ask Q="How do I reindex the knowledge base?"`` on a getting-started page).
+
+:func:`answering_first` moves those after the sections that answer, keeping the search's order
+within each group: a move of whole sections, no sentence is rescored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from graphs import signals
+from graphs.state import Doc
+
+# the last part of a heading path that names a section of problems and their fixes
+_TROUBLESHOOTING = re.compile(
+    r"\b(?:troubleshoot\w*|faq|frequently asked|known (?:issues|problems|limitations)|common (?:issues|problems|"
+    r"errors|mistakes)|problems?|errors?|pitfalls|gotchas|caveats|debugging|fehlerbehebung|dépannage|"
+    r"solución de problemas)\b|トラブルシューティング",
+    re.I,
+)
+# a question about a problem: a troubleshooting section is what answers it
+_PROBLEM = re.compile(
+    r"\b(?:error|errors|fail\w*|broken|crash\w*|stuck|wrong|stale|not work\w*|doesn'?t|does not|won'?t|can'?t|cannot|"
+    r"isn'?t|problem|issue|troubleshoot\w*|fix|exception|refused|denied|missing|fehler|erreur|échoue|falla)\b|エラー",
+    re.I,
+)
+_FENCED = re.compile(r"^\s*(`{3,}|~{3,}).*?^\s*\1[ \t]*$", re.M | re.S)
+_INDENTED = re.compile(r"(?:^(?: {4}|\t).*\n?)+", re.M)
+
+
+def is_troubleshooting(title: str) -> bool:
+    """The section's heading path ends with a heading of problems and their fixes
+    ("Administration > Troubleshooting", "Limits and troubleshooting", "FAQ")."""
+    return bool(_TROUBLESHOOTING.search(title.split(" > ")[-1]))
+
+
+def asks_about_problem(question: str) -> bool:
+    """The question is about something going wrong ("why does reindex fail?", "index is stale"):
+    a troubleshooting section answers it."""
+    return bool(_PROBLEM.search(question))
+
+
+def prose_of(text: str) -> str:
+    """A section's Markdown without its code blocks (fenced or indented) and inline code spans
+    that hold a whole command line with spaces (an example of the question typed out)."""
+    text = _FENCED.sub(" ", text)
+    text = _INDENTED.sub(" ", text)
+    return re.sub(r"`[^`\n]*\s[^`\n]*\?[^`\n]*`", " ", text)  # `make ask Q="How do I ...?"`
+
+
+def mentions_only(question_terms: set[str], doc: Doc) -> bool:
+    """``doc`` holds the question's words mostly in code or an example command: more of them in
+    its code than in its prose and heading path together (``make ask Q="How do I reindex the
+    knowledge base?"`` on a page whose prose says "knowledge index"). The section quotes the
+    question, it does not answer it."""
+    if not question_terms:
+        return False
+    text = str(doc.get("text") or "")
+    in_prose = question_terms & signals.terms(f"{doc.get('title', '')} {prose_of(text)}")
+    in_code = question_terms & signals.terms(text)
+    return len(in_code) > len(in_prose) and len(in_code - in_prose) > 0 and len(in_prose) < len(question_terms)
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$", re.M)
+
+
+def split_troubleshooting(doc: Doc) -> tuple[Doc | None, list[Doc]]:
+    """``doc`` (one section, or a short page read whole with its sections under their headings,
+    :meth:`graphs.extractive.Extractive.page`) apart from its troubleshooting sections:
+    ``(the rest or None, [each troubleshooting section as a document of its own])``. A document
+    with headings inside (a page read whole, titled by the section the search found) is cut at its
+    troubleshooting headings, one without is what its heading path says. A section runs to the
+    next heading as deep or deeper."""
+    title = str(doc.get("title") or "")
+    text = str(doc.get("text") or "")
+    heads = [m for m in _HEADING.finditer(text) if not _in_code(text, m.start())]
+    if not heads:  # one section: its heading path says what it is
+        return (None, [doc]) if is_troubleshooting(title) else (doc, [])
+    if not any(is_troubleshooting(m.group(2)) for m in heads):
+        return doc, []
+    keep: list[str] = []
+    apart: list[Doc] = []
+    at = 0
+    for i, m in enumerate(heads):
+        if not is_troubleshooting(m.group(2)) or m.start() < at:
+            continue
+        depth = len(m.group(1))
+        end = next((n.start() for n in heads[i + 1 :] if len(n.group(1)) <= depth), len(text))
+        keep.append(text[at : m.start()])
+        page = title.split(" > ")[0]
+        # an id of its own (the graph keeps one document per id), still ending with the chunk's row
+        # number, by which its index vector is found
+        row = re.search(r"#\d+$", str(doc.get("id") or ""))
+        base = str(doc.get("id") or "")[: row.start()] if row else str(doc.get("id") or "")
+        its_id = f"{base} > {m.group(2)}{row.group(0) if row else ''}"
+        apart.append(
+            Doc(**{**doc, "id": its_id, "text": text[m.start() : end].strip(), "title": f"{page} > {m.group(2)}"})
+        )
+        at = end
+    keep.append(text[at:])
+    rest = "".join(keep).strip()
+    # the page read whole was titled by the section the search found: a troubleshooting one is apart now
+    named = title.split(" > ")[0] if is_troubleshooting(title) else title
+    return (Doc(**{**doc, "text": rest, "title": named}) if rest else None), apart
+
+
+def _in_code(text: str, at: int) -> bool:
+    """Position ``at`` of ``text`` is inside a fenced code block (a ``#`` comment there is no heading)."""
+    return sum(1 for m in re.finditer(r"^\s*(?:`{3,}|~{3,})", text[:at], re.M)) % 2 == 1
+
+
+def answering_first(question: str, docs: Sequence[Doc], question_terms: set[str] | None = None) -> list[Doc]:
+    """``docs`` (search order) with the sections that answer a how-to question first: a
+    troubleshooting section (:func:`is_troubleshooting`, unless the question is about a problem;
+    one inside a short page read whole is taken out of it, :func:`split_troubleshooting`) and a
+    section holding the question's words only in code (:func:`mentions_only`) go after the
+    others, each group in the search's order. Any other question, or no section left to lead:
+    ``docs`` unchanged.
+
+    Args:
+        question: the message (English or another language).
+        docs: the retrieved sections, best first.
+        question_terms: the question's terms in the documents' language (a question in another
+            language: its translation's), default :func:`graphs.signals.terms` of ``question``.
+    """
+    if not docs or not signals.asks_how_to(question) or asks_about_problem(question):
+        return list(docs)
+    terms = signals.terms(question) if question_terms is None else question_terms
+    first: list[Doc] = []
+    quoting: list[Doc] = []
+    troubles: list[Doc] = []
+    for d in docs:
+        rest, apart = split_troubleshooting(d)
+        troubles += apart
+        if rest is not None:
+            (quoting if mentions_only(terms, rest) else first).append(rest)
+    if not first:
+        return list(docs)
+    return first + quoting + troubles
+
+
+def leading_sections(question: str, docs: Sequence[Doc]) -> list[Doc]:
+    """The graded ``docs`` as the composer may quote them for ``question``: for a how-to question
+    (not about a problem) with a section that is not troubleshooting among them, the
+    troubleshooting sections' text is left out (empty), so a symptom naming the question's words
+    cannot lead or pad the answer, and each document keeps its position (its citation number).
+    Else ``docs`` as they are."""
+    if not signals.asks_how_to(question) or asks_about_problem(question):
+        return list(docs)
+    trouble = [is_troubleshooting(str(d.get("title") or "")) for d in docs]
+    if all(trouble) or not any(trouble):
+        return list(docs)
+    return [Doc(**{**d, "text": ""}) if t else d for d, t in zip(docs, trouble, strict=True)]
