@@ -203,17 +203,28 @@ class ExtractiveComposer:
         """More candidates, reranked by embeddings, widened to their sections
         (:meth:`graphs.extractive.Extractive.retrieve`), from the offline query variants; for a
         how-to question the sections that answer it ahead of those only mentioning its words
-        (:func:`graphs.sections.answering_first`)."""
+        (:func:`graphs.sections.answering_first`), and for a question asking for a page the
+        sections of the page it names (:func:`graphs.sections.asked_page_first`)."""
         variants = offline_search_queries(state, self.cfg.history_messages)
+        question = last_user_message(state)
+        subject = sections.page_subject_query(question)
+        if subject:  # "the link to the Slack setup guide" is searched as "Slack setup": "link" finds link previews
+            variants = [subject, *((v, 0.5) if isinstance(v, str) else (v[0], v[1] * 0.5) for v in variants)]
         docs = await asyncio.to_thread(self.kit.extractive.retrieve, variants, k, sources=sources)
-        return sections.answering_first(last_user_message(state), docs)
+        return sections.asked_page_first(question, sections.answering_first(question, docs))
 
     async def generate(self, state: RAGState) -> tuple[str, int]:
         """The documents' best sentences for the question, cited, within ``[graph]
         answer_characters``; a follow-up's own new terms (:func:`followup_focus`) lead; a how-to
         question's troubleshooting sections are not quoted while another section is there
-        (:func:`graphs.sections.leading_sections`)."""
+        (:func:`graphs.sections.leading_sections`); a question asking for a page opens with the
+        page's title and where it is (:func:`graphs.sections.page_pointer`)."""
         questions = offline_questions(state, self.cfg.history_messages)
+        subject = sections.page_subject_query(last_user_message(state))
+        if subject and not signals.asks_for_link(last_user_message(state)):
+            # "where is the doc on X": the quotes are about X (a question asking for links keeps its
+            # words: the quoted sentences then show their links' addresses)
+            questions = [subject, *questions[1:]]
         focus = followup_focus(state, self.cfg.history_messages)
         docs = state.get("documents", [])
         quoted = sections.leading_sections(last_user_message(state), docs)
@@ -224,7 +235,8 @@ class ExtractiveComposer:
             answer = await asyncio.to_thread(
                 self.kit.extractive.compose, questions, docs, self.cfg.answer_characters, focus
             )
-        return answer, 0
+        pointer = sections.page_pointer(last_user_message(state), docs)  # "the link to the setup guide"
+        return (f"{pointer}\n\n{answer}" if pointer and answer else answer), 0
 
 
 def followup_focus(state: RAGState, history_limit: int) -> list[str]:

@@ -97,7 +97,9 @@ class RouteSignals:
     current: float = -1.0
     small_talk_words: bool = False
     asks_for_now: bool = False  # :func:`graphs.signals.asks_for_now`
-    asks_for_link: bool = False  # :func:`graphs.signals.asks_for_link`: the team's own links are in its documents
+    # :func:`graphs.signals.asks_for_link` or :func:`~graphs.signals.asks_for_page`: the team's own links and
+    # pages are in its documents
+    asks_for_link: bool = False
     foreign: bool = False  # measured with the multilingual encoder (another language than the documents)
 
 
@@ -147,7 +149,7 @@ class OfflineRouter:
         out = RouteSignals(
             small_talk_words=signals.is_small_talk(message),
             asks_for_now=signals.asks_for_now(message),
-            asks_for_link=signals.asks_for_link(message),
+            asks_for_link=signals.asks_for_link(message) or signals.asks_for_page(message),
         )
         if not self.embedder.available or not message.strip():
             return out
@@ -196,7 +198,7 @@ class OfflineRouter:
         if s.asks_for_now and not has_history:
             return "websearch"  # "right now", "today", "is X down": only a live source can tell
         if has_history or s.kb < -0.5 or s.asks_for_link:
-            return "vectorstore"  # "where's the link to the tracking page?" is never general knowledge
+            return "vectorstore"  # "where's the link to the tracking page?", "which file configures X?": its pages
         best = max(("small_talk", s.small_talk), ("general", s.general), ("current", s.current), key=lambda x: x[1])
         # the multilingual encoder's similarities run lower and closer together than MiniLM's:
         # a class must beat the knowledge base clearly

@@ -65,6 +65,9 @@ after the claim. Shape the answer so it is read in ten seconds:
 - Then only what supports it; about ANSWER_CHARACTERS characters of text at most (code
   blocks and tables aside), then a last line "More in [n]" naming the sources with more.
 - Quote steps, commands, settings and tables whole and exact: never shorten them with "…".
+- A question asking for a link, page, document or file ("where is the doc on X", "link to the X
+  guide", "which file configures X") is answered by naming the page about X first: its title and
+  its location as the source's header shows it, cited; not a sentence that merely holds "link".
 - The question may be a follow-up: answer it in the context of the thread's question, and
   say plainly when the sources answer "no" or "not the same" (do not let an answer about
   the earlier subject read as an answer about the new one).

@@ -163,3 +163,64 @@ def leading_sections(question: str, docs: Sequence[Doc]) -> list[Doc]:
     if all(trouble) or not any(trouble):
         return list(docs)
     return [Doc(**{**d, "text": ""}) if t else d for d, t in zip(docs, trouble, strict=True)]
+
+
+def page_title(doc: Doc) -> str:
+    """The title of the page ``doc`` is a section of: the first part of its heading path (its
+    file's name when it has no title)."""
+    return str(doc.get("title") or "").split(" > ")[0].strip() or str(doc.get("location") or "")
+
+
+def asked_page(question: str, docs: Sequence[Doc]) -> int | None:
+    """Which of ``docs`` (best first) is the page a page request (:func:`graphs.signals.asks_for_page`)
+    asks for: the one whose page title, file path and heading path hold the most of what the page is
+    to be about (:func:`graphs.signals.page_subject`), the search's order breaking ties; None for
+    another question, no documents, or none whose title or path names any of it (the links to
+    "the payments and search runbooks" kept in a page of dashboards: the links are asked for, not
+    that page). A page's address or title says what it is about: a section that only mentions the
+    words ("Link previews" for "the link to the Slack setup guide") is not the page asked for."""
+    if not docs or not signals.asks_for_page(question):
+        return None
+    subject = signals.page_subject(question)
+
+    def named(d: Doc) -> int:
+        where = re.sub(r"[/_.#-]+", " ", f"{d.get('location', '')} {d.get('url', '')}")
+        return len(subject & signals.terms(f"{where} {d.get('title', '')}"))
+
+    best = max(range(len(docs)), key=lambda i: (named(docs[i]), -i))
+    return best if named(docs[best]) else None
+
+
+def asked_page_first(question: str, docs: Sequence[Doc]) -> list[Doc]:
+    """``docs`` with the sections of the page a page request asks for (:func:`asked_page`) first,
+    in the search's order; any other question: unchanged."""
+    at = asked_page(question, docs)
+    if at is None:
+        return list(docs)
+    where = docs[at].get("location")
+    return [d for d in docs if d.get("location") == where] + [d for d in docs if d.get("location") != where]
+
+
+def page_pointer(question: str, docs: Sequence[Doc]) -> str:
+    """The sentence naming the page a page request asks for, cited by its position in ``docs``:
+    ``The page on this is **Setting up Teambot for Slack** (`slack-setup.md`) [1].`` (its address
+    when it has one, else its path in the knowledge source); "" for another question."""
+    at = asked_page(question, docs)
+    if at is None:
+        return ""
+    d = docs[at]
+    where = str(d.get("url") or d.get("location") or "")
+    web = where.startswith(("http://", "https://"))
+    shown = "" if not where else f" ({where})" if web else f" (`{where}`)"
+    return f"The page on this is **{page_title(d)}**{shown} [{at + 1}]."
+
+
+def page_subject_query(question: str) -> str:
+    """For a page request (:func:`graphs.signals.asks_for_page`), its words that say what the page
+    is about, in their order ("Slack setup" of "give me the link to the Slack setup guide"): the
+    search query that finds the page rather than sentences holding "link" or "guide"; "" for
+    another question or when nothing is left."""
+    if not signals.asks_for_page(question):
+        return ""
+    subject = signals.page_subject(question)
+    return " ".join(w for w in re.findall(r"[\w-]+", question) if signals.terms(w) & subject)

@@ -213,6 +213,46 @@ def asks_how_to(question: str) -> bool:
     return bool(_HOW_TO.search(question))
 
 
+# What names a page of the knowledge base (a question asking for one names it, then what it is about)
+_PAGE_WORD = (
+    r"(?:guides?|docs?|documents?|documentation|pages?|files?|manuals?|readmes?|runbooks?|instructions|tutorials?|"
+    r"articles?|handbooks?|wiki(?:\s+pages?)?|write-?ups?|how-?tos?)"
+)
+# A question asking for the page about something rather than for what it says: "give me the link to the
+# Slack setup guide", "where is the doc on reindexing?", "which file configures the channels?", "is there
+# a page about deploys?", "point me to the runbook for the queue". Not "which file formats are read?"
+# (what the product does with files) nor "where's the kibana link" (a link the pages hold: asks_for_link).
+_PAGE_QUESTION = re.compile(
+    rf"\b(?:links?|urls?|address|path)\s+(?:to|of|for)\s+(?:the\s+|a\s+|an\s+|our\s+)?(?:[\w-]+\s+){{0,4}}?{_PAGE_WORD}\b|"
+    rf"\bwhere(?:'s|\s+is|\s+are|\s+can\s+i\s+find|\s+do\s+i\s+find|\s+would\s+i\s+find)?\s+(?:the\s+|a\s+|our\s+)?"
+    rf"(?:[\w-]+\s+){{0,3}}?{_PAGE_WORD}\s+(?:on|about|for|that|which|describing|explaining|covering)\b|"
+    rf"\bwhich\s+{_PAGE_WORD}\b(?!\s+(?:formats?|types?|sizes?|extensions?|names?)\b)|"
+    rf"\b(?:is\s+there|do\s+we\s+have|got)\s+(?:a|an|any)\s+{_PAGE_WORD}\s+(?:on|about|for)\b|"
+    rf"\b(?:point|send|give|show|link)\s+me\s+(?:to\s+)?(?:the\s+|a\s+|an\s+)?(?:[\w-]+\s+){{0,4}}?{_PAGE_WORD}\b",
+    re.I,
+)
+# the words of such a question that ask for the page, not what it is about
+_PAGE_REQUEST_WORDS = frozenset(
+    """link links url urls address path guide guides doc docs document documents documentation page pages file
+files manual manuals readme readmes runbook runbooks instruction instructions tutorial tutorials article articles
+handbook handbooks wiki write writeup writeups up howto howtos where which find give send show point please there
+have got""".split()
+)
+
+
+def asks_for_page(question: str) -> bool:
+    """The question asks for the page about something ("give me the link to the Slack setup
+    guide", "where is the doc on reindexing?", "which file configures the channels?"): it is
+    answered by naming the page (its title and where it is), not by a sentence holding "link"."""
+    return bool(_PAGE_QUESTION.search(question))
+
+
+def page_subject(question: str) -> set[str]:
+    """The terms of a page request (:func:`asks_for_page`) that say what the page is about:
+    ``{"slack", "setup"}`` of "give me the link to the Slack setup guide"."""
+    return terms(question) - _PAGE_REQUEST_WORDS - terms(" ".join(_PAGE_REQUEST_WORDS))
+
+
 def asks_for_quantity(question: str) -> bool:
     """The question asks for an amount, a duration, a frequency or a time ("how many days",
     "how much notice", "how often", "by when", "the default timeout")."""

@@ -82,3 +82,42 @@ def test_a_how_to_question_leads_with_the_steps_not_the_troubleshooting_that_nam
     # a question about a problem is still answered from the troubleshooting section
     broken = ask(guide, "the bot says the index is stale, how do I fix it?")["answer"]
     assert any(words in broken[:200] for words in ("index is stale", "folder not found", "half way")), broken
+
+
+@pytest.mark.parametrize(
+    "question, asks",
+    [
+        ("give me the link to the Slack setup guide", True),
+        ("where is the doc on reindexing?", True),
+        ("which file configures the channels?", True),
+        ("is there a page about deploys?", True),
+        ("point me to the runbook for the queue", True),
+        ("where can I find the docs for discord setup?", True),
+        ("which file formats are read?", False),
+        ("wheres the kibana link", False),
+        ("what is the url of the expense form", False),
+        ("how do I set up slack", False),
+    ],
+)
+def test_questions_asking_for_a_page_are_told(question, asks):
+    assert signals.asks_for_page(question) == asks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "question, title, path",
+    [
+        ("give me the link to the Slack setup guide", "Setting up Teambot for Slack", "slack-setup.md"),
+        ("where is the doc on reindexing?", "The knowledge base", "knowledge.md"),
+        ("which file configures the channels?", "Configuration", "configuration.md"),
+    ],
+)
+def test_a_question_asking_for_a_page_is_answered_by_naming_the_page(guide, question, title, path):
+    """The page about what is asked, by its title and its path, opens the answer: not a sentence that
+    holds "link" (the Slack page's "Link previews" section), and not a quote that leaves the reader to
+    find the file in the sources list."""
+    answer = ask(guide, question)
+    first = answer["answer"].split("\n", 1)[0]
+    assert title in first and f"`{path}`" in first, answer["answer"]
+    assert path in answer["sources"], answer
+    assert not answer["answer"].startswith("Slack unfurls"), answer["answer"]
