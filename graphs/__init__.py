@@ -23,7 +23,8 @@ web                web search (Tavily)
 offline            the model-free pieces, built on first use
 offline_router     routing by embeddings, canned replies
 extractive         extractive grading and answers
-sections           which retrieved section answers a question of a kind (how-to: not troubleshooting)
+sections           which retrieved section answers a question of a kind (how-to, a page asked for)
+verdicts           the yes or the no a yes/no question's documents state
 signals            lexical grading signals
 terms              the one tokenizer of keyword search and the lexical signals
 local_backend      self-check of the offline model's native backend (llama.cpp)

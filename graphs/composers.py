@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from langchain_core.messages import HumanMessage
 
-from graphs import prompts, sections, signals
+from graphs import prompts, sections, signals, verdicts
 from graphs.citations import format_docs
 from graphs.graders import Graders
 from graphs.knowledge import KnowledgeBase
@@ -218,7 +218,8 @@ class ExtractiveComposer:
         answer_characters``; a follow-up's own new terms (:func:`followup_focus`) lead; a how-to
         question's troubleshooting sections are not quoted while another section is there
         (:func:`graphs.sections.leading_sections`); a question asking for a page opens with the
-        page's title and where it is (:func:`graphs.sections.page_pointer`)."""
+        page's title and where it is (:func:`graphs.sections.page_pointer`), a yes/no question with
+        the yes or the no its documents state (:func:`graphs.verdicts.with_verdict`)."""
         questions = offline_questions(state, self.cfg.history_messages)
         subject = sections.page_subject_query(last_user_message(state))
         if subject and not signals.asks_for_link(last_user_message(state)):
@@ -235,6 +236,8 @@ class ExtractiveComposer:
             answer = await asyncio.to_thread(
                 self.kit.extractive.compose, questions, docs, self.cfg.answer_characters, focus
             )
+        # "can I use Discord instead of Slack?": the yes or the no the documents state, first
+        answer = verdicts.with_verdict(last_user_message(state), docs, answer)
         pointer = sections.page_pointer(last_user_message(state), docs)  # "the link to the setup guide"
         return (f"{pointer}\n\n{answer}" if pointer and answer else answer), 0
 

@@ -328,3 +328,22 @@ def states_verdict(text: str) -> bool:
     done ("is **NOT** supported", "cannot work from abroad", "does not contain expire information",
     "is no longer available", "deprecated")."""
     return bool(_VERDICT.search(text))
+
+
+# A sentence stating what works, is supported or can be done: "It works with Slack and Discord", "Runs on
+# Linux and macOS", "PostgreSQL 14 and later are supported", "connect either one, or both at once".
+_CAPABILITY = re.compile(
+    r"\b(?:works?|runs?|integrates?|connects?|talks?)\s+(?:(?:only|well|fine|equally)\s+)?"
+    r"(?:with|on|in|alongside|against|to)\b|"
+    r"\b(?:supports?|supported|compatible|available)\b|"
+    r"\bcan\s+(?:also\s+)?(?:be\s+)?(?:used?|run|connect(?:ed)?|work|talk)\b|"
+    r"\beither\b[^.]*\bor\b|\bor\s+both\b|\band/or\b",
+    re.I,
+)
+
+
+def states_capability(text: str) -> bool:
+    """``text`` states what works, is supported or can be done ("It works with Slack and Discord",
+    "connect either one, or both at once", "PostgreSQL 14 and later are supported"), and no verdict
+    against it (:func:`states_verdict`: "is not supported" is a "no")."""
+    return bool(_CAPABILITY.search(text)) and not states_verdict(text)

@@ -121,3 +121,32 @@ def test_a_question_asking_for_a_page_is_answered_by_naming_the_page(guide, ques
     assert title in first and f"`{path}`" in first, answer["answer"]
     assert path in answer["sources"], answer
     assert not answer["answer"].startswith("Slack unfurls"), answer["answer"]
+
+
+@pytest.mark.parametrize(
+    "sentence, capability",
+    [
+        ("It works with Slack and Discord: connect either one, or both at once.", True),
+        ("The server runs on Linux and macOS.", True),
+        ("PostgreSQL 14 and later are supported.", True),
+        ("Microsoft Teams is not supported.", False),
+        ("The bot answers in a thread.", False),
+    ],
+)
+def test_sentences_stating_what_works_are_told(sentence, capability):
+    assert signals.states_capability(sentence) == capability
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "question, verdict, sentence",
+    [
+        ("Can I use Discord instead of Slack?", "Yes.", "It works with Slack and Discord"),
+        ("can we use teambot in Microsoft Teams?", "No.", "Microsoft Teams is not supported"),
+    ],
+)
+def test_a_yes_no_question_the_pages_answer_as_a_capability_leads_with_the_verdict(guide, question, verdict, sentence):
+    """The guide's opening page states what the bot works with; the answer opens with the yes or
+    the no and that sentence, not with the setup steps that share the question's words."""
+    text = ask(guide, question)["answer"]
+    assert text.startswith(f"{verdict} {sentence}"), text
