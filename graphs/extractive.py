@@ -932,7 +932,9 @@ class Extractive:
            support's block counts; one that does not fit is named); a sentence scores as a
            support when its score reaches ``SUPPORT_CUTOFF`` x the lead's and its own score
            (without the rank weight) ``SUPPORT_OWN_CUTOFF`` x the lead's own;
-        3. "More in [n]" naming the documents quoted, for the rest.
+        3. "More in [n]" naming the pages kept and not quoted that hold a sentence a support could be
+           (its own score at least ``SUPPORT_OWN_CUTOFF`` x the lead's own), best first; none when there
+           is no such page (a quoted page is cited where it is quoted).
 
         A passage from a section whose heading names an identifier in inline code (a reference
         page's "#### `net.retry`", then "Type: integer, Default: 3") starts with that heading
@@ -1236,8 +1238,19 @@ class Extractive:
             if asks_link and not is_block:
                 text = with_addresses(text, pages[doc_i])
             out.append(text if is_block else f"{text} [{doc_i + 1}]")
-        cited = sorted({d for d, _ in parts})
-        out.append("More in " + ", ".join(f"[{d + 1}]" for d in cited) + ".")
+        # the pages kept and not quoted that say something of the question (a sentence a support could
+        # be), in their rank order, one citation a page: the quoted ones are cited where they are quoted
+        # already, and a page of two documents (two sections) is one page
+        pages_cited = {docs[d].get("location") or str(d) for d, _ in parts}
+        said = {sc.unit.doc for sc in prose if own[(sc.unit.doc, sc.unit.pos)] >= lead_own * SUPPORT_OWN_CUTOFF}
+        more: list[int] = []
+        for d, doc in enumerate(docs):
+            page = doc.get("location") or str(d)
+            if page not in pages_cited and d in said:
+                pages_cited.add(page)
+                more.append(d)
+        if more:
+            out.append("More in " + ", ".join(f"[{d + 1}]" for d in more) + ".")
         return "\n\n".join(out)
 
     @staticmethod

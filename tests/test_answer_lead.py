@@ -4,6 +4,8 @@ whether. The pages are our own words, written the way the documentation kinds we
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bot.eval import first_fact_position
@@ -174,7 +176,8 @@ def test_a_follow_up_answer_quotes_no_other_page_that_leaves_out_what_it_asks_no
     docs = [page("leave.md", LEAVE_PAGE), page("expenses.md", EXPENSES_PAGE)]
     answer = Extractive(TextEmbedder(None)).compose(questions, docs, focus=["contractors"])
     assert answer.startswith("Contractors are not entitled to paid annual leave"), answer
-    assert "[2]" not in answer and "travelling" not in answer, answer
+    quoted = answer.rsplit("\n\nMore in ", 1)[0]  # "More in" may name the page kept and not quoted
+    assert "[2]" not in quoted and "travelling" not in answer, answer
 
 
 TRAVEL_PAGE = """# Travel
@@ -202,3 +205,45 @@ def test_a_sentence_only_its_page_rank_carried_is_not_quoted_after_the_answer():
     tickets; on the first page its rank weight alone passed the support cutoff, so it padded the answer."""
     answer = compose("can I book first class train tickets?", page("travel.md", TRAVEL_PAGE))
     assert "hotels" not in answer, answer
+
+
+EXPENSES = """## Claiming expenses
+
+Submit each claim within 30 days of the purchase, with a photo of the receipt.
+
+Claims are paid with the next monthly salary.
+"""
+
+TRAVEL = """## Booking travel
+
+Travel expense claims need the booking reference the travel desk sends with each ticket.
+"""
+
+EXPENSES_LIMITS = """## Claim limits
+
+Meals on a work trip are covered up to 40 euros a day.
+"""
+
+
+def more_in(answer: str) -> list[str]:
+    """The citations of the answer's "More in" line ([] without one)."""
+    last = answer.rsplit("\n\n", 1)[-1]
+    return re.findall(r"\[\d+\]", last) if last.startswith("More in ") else []
+
+
+def test_more_in_names_only_pages_not_quoted_yet_in_their_order():
+    """The answer cites each quoted page where it quotes it; "More in" then points to the pages kept
+    and not quoted that say something of the question (best first, one citation for a page of two
+    sections), not to the same pages again."""
+    docs = [
+        page("finance/expenses.md", EXPENSES, "Expenses > Claiming expenses"),
+        page("finance/travel.md", TRAVEL, "Travel > Booking travel"),
+        page("finance/expenses.md", EXPENSES_LIMITS, "Expenses > Claim limits"),
+    ]
+    answer = compose("how many days do I have to submit an expense claim?", *docs, budget=130)
+    assert answer.startswith("Submit each claim within 30 days of the purchase"), answer
+    assert "[1]" in answer.rsplit("\n\n", 1)[0]
+    assert more_in(answer) == ["[2]"], answer
+    # every page quoted: no "More in" line repeating their citations
+    alone = compose("how many days do I have to submit an expense claim?", docs[0])
+    assert "More in" not in alone and alone.rstrip().endswith("[1]"), alone

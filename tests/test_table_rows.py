@@ -112,7 +112,7 @@ def test_the_row_that_answers_a_long_table_leads_the_answer(brain, question, ser
     assert f"Port: {port}, Language: {lang}, Tier: tier {tier}" in first, answer
     # the table is not quoted again as its first rows
     assert not shown_tables(answer), answer
-    assert answer.rstrip().endswith("More in [1].") or re.search(r"More in \[\d\](, \[\d\])*\.$", answer), answer
+    assert "More in [1]" not in answer, answer  # the page is cited where it is quoted
 
 
 @pytest.mark.parametrize(
