@@ -203,15 +203,24 @@ class ExtractiveComposer:
         """More candidates, reranked by embeddings, widened to their sections
         (:meth:`graphs.extractive.Extractive.retrieve`), from the offline query variants; for a
         how-to question the sections that answer it ahead of those only mentioning its words
-        (:func:`graphs.sections.answering_first`), and for a question asking for a page the
-        sections of the page it names (:func:`graphs.sections.asked_page_first`)."""
+        (:func:`graphs.sections.answering_first`; in another language: sections of steps first,
+        :func:`graphs.sections.steps_first`), and for a question asking for a page the sections of
+        the page it names (:func:`graphs.sections.asked_page_first`)."""
         variants = offline_search_queries(state, self.cfg.history_messages)
         question = last_user_message(state)
         subject = sections.page_subject_query(question)
         if subject:  # "the link to the Slack setup guide" is searched as "Slack setup": "link" finds link previews
             variants = [subject, *((v, 0.5) if isinstance(v, str) else (v[0], v[1] * 0.5) for v in variants)]
         docs = await asyncio.to_thread(self.kit.extractive.retrieve, variants, k, sources=sources)
+        docs = sections.steps_first(question, docs, self._page_sections)
         return sections.asked_page_first(question, sections.answering_first(question, docs))
+
+    def _page_sections(self, doc: Doc) -> list[tuple[str, str]]:
+        """The ``(heading path, text)`` of every chunk of ``doc``'s page, in order ([] without an index)."""
+        snap = getattr(self.kit.knowledge, "snapshot", None)
+        if snap is None or not hasattr(snap, "file_chunks") or not doc.get("location"):
+            return []
+        return [(c.title, c.text) for c, _ in snap.file_chunks(doc["location"], doc.get("source"))]
 
     async def generate(self, state: RAGState) -> tuple[str, int]:
         """The documents' best sentences for the question, cited, within ``[graph]

