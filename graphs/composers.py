@@ -25,6 +25,7 @@ from graphs import prompts, sections, signals, verdicts
 from graphs.citations import format_docs
 from graphs.graders import Graders
 from graphs.knowledge import KnowledgeBase
+from graphs.learned import shown_entry
 from graphs.messages import history_before_last, last_user_message, message_text
 from graphs.models import ModelCaller
 from graphs.offline import OfflineKit, offline_questions, offline_search_queries, route_message, thread_history
@@ -228,7 +229,9 @@ class ExtractiveComposer:
         question's troubleshooting sections are not quoted while another section is there
         (:func:`graphs.sections.leading_sections`); a question asking for a page opens with the
         page's title and where it is (:func:`graphs.sections.page_pointer`), a yes/no question with
-        the yes or the no its documents state (:func:`graphs.verdicts.with_verdict`)."""
+        the yes or the no its documents state (:func:`graphs.verdicts.with_verdict`); an expert's
+        learned answer among the documents opens the answer as the expert wrote it, with who
+        answered and when (:func:`graphs.learned.shown_entry`), the documents' quotes after it."""
         questions = offline_questions(state, self.cfg.history_messages)
         subject = sections.page_subject_query(last_user_message(state))
         if subject and not signals.asks_for_link(last_user_message(state)):
@@ -237,6 +240,14 @@ class ExtractiveComposer:
             questions = [subject, *questions[1:]]
         focus = followup_focus(state, self.cfg.history_messages)
         docs = state.get("documents", [])
+        learned = next((i for i, d in enumerate(docs) if d.get("kind") == "learned"), None)
+        if learned is not None:  # an expert's answer reads as an answer, with who gave it, not as a quote
+            rest = [Doc(**{**d, "text": ""}) if d.get("kind") == "learned" else d for d in docs]
+            more = await asyncio.to_thread(
+                self.kit.extractive.compose, questions, rest, self.cfg.answer_characters // 2, focus
+            )
+            shown = shown_entry(docs[learned], learned + 1)
+            return (f"{shown}\n\n{more}" if more else shown), 0
         quoted = sections.leading_sections(last_user_message(state), docs)
         answer = await asyncio.to_thread(
             self.kit.extractive.compose, questions, quoted, self.cfg.answer_characters, focus

@@ -18,7 +18,9 @@ synchronous: the graph and the chat runtime make them from worker threads.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -31,6 +33,8 @@ from typing import Any, Protocol, runtime_checkable
 from graphs import terms
 from graphs.knowledge.index import FTS_TOKENIZER, keyword_query
 from graphs.state import Doc
+
+log = logging.getLogger(__name__)
 
 LEARNED_PREFIX = "learned:"
 
@@ -94,6 +98,111 @@ def entry_doc(entry: LearnedEntry, limit: int = 1500) -> Doc:
         score=0.0,
         kind="learned",
     )
+
+
+_ENTRY_TEXT = re.compile(r"^(?:Question: (?P<question>.*?)\n)?Answer \((?P<citation>[^)]*)\): (?P<answer>.*)$", re.S)
+
+
+def entry_parts(doc: Doc) -> tuple[str, str, str] | None:
+    """``(question, citation, answer)`` of a learned entry's document (:func:`entry_doc`; the
+    question "" for a ``remember:`` without one), None for any other document."""
+    if doc.get("kind") != "learned":
+        return None
+    m = _ENTRY_TEXT.match(str(doc.get("text") or ""))
+    return (m["question"] or "", m["citation"], m["answer"].strip()) if m else None
+
+
+def shown_entry(doc: Doc, number: int) -> str:
+    """A learned entry's document as an answer reads it: the expert's answer cited ``[number]``,
+    then who answered, when, and the question they answered ("" for another document)."""
+    parts = entry_parts(doc)
+    if parts is None:
+        return ""
+    question, citation, answer = parts
+    asked = f", to \u201c{question}\u201d" if question else ""
+    return f"{answer} [{number}]\n\n(An expert's earlier answer: {citation}{asked}.)"
+
+
+#: cosine (MiniLM) of a message with a learned entry's question or answer from which the entry is
+#: about the message: it is searched for and graded with the documents, and the message is never
+#: taken for small talk ("wifi password pls" 0.68, "hey, wifi pass?" 0.56 and "hi, what is the wifi
+#: called here?" 0.51 for "what is the guest wifi password in the office?"; "thanks!" 0.11, "hi" 0.06,
+#: another subject ("how do I reindex the knowledge base?") below 0.1)
+MEANING_MATCH = 0.5
+
+
+class LearnedMeaning:
+    """The learned entries matched to a message by meaning (embeddings of each entry's question and
+    answer), where :meth:`LearnedStore.search` matches words: a reworded question ("wifi password
+    pls") finds the entry an expert answered ("what is the guest wifi password in the office?").
+    Vectors are kept per entry (id, question, answer), so each entry is embedded once per process.
+
+    Args:
+        embed: texts -> unit vectors (rows), or None without embeddings
+            (:class:`graphs.knowledge.embedding.TextEmbedder`).
+        store: the learned entries (None: none).
+    """
+
+    def __init__(self, embed: Callable[[Sequence[str]], Any], store: LearnedStore | None) -> None:
+        self.embed = embed
+        self.store = store
+        self._vectors: dict[tuple[int, str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def matches(self, message: str, k: int = 4) -> list[tuple[LearnedEntry, float]]:
+        """Up to ``k`` entries, best first, each with its cosine to ``message`` (the better of its
+        question's and its answer's), those at least :data:`MEANING_MATCH` only; [] without
+        entries, embeddings or words.
+
+        Raises:
+            Whatever the store raises reading its entries (callers treat it as no match).
+        """
+        if self.store is None or not message.strip():
+            return []
+        entries = self.store.entries()
+        if not entries:
+            return []
+        qv = self.embed([message])
+        if qv is None:
+            return []
+        with self._lock:
+            missing = [e for e in entries if (e.id, e.question, e.answer) not in self._vectors]
+            if missing:
+                texts = [t for e in missing for t in (e.question or e.answer, e.answer)]
+                vecs = self.embed([t[:1000] for t in texts])
+                if vecs is None:
+                    return []
+                for i, e in enumerate(missing):
+                    self._vectors[(e.id, e.question, e.answer)] = vecs[2 * i : 2 * i + 2]
+            scored = [(e, float((self._vectors[(e.id, e.question, e.answer)] @ qv[0]).max())) for e in entries]
+        scored = [(e, c) for e, c in scored if c >= MEANING_MATCH]
+        return sorted(scored, key=lambda ec: -ec[1])[:k]
+
+    def search(self, message: str, queries: Sequence[str | tuple[str, float]], k: int) -> list[LearnedEntry]:
+        """The learned entries for a knowledge-base search, best first, at most ``k``: those about
+        ``message`` by meaning (:meth:`matches`: a reworded question finds its entry), then those
+        sharing the words of ``queries`` (:meth:`LearnedStore.search`); [] without a store.
+
+        Raises:
+            Whatever the store's word search raises.
+        """
+        if self.store is None:
+            return []
+        try:
+            meant = [e for e, _ in self.matches(message, k)]
+        except Exception:  # noqa: BLE001 - the word search still finds entries
+            log.warning("learned entries could not be matched by meaning", exc_info=True)
+            meant = []
+        seen = {e.id for e in meant}
+        return (meant + [e for e in self.store.search(queries, k) if e.id not in seen])[:k]
+
+    def best(self, message: str) -> float:
+        """The best cosine of ``message`` with a learned entry (-1 when none, or it cannot be told)."""
+        try:
+            found = self.matches(message, 1)
+        except Exception:  # noqa: BLE001 - routing goes on without the learned entries
+            return -1.0
+        return found[0][1] if found else -1.0
 
 
 @runtime_checkable

@@ -98,7 +98,8 @@ class Nodes:
         self.deps = deps
         self.cfg = deps.config
         # built on first use, shared by the extractive graders and composer
-        kit = OfflineKit(deps.knowledge, cross_language=self.cfg.cross_language == "auto")
+        kit = OfflineKit(deps.knowledge, cross_language=self.cfg.cross_language == "auto", learned=deps.learned)
+        self.kit = kit
         self.graders: Graders = deps.graders or graders_for(self.cfg, deps.caller, kit)
         self.composer: Composer = deps.composer or composer_for(
             self.cfg, deps.caller, deps.knowledge, kit, self.graders
@@ -186,7 +187,8 @@ class Nodes:
     async def retrieve(self, state: RAGState) -> dict[str, Any]:
         """Hybrid search of the knowledge base with the query variants of :func:`kb_queries`,
         restricted to the turn's sources (:func:`scope_of`); the best learned entries (experts'
-        earlier answers, :mod:`graphs.learned`) come first when the turn's scope allows them."""
+        earlier answers, :mod:`graphs.learned`; by meaning, then by words) come first when the
+        turn's scope allows them."""
         emit_phase(Phase.SEARCHING)
         queries = kb_queries(state, self.cfg.history_messages)
         sources = scope_of(state)["sources"]  # a channel restricted to some sources never sees others
@@ -194,7 +196,9 @@ class Nodes:
         scope = scope_of(state)
         documents = list(docs)
         if self.deps.learned is not None and scope["learning"]:
-            entries = await asyncio.to_thread(self.deps.learned.search, queries, LEARNED_PER_SEARCH * 4)
+            entries = await asyncio.to_thread(
+                self.kit.learned_meaning.search, last_user_message(state), queries, LEARNED_PER_SEARCH * 4
+            )
             if sources is not None:  # a restricted channel uses only what was learned in it
                 entries = [e for e in entries if (e.platform, e.channel) == (scope["platform"], scope["channel"])]
             docs = [entry_doc(e, self.cfg.max_document_characters) for e in entries[:LEARNED_PER_SEARCH]] + documents

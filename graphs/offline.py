@@ -13,9 +13,10 @@ from graphs import signals
 from graphs.extractive import Extractive, TextEmbedder
 from graphs.knowledge import KnowledgeBase
 from graphs.knowledge.crosslingual import is_foreign, load_encoder
+from graphs.learned import LearnedMeaning, LearnedStore
 from graphs.messages import history_before_last, kb_queries, last_user_message, message_text
 from graphs.offline_router import OfflineRouter, RouteSignals
-from graphs.state import RAGState
+from graphs.state import RAGState, scope_of
 
 
 class OfflineKit:
@@ -25,11 +26,17 @@ class OfflineKit:
 
     Args:
         knowledge: the knowledge base (its ``embeddings`` may be None: lexical only).
+        learned: the experts' learned entries (None: none), matched to a message by meaning
+            (:attr:`learned_meaning`: the router and the search use it).
     """
 
-    def __init__(self, knowledge: KnowledgeBase, cross_language: bool = True) -> None:
+    def __init__(
+        self, knowledge: KnowledgeBase, cross_language: bool = True, learned: LearnedStore | None = None
+    ) -> None:
         self.knowledge = knowledge
         self.cross_language = cross_language
+        self.embedder = TextEmbedder(knowledge.embeddings)  # one vector cache for the router, scorer and entries
+        self.learned_meaning = LearnedMeaning(self.embedder, learned)
         self._extractive: Extractive | None = None
         self._router: OfflineRouter | None = None
         self._lock = threading.Lock()
@@ -40,8 +47,10 @@ class OfflineKit:
         with self._lock:
             if self._extractive is None:
                 cross = load_encoder() if self.cross_language and self.knowledge.embeddings is not None else None
-                extractive = Extractive(TextEmbedder(self.knowledge.embeddings), self.knowledge, cross_encoder=cross)
-                self._router = OfflineRouter(extractive.embedder, self.knowledge, extractive=extractive)
+                extractive = Extractive(self.embedder, self.knowledge, cross_encoder=cross)
+                self._router = OfflineRouter(
+                    extractive.embedder, self.knowledge, extractive=extractive, learned=self.learned_meaning
+                )
                 self._extractive = extractive
             return self._extractive
 
@@ -129,8 +138,8 @@ def route_message(state: RAGState, history_limit: int, router: OfflineRouter) ->
     router's signals (the message against every chunk vector and the example classes) are
     computed once and decide both whether it is a follow-up (:func:`follows_thread`) and its
     route (a new question in a thread is routed as in a new thread, the present-moment rule
-    too)."""
-    sig = router.signals(last_user_message(state))
+    too); the learned entries count when the turn's scope allows them."""
+    sig = router.signals(last_user_message(state), learned=scope_of(state)["learning"])
     follow_up = follows_thread(state, history_limit, router, sig)
     return router.decide(sig, follow_up), sig, follow_up
 

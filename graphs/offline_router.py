@@ -4,7 +4,9 @@ knowledge and current-events questions, plus the lexical small-talk signal.
 
 The decision (:meth:`OfflineRouter.route`):
 
-1. a greeting or thanks (:func:`graphs.signals.is_small_talk`) -> ``direct``;
+1. a greeting or thanks (:func:`graphs.signals.is_small_talk`) -> ``direct``; a message an
+   expert's learned answer is about (:class:`graphs.learned.LearnedMeaning`, by meaning, not by
+   wording) -> ``vectorstore``;
 2. a question about the present moment ("right now", "the latest release", "is X down", not
    "which version is currently supported": :func:`graphs.signals.asks_for_now`) -> ``websearch``;
 3. a follow-up (the message is read with the thread's history, :func:`graphs.offline.follows_thread`;
@@ -29,10 +31,12 @@ import numpy as np
 
 from graphs import signals
 from graphs.extractive import TextEmbedder
+from graphs.learned import MEANING_MATCH
 
 if TYPE_CHECKING:
     from graphs.extractive import Extractive
     from graphs.knowledge import KnowledgeBase
+    from graphs.learned import LearnedMeaning
 
 # Example messages of each class (generic, not taken from any eval set).
 SMALL_TALK = [
@@ -96,6 +100,7 @@ class RouteSignals:
     general: float = -1.0
     current: float = -1.0
     small_talk_words: bool = False
+    learned: float = -1.0  # best cosine with a learned entry (graphs.learned.LearnedMeaning), -1: none
     asks_for_now: bool = False  # :func:`graphs.signals.asks_for_now`
     # :func:`graphs.signals.asks_for_link` or :func:`~graphs.signals.asks_for_page`: the team's own links and
     # pages are in its documents
@@ -120,8 +125,10 @@ class OfflineRouter:
         margin: float = MARGIN,
         current_margin: float = CURRENT_MARGIN,
         extractive: Extractive | None = None,
+        learned: LearnedMeaning | None = None,
     ):
         self.embedder = embedder
+        self.learned = learned  # the experts' answers, matched by meaning
         self.knowledge = knowledge
         self.margin = margin
         self.current_margin = current_margin
@@ -143,9 +150,10 @@ class OfflineRouter:
             }
         return self._examples
 
-    def signals(self, message: str) -> RouteSignals:
+    def signals(self, message: str, learned: bool = True) -> RouteSignals:
         """Similarities of ``message`` to the knowledge base and the example classes (with
-        the multilingual encoder for a message in another language than the documents)."""
+        the multilingual encoder for a message in another language than the documents), and to
+        the learned entries (``learned``: the turn may use them)."""
         out = RouteSignals(
             small_talk_words=signals.is_small_talk(message),
             asks_for_now=signals.asks_for_now(message),
@@ -153,6 +161,8 @@ class OfflineRouter:
         )
         if not self.embedder.available or not message.strip():
             return out
+        if learned and self.learned is not None:
+            out.learned = self.learned.best(message)
         cross = (
             self.extractive.cross_index()
             if self.extractive is not None and self.extractive.foreign([message])
@@ -195,6 +205,8 @@ class OfflineRouter:
         """The route for precomputed signals (the rules of the module docstring)."""
         if s.small_talk_words:
             return "direct"
+        if s.learned >= MEANING_MATCH:
+            return "vectorstore"  # an expert answered it before ("wifi password pls"): never small talk
         if s.asks_for_now and not has_history:
             return "websearch"  # "right now", "today", "is X down": only a live source can tell
         if has_history or s.kb < -0.5 or s.asks_for_link:

@@ -172,3 +172,40 @@ def test_a_how_to_question_in_another_language_is_answered_from_the_steps(guide,
     answer = ask(guide, question)
     assert answer["answer"].startswith("1. Open the Discord developer portal"), answer["answer"]
     assert answer["sources"][0] == "discord.md", answer
+
+
+@pytest.mark.slow
+def test_a_reworded_question_an_expert_answered_gets_the_expert_answer_read_as_an_answer(guide):
+    """An expert answers a question the guide does not cover; asked again in other words ("wifi
+    password pls", "hi, what is the wifi called here?"), it was taken for small talk and greeted,
+    and when found the entry was quoted raw ("Question: ... Answer (answered by ...): ...")."""
+    paused = threadwise(
+        "ask",
+        "--config",
+        "config.toml",
+        "--thread",
+        "wifi",
+        "what is the guest wifi password in the office?",
+        cwd=guide,
+    )
+    assert paused.returncode == 0 and "Paused for a human" in paused.stdout, paused.stdout + paused.stderr[-2000:]
+    answered = threadwise(
+        "ask",
+        "--config",
+        "config.toml",
+        "--thread",
+        "wifi",
+        "answer: The guest wifi is teambot-guest, its password is on the fridge door.",
+        cwd=guide,
+    )
+    assert answered.returncode == 0, answered.stderr[-2000:]
+    for question in ("wifi password pls", "hi, what is the wifi called here?"):
+        answer = ask(guide, question)
+        assert answer["route"] == "vectorstore", answer
+        text = answer["answer"]
+        assert text.startswith("The guest wifi is teambot-guest, its password is on the fridge door. [1]"), text
+        assert "An expert's earlier answer: answered by" in text and "what is the guest wifi password" in text, text
+        assert "Question:" not in text and "Answer (" not in text, text
+    # a greeting is still a greeting, and a question about the guide is still answered from it
+    assert ask(guide, "thanks!")["route"] == "direct"
+    assert "teambot rebuild" in ask(guide, "How do I reindex the knowledge base?")["answer"]

@@ -155,9 +155,9 @@ async def test_whether_a_message_continues_the_thread_is_decided_once_per_messag
     compared: list[str] = []
     signals = OfflineRouter.signals
 
-    def counted(self: OfflineRouter, message: str):
+    def counted(self: OfflineRouter, message: str, **kw):
         compared.append(message)
-        return signals(self, message)
+        return signals(self, message, **kw)
 
     monkeypatch.setattr(OfflineRouter, "signals", counted)
     async with open_runtime(handbook_settings, Secrets(), chat_model=ScriptedChatModel()) as rt:
