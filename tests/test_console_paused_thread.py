@@ -33,3 +33,28 @@ def test_a_new_question_after_a_help_request_is_answered_and_the_request_stays_o
     assert "This thread is waiting for an expert" not in out, out
     # back on the paused thread, the expert's reply still resumes the help request
     assert "Sorry, I couldn't find a reliable answer" in out.split("you (main)> dismiss", 1)[1], out
+
+
+def test_ask_on_a_thread_waiting_for_an_expert_answers_a_new_question_and_says_how_to_resume(tmp_path):
+    """`threadwise ask --thread T "new question"` while T waits for an expert printed only the reply
+    hint; now it says T waits, how to answer it, and answers the question in a thread of its own
+    (as the console chat does); a reply in the reply syntax still resumes T."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "expenses.md").write_text(
+        "# Expenses\n\nClaim a taxi to the airport in the expenses tool within 30 days.\n"
+    )
+    write_offline_config(tmp_path)
+
+    def ask(*args: str):
+        result = threadwise("ask", "--config", "config.toml", "--source", "docs", *args, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout
+
+    assert "Paused for a human" in ask("--thread", "t", "is the API down right now?")
+    out = ask("--thread", "t", "how do I claim a taxi to the airport?")
+    first, _, rest = out.partition("\n")
+    assert first.startswith("Thread t waits for an expert: answer it with threadwise ask --thread t"), out
+    assert "`dismiss`" in first and "Your question is answered in thread t-2." in first, out
+    assert "Claim a taxi to the airport in the expenses tool within 30 days." in rest, out
+    assert "This thread is waiting for an expert. Reply with" not in out, out
+    assert "Sorry, I couldn't find a reliable answer" in ask("--thread", "t", "dismiss")

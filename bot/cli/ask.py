@@ -16,7 +16,7 @@ from bot.cli.session import with_runtime
 from bot.cli.signals import graceful_stop
 from bot.config import Settings
 from bot.failures import advice
-from bot.platforms.console import ConsoleResponder, format_answer, run_console
+from bot.platforms.console import ConsoleResponder, format_answer, run_console, thread_for
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
@@ -37,8 +37,10 @@ def add_parsers(
 
 
 async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
-    """Answer ``args.question`` in a new thread (or ``--thread``'s); exit code 1 when it failed,
-    2 when the question is empty or only blanks (a usage error, as a missing question is)."""
+    """Answer ``args.question`` in a new thread (or ``--thread``'s: when that thread waits for an
+    expert and the message is a new question, not a reply, in a new thread ``NAME-2``, saying how
+    to answer the waiting one); exit code 1 when it failed, 2 when the question is empty or only
+    blanks (a usage error, as a missing question is)."""
     if not args.question.strip():
         # an empty question would be routed as small talk and greeted: a script passing an
         # unset variable would read the greeting as an answer
@@ -48,6 +50,18 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     args.thread = args.thread or f"ask-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
 
     async def body(rt: Runtime) -> int:
+        # a new question on a thread that waits for an expert is answered in a thread of its own, as in
+        # the console chat; the help request stays open, and how to answer it is said first
+        waiting = args.thread
+        args.thread = await thread_for(rt.service, waiting, args.question)
+        moved = (
+            f"Thread {waiting} waits for an expert: answer it with threadwise ask --thread {shlex.quote(waiting)} "
+            f'"<reply>", the reply being {REPLY_SYNTAX}. Your question is answered in thread {args.thread}.'
+            if args.thread != waiting
+            else ""
+        )
+        if moved and not args.json:
+            out.console.print(moved, markup=False, highlight=False)
         # the bot's replies are the command's output (stdout); statuses and errors go to stderr
         responder = ConsoleResponder(
             args.thread,
@@ -73,7 +87,8 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
                         "kind": kind,
                         "sources": [s.location for s in (answer.sources if answer else [])],
                         "route_note": answer.route_note if answer else "",
-                        "notices": responder.notices,
+                        "notices": [*([moved] if moved else []), *responder.notices],
+                        "thread": args.thread,
                         "path": v.get("path", []),
                         "route": v.get("route"),
                         "llm_calls": v.get("llm_calls", 0),

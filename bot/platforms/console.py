@@ -16,7 +16,7 @@ import re
 import sys
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
@@ -37,6 +37,7 @@ from bot.terminal import make_console, terminal_text
 
 if TYPE_CHECKING:
     from bot.runtime import Runtime
+    from bot.service import ChatService
 
 _STATUS_TEXT = {
     Status.RECEIVED: "received",
@@ -48,6 +49,19 @@ _STATUS_TEXT = {
     Status.DONE: "done",
     Status.APOLOGY: "could not answer",
 }
+
+
+async def thread_for(service: ChatService, thread: str, text: str, known: Collection[str] = ()) -> str:
+    """The console thread a local message ``text`` typed on ``thread`` goes to: ``thread``, unless
+    ``thread`` waits for an expert and ``text`` is a new question, not a reply to the help request
+    (:meth:`~bot.service.ChatService.is_question`): then a new thread ``thread-N`` (the first
+    ``N`` from 2 no saved thread and none of ``known`` uses), as a new message starts its own
+    thread on Slack and Discord; the help request stays open in its thread (the console chat
+    and ``threadwise ask --thread``)."""
+    if not service.is_question(text) or not await service.waits_for_expert(f"console:{thread}"):
+        return thread
+    used = {*known, *[k.split(":", 1)[1] for k in await service.thread_keys("console:")]}
+    return next(f"{thread}-{n}" for n in range(2, len(used) + 3) if f"{thread}-{n}" not in used)
 
 
 def format_answer(answer: Answer, rate_hint: bool = True) -> str:
@@ -257,12 +271,9 @@ async def run_console(
             else:
                 console.print(_COMMANDS_HELP, markup=False)
         else:
-            if service.is_question(line) and await service.waits_for_expert(f"console:{thread}"):
-                # a new question, not a reply to the help request: it starts a thread of its own, as a
-                # new message does on Slack and Discord; the help request stays open in its thread
-                waiting = thread
-                used = {*responders, *[k.split(":", 1)[1] for k in await service.thread_keys("console:")]}
-                thread = next(f"{waiting}-{n}" for n in range(2, len(used) + 3) if f"{waiting}-{n}" not in used)
+            waiting = thread
+            thread = await thread_for(service, thread, line, set(responders))
+            if thread != waiting:
                 console.print(
                     f"Thread {waiting} waits for an expert (/thread {waiting}, then reply with {REPLY_SYNTAX}); "
                     f"your question starts thread {thread}.",
