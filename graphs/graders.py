@@ -110,7 +110,10 @@ class LLMGraders:
         return grade, calls
 
     def check_route(self, message: str, route: str) -> str:
-        return route
+        """The chat model's route, except the web for a present-tense question about what the
+        documents state ("which version is currently supported?",
+        :func:`graphs.signals.asks_what_documents_state`): the knowledge base, as offline."""
+        return "vectorstore" if route == "websearch" and signals.asks_what_documents_state(message) else route
 
     def redraft(self, state: RAGState) -> str | None:
         return None
@@ -160,8 +163,13 @@ class LexicalGraders:
 
     def check_route(self, message: str, route: str) -> str:
         """A model too small to judge: its "direct" is trusted only for greetings and
-        thanks, and a greeting never costs a search."""
-        return "direct" if signals.is_small_talk(message) else ("vectorstore" if route == "direct" else route)
+        thanks, and a greeting never costs a search; the web is not taken for what the documents
+        state (:func:`graphs.signals.asks_what_documents_state`)."""
+        if signals.is_small_talk(message):
+            return "direct"
+        if route == "direct" or (route == "websearch" and signals.asks_what_documents_state(message)):
+            return "vectorstore"  # "which version is currently supported?": what the documents state
+        return route
 
     def redraft(self, state: RAGState) -> str | None:
         """After a draft failed the grounding check: the sources' own key sentences, cited

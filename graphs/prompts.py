@@ -19,8 +19,12 @@ Read the conversation so far and the new message, then answer with one JSON obje
 {{"question": "<the new message rewritten as one standalone question, resolving pronouns and references from the conversation>",
   "route": "vectorstore" | "websearch" | "direct",
   "query": "<search keywords for that question>"}}
-route: "vectorstore" for anything the knowledge base may cover (its product, APIs, configuration, errors, how-tos);
-"websearch" for current events, news, prices, releases or facts outside the knowledge base;
+route: "vectorstore" for anything the knowledge base may cover (its product, APIs, configuration, errors, how-tos),
+including what it says holds now: "which version is currently supported?", "what's the latest config format?",
+"what does the bot do now when ..." ask what the documentation states, not what happens today;
+"websearch" only for what happens outside the documents at the present moment (a live status such as
+"is the API down right now?", news, prices, weather, a release that has just come out) or facts outside the
+knowledge base;
 "direct" only for greetings, thanks, small talk or general knowledge that needs no lookup.
 When unsure, choose "vectorstore"."""
 

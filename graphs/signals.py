@@ -159,6 +159,16 @@ def asks_for_now(text: str) -> bool:
     return bool(_NOW.search(text)) or bool(_PRESENT.search(text) and _LIVE_SUBJECT.search(text))
 
 
+def asks_what_documents_state(text: str) -> bool:
+    """The message uses a present-tense word ("currently", "now", "the latest") about what
+    documentation states ("which version is currently supported?", "what's the latest config
+    format?") and does not ask about the present moment (:func:`asks_for_now`): the documents
+    answer it, not a web search. The offline router never sends it to the web; a chat model's
+    route to the web is corrected to the knowledge base (:meth:`graphs.graders.Graders.check_route`),
+    which still falls back to the web when it finds nothing."""
+    return bool(_PRESENT.search(text)) and not asks_for_now(text)
+
+
 # A question asking for an amount, a duration, a frequency or a time: "how many days", "how much
 # notice", "how long", "how often", "by when", "what's the default timeout", "which port"; and one
 # asking for a bound or a precision, whose answer is a number too ("the largest value a key can hold",
