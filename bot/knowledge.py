@@ -100,6 +100,28 @@ def configured_names(settings: Settings, folders: Sequence[str]) -> list[str] | 
     return list(dict.fromkeys(names)) or None
 
 
+def enclosing_sources(settings: Settings, folders: Sequence[str]) -> list[tuple[str, str]]:
+    """The ``--source`` folders that lie inside a folder config.toml indexes (a ``[knowledge]
+    sources`` entry or a ``files`` source of one path) without being that folder: ``(folder as
+    given, the configured folder as config.toml writes it)`` each. Such a folder is not answered
+    from config.toml's index (:func:`configured_names` reuses a configured folder, not a part of
+    one): it gets an index of its own, kept apart, which the command says."""
+    configured: list[tuple[str, str]] = []  # (real path, as written)
+    for src in settings.legacy_sources():
+        configured.append((os.path.realpath(settings.path(src)), str(src)))
+    for s in settings.sources:
+        paths = [s.path] if isinstance(s.path, str) else list(s.path)
+        if s.type == "files" and len(paths) == 1:
+            configured.append((os.path.realpath(settings.path(paths[0])), str(paths[0])))
+    found: list[tuple[str, str]] = []
+    for folder in folders:
+        real = os.path.realpath(Path(folder).expanduser())
+        inside = [written for root, written in configured if real != root and real.startswith(root + os.sep)]
+        if inside:
+            found.append((folder, inside[0]))
+    return found
+
+
 def build_knowledge_base(
     settings: Settings, embeddings: Embeddings | None, embedder_id: str, sources: Sequence[str] | None = None
 ) -> KnowledgeBase:

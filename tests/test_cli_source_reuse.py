@@ -79,3 +79,28 @@ def test_a_missing_source_folder_is_said_once_naming_where_it_is_read_from(tmp_p
     assert missing.stderr.strip().splitlines() == [
         "knowledge source not found: nothere (a path given with --source is relative to the current folder)"
     ]
+
+
+def test_a_source_folder_inside_a_configured_one_says_it_gets_an_index_of_its_own(tmp_path):
+    """`--source docs/runbooks` with `docs` in config.toml built a second index silently; now the
+    command says the folder is inside `docs`, is searched alone from an index of its own, and that
+    without --source `docs` is searched whole. A folder config.toml indexes itself says nothing."""
+    (tmp_path / "docs" / "runbooks").mkdir(parents=True)
+    (tmp_path / "docs" / "leave.md").write_text("# Leave\n\nBook annual leave in the HR portal four weeks ahead.\n")
+    (tmp_path / "docs" / "runbooks" / "deploy.md").write_text(
+        "# Deploy\n\nRoll back a deploy within 15 minutes of the release.\n"
+    )
+    config(tmp_path, "docs")
+    said = f"{Path('docs') / 'runbooks'} is inside docs, which config.toml indexes: it is searched alone, from an index"
+    asked = threadwise(
+        "ask", "--config", "config.toml", "--source", "docs/runbooks", "--json", "how do I roll back?", cwd=tmp_path
+    )
+    assert asked.returncode == 0, asked.stderr[-2000:]
+    assert said in asked.stderr and "without --source, docs is searched whole" in asked.stderr, asked.stderr[-2000:]
+    assert json.loads(asked.stdout)["sources"] == ["deploy.md"], asked.stdout
+    synced = threadwise("reindex", "--config", "config.toml", "--source", "docs/runbooks", cwd=tmp_path)
+    assert synced.returncode == 0 and said in synced.stderr, synced.stderr[-2000:]
+    whole = threadwise(
+        "ask", "--config", "config.toml", "--source", "docs", "--json", "how do I roll back?", cwd=tmp_path
+    )
+    assert whole.returncode == 0 and "is inside" not in whole.stderr, whole.stderr[-2000:]

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from bot.cli.output import ProgressBar
+from bot.cli.output import ProgressBar, out
 from bot.config import Secrets, Settings
 
 if TYPE_CHECKING:
@@ -44,6 +44,8 @@ async def with_runtime(
     # so that `--help`, `config` and argument errors answer at once
     from bot.runtime import open_runtime
 
+    say_own_index(settings, sources)
+
     # JSON logs: stderr holds only JSON lines, so no progress bar (the index build is logged)
     with ProgressBar() if settings.logging.format == "text" else contextlib.nullcontext() as bar:
         cm = open_runtime(
@@ -62,3 +64,19 @@ async def with_runtime(
         return await body(runtime)
     finally:
         await cm.__aexit__(None, None, None)
+
+
+def say_own_index(settings: Settings, sources: list[str] | None) -> None:
+    """One line on stderr per ``--source`` folder inside a folder config.toml indexes
+    (:func:`bot.knowledge.enclosing_sources`): it is searched alone, from an index of its own."""
+    from bot.knowledge import configured_names, enclosing_sources
+
+    if not sources or configured_names(settings, sources):
+        return  # config.toml's index answers for those folders
+    for folder, configured in enclosing_sources(settings, sources or []):
+        out.err.print(
+            f"{folder} is inside {configured}, which config.toml indexes: it is searched alone, from an "
+            f"index of its own kept apart from config.toml's (without --source, {configured} is searched whole)",
+            markup=False,
+            highlight=False,
+        )

@@ -18,6 +18,7 @@ import asyncio
 import json
 
 from bot.cli.output import ProgressBar, out
+from bot.cli.session import say_own_index
 from bot.config import Secrets, Settings
 
 
@@ -59,6 +60,7 @@ async def _sync(settings: Settings, names: list[str] | None, source_dirs: list[s
     from graphs.knowledge import NothingIndexedError
     from graphs.models import build_embeddings
 
+    say_own_index(settings, source_dirs)  # a part of a configured folder gets an index of its own
     if source_dirs and (only := configured_names(settings, source_dirs)):
         # folders config.toml indexes already: those sources of its index are synced, not a second index
         names, source_dirs = only, None
