@@ -174,8 +174,9 @@ def page_title(doc: Doc) -> str:
 
 def asked_page(question: str, docs: Sequence[Doc]) -> int | None:
     """Which of ``docs`` (best first) is the page a page request (:func:`graphs.signals.asks_for_page`)
-    asks for: the one whose page title, file path and heading path hold the most of what the page is
-    to be about (:func:`graphs.signals.page_subject`), the search's order breaking ties; None for
+    asks for: the one whose file path and page title (counted twice) and section headings hold the
+    most of what the page is to be about (:func:`graphs.signals.page_subject`), the search's order
+    breaking ties; None for
     another question, no documents, or none whose title or path names any of it (the links to
     "the payments and search runbooks" kept in a page of dashboards: the links are asked for, not
     that page). A page's address or title says what it is about: a section that only mentions the
@@ -184,9 +185,17 @@ def asked_page(question: str, docs: Sequence[Doc]) -> int | None:
         return None
     subject = signals.page_subject(question)
 
+    def held(text: str) -> set[str]:
+        # a subject term names a word it begins, or that begins it ("configur" of "configures":
+        # "Configuration", "Configure"), from four letters on
+        words = signals.terms(text)
+        return {t for t in subject if any(w.startswith(t) or (len(w) >= 4 and t.startswith(w)) for w in words)}
+
     def named(d: Doc) -> int:
+        # the page's own name (its file path, address and title) counts twice a section heading's words
         where = re.sub(r"[/_.#-]+", " ", f"{d.get('location', '')} {d.get('url', '')}")
-        return len(subject & signals.terms(f"{where} {d.get('title', '')}"))
+        own = held(f"{where} {page_title(d)}")
+        return 2 * len(own) + len(held(str(d.get("title") or "")) - own)
 
     best = max(range(len(docs)), key=lambda i: (named(docs[i]), -i))
     return best if named(docs[best]) else None

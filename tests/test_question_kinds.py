@@ -209,3 +209,17 @@ def test_a_reworded_question_an_expert_answered_gets_the_expert_answer_read_as_a
     # a greeting is still a greeting, and a question about the guide is still answered from it
     assert ask(guide, "thanks!")["route"] == "direct"
     assert "teambot rebuild" in ask(guide, "How do I reindex the knowledge base?")["answer"]
+
+
+def test_the_page_asked_for_is_the_one_its_own_name_is_about():
+    """ "which file configures the bot?": the Configuration page, named by a word "configures" begins
+    with, not a higher-ranked section whose heading holds "bot" ("When the bot cannot answer")."""
+    docs = [
+        {"id": "a#1", "location": "asking.md", "title": "Asking questions > When the bot cannot answer", "text": "x"},
+        {"id": "c#2", "location": "configuration.md", "title": "Configuration", "text": "x"},
+    ]
+    assert sections.asked_page("which file configures the bot?", docs) == 1
+    assert sections.page_pointer("which file configures the bot?", docs).startswith(
+        "The page on this is **Configuration** (`configuration.md`) [2]."
+    )
+    assert sections.asked_page("how do I configure the bot?", docs) is None  # no page asked for
