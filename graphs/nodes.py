@@ -38,7 +38,7 @@ from graphs.citations import cite_sources
 from graphs.composers import Composer, composer_for
 from graphs.graders import Graders, graders_for, shape_problem
 from graphs.knowledge import KnowledgeBase
-from graphs.learned import LearnedStore, entry_doc
+from graphs.learned import MEANING_MATCH, LearnedStore, entry_doc
 from graphs.messages import kb_queries, last_user_message
 from graphs.models import ModelCaller
 from graphs.offline import OfflineKit
@@ -139,10 +139,17 @@ class Nodes:
         """Contextualise the newest message with the history, route it and write the first
         query (:attr:`composer`; one structured LLM call), and keep whether it is read with the
         thread's history (``follow_up``: offline, the later steps read it instead of deciding
-        again). ``websearch`` without web search allowed goes to the knowledge base."""
+        again). ``websearch`` without web search allowed goes to the knowledge base, and ``direct``
+        for a message a learned entry is about by meaning (:class:`graphs.learned.LearnedMeaning`)
+        too."""
         raw = last_user_message(state)
         decision, calls, follow_up = await self.composer.route(state)
         route = self.graders.check_route(raw, decision.route)
+        if route == "direct" and self.deps.learned is not None and scope_of(state)["learning"]:
+            # an expert answered this before, in other words ("wifi password pls"): a chat model that
+            # took it for small talk is overruled, as the offline router never takes it for it
+            if await asyncio.to_thread(self.kit.learned_meaning.best, raw) >= MEANING_MATCH:
+                route = "vectorstore"
         needs_web = route == "websearch" and not self.web_allowed(state)
         if needs_web:
             route = "vectorstore"

@@ -90,3 +90,35 @@ async def test_a_currently_question_about_the_product_is_answered_from_the_docum
         live = await ask(tmp_path, now)
     assert "web_search" in live["path"], live
     assert len(tavily.requests) == 1
+
+
+@pytest.mark.slow
+async def test_a_hosted_model_that_greets_a_reworded_learned_question_is_overruled(tmp_path, monkeypatch):
+    """The chat model routes "wifi password pls" as small talk; an expert answered "what is the
+    guest wifi password in the office?" before: the knowledge base (and the entry) answers it."""
+    from bot.config import Secrets, load_settings
+    from bot.platforms.console import ConsoleResponder
+    from bot.runtime import open_runtime
+    from tests.fakes.model_apis import KEYS
+
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "office.md").write_text("# Office\n\nThe office opens at 8 am and closes at 7 pm.\n")
+    direct = json.dumps({"question": "wifi password pls", "route": "direct", "query": ""})
+    for name, value in KEYS["openai"].items():
+        monkeypatch.setenv(name, value)
+    async with model_api("openai", {"route": [direct]}) as (fake, base):
+        (tmp_path / "config.toml").write_text(
+            f'[knowledge]\nsources = ["{tmp_path / "kb"}"]\nembeddings = "local"\n[web]\nenabled = false\n'
+            f'[service]\ncheckpoint_db = "{tmp_path}/cp.sqlite"\nbookkeeping_db = "{tmp_path}/bk.sqlite"\n'
+            f'[learning]\nindex_db = "{tmp_path}/learned.sqlite"\n'
+            f"[models]\n{models_config('openai', base)}"
+        )
+        settings = load_settings(tmp_path / "config.toml")
+        async with open_runtime(settings, Secrets()) as rt:
+            assert rt.learned is not None
+            rt.learned.add("what is the guest wifi password in the office?", "It is on the fridge door.", "Ana")
+            out = ConsoleResponder("w", show_status=False, show_answers=False)
+            result = await rt.service.ask("console:w", "wifi password pls", out)
+    assert result is not None and result.values["route"] == "vectorstore", result.values.get("path")
+    assert "retrieve" in result.values["path"] and "direct" not in result.values["path"]
+    assert "direct" not in fake.tasks()
