@@ -44,6 +44,7 @@ from bench.offline_rows import (  # noqa: E402
     row_state,
     search_queries_for,
 )
+from bot.config import Settings  # noqa: E402
 from bot.eval import first_fact_position, has_template_syntax  # noqa: E402
 from graphs import extractive as ex  # noqa: E402
 from graphs import signals  # noqa: E402
@@ -128,6 +129,61 @@ def negatives(files: list[str], brain: ex.Extractive, router: OfflineRouter, k: 
     return {"negatives_asked": asked, "negatives_answered": answered, "answered_ids": ids}
 
 
+def retrieval(
+    corpus: str, eval_file: str, config: str, cache_dir: str, fresh: bool = False, cross: bool = False
+) -> tuple[list[dict], ex.Extractive, OfflineRouter, Settings]:
+    """Each row of ``eval_file`` routed and retrieved as the graph's first pass does it on the
+    folder ``corpus`` (its question variants, route, documents and their grades, expected facts,
+    follow-up focus), cached in ``cache_dir`` per corpus and eval file (``fresh``: retrieve again);
+    with the extractive brain and router used."""
+    rows = read_rows(eval_file)
+    settings, kb, embedder = open_offline(config, corpus)
+    brain = ex.Extractive(embedder, kb, cross_encoder=load_encoder() if cross else None)
+    router = OfflineRouter(embedder, kb, extractive=brain)
+    key = hashlib.sha256(
+        f"{Path(corpus).resolve()}\n{Path(eval_file).resolve()}\n"
+        f"{Path(eval_file).stat().st_mtime}\n{cross}\n{CACHE_FORMAT}".encode()
+    ).hexdigest()[:12]
+    cache = Path(cache_dir) / f"retrieval-{key}.pkl"
+    vec_cache = Path(cache_dir) / "vectors.pkl"
+    if vec_cache.exists():
+        embedder._cache.update(pickle.loads(vec_cache.read_bytes()))
+    if cache.exists() and not fresh:
+        return pickle.loads(cache.read_bytes()), brain, router, settings
+    per_row = []
+    for row in rows:
+        state = row_state(row, settings, router)  # routed once, as the graph's route step does
+        qs = queries_for(row, settings, state)
+        route = state["route"]
+        docs = brain.retrieve(search_queries_for(row, settings, state), settings.knowledge.k)
+        per_row.append(
+            {
+                "id": row["id"],
+                "kind": row["kind"],
+                "route": route,
+                "qs": qs,
+                "docs": docs,
+                "grades": brain.grade(qs, docs),
+                "expected_route": row["expected_route"],
+                "sources": row.get("sources") or [],
+                "facts": row.get("answer_facts") or [],
+                "retrieved": [d["location"] for d in docs],
+                "question": row["question"],
+                "focus": followup_focus(state, settings.graph.history_messages),  # a follow-up's own new terms
+            }
+        )
+        print(
+            f"{row['id']} route {route} grades {[round(g, 2) for g in per_row[-1]['grades']]} "
+            f"retrieved {per_row[-1]['retrieved'][:3]}",
+            file=sys.stderr,
+            flush=True,
+        )
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(pickle.dumps(per_row))
+    vec_cache.write_bytes(pickle.dumps(dict(embedder._cache)))
+    return per_row, brain, router, settings
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", required=True, type=corpus_argument, help="a folder, or a corpus name")
@@ -148,51 +204,11 @@ def main() -> None:
         "are asked too; reports how many are answered with quotes instead of a help request",
     )
     args = ap.parse_args()
-    rows = read_rows(args.eval)
-    settings, kb, embedder = open_offline(args.config, args.corpus)
-    brain = ex.Extractive(embedder, kb, cross_encoder=load_encoder() if args.cross else None)
-    router = OfflineRouter(embedder, kb, extractive=brain)
-    key = hashlib.sha256(
-        f"{Path(args.corpus).resolve()}\n{Path(args.eval).resolve()}\n"
-        f"{Path(args.eval).stat().st_mtime}\n{args.cross}\n{CACHE_FORMAT}".encode()
-    ).hexdigest()[:12]
-    cache = Path(args.cache) / f"retrieval-{key}.pkl"
+    per_row, brain, router, settings = retrieval(
+        args.corpus, args.eval, args.config, args.cache, args.fresh, args.cross
+    )
+    embedder = brain.embedder
     vec_cache = Path(args.cache) / "vectors.pkl"
-    if vec_cache.exists():
-        embedder._cache.update(pickle.loads(vec_cache.read_bytes()))
-    if cache.exists() and not args.fresh:
-        per_row = pickle.loads(cache.read_bytes())
-    else:
-        per_row = []
-        for row in rows:
-            state = row_state(row, settings, router)  # routed once, as the graph's route step does
-            qs = queries_for(row, settings, state)
-            route = state["route"]
-            docs = brain.retrieve(search_queries_for(row, settings, state), settings.knowledge.k)
-            per_row.append(
-                {
-                    "id": row["id"],
-                    "kind": row["kind"],
-                    "route": route,
-                    "qs": qs,
-                    "docs": docs,
-                    "grades": brain.grade(qs, docs),
-                    "expected_route": row["expected_route"],
-                    "sources": row.get("sources") or [],
-                    "facts": row.get("answer_facts") or [],
-                    "retrieved": [d["location"] for d in docs],
-                    "question": row["question"],
-                    "focus": followup_focus(state, settings.graph.history_messages),  # a follow-up's own new terms
-                }
-            )
-            print(
-                f"{row['id']} route {route} grades {[round(g, 2) for g in per_row[-1]['grades']]} "
-                f"retrieved {per_row[-1]['retrieved'][:3]}",
-                file=sys.stderr,
-                flush=True,
-            )
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_bytes(pickle.dumps(per_row))
     t = time.perf_counter()
     if args.grid:
         for budget in (700,):

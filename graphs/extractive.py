@@ -533,6 +533,110 @@ def lexical_share(q_terms: set[str], text: str) -> float:
     return len(q_terms & signals.terms(text)) / len(q_terms) if q_terms else 0.0
 
 
+# ---- choosing the lead sentence ----------------------------------------------------------
+# The lead sentence is the prose unit with the highest LEAD_WEIGHTS . lead_features(...): a linear
+# ranker fitted by bench/fit_lead.py on the tuning corpora's questions (a sentence holding an expected
+# fact is a right lead), chosen there by leave-one-corpus-out. Names of the features, in order:
+LEAD_FEATURES = (
+    "cosine",  # MiniLM cosine of the question with the sentence
+    "cosine_under_heading",  # ... with "heading: sentence"
+    "cosine_best",  # the better of the two (what the rules score)
+    "term_share",  # share of the question's terms in the sentence
+    "idf_share",  # the same, each term weighted by its rarity among the answer's sentences
+    "heading_share",  # share of the question's terms in the heading the sentence sits under
+    "page_rank",  # 1 / search rank of its document
+    "section_first",  # 1 / (1 + sentences of its section before it)
+    "paragraph_first",  # the first sentence of its paragraph or list item
+    "step",  # an item of a numbered list
+    "bullet",  # an item of a bulleted list
+    "introduces_block",  # a code block or table follows it
+    "table_row",  # a table row read with its header
+    "inline_code",  # holds inline code
+    "length",  # log(characters) / log(1000)
+    "amount",  # states an amount
+    "amount_asked",  # ... and the question asks for one
+    "verdict",  # says what is not so or cannot be done
+    "verdict_asked",  # ... the question asks whether, and it holds one of its words (or its heading does)
+    "step_asked",  # a step or a sentence introducing a block, for a question asking how
+)
+# None: the lead is chosen by the rules of ``compose`` (a fitted ranker did not beat them out of corpus,
+# bench/README.md "A fitted lead-sentence ranker")
+LEAD_WEIGHTS: tuple[float, ...] | None = None
+_HOW_TO = re.compile(r"\bhow\s+(?:do|does|can|could|should|would|to|i|we)\b|\bsteps?\b|\bset\s*up\b", re.I)
+
+
+def lead_features(
+    questions: Sequence[str],
+    units: Sequence[Unit],
+    headings: Sequence[str],
+    cosine: np.ndarray,
+    under: np.ndarray,
+) -> np.ndarray:
+    """The features of :data:`LEAD_FEATURES` for every unit, a ``(len(units), len(LEAD_FEATURES))``
+    float array (rows of code blocks and headings are filled too; the composer ranks prose only).
+
+    Args:
+        questions: the question variants (the message first: the question's kind is read from it).
+        units: the answer's documents' units (:meth:`Extractive.doc_units`), in document order.
+        headings: the heading each unit sits under (:meth:`Extractive._headings`).
+        cosine, under: :meth:`Extractive.unit_signals`' cosines (alone, under the heading).
+    """
+    asked: set[str] = set()
+    for q in questions:
+        asked |= signals.terms(q)
+    held = [signals.terms(u.text) & asked for u in units]
+    prose = [i for i, u in enumerate(units) if not u.code and not u.heading]
+    df = {t: sum(1 for i in prose if t in held[i]) for t in asked}
+    # inverse document frequency among the answer's sentences (Sparck Jones 1972, smoothed): a word
+    # every sentence repeats ("leave" in a leave policy) tells less than the one few hold
+    idf = {t: np.log((len(prose) + 1) / (df[t] + 1)) + 1.0 for t in asked}
+    idf_total = sum(idf.values()) or 1.0
+    first = questions[0] if questions else ""
+    quantity = bool(first) and signals.asks_for_quantity(first)
+    yes_no = bool(first) and signals.asks_yes_no(first)
+    how_to = bool(_HOW_TO.search(first))
+    keys = {(u.doc, u.pos): u for u in units}
+    numbered_lists = {(u.doc, u.list) for u in units if u.list >= 0 and u.item[:1].isdigit()}
+    out = np.zeros((len(units), len(LEAD_FEATURES)), dtype=np.float64)
+    since = 0  # prose units of the section before this one
+    seen_para: set[tuple[int, int]] = set()
+    for i, u in enumerate(units):
+        if i == 0 or u.heading or units[i - 1].doc != u.doc:
+            since = 0
+        head = headings[i]
+        nxt = keys.get((u.doc, u.pos + 1))
+        step = u.list >= 0 and (u.doc, u.list) in numbered_lists
+        introduces = nxt is not None and nxt.code
+        amount = signals.states_quantity(u.text)
+        verdict = signals.states_verdict(u.text)
+        out[i] = (
+            cosine[i],
+            under[i],
+            max(cosine[i], under[i]),
+            len(held[i]) / len(asked) if asked else 0.0,
+            sum(idf[t] for t in held[i]) / idf_total,
+            len(signals.terms(head) & asked) / len(asked) if asked else 0.0,
+            1.0 / (1 + u.doc),
+            1.0 / (1 + since),
+            float((u.doc, u.para) not in seen_para),
+            float(step),
+            float(u.list >= 0 and not step),
+            float(introduces),
+            float(u.row >= 0),
+            float("`" in u.text),
+            np.log(max(len(u.text), 1)) / np.log(1000),
+            float(amount),
+            float(amount and quantity),
+            float(verdict),
+            float(verdict and yes_no and bool(asked & signals.terms(f"{head} {u.text}"))),
+            float(how_to and (step or introduces)),
+        )
+        seen_para.add((u.doc, u.para))
+        if not u.heading and not u.code:
+            since += 1
+    return out
+
+
 # ---- the extractive brain ---------------------------------------------------------------
 @dataclass
 class Scored:
@@ -628,6 +732,21 @@ class Extractive:
         question's terms get a cosine, the rest score on their terms."""
         if not units:
             return []
+        own, under, lexical = self.unit_signals(questions, units, contexts)
+        cos = np.maximum(own, under)
+        out = []
+        for u, c, lex in zip(units, cos, lexical, strict=True):
+            bonus = INLINE_CODE_BONUS if not u.code and "`" in u.text else 0.0
+            out.append(Scored(u, float(c) * (0.5 if u.code else 1.0) + LEXICAL_WEIGHT * lex + bonus))
+        return out
+
+    def unit_signals(
+        self, questions: Sequence[str], units: list[Unit], contexts: Sequence[str] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, list[float]]:
+        """What :meth:`score_units` adds up, apart: for each unit the best cosine of the question
+        variants with the unit alone, the same with ``"context: unit"`` (the unit's own cosine
+        where it has no context, for code and table rows; 0 without embeddings), and the share of
+        the question's terms the unit holds (0..1). Arrays of ``len(units)`` floats."""
         q_terms: set[str] = set()
         for q in questions:
             q_terms |= signals.terms(q)
@@ -636,22 +755,20 @@ class Extractive:
         qs = [q for q in questions if q.strip()]
         qv = embedder(qs) if qs else None
         cos = np.zeros(len(units), dtype=np.float32)
-        if qv is not None:
+        under = cos.copy()
+        if qv is not None and units:
             rows = [i for i, u in enumerate(units) if u.row >= 0]
             rows_read = set(sorted(rows, key=lambda i: -lexical[i])[:ROW_COSINE_LIMIT])
             at = [i for i, u in enumerate(units) if u.row < 0 or i in rows_read]
             uv = embedder([units[i].text[:1000] for i in at])
             cos[at] = (uv @ qv.T).max(axis=1)
+            under = cos.copy()
             if contexts is not None:
                 at = [i for i, (u, c) in enumerate(zip(units, contexts, strict=True)) if c and not u.code and u.row < 0]
                 if at:
                     cv = embedder([f"{contexts[i]}: {units[i].text}"[:1000] for i in at])
-                    cos[at] = np.maximum(cos[at], (cv @ qv.T).max(axis=1))
-        out = []
-        for u, c, lex in zip(units, cos, lexical, strict=True):
-            bonus = INLINE_CODE_BONUS if not u.code and "`" in u.text else 0.0
-            out.append(Scored(u, float(c) * (0.5 if u.code else 1.0) + LEXICAL_WEIGHT * lex + bonus))
-        return out
+                    under[at] = (cv @ qv.T).max(axis=1)
+        return cos, under, lexical
 
     def doc_units(self, docs: Sequence[Doc], short_items: bool = False) -> list[Unit]:
         """The units of every document (``short_items``: see :func:`split_units`)."""
@@ -906,6 +1023,7 @@ class Extractive:
         doc_prior: float | None = None,
         lead_after: int | None = None,
         lead_before: int | None = None,
+        lead_weights: Sequence[float] | None = None,
     ) -> str:
         """An answer a reader takes in at a glance, quoting ``docs`` verbatim (whole
         sentences, never joined by "…"), each passage cited ``[n]`` (``n`` = 1-based
@@ -962,6 +1080,11 @@ class Extractive:
                 earlier words bring in lower pages' sentences about the earlier subject).
             neighbours, before: sentences quoted after / before each chosen one.
             doc_prior: weight of the document's rank.
+            lead_weights: weights of :data:`LEAD_FEATURES`; when given (default :data:`LEAD_WEIGHTS`),
+                the lead is the sentence scoring highest by them (:func:`lead_features`) among those
+                that may lead, and the supports keep the order and cutoffs above. Empty (the default,
+                ``LEAD_WEIGHTS`` is None): the rules above choose it. ``bench/fit_lead.py`` fits and
+                measures them.
 
         Returns:
             The answer, or ``""`` when no sentence scores above zero.
@@ -974,6 +1097,12 @@ class Extractive:
         units = self.doc_units(docs, short_items=True)  # a short step is quoted with its list
         headings = self._headings(docs, units)
         scored = self.score_units(questions, units, headings)
+        weights = LEAD_WEIGHTS if lead_weights is None else lead_weights
+        ranked: dict[tuple[int, int], float] = {}  # the fitted lead score of each unit
+        if weights:
+            cosine, under, _ = self.unit_signals(questions, units, headings)
+            values = lead_features(questions, units, headings, cosine, under) @ np.asarray(weights, dtype=np.float64)
+            ranked = {(u.doc, u.pos): float(v) for u, v in zip(units, values, strict=True)}
         quantity = bool(questions) and signals.asks_for_quantity(questions[0])
         yes_no = bool(questions) and signals.asks_yes_no(questions[0])
         asked = {t for q in questions for t in signals.terms(q)}
@@ -1026,6 +1155,10 @@ class Extractive:
                 on_focus = True
         top = prose[0].score
         lead_own = own[(prose[0].unit.doc, prose[0].unit.pos)]
+        if ranked:  # the fitted ranker picks the lead among the same sentences; supports keep their order
+            may_lead = prose[: len(with_focus)] if on_focus else prose
+            best = max(may_lead, key=lambda sc: ranked[(sc.unit.doc, sc.unit.pos)])
+            prose = [best] + [sc for sc in prose if sc is not best]
         parts: list[tuple[int, str]] = []  # (document, rendered passage or block)
         used: set[tuple[int, int]] = set()
         quoted: set[str] = set()
