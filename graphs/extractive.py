@@ -23,7 +23,7 @@ import html
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -69,6 +69,10 @@ RERANK_TITLE_WEIGHT = 0.0
 # weight of the page's evidence (the mean cosine of the message with all the page's chunks): the
 # page about a topic outranks a neighbouring page that mentions it in one passage
 RERANK_PAGE_WEIGHT = 0.3
+# weight of the search's pseudo-relevance feedback ranking (``KnowledgeBase.search(feedback=...)``):
+# the question's words plus the words its first three passages share, for a question worded unlike
+# its page; chosen leave-one-corpus-out on ten corpora (bench/loco_rank.py: every fold chose 0.25)
+FEEDBACK_WEIGHT = 0.25
 # answer shape
 INLINE_CODE_BONUS = 0.1  # added to the score of a sentence holding inline code (identifiers, settings)
 QUANTITY_BONUS = 0.2  # added to a sentence stating an amount when the question asks for one ("how many days")
@@ -909,7 +913,8 @@ class Extractive:
         sources: Sequence[str] | None = None,
     ) -> list[Doc]:
         """Search the knowledge base (``questions``: plain or ``(query, weight)``, see
-        ``KnowledgeBase.search``) for ``k * candidates_per_result`` chunks, keep the
+        ``KnowledgeBase.search``; a question in the documents' language with the search's
+        pseudo-relevance feedback at ``FEEDBACK_WEIGHT``) for ``k * candidates_per_result`` chunks, keep the
         ``k`` best after :meth:`rerank`, each widened to its section (:meth:`widen`; two
         chunks of one section become one document), or to its whole page when the page is at
         most ``PAGE_CHARACTERS`` long (:meth:`page`; the page is then one document). ``sources``: only these configured
@@ -936,11 +941,10 @@ class Extractive:
                 queries, k * candidates_per_result, sources=sources, rankings=[(extra, CROSS_RANK_WEIGHT)]
             )
         else:
-            cands = (
-                self.knowledge.search(list(questions), k * candidates_per_result, sources=sources)
-                if sources is not None
-                else self.knowledge.search(list(questions), k * candidates_per_result)
-            )
+            options: dict[str, Any] = {"sources": sources} if sources is not None else {}
+            if FEEDBACK_WEIGHT > 0:
+                options["feedback"] = FEEDBACK_WEIGHT
+            cands = self.knowledge.search(list(questions), k * candidates_per_result, **options)
         out: list[Doc] = []
         seen: set[tuple[str, str | None]] = set()
         for d in self.rerank(texts, cands, len(cands)):

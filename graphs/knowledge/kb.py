@@ -56,6 +56,11 @@ def rrf_fuse(rankings: Iterable[Sequence[int]], rrf_k: int, weights: Sequence[fl
     return scores
 
 
+FEEDBACK_CHUNKS = 3
+"""Chunks of the first fused ranking whose words expand the query (``search(feedback=...)``)."""
+FEEDBACK_WORDS = 10
+"""Words added to the query by pseudo-relevance feedback."""
+
 STATUS_FILE = "sources.json"
 """Per-source sync status beside the generations (last sync, last success, last error)."""
 
@@ -283,6 +288,7 @@ class KnowledgeBase:
         k: int,
         sources: Sequence[str] | None = None,
         rankings: Sequence[tuple[Sequence[int], float]] = (),
+        feedback: float = 0.0,
     ) -> list[Doc]:
         """Hybrid search.
 
@@ -297,6 +303,11 @@ class KnowledgeBase:
             rankings: more rankings to fuse, as ``(chunk rowids best first, weight)``
                 (a ranking made outside, e.g. by a multilingual encoder); the same
                 filters apply to their chunks.
+            feedback: weight of one more keyword ranking, of the first variant expanded with
+                :data:`FEEDBACK_WORDS` words of the first fused ranking's
+                :data:`FEEDBACK_CHUNKS` best chunks (pseudo-relevance feedback,
+                :meth:`IndexSnapshot.feedback_words`): a question worded unlike its page
+                finds it through the words of the passages it did find. 0: none.
 
         Returns:
             Up to ``k`` :class:`Doc` dicts, best first, at most ``max_chunks_per_file``
@@ -344,6 +355,13 @@ class KnowledgeBase:
             ranked.append(list(extra))
             weights.append(weight)
         scores = rrf_fuse(ranked, self.rrf_k, weights)
+        if feedback > 0 and texts:
+            exclude = {p for t in texts for p in idx.keyword_phrases(t)}
+            first = sorted(scores, key=lambda cid: -scores[cid])[:FEEDBACK_CHUNKS]
+            words = snap.feedback_words(first, exclude, FEEDBACK_WORDS)
+            ranked.append(snap.keyword(f"{texts[0]} {' '.join(words)}", self.candidates))
+            weights.append(feedback)
+            scores = rrf_fuse(ranked, self.rrf_k, weights)
         ordered = sorted(scores, key=lambda cid: -scores[cid])
         allowed = {str(s) for s in sources} if sources is not None else None
         allowed_files: set[str] = set()
