@@ -80,6 +80,9 @@ _NON_LATIN = re.compile(
 )
 
 
+_ELISION = re.compile(r"(?<![\w'’])(?:[ldjnmts]|qu|dell|nell|all|sull)['’](?=[^\W\d_])", re.I)
+
+
 def is_foreign(text: str) -> bool:
     """``text`` (a question) is written in another language than English: mostly in a
     non-Latin script (Japanese, Chinese, Korean, Cyrillic, Greek, Arabic, Hebrew, Thai),
@@ -96,6 +99,9 @@ def is_foreign(text: str) -> bool:
     english = sum(w in _FUNCTION_WORDS["en"] for w in words)
     other = max(sum(w in ws for w in words) for lang, ws in _FUNCTION_WORDS.items() if lang != "en")
     accents = sum(1 for c in text if c in "äöüßéèêàçñáíóúâîôûëïœ¿¡")
+    # a French or Italian elided article or pronoun ("l'index", "d'un", "qu'il", "dell'anno") says the
+    # language as an accent does: "Comment reconstruire l'index ?" has one function word and no accent
+    accents += 1 if _ELISION.search(text) else 0
     return other + (1 if accents else 0) > english and other + accents >= 2
 
 
