@@ -34,7 +34,10 @@ _TROUBLESHOOTING = re.compile(
 # a question about a problem: a troubleshooting section is what answers it
 _PROBLEM = re.compile(
     r"\b(?:error|errors|fail\w*|broken|crash\w*|stuck|wrong|stale|not work\w*|doesn'?t|does not|won'?t|can'?t|cannot|"
-    r"isn'?t|problem|issue|troubleshoot\w*|fix|exception|refused|denied|missing|fehler|erreur|échoue|falla)\b|エラー",
+    r"isn'?t|problem|issue|troubleshoot\w*|fix|exception|refused|denied|missing|fehler|erreur|échoue|falla|"
+    # undoing a change is recovery, which troubleshooting sections hold ("Rolling back an upgrade")
+    r"roll\s*back\w*|rollback\w*|revert\w*|undo\w*|recover\w*|restore\w*|annul\w*|rétabl\w*|"
+    r"rückgängig|zurücksetz\w*|zurückroll\w*|deshac\w*|revierto|revertir|restaur\w*)\b|エラー|ロールバック|元に戻",
     re.I,
 )
 _FENCED = re.compile(r"^\s*(`{3,}|~{3,}).*?^\s*\1[ \t]*$", re.M | re.S)
@@ -290,18 +293,22 @@ def first_step(doc: Doc, chunks: Sequence[tuple[str, str]]) -> Doc | None:
 def steps_first(
     question: str, docs: Sequence[Doc], chunks_of: Callable[[Doc], Sequence[tuple[str, str]]] | None = None
 ) -> list[Doc]:
-    """For a how-to question in another language than the documents, ``docs`` (search order) with
-    the sections that are steps (:func:`is_procedure`) first: the multilingual match finds the
+    """For a how-to question in another language than the documents, not about a problem or undoing
+    a change (:func:`asks_about_problem`), ``docs`` (search order) with the best page's sections
+    that are steps (:func:`is_procedure`) first: the multilingual match finds the
     pages about the subject ("Slack") but not which of their sections does what is asked, and
     a section of steps is what a how-to question wants. A question asking to set something up
     (:func:`asks_to_set_up`) whose leading section is a later step also gets the procedure's first
     step ahead of it (:func:`first_step`, from ``chunks_of(doc)``: the ``(heading path, text)`` of
     the document's page; the search's own copy of that section when it found it). Any other
     question: ``docs`` unchanged."""
-    if not docs or not signals.asks_how_to(question) or not is_foreign(question):
+    if not docs or not signals.asks_how_to(question) or not is_foreign(question) or asks_about_problem(question):
         return list(docs)
-    steps = [d for d in docs if is_procedure(d)]
-    ordered = steps + [d for d in docs if not is_procedure(d)] if steps else list(docs)
+    # only the best page's steps: a numbered list on another page is another task's procedure
+    # ("reset my password" is not answered by the sync queue's restart steps)
+    page = docs[0].get("location")
+    steps = [d for d in docs if d.get("location") == page and is_procedure(d)]
+    ordered = steps + [d for d in docs if d not in steps] if steps else list(docs)
     if chunks_of is not None and asks_to_set_up(question):
         try:
             first = first_step(ordered[0], chunks_of(ordered[0]))
