@@ -339,3 +339,18 @@ def test_a_cut_at_fewer_word_pieces_is_recorded_and_rebuilds_the_index(tmp_path:
     assert again.snapshot.manifest["embedder"] == "local:all-MiniLM-L6-v2@128"
     same = KnowledgeBase(tmp_path / "index", [docs], embeddings=cut("onnx"), embedder_id="x")
     assert not same.needs_rebuild() and same.reindex().embedded_chunks == 0
+
+
+@requires_offline_model
+def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(export_cache: Path) -> None:
+    """The same sentence gets the same vector alone or embedded with a long passage (texts sent
+    together used to be padded to the longest, which moved the vector's last digits: an answer
+    could change with what the process had embedded before)."""
+    import numpy as np
+
+    emb = _local("onnx", export_cache)
+    sentence = "Call interrupt() inside a node to pause the run."
+    passage = " ".join(DOCS.values()) * 3
+    alone = np.asarray(emb.embed_documents([sentence])[0])
+    together = np.asarray(emb.embed_documents([passage, sentence, "hi"])[1])
+    assert np.array_equal(alone, together)

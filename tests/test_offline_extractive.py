@@ -174,6 +174,39 @@ async def test_extractive_mode_routes_answers_and_asks_for_help_without_the_chat
     assert model.calls == []  # zero chat-model calls in the whole session
 
 
+@pytest.mark.slow
+async def test_each_turn_of_a_thread_computes_only_its_texts_own_word_pieces(offline_settings, monkeypatch):
+    """A first question and its follow-ups in one thread, through the real graph: each turn
+    embeds the retrieved passages' sentences, and the local model computes only their word
+    pieces, no padding. Texts sent together used to be padded to the longest of them: about
+    four times the work, 1-4 s of CPU a turn on the LangGraph docs (bench/README.md "A turn's
+    CPU"), whichever turn of the thread it was."""
+    ort = pytest.importorskip("onnxruntime")
+    computed: list[tuple[int, int]] = []  # (positions computed, word pieces of the texts) per model call
+    run = ort.InferenceSession.run
+
+    def counted(self, output_names, feed, *args, **kwargs):
+        if "input_ids" in feed:
+            computed.append((int(feed["input_ids"].size), int(feed["attention_mask"].sum())))
+        return run(self, output_names, feed, *args, **kwargs)
+
+    monkeypatch.setattr(ort.InferenceSession, "run", counted)
+    thread = f"turns-{uuid.uuid4().hex[:6]}"
+    async with open_runtime(offline_settings, Secrets(), chat_model=ScriptedChatModel()) as rt:
+        for text in (
+            "how do I deploy a standalone container?",
+            "and which environment variables does it need?",
+            "what about the docker command, what port does it publish?",
+            "ok and where do threads and runs get stored?",
+        ):
+            computed.clear()
+            out, values = await ask(rt, text, thread)
+            assert out.answers and values["route"] == "vectorstore", (text, values["path"])
+            assert computed, "the turn embedded nothing: the local model did not run through ONNX Runtime"
+            padded = sum(size - pieces for size, pieces in computed)
+            assert padded == 0, f"{text!r}: {padded} padding positions computed of {sum(s for s, _ in computed)}"
+
+
 def test_units_keep_code_blocks_whole_and_split_sentences():
     units = split_units(DOCS["deploy/container.md"])
     code = [u for u in units if u.code]

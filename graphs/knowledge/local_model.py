@@ -64,10 +64,6 @@ QUANTIZED_OPS = ["MatMul"]
 #: int8 per channel mean 0.994, min 0.983 (per tensor it was mean 0.94, min 0.86: rejected).
 MIN_COSINE = {"onnx": 0.9999, "onnx-int8": 0.97}
 
-#: Texts per ONNX Runtime call (sentence-transformers' default ``batch_size``); texts of
-#: a call are padded to the longest one, so callers send similar lengths together.
-BATCH = 32
-
 #: Most word pieces of a text the local model reads by default: ``None``, the model's own
 #: ``max_seq_length`` (256 for all-MiniLM-L6-v2, which was trained on 128). Cutting at 128
 #: (``[models] local_embedding_max_tokens = 128``) made a full reindex of the LangGraph docs
@@ -191,7 +187,7 @@ class OnnxEncoder:
         self.max_length = min(int(meta["max_seq_length"]), int(max_length or meta["max_seq_length"]))
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.enable_truncation(self.max_length)
-        self.tokenizer.enable_padding(pad_id=int(meta["pad_id"]), pad_token=meta["pad_token"])
+        self.tokenizer.no_padding()  # one text per call (:meth:`encode`): nothing to pad
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = max(1, int(threads))
         opts.inter_op_num_threads = 1
@@ -201,15 +197,23 @@ class OnnxEncoder:
         self.inputs = {i.name for i in self.session.get_inputs()}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """``len(texts) x dim`` float32 unit vectors, :data:`BATCH` texts per session call
-        (as sentence-transformers: whitespace stripped, at most ``max_length`` word pieces)."""
+        """``len(texts) x dim`` float32 unit vectors (as sentence-transformers: whitespace
+        stripped, at most ``max_length`` word pieces), one ONNX Runtime call per text.
+
+        Why one text a call: texts of one call are padded to the longest, and the model
+        computes every padded word piece. The texts a turn embeds (the retrieved passages'
+        sentences and table rows, in no order of length) were padded about four-fold: with
+        one text a call a turn on the LangGraph docs takes about a quarter of the CPU, and a
+        sorted reindex is faster too (bench/README.md "A turn's CPU"). A text's vector no longer
+        depends on the texts sent with it."""
         out = []
-        for start in range(0, len(texts), BATCH):
-            enc = self.tokenizer.encode_batch([t.strip() for t in texts[start : start + BATCH]])
-            ids = np.array([e.ids for e in enc], dtype=np.int64)
-            feed = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64)}
+        for enc in self.tokenizer.encode_batch([t.strip() for t in texts]):
+            feed = {
+                "input_ids": np.array([enc.ids], dtype=np.int64),
+                "attention_mask": np.array([enc.attention_mask], dtype=np.int64),
+            }
             if "token_type_ids" in self.inputs:
-                feed["token_type_ids"] = np.array([e.type_ids for e in enc], dtype=np.int64)
+                feed["token_type_ids"] = np.array([enc.type_ids], dtype=np.int64)
             out.append(self.session.run(None, feed)[0])
         return np.vstack(out).astype(np.float32) if out else np.zeros((0, 0), dtype=np.float32)
 
