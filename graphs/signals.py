@@ -224,8 +224,10 @@ def asks_how_to(question: str) -> bool:
 
 
 # What names a page of the knowledge base (a question asking for one names it, then what it is about)
+# (not "file": "which file configures the channels?", "where is the lock file?" ask for a file of the
+# product, whose name the pages state, not for a page of the documentation)
 _PAGE_WORD = (
-    r"(?:guides?|docs?|documents?|documentation|pages?|files?|manuals?|readmes?|runbooks?|instructions|tutorials?|"
+    r"(?:guides?|docs?|documents?|documentation|pages?|manuals?|readmes?|runbooks?|instructions|tutorials?|"
     r"articles?|handbooks?|wiki(?:\s+pages?)?|write-?ups?|how-?tos?)"
 )
 # A question asking for the page about something rather than for what it says: "give me the link to the

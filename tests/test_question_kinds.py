@@ -89,8 +89,12 @@ def test_a_how_to_question_leads_with_the_steps_not_the_troubleshooting_that_nam
     [
         ("give me the link to the Slack setup guide", True),
         ("where is the doc on reindexing?", True),
-        ("which file configures the channels?", True),
+        ("which page covers the channels?", True),
         ("is there a page about deploys?", True),
+        # a file of the product is asked for, named by the pages, not a page of them
+        ("which file configures the channels?", False),
+        ("which files does the nightly backup include?", False),
+        ("where is the lock file that blocks the queue?", False),
         ("point me to the runbook for the queue", True),
         ("where can I find the docs for discord setup?", True),
         ("which file formats are read?", False),
@@ -109,7 +113,7 @@ def test_questions_asking_for_a_page_are_told(question, asks):
     [
         ("give me the link to the Slack setup guide", "Setting up Teambot for Slack", "slack-setup.md"),
         ("where is the doc on reindexing?", "The knowledge base", "knowledge.md"),
-        ("which file configures the channels?", "Configuration", "configuration.md"),
+        ("where is the doc on configuration?", "Configuration", "configuration.md"),
     ],
 )
 def test_a_question_asking_for_a_page_is_answered_by_naming_the_page(guide, question, title, path):
@@ -301,14 +305,14 @@ def test_a_reworded_question_an_expert_answered_gets_the_expert_answer_read_as_a
 
 
 def test_the_page_asked_for_is_the_one_its_own_name_is_about():
-    """ "which file configures the bot?": the Configuration page, named by a word "configures" begins
+    """ "which page explains configuring the bot?": the Configuration page, named by a word "configuring" begins
     with, not a higher-ranked section whose heading holds "bot" ("When the bot cannot answer")."""
     docs = [
         {"id": "a#1", "location": "asking.md", "title": "Asking questions > When the bot cannot answer", "text": "x"},
         {"id": "c#2", "location": "configuration.md", "title": "Configuration", "text": "x"},
     ]
-    assert sections.asked_page("which file configures the bot?", docs) == 1
-    assert sections.page_pointer("which file configures the bot?", docs).startswith(
+    assert sections.asked_page("which page explains configuring the bot?", docs) == 1
+    assert sections.page_pointer("which page explains configuring the bot?", docs).startswith(
         "The page on this is **Configuration** (`configuration.md`) [2]."
     )
     assert sections.asked_page("how do I configure the bot?", docs) is None  # no page asked for
@@ -349,3 +353,12 @@ def test_a_how_to_in_another_language_does_not_lead_with_another_tasks_steps(tmp
         assert not text.startswith("1. Announce"), (question, text)
     text = ask(tmp_path, "Comment réinitialiser mon mot de passe ?")["answer"]
     assert not text.startswith("1. Drain"), text
+
+
+@pytest.mark.slow
+def test_a_question_asking_which_file_does_something_is_answered_with_the_file(guide):
+    """ "which file configures the channels?" asks for a file of the product, which the guide names
+    (`teambot.toml`): the answer says it, and does not open by naming a page of the guide."""
+    text = ask(guide, "which file configures the channels?")["answer"]
+    assert not text.startswith("The page on this is"), text
+    assert "teambot.toml" in text[:400], text
