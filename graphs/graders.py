@@ -197,7 +197,9 @@ class ExtractiveGraders:
     async def grade_documents(self, state: RAGState, retrieved: list[Doc]) -> tuple[DocGrades, int]:
         """A document is relevant when its best unit scores over the threshold, which the
         question's best passage match moves (:meth:`~graphs.extractive.Extractive.threshold_for`);
-        a current-events question the knowledge base must answer strongly (a higher one)."""
+        a current-events question the knowledge base must answer strongly (a higher one). A
+        question asking for a page ("where is the doc on webhooks?") is answered by a page whose
+        own name says what it asks about, whatever its text scores (:func:`graphs.signals.page_named`)."""
         extractive = self.kit.extractive
         questions = offline_questions(state, self.history_messages)
         scores = await asyncio.to_thread(extractive.grade, questions, retrieved)
@@ -212,8 +214,11 @@ class ExtractiveGraders:
                 documents=[DocGrade(id=i, relevant=False) for i in range(1, len(scores) + 1)],
                 feedback="it asks about the present moment, which documents cannot tell",
             ), 0
+        named = signals.page_named(last_user_message(state), retrieved)
         return DocGrades(
-            documents=[DocGrade(id=i, relevant=score >= threshold) for i, score in enumerate(scores, start=1)]
+            documents=[
+                DocGrade(id=i, relevant=score >= threshold or named[i - 1]) for i, score in enumerate(scores, start=1)
+            ]
         ), 0
 
     async def grade_answer(self, state: RAGState) -> tuple[AnswerGrade, int]:

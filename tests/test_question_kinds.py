@@ -362,3 +362,43 @@ def test_a_question_asking_which_file_does_something_is_answered_with_the_file(g
     text = ask(guide, "which file configures the channels?")["answer"]
     assert not text.startswith("The page on this is"), text
     assert "teambot.toml" in text[:400], text
+
+
+@pytest.mark.slow
+def test_a_page_asked_for_by_its_name_is_named_though_its_text_uses_other_words(tmp_path: Path):
+    """ "where is the doc on webhooks?" on a reference whose Webhooks page speaks of "events" and
+    "payloads" only: the page is named (its name is what was asked for), not a help request; a page
+    asked for that no page is about still gets the help request."""
+    docs = tmp_path / "guide"
+    docs.mkdir()
+    (docs / "webhooks.md").write_text(
+        "# Webhooks\n\n## Receiving events\n\nThe service posts `invoice.paid` and `invoice.voided` events to your "
+        "endpoint.\n\n## Verifying\n\nCheck the signature header with your signing secret before trusting a payload.\n"
+    )
+    (docs / "limits.md").write_text(
+        "# Rate limits and plans\n\nEach key may send 100 requests a minute. Back off for the number of seconds in "
+        "the `Retry-After` header.\n"
+    )
+    (docs / "invoices.md").write_text("# Invoices\n\nSend `POST /v2/invoices` with the customer id and the lines.\n")
+    (tmp_path / "config.toml").write_text(
+        '[knowledge]\nsources = ["guide"]\nembeddings = "local"\n[graph]\ncomposer = "extractive"\n'
+        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
+    )
+    for question, path in [
+        ("Where is the doc on webhooks?", "webhooks.md"),
+        ("Which page describes rate limits?", "limits.md"),
+    ]:
+        answer = ask(tmp_path, question)
+        assert answer["kind"] != "help_request", (question, answer)
+        assert f"`{path}`" in answer["answer"].split("\n", 1)[0], (question, answer["answer"])
+    assert ask(tmp_path, "where is the doc on kubernetes?")["kind"] == "help_request"
+
+
+def test_a_page_request_names_the_page_its_name_is_about():
+    docs = [
+        {"title": "Webhooks > Receiving events", "location": "api/webhooks.md"},
+        {"title": "Rate limits and plans", "location": "limits.md"},
+    ]
+    assert signals.page_named("where is the doc on webhooks?", docs) == [True, False]
+    assert signals.page_named("which page describes rate limits?", docs) == [False, True]
+    assert signals.page_named("how do webhooks work?", docs) == [False, False]  # not a page request
