@@ -230,8 +230,9 @@ class ExtractiveComposer:
         (:func:`graphs.sections.leading_sections`); a question asking for a page opens with the
         page's title and where it is (:func:`graphs.sections.page_pointer`), a yes/no question with
         the yes or the no its documents state (:func:`graphs.verdicts.with_verdict`); an expert's
-        learned answer among the documents opens the answer as the expert wrote it, with who
-        answered and when (:func:`graphs.learned.shown_entry`), the documents' quotes after it."""
+        learned answer first among the documents (one about this question) opens the answer as the
+        expert wrote it, with who answered and when (:func:`graphs.learned.shown_entry`), the
+        documents' quotes after it."""
         questions = offline_questions(state, self.cfg.history_messages)
         subject = sections.page_subject_query(last_user_message(state))
         if subject and not signals.asks_for_link(last_user_message(state)):
@@ -240,14 +241,17 @@ class ExtractiveComposer:
             questions = [subject, *questions[1:]]
         focus = followup_focus(state, self.cfg.history_messages)
         docs = state.get("documents", [])
-        learned = next((i for i, d in enumerate(docs) if d.get("kind") == "learned"), None)
-        if learned is not None:  # an expert's answer reads as an answer, with who gave it, not as a quote
-            rest = [Doc(**{**d, "text": ""}) if d.get("kind") == "learned" else d for d in docs]
+        # an expert's answer leads only from the front, where the search puts an answer to this
+        # question (graphs.nodes: by meaning); one sharing only its words stays among the sources
+        # unquoted (it reads as an answer to another question, not as a passage)
+        rest = [Doc(**{**d, "text": ""}) if d.get("kind") == "learned" else d for d in docs]
+        if docs and docs[0].get("kind") == "learned":  # reads as an answer, with who gave it, not as a quote
             more = await asyncio.to_thread(
                 self.kit.extractive.compose, questions, rest, self.cfg.answer_characters // 2, focus
             )
-            shown = shown_entry(docs[learned], learned + 1)
+            shown = shown_entry(docs[0], 1)
             return (f"{shown}\n\n{more}" if more else shown), 0
+        docs = rest
         quoted = sections.leading_sections(last_user_message(state), docs)
         answer = await asyncio.to_thread(
             self.kit.extractive.compose, questions, quoted, self.cfg.answer_characters, focus

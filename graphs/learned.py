@@ -132,8 +132,8 @@ MEANING_MATCH = 0.5
 
 
 class LearnedMeaning:
-    """The learned entries matched to a message by meaning (embeddings of each entry's question and
-    answer), where :meth:`LearnedStore.search` matches words: a reworded question ("wifi password
+    """The learned entries matched to a message by meaning (embeddings of each entry's question),
+    where :meth:`LearnedStore.search` matches words: a reworded question ("wifi password
     pls") finds the entry an expert answered ("what is the guest wifi password in the office?").
     Vectors are kept per entry (id, question, answer), so each entry is embedded once per process.
 
@@ -150,8 +150,8 @@ class LearnedMeaning:
         self._lock = threading.Lock()
 
     def matches(self, message: str, k: int = 4) -> list[tuple[LearnedEntry, float]]:
-        """Up to ``k`` entries, best first, each with its cosine to ``message`` (the better of its
-        question's and its answer's), those at least :data:`MEANING_MATCH` only; [] without
+        """Up to ``k`` entries, best first, each with its cosine to ``message`` (its question's; its
+        answer's for an entry without one), those at least :data:`MEANING_MATCH` only; [] without
         entries, embeddings or words.
 
         Raises:
@@ -168,33 +168,39 @@ class LearnedMeaning:
         with self._lock:
             missing = [e for e in entries if (e.id, e.question, e.answer) not in self._vectors]
             if missing:
-                texts = [t for e in missing for t in (e.question or e.answer, e.answer)]
-                vecs = self.embed([t[:1000] for t in texts])
+                # the question asked, not the answer: an answer about a broad subject ("I answer
+                # questions about your docs in Slack and Discord") is near every question on it
+                vecs = self.embed([(e.question or e.answer)[:1000] for e in missing])
                 if vecs is None:
                     return []
                 for i, e in enumerate(missing):
-                    self._vectors[(e.id, e.question, e.answer)] = vecs[2 * i : 2 * i + 2]
-            scored = [(e, float((self._vectors[(e.id, e.question, e.answer)] @ qv[0]).max())) for e in entries]
+                    self._vectors[(e.id, e.question, e.answer)] = vecs[i]
+            scored = [(e, float(self._vectors[(e.id, e.question, e.answer)] @ qv[0])) for e in entries]
         scored = [(e, c) for e, c in scored if c >= MEANING_MATCH]
         return sorted(scored, key=lambda ec: -ec[1])[:k]
 
-    def search(self, message: str, queries: Sequence[str | tuple[str, float]], k: int) -> list[LearnedEntry]:
-        """The learned entries for a knowledge-base search, best first, at most ``k``: those about
-        ``message`` by meaning (:meth:`matches`: a reworded question finds its entry), then those
-        sharing the words of ``queries`` (:meth:`LearnedStore.search`); [] without a store.
+    def search(
+        self, message: str, queries: Sequence[str | tuple[str, float]], k: int
+    ) -> tuple[list[LearnedEntry], list[LearnedEntry]]:
+        """The learned entries for a knowledge-base search, at most ``k`` in all, as ``(about,
+        sharing)``: those about ``message`` by meaning (:meth:`matches`: a reworded question finds
+        its entry), best first, and the others sharing the words of ``queries``
+        (:meth:`LearnedStore.search`), which are candidates beside the documents, not answers to
+        put first; ([], []) without a store.
 
         Raises:
             Whatever the store's word search raises.
         """
         if self.store is None:
-            return []
+            return [], []
         try:
             meant = [e for e, _ in self.matches(message, k)]
         except Exception:  # noqa: BLE001 - the word search still finds entries
             log.warning("learned entries could not be matched by meaning", exc_info=True)
             meant = []
         seen = {e.id for e in meant}
-        return (meant + [e for e in self.store.search(queries, k) if e.id not in seen])[:k]
+        sharing = [e for e in self.store.search(queries, k) if e.id not in seen]
+        return meant[:k], sharing[: max(0, k - len(meant))]
 
     def best(self, message: str) -> float:
         """The best cosine of ``message`` with a learned entry (-1 when none, or it cannot be told)."""

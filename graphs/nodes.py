@@ -194,8 +194,8 @@ class Nodes:
     async def retrieve(self, state: RAGState) -> dict[str, Any]:
         """Hybrid search of the knowledge base with the query variants of :func:`kb_queries`,
         restricted to the turn's sources (:func:`scope_of`); the best learned entries (experts'
-        earlier answers, :mod:`graphs.learned`; by meaning, then by words) come first when the
-        turn's scope allows them."""
+        earlier answers, :mod:`graphs.learned`) when the turn's scope allows them: those about the
+        message by meaning first, those sharing only its words after the documents."""
         emit_phase(Phase.SEARCHING)
         queries = kb_queries(state, self.cfg.history_messages)
         sources = scope_of(state)["sources"]  # a channel restricted to some sources never sees others
@@ -203,12 +203,19 @@ class Nodes:
         scope = scope_of(state)
         documents = list(docs)
         if self.deps.learned is not None and scope["learning"]:
-            entries = await asyncio.to_thread(
+            about, sharing = await asyncio.to_thread(
                 self.kit.learned_meaning.search, last_user_message(state), queries, LEARNED_PER_SEARCH * 4
             )
             if sources is not None:  # a restricted channel uses only what was learned in it
-                entries = [e for e in entries if (e.platform, e.channel) == (scope["platform"], scope["channel"])]
-            docs = [entry_doc(e, self.cfg.max_document_characters) for e in entries[:LEARNED_PER_SEARCH]] + documents
+                here = (scope["platform"], scope["channel"])
+                about = [e for e in about if (e.platform, e.channel) == here]
+                sharing = [e for e in sharing if (e.platform, e.channel) == here]
+            about = about[:LEARNED_PER_SEARCH]
+            sharing = sharing[: LEARNED_PER_SEARCH - len(about)]
+            # an expert's answer to this question leads; one that only shares its words (an answer
+            # about Slack for any question about Slack) comes after the documents, graded like them
+            cap = self.cfg.max_document_characters
+            docs = [entry_doc(e, cap) for e in about] + documents + [entry_doc(e, cap) for e in sharing]
         update = {
             **self._step(state, "retrieve"),
             "source": "kb",

@@ -402,3 +402,28 @@ def test_a_page_request_names_the_page_its_name_is_about():
     assert signals.page_named("where is the doc on webhooks?", docs) == [True, False]
     assert signals.page_named("which page describes rate limits?", docs) == [False, True]
     assert signals.page_named("how do webhooks work?", docs) == [False, False]  # not a page request
+
+
+@pytest.mark.slow
+def test_an_expert_answer_sharing_only_words_does_not_open_other_answers(guide):
+    """An expert answered the guest wifi question with a sentence that also speaks of Slack and
+    Discord; later questions about setting up Slack or Discord share its words but not its
+    question: they are answered from the guide, the expert's answer not opening them. The wifi
+    question asked in other words still opens with it."""
+    learned = "The guest wifi is teambot-guest; ask in Slack or Discord when the password on the fridge door fails."
+    paused = threadwise(
+        "ask",
+        "--config",
+        "config.toml",
+        "--thread",
+        "wifi",
+        "what is the guest wifi password in the office?",
+        cwd=guide,
+    )
+    assert "Paused for a human" in paused.stdout, paused.stdout + paused.stderr[-2000:]
+    done = threadwise("ask", "--config", "config.toml", "--thread", "wifi", f"answer: {learned}", cwd=guide)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    for question in ("How do I set up the bot for Discord?", "Can the bot answer in a Slack channel thread?"):
+        text = ask(guide, question)["answer"]
+        assert not text.startswith(learned), (question, text)
+    assert ask(guide, "wifi password pls")["answer"].startswith(learned)
