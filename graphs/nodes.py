@@ -34,6 +34,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.types import interrupt
 
+from graphs import signals
 from graphs.citations import cite_sources
 from graphs.composers import Composer, composer_for
 from graphs.graders import Graders, graders_for, shape_problem
@@ -360,11 +361,24 @@ class Nodes:
             }
         return {**step, "human_action": "dismiss"}
 
+    @staticmethod
+    def _needs_current(state: RAGState) -> bool:
+        """The turn wanted the web, had none, and its question asks about the present moment
+        (:func:`graphs.signals.asks_for_now`: "is the API down right now?"). A question the
+        router sent to the web only because it reads like news ("do I need a GPU?", "where can I
+        find the pricing page?") is not said to need current information: that would tell the
+        asker something untrue about their question."""
+        return (
+            bool(state.get("needs_web"))
+            and not state.get("web_searches")
+            and signals.asks_for_now(last_user_message(state))
+        )
+
     def _review_reason(self, state: RAGState) -> str:
         """Why the budget ran out, in one line for the help request."""
         if state.get("verdict") == "downvoted":
             return state.get("review_note") or "a teammate marked the answer as wrong"
-        if state.get("needs_web") and not state.get("web_searches"):
+        if self._needs_current(state):
             # say what the bot cannot do, rather than that it found "nothing relevant"
             why = "web search is not configured" if not self.web_available else "web search is off in this channel"
             return (
@@ -392,7 +406,7 @@ class Nodes:
         """Give up politely; a question that needed current information, with no web search
         to check it, says so first (not a search that "found nothing")."""
         text = self.cfg.apology
-        if state.get("needs_web") and not state.get("web_searches") and state.get("human_action") != "dismiss":
+        if self._needs_current(state) and state.get("human_action") != "dismiss":
             text = f"I can't check current information here (no web search), and the documents don't cover it. {text}"
         return {**self._step(state, "apology"), "generation": text, "outcome": "apology", "sources": []}
 

@@ -138,7 +138,9 @@ _NOW = re.compile(
 # the documents say. They ask about the present moment only about something that happens or
 # changes outside the documents: a release or news, a live status, a price or the weather.
 _PRESENT = re.compile(
-    r"\b(?:current|currently|now|nowadays|today|latest|newest|most recent|up to date|at the moment)\b", re.I
+    r"\b(?:current|currently|now|nowadays|today|tonight|tomorrow|yesterday|latest|newest|most recent|up to date|"
+    r"at the moment)\b",
+    re.I,
 )
 _LIVE_SUBJECT = re.compile(
     r"\b(?:releases?|released|shipped|launched|news|announce(?:d|ments?)|status(?! codes?)|incidents?|outages?|"
@@ -147,8 +149,8 @@ _LIVE_SUBJECT = re.compile(
     re.I,
 )
 # "today" alone, and "tomorrow", are no such word: "I'm off sick today", "a dentist appointment
-# tomorrow" are about the asker's day, which the documents do answer (the embedding router still
-# takes "the weather tomorrow" for current events)
+# tomorrow" are about the asker's day, which the documents do answer; with a live subject ("the
+# weather tomorrow", "was it released yesterday?") they are
 
 
 def asks_for_now(text: str) -> bool:

@@ -63,3 +63,12 @@ def test_present_tense_documentation_questions_are_answered_and_present_moment_o
     else:
         assert reply["kind"] == "help_request", reply
         assert "it needs current information, which I cannot check" in stderr, stderr[-1500:]
+
+
+@pytest.mark.parametrize("question", ["Do I need a GPU?", "where can I find the pricing page?"])
+def test_a_question_not_about_the_present_is_not_said_to_need_current_information(workdir, question):
+    """A question the router may take for news ("do I need a GPU?") that no document answers goes
+    to the experts for what it is (nothing found), not with the untrue reason that it needs
+    current information."""
+    reply, stderr = ask(workdir, question)
+    assert "current information" not in stderr and "current information" not in json.dumps(reply), stderr[-1500:]
