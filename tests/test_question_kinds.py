@@ -20,12 +20,17 @@ TEAMBOT = Path(__file__).parent / "data" / "docsites" / "teambot"
 def guide(tmp_path: Path) -> Path:
     """A folder with a copy of the Teambot guide under ``guide/`` and a config.toml reading it."""
     shutil.copytree(TEAMBOT, tmp_path / "guide")
-    (tmp_path / "config.toml").write_text(
-        '[knowledge]\nsources = ["guide"]\nembeddings = "local"\n'
-        '[graph]\ncomposer = "extractive"\n'
+    write_config(tmp_path)
+    return tmp_path
+
+
+def write_config(folder: Path) -> None:
+    """A config.toml in ``folder`` reading its ``guide/`` offline (local embeddings, the
+    extractive composer), its databases under ``data/``."""
+    (folder / "config.toml").write_text(
+        '[knowledge]\nsources = ["guide"]\nembeddings = "local"\n[graph]\ncomposer = "extractive"\n'
         '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
     )
-    return tmp_path
 
 
 def ask(folder: Path, question: str, *extra: str) -> dict:
@@ -208,10 +213,7 @@ def test_no_label_contradicts_a_page_that_answers_in_part(tmp_path: Path):
         "IPv6 support is coming soon; today only IPv4 is supported.\n"
     )
     (docs / "install.md").write_text("# Installing\n\nThe server runs on Docker. Pull the image and start it.\n")
-    (tmp_path / "config.toml").write_text(
-        '[knowledge]\nsources = ["guide"]\nembeddings = "local"\n[graph]\ncomposer = "extractive"\n'
-        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
-    )
+    write_config(tmp_path)
     for question, lead in [
         ("Is macOS supported?", "Linux and macOS are supported"),
         ("Does GPU acceleration work on Linux?", "GPU acceleration works on Linux only"),
@@ -340,10 +342,7 @@ def test_a_how_to_in_another_language_does_not_lead_with_another_tasks_steps(tmp
         "# Accounts\n\n## Passwords\n\nPasswords are reset from the sign-in screen: choose Forgot password and "
         "follow the mail you get.\n"
     )
-    (tmp_path / "config.toml").write_text(
-        '[knowledge]\nsources = ["guide"]\nembeddings = "local"\n[graph]\ncomposer = "extractive"\n'
-        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
-    )
+    write_config(tmp_path)
     for question in [
         "Comment annuler une mise à jour du cluster ?",
         "Wie mache ich ein Upgrade des Clusters rückgängig?",
@@ -380,10 +379,7 @@ def test_a_page_asked_for_by_its_name_is_named_though_its_text_uses_other_words(
         "the `Retry-After` header.\n"
     )
     (docs / "invoices.md").write_text("# Invoices\n\nSend `POST /v2/invoices` with the customer id and the lines.\n")
-    (tmp_path / "config.toml").write_text(
-        '[knowledge]\nsources = ["guide"]\nembeddings = "local"\n[graph]\ncomposer = "extractive"\n'
-        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
-    )
+    write_config(tmp_path)
     for question, path in [
         ("Where is the doc on webhooks?", "webhooks.md"),
         ("Which page describes rate limits?", "limits.md"),
