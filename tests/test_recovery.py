@@ -229,7 +229,8 @@ async def test_a_thread_queue_cut_off_by_a_restart_is_answered_in_order_once_eac
     assert len(answers_in(fake, root)) == 3, log2[-3000:]
     done_at = fake.added_at()
     assert done_at[root] < done_at[second_ts] < done_at[third_ts], log2[-3000:]
-    history = json.dumps(model.bodies("route")[-1]["messages"])
+    # the conversation as the model got it (the system prompt's own examples may hold the same words)
+    history = json.dumps([m for m in model.bodies("route")[-1]["messages"] if m.get("role") != "system"])
     spots = [history.find(t) for t in ("roll back a deploy", "which version", "how long does it take")]
     assert -1 not in spots and spots == sorted(spots), history
 
