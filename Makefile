@@ -49,7 +49,8 @@ rebuild-offline:
 run: $(STAMP)
 	$(BIN)/threadwise run
 
-ask: $(STAMP)
+# without a question: the usage line, not a 15-minute install first
+ask: $(if $(strip $(Q)),$(STAMP))
 	@test -n "$$Q" || { echo 'usage: make ask Q="your question"' >&2; exit 2; }
 	$(BIN)/threadwise ask -- "$$Q"
 
