@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from graphs import signals
+from graphs import sections, signals
 from graphs.knowledge.common import KnowledgeBaseError
 from graphs.knowledge.crosslingual import CrossLingualIndex, is_foreign, window_texts
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
@@ -1109,6 +1109,7 @@ class Extractive:
             ranked = {(u.doc, u.pos): float(v) for u, v in zip(units, values, strict=True)}
         quantity = bool(questions) and signals.asks_for_quantity(questions[0])
         yes_no = bool(questions) and signals.asks_yes_no(questions[0])
+        set_up = bool(questions) and sections.asks_to_set_up(questions[0])
         asked = {t for q in questions for t in signals.terms(q)}
         own: dict[tuple[int, int], float] = {}  # each unit's score without its document's rank weight
         for sc, head in zip(scored, headings, strict=True):
@@ -1235,7 +1236,9 @@ class Extractive:
                 last = u.pos
                 table_terms.setdefault(table_of(u), set()).update(t for x in group for t in signals.terms(x.text))
             elif numbered or short_list:  # steps, or a short bulleted list (a table of cases): whole, as a list
-                pieces, keys, rest = self._render_list(units, u, budget)
+                # "how do I set up X?" quoting the list of a procedure's first step: from its first item
+                from_start = set_up and sections.is_first_step(self._heading_of(units, u, docs))
+                pieces, keys, rest = self._render_list(units, u, budget, from_start)
                 if n and size + sum(len(p) for p in pieces) > budget:
                     continue
                 passage = [(u.doc, p) for p in pieces]
@@ -1416,12 +1419,24 @@ class Extractive:
         return bool(first) and first[0].item[:1].isdigit()
 
     @staticmethod
-    def _render_list(units: list[Unit], lead: Unit, budget: int) -> tuple[list[str], set[tuple[int, int]], bool]:
+    def _heading_of(units: list[Unit], u: Unit, docs: Sequence[Doc]) -> str:
+        """The heading ``u`` is under: the last heading before it in its document's text, else the
+        last part of the document's heading path."""
+        above = [x for x in units if x.doc == u.doc and x.heading and x.pos < u.pos]
+        if above:
+            return max(above, key=lambda x: x.pos).text
+        return str(docs[u.doc].get("title") or "").split(" > ")[-1] if u.doc < len(docs) else ""
+
+    @staticmethod
+    def _render_list(
+        units: list[Unit], lead: Unit, budget: int, from_start: bool = False
+    ) -> tuple[list[str], set[tuple[int, int]], bool]:
         """The list holding ``lead`` as Markdown (each step's number or a "-", and its sentences;
         a paragraph without a marker continues its step), with the code blocks and tables inside
         its steps in place (one longer than ``MAX_CODE_CHARACTERS`` named: "(The code is in
         [n].)"), whole when it fits ``budget`` (x 1.5: steps are not cut for a few characters;
-        blocks count), else from the lead's step on while steps fit. Returns the pieces (runs of
+        blocks count), else from the lead's step on (from the first with ``from_start``: a set-up
+        question wants the procedure from its start) while steps fit. Returns the pieces (runs of
         steps, and each block apart: a citation goes after prose, never inside a fence), the
         units quoted and whether steps were left out after the last one quoted."""
         members = [x for x in units if x.doc == lead.doc and x.list == lead.list]
@@ -1440,7 +1455,7 @@ class Extractive:
             return sum(len(shown[(y.doc, y.pos)]) if y.code else len(y.text) + 1 for y in it) + 3
 
         whole = sum(cost(it) for it in items)
-        first = 0 if whole <= budget * 1.5 else lead_item
+        first = 0 if whole <= budget * 1.5 or from_start else lead_item
         pieces: list[str] = []
         lines: list[str] = []
         keys: set[tuple[int, int]] = set()

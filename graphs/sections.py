@@ -251,6 +251,13 @@ _SET_UP = re.compile(
 )
 
 
+def is_first_step(heading: str) -> bool:
+    """``heading`` (one heading, not a path) is step 1 of a procedure: "1. Create the application",
+    "Step 1: Install"."""
+    m = _STEP_HEADING.match(heading)
+    return m is not None and int(m.group(1)) == 1
+
+
 def is_procedure(doc: Doc) -> bool:
     """``doc`` is steps to follow: its heading is a numbered step ("2. Set the tokens") or its text
     holds a numbered list of two items or more."""

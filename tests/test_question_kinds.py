@@ -423,3 +423,24 @@ def test_an_expert_answer_sharing_only_words_does_not_open_other_answers(guide):
         text = ask(guide, question)["answer"]
         assert not text.startswith(learned), (question, text)
     assert ask(guide, "wifi password pls")["answer"].startswith(learned)
+
+
+@pytest.mark.slow
+def test_a_set_up_question_quotes_the_first_steps_list_from_its_first_item(tmp_path: Path):
+    """ "How do I set up the relay for the mail server?" on a page whose step 1 is a numbered list
+    too long to quote whole, and whose best-matching item is the third: the answer starts at item
+    1 (a set-up follows the procedure from its start), not in the middle of it."""
+    docs = tmp_path / "guide"
+    docs.mkdir()
+    filler = "Keep the window open while you do this, and note what the screen shows for later. " * 3
+    (docs / "relay.md").write_text(
+        "# Relay\n\nThe relay forwards alerts to the team.\n\n## 1. Prepare the host\n\n"
+        f"1. Install the relay package on a host with a fixed address. {filler}\n"
+        f"2. Open port 2525 on the host firewall for incoming connections. {filler}\n"
+        f"3. Point the relay at the mail server by writing its address into relay.conf. {filler}\n"
+        f"4. Restart the host so the firewall rules are read again. {filler}\n\n"
+        "## 2. Start it\n\nRun `relay start` and watch the log.\n"
+    )
+    write_config(tmp_path)
+    text = ask(tmp_path, "How do I set up the relay for the mail server?")["answer"]
+    assert text.startswith("1. Install the relay package"), text
