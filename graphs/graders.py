@@ -19,7 +19,7 @@ import asyncio
 import re
 from typing import TYPE_CHECKING, Protocol
 
-from graphs import prompts, signals
+from graphs import prompts, sections, signals
 from graphs.citations import cited_numbers, format_docs
 from graphs.messages import last_user_message
 from graphs.models import ModelCaller
@@ -199,7 +199,7 @@ class ExtractiveGraders:
         question's best passage match moves (:meth:`~graphs.extractive.Extractive.threshold_for`);
         a current-events question the knowledge base must answer strongly (a higher one). A
         question asking for a page ("where is the doc on webhooks?") is answered by a page whose
-        own name says what it asks about, whatever its text scores (:func:`graphs.signals.page_named`)."""
+        own name says what it asks about, whatever its text scores (:func:`graphs.sections.page_named`)."""
         extractive = self.kit.extractive
         questions = offline_questions(state, self.history_messages)
         scores = await asyncio.to_thread(extractive.grade, questions, retrieved)
@@ -214,7 +214,7 @@ class ExtractiveGraders:
                 documents=[DocGrade(id=i, relevant=False) for i in range(1, len(scores) + 1)],
                 feedback="it asks about the present moment, which documents cannot tell",
             ), 0
-        named = signals.page_named(last_user_message(state), retrieved)
+        named = sections.page_named(last_user_message(state), retrieved)
         return DocGrades(
             documents=[
                 DocGrade(id=i, relevant=score >= threshold or named[i - 1]) for i, score in enumerate(scores, start=1)

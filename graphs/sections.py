@@ -175,6 +175,30 @@ def page_title(doc: Doc) -> str:
     return str(doc.get("title") or "").split(" > ")[0].strip() or str(doc.get("location") or "")
 
 
+def _held(subject: set[str], text: str) -> set[str]:
+    """The terms of ``subject`` that ``text`` names: a term names a word it begins, or that begins
+    it ("configur" of "configures": "Configuration", "Configure"), from four letters on."""
+    words = signals.terms(text)
+    return {t for t in subject if any(w.startswith(t) or (len(w) >= 4 and t.startswith(w)) for w in words)}
+
+
+def _own_name(d: Doc) -> str:
+    """A document's page's own name: its file path, address and page title."""
+    where = re.sub(r"[/_.#-]+", " ", f"{d.get('location', '')} {d.get('url', '')}")
+    return f"{where} {page_title(d)}"
+
+
+def page_named(question: str, docs: Sequence[Doc]) -> list[bool]:
+    """For each of ``docs``: whether a page request (:func:`graphs.signals.asks_for_page`) names
+    its page, its own name (:func:`_own_name`) holding everything the request asks about
+    ("Webhooks", ``webhooks.md`` for "where is the doc on webhooks?"), whatever its text says. All
+    False for another question, or one that names nothing but the page words."""
+    subject = signals.page_subject(question) if signals.asks_for_page(question) else set()
+    if not subject:
+        return [False] * len(docs)
+    return [_held(subject, _own_name(d)) == subject for d in docs]
+
+
 def asked_page(question: str, docs: Sequence[Doc]) -> int | None:
     """Which of ``docs`` (best first) is the page a page request (:func:`graphs.signals.asks_for_page`)
     asks for: the one whose file path and page title (counted twice) and section headings hold the
@@ -188,17 +212,10 @@ def asked_page(question: str, docs: Sequence[Doc]) -> int | None:
         return None
     subject = signals.page_subject(question)
 
-    def held(text: str) -> set[str]:
-        # a subject term names a word it begins, or that begins it ("configur" of "configures":
-        # "Configuration", "Configure"), from four letters on
-        words = signals.terms(text)
-        return {t for t in subject if any(w.startswith(t) or (len(w) >= 4 and t.startswith(w)) for w in words)}
-
     def named(d: Doc) -> int:
         # the page's own name (its file path, address and title) counts twice a section heading's words
-        where = re.sub(r"[/_.#-]+", " ", f"{d.get('location', '')} {d.get('url', '')}")
-        own = held(f"{where} {page_title(d)}")
-        return 2 * len(own) + len(held(str(d.get("title") or "")) - own)
+        own = _held(subject, _own_name(d))
+        return 2 * len(own) + len(_held(subject, str(d.get("title") or "")) - own)
 
     best = max(range(len(docs)), key=lambda i: (named(docs[i]), -i))
     return best if named(docs[best]) else None

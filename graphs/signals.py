@@ -267,23 +267,6 @@ def page_subject(question: str) -> set[str]:
     return terms(question) - _PAGE_REQUEST_WORDS - terms(" ".join(_PAGE_REQUEST_WORDS))
 
 
-def page_named(question: str, docs: Sequence[Mapping[str, Any]]) -> list[bool]:
-    """For each of ``docs`` (``title`` "Page > Section", ``location`` its path): whether a page
-    request (:func:`asks_for_page`) names it: everything the request asks about
-    (:func:`page_subject`) is in the page's own title or file name ("Webhooks", ``webhooks.md``
-    for "where is the doc on webhooks?"). All False for another question, or one that names
-    nothing but the page words."""
-    subject = page_subject(question) if asks_for_page(question) else set()
-    if not subject:
-        return [False] * len(docs)
-    named = []
-    for d in docs:
-        page = str(d.get("title") or "").split(" > ")[0]
-        stem = re.sub(r"\.\w+$", "", str(d.get("location") or "").replace("\\", "/").rsplit("/", 1)[-1])
-        named.append(subject <= terms(f"{page} {stem.replace('-', ' ').replace('_', ' ')}"))
-    return named
-
-
 def asks_for_quantity(question: str) -> bool:
     """The question asks for an amount, a duration, a frequency or a time ("how many days",
     "how much notice", "how often", "by when", "the default timeout")."""

@@ -395,9 +395,9 @@ def test_a_page_request_names_the_page_its_name_is_about():
         {"title": "Webhooks > Receiving events", "location": "api/webhooks.md"},
         {"title": "Rate limits and plans", "location": "limits.md"},
     ]
-    assert signals.page_named("where is the doc on webhooks?", docs) == [True, False]
-    assert signals.page_named("which page describes rate limits?", docs) == [False, True]
-    assert signals.page_named("how do webhooks work?", docs) == [False, False]  # not a page request
+    assert sections.page_named("where is the doc on webhooks?", docs) == [True, False]
+    assert sections.page_named("which page describes rate limits?", docs) == [False, True]
+    assert sections.page_named("how do webhooks work?", docs) == [False, False]  # not a page request
 
 
 @pytest.mark.slow
