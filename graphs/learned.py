@@ -147,6 +147,7 @@ class LearnedMeaning:
         self.embed = embed
         self.store = store
         self._vectors: dict[tuple[int, str, str], Any] = {}
+        self._last: tuple[str, Any] | None = None  # the last message and its vector
         self._lock = threading.Lock()
 
     def matches(self, message: str, k: int = 4) -> list[tuple[LearnedEntry, float]]:
@@ -162,9 +163,14 @@ class LearnedMeaning:
         entries = self.store.entries()
         if not entries:
             return []
-        qv = self.embed([message])
+        with self._lock:  # the route step and the search ask about the same message: embed it once
+            qv = self._last[1] if self._last is not None and self._last[0] == message else None
         if qv is None:
-            return []
+            qv = self.embed([message])
+            if qv is None:
+                return []
+            with self._lock:
+                self._last = (message, qv)
         with self._lock:
             missing = [e for e in entries if (e.id, e.question, e.answer) not in self._vectors]
             if missing:

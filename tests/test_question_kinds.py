@@ -444,3 +444,30 @@ def test_a_set_up_question_quotes_the_first_steps_list_from_its_first_item(tmp_p
     write_config(tmp_path)
     text = ask(tmp_path, "How do I set up the relay for the mail server?")["answer"]
     assert text.startswith("1. Install the relay package"), text
+
+
+def test_a_message_is_embedded_once_for_the_route_step_and_the_search():
+    """The route step (:meth:`LearnedMeaning.best`) and the search (:meth:`LearnedMeaning.search`)
+    ask about the same message: it is embedded once, the entries once each."""
+    import numpy as np
+
+    from graphs.learned import LearnedEntry, LearnedMeaning
+
+    calls: list[list[str]] = []
+
+    def embed(texts):
+        calls.append(list(texts))
+        return np.ones((len(texts), 3)) / np.sqrt(3)
+
+    class Store:
+        def entries(self):
+            return [LearnedEntry(id=1, question="wifi?", answer="teambot-guest", answered_by="ann", answered_at=0.0)]
+
+        def search(self, queries, k):
+            return []
+
+    meaning = LearnedMeaning(embed, Store())  # type: ignore[arg-type]
+    assert meaning.best("wifi pls") > 0.9
+    about, _ = meaning.search("wifi pls", ["wifi pls"], 4)
+    assert [e.id for e in about] == [1]
+    assert calls == [["wifi pls"], ["wifi?"]]
