@@ -18,13 +18,14 @@ synchronous: the graph and the chat runtime make them from worker threads.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,7 +43,8 @@ _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS entries (
     id INTEGER PRIMARY KEY AUTOINCREMENT, question TEXT NOT NULL, answer TEXT NOT NULL,
     answered_by TEXT NOT NULL, answered_at REAL NOT NULL, thread_key TEXT NOT NULL DEFAULT '',
-    permalink TEXT NOT NULL DEFAULT '', platform TEXT NOT NULL DEFAULT '', channel TEXT NOT NULL DEFAULT '');
+    permalink TEXT NOT NULL DEFAULT '', platform TEXT NOT NULL DEFAULT '', channel TEXT NOT NULL DEFAULT '',
+    sources TEXT NOT NULL DEFAULT '');
 CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(question, answer, tokenize='{FTS_TOKENIZER}');
 """
 
@@ -59,6 +61,10 @@ class LearnedEntry:
         thread_key: the thread it came from. permalink: a link to that thread ("" if none).
         platform, channel: where it was answered (the channel's ``[[channels]]`` may turn
             learned entries off).
+        sources: the knowledge the thread searched when it was answered (the knowledge base's
+            source names, :attr:`graphs.knowledge.kb.KnowledgeBase.sources`): it is used only
+            where a thread searches all of them (:func:`usable`); () for an entry saved before
+            entries kept them, used wherever it was before.
     """
 
     id: int
@@ -70,6 +76,7 @@ class LearnedEntry:
     permalink: str = ""
     platform: str = ""
     channel: str = ""
+    sources: tuple[str, ...] = ()
 
     @property
     def date(self) -> str:
@@ -82,7 +89,59 @@ class LearnedEntry:
         return f"answered by {self.answered_by or 'a teammate'} on {self.date}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "date": self.date}
+        return {**asdict(self), "sources": list(self.sources), "date": self.date}
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any] | Mapping[str, Any]) -> LearnedEntry:
+        """The entry of a stored row of :data:`ENTRY_COLUMNS` (a sequence in their order, or a
+        mapping by their names), its ``sources`` as :func:`sources_column` wrote them."""
+        values = dict(row) if isinstance(row, Mapping) else dict(zip(ENTRY_COLUMNS.split(", "), row, strict=True))
+        raw = values.get("sources") or ""
+        try:
+            names = json.loads(raw) if raw else []
+        except ValueError:  # written by hand: taken as no scope rather than losing the entry
+            names = []
+        values["sources"] = tuple(str(n) for n in names) if isinstance(names, list) else ()
+        return cls(**values)
+
+
+def sources_column(sources: Collection[str]) -> str:
+    """How stores keep an entry's ``sources``: a JSON list, sorted ("" for none)."""
+    return json.dumps(sorted(set(sources))) if sources else ""
+
+
+#: a turn's filter of the learned entries it may use (:func:`usable_for`)
+EntryFilter = Callable[["LearnedEntry"], bool]
+
+
+def usable(entry: LearnedEntry, knowledge: Collection[str] | None, here: tuple[str, str] | None = None) -> bool:
+    """Whether a turn may use ``entry``.
+
+    Args:
+        entry: the learned entry.
+        knowledge: the source names the turn searches (None: not known, any).
+        here: ``(platform, channel)`` of a turn in a channel restricted to some sources, which
+            uses only the entries learned in it (a channel's readers must not read through the
+            bot what was said elsewhere); None elsewhere.
+
+    Returns:
+        True when the entry was learned in that channel (or ``here`` is None) and under
+        knowledge the turn searches too: an expert's answer about one product ("runs on CPU
+        only") is no answer about the product of another folder. An entry without sources (saved
+        before entries kept them) is judged by its channel only, as it was.
+    """
+    if here is not None and (entry.platform, entry.channel) != here:
+        return False
+    return not entry.sources or knowledge is None or set(entry.sources) <= set(knowledge)
+
+
+def usable_for(scope: Mapping[str, Any]) -> EntryFilter:
+    """The filter of :func:`usable` for a turn's scope (:func:`graphs.state.scope_of`: its
+    ``knowledge``, and its ``platform`` and ``channel`` when its ``sources`` are restricted)."""
+    knowledge = scope.get("knowledge")
+    restricted = scope.get("sources") is not None
+    here = (str(scope.get("platform") or ""), str(scope.get("channel") or "")) if restricted else None
+    return lambda entry: usable(entry, knowledge, here)
 
 
 def entry_doc(entry: LearnedEntry, limit: int = 1500) -> Doc:
@@ -150,17 +209,17 @@ class LearnedMeaning:
         self._last: tuple[str, Any] | None = None  # the last message and its vector
         self._lock = threading.Lock()
 
-    def matches(self, message: str, k: int = 4) -> list[tuple[LearnedEntry, float]]:
+    def matches(self, message: str, k: int = 4, allowed: EntryFilter | None = None) -> list[tuple[LearnedEntry, float]]:
         """Up to ``k`` entries, best first, each with its cosine to ``message`` (its question's; its
         answer's for an entry without one), those at least :data:`MEANING_MATCH` only; [] without
-        entries, embeddings or words.
+        entries, embeddings or words. ``allowed``: the entries the turn may use (None: all).
 
         Raises:
             Whatever the store raises reading its entries (callers treat it as no match).
         """
         if self.store is None or not message.strip():
             return []
-        entries = self.store.entries()
+        entries = [e for e in self.store.entries() if allowed is None or allowed(e)]
         if not entries:
             return []
         with self._lock:  # the route step and the search ask about the same message: embed it once
@@ -186,13 +245,13 @@ class LearnedMeaning:
         return sorted(scored, key=lambda ec: -ec[1])[:k]
 
     def search(
-        self, message: str, queries: Sequence[str | tuple[str, float]], k: int
+        self, message: str, queries: Sequence[str | tuple[str, float]], k: int, allowed: EntryFilter | None = None
     ) -> tuple[list[LearnedEntry], list[LearnedEntry]]:
         """The learned entries for a knowledge-base search, at most ``k`` in all, as ``(about,
         sharing)``: those about ``message`` by meaning (:meth:`matches`: a reworded question finds
         its entry), best first, and the others sharing the words of ``queries``
         (:meth:`LearnedStore.search`), which are candidates beside the documents, not answers to
-        put first; ([], []) without a store.
+        put first; ([], []) without a store. ``allowed``: the entries the turn may use (None: all).
 
         Raises:
             Whatever the store's word search raises.
@@ -200,18 +259,21 @@ class LearnedMeaning:
         if self.store is None:
             return [], []
         try:
-            meant = [e for e, _ in self.matches(message, k)]
+            meant = [e for e, _ in self.matches(message, k, allowed)]
         except Exception:  # noqa: BLE001 - the word search still finds entries
             log.warning("learned entries could not be matched by meaning", exc_info=True)
             meant = []
         seen = {e.id for e in meant}
-        sharing = [e for e in self.store.search(queries, k) if e.id not in seen]
+        # more candidates than kept: those the turn may not use are left out after the search
+        found = self.store.search(queries, k if allowed is None else 4 * k)
+        sharing = [e for e in found if e.id not in seen and (allowed is None or allowed(e))]
         return meant[:k], sharing[: max(0, k - len(meant))]
 
-    def best(self, message: str) -> float:
-        """The best cosine of ``message`` with a learned entry (-1 when none, or it cannot be told)."""
+    def best(self, message: str, allowed: EntryFilter | None = None) -> float:
+        """The best cosine of ``message`` with a learned entry the turn may use (``allowed``, None:
+        any; -1 when none, or it cannot be told)."""
         try:
-            found = self.matches(message, 1)
+            found = self.matches(message, 1, allowed)
         except Exception:  # noqa: BLE001 - routing goes on without the learned entries
             return -1.0
         return found[0][1] if found else -1.0
@@ -237,8 +299,10 @@ class LearnedStore(Protocol):
         platform: str = "",
         channel: str = "",
         answered_at: float | None = None,
+        sources: Collection[str] = (),
     ) -> LearnedEntry:
-        """Save an entry and index it; returns it with its id.
+        """Save an entry and index it; returns it with its id. ``sources``: the knowledge the
+        thread searched (:attr:`LearnedEntry.sources`).
 
         Raises:
             ValueError: ``answer`` is empty.
@@ -283,8 +347,9 @@ def query_weights(queries: Sequence[str | tuple[str, float]]) -> list[tuple[str,
     return [(q, 1.0) if isinstance(q, str) else (q[0], float(q[1])) for q in queries]
 
 
-ENTRY_COLUMNS = "id, question, answer, answered_by, answered_at, thread_key, permalink, platform, channel"
-"""An entry's columns in every store, in :class:`LearnedEntry`'s order (a row of them makes one)."""
+ENTRY_COLUMNS = "id, question, answer, answered_by, answered_at, thread_key, permalink, platform, channel, sources"
+"""An entry's columns in every store, in :class:`LearnedEntry`'s order (:meth:`LearnedEntry.from_row`
+makes one of a row of them)."""
 
 
 def entry_values(question: str, answer: str, answered_at: float | None) -> tuple[str, str, float]:
@@ -344,6 +409,13 @@ class SqliteLearnedStore:
         with self._connect() as conn:
             conn.execute("PRAGMA journal_mode=WAL")  # kept by the file
             conn.executescript(_SCHEMA)
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
+            if "sources" not in columns:  # a file written before entries kept their knowledge: its entries stay
+                try:
+                    conn.execute("ALTER TABLE entries ADD COLUMN sources TEXT NOT NULL DEFAULT ''")
+                except sqlite3.OperationalError as exc:  # another process added it meanwhile
+                    if "duplicate column" not in str(exc):
+                        raise
 
     def _connect(self) -> sqlite3.Connection:
         """This thread's connection (``with`` it for a transaction), opened again when the
@@ -373,6 +445,7 @@ class SqliteLearnedStore:
         platform: str = "",
         channel: str = "",
         answered_at: float | None = None,
+        sources: Collection[str] = (),
     ) -> LearnedEntry:
         """:meth:`LearnedStore.add`.
 
@@ -383,8 +456,8 @@ class SqliteLearnedStore:
         with self._write_lock, self._connect() as conn:
             cur = conn.execute(
                 "INSERT INTO entries (question, answer, answered_by, answered_at, thread_key, permalink, platform,"
-                " channel) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (question, answer, answered_by, at, thread_key, permalink, platform, channel),
+                " channel, sources) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (question, answer, answered_by, at, thread_key, permalink, platform, channel, sources_column(sources)),
             )
             entry_id = cur.lastrowid
             assert entry_id is not None  # set by the INSERT
@@ -392,7 +465,8 @@ class SqliteLearnedStore:
                 "INSERT INTO entries_fts (rowid, question, answer) VALUES (?, ?, ?)",
                 (entry_id, terms.index_text(question), terms.index_text(answer)),
             )
-        return LearnedEntry(entry_id, question, answer, answered_by, at, thread_key, permalink, platform, channel)
+        kept = tuple(sorted(set(sources)))
+        return LearnedEntry(entry_id, question, answer, answered_by, at, thread_key, permalink, platform, channel, kept)
 
     def forget(self, entry_id: int) -> bool:
         """:meth:`LearnedStore.forget`."""
@@ -404,13 +478,13 @@ class SqliteLearnedStore:
     def get(self, entry_id: int) -> LearnedEntry | None:
         with self._connect() as conn:
             row = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id = ?", (entry_id,)).fetchone()
-        return LearnedEntry(*row) if row else None
+        return LearnedEntry.from_row(row) if row else None
 
     def entries(self) -> list[LearnedEntry]:
         """:meth:`LearnedStore.entries`."""
         with self._connect() as conn:
             rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries ORDER BY id").fetchall()
-        return [LearnedEntry(*r) for r in rows]
+        return [LearnedEntry.from_row(r) for r in rows]
 
     def search(self, queries: Sequence[str | tuple[str, float]], k: int) -> list[LearnedEntry]:
         """:meth:`LearnedStore.search`: FTS5's BM25 per query variant, fused (:func:`search_entries`)."""
@@ -432,6 +506,6 @@ class SqliteLearnedStore:
             def fetch(ids: list[int]) -> list[LearnedEntry]:
                 marks = ", ".join("?" * len(ids))
                 rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE id IN ({marks})", ids).fetchall()
-                return [LearnedEntry(*r) for r in rows]
+                return [LearnedEntry.from_row(r) for r in rows]
 
             return search_entries(queries, k, rank, fetch)

@@ -39,7 +39,7 @@ from graphs.citations import cite_sources
 from graphs.composers import Composer, composer_for
 from graphs.graders import Graders, graders_for, shape_problem
 from graphs.knowledge import KnowledgeBase
-from graphs.learned import MEANING_MATCH, LearnedStore, entry_doc
+from graphs.learned import MEANING_MATCH, LearnedStore, entry_doc, usable_for
 from graphs.messages import kb_queries, last_user_message
 from graphs.models import ModelCaller
 from graphs.offline import OfflineKit
@@ -128,8 +128,13 @@ class Nodes:
     async def start(self, state: RAGState, config: RunnableConfig) -> dict[str, Any]:
         """Reset every per-question field (the history persists) and take this turn's scope
         from the run's ``configurable["scope"]`` (the channel's settings: which sources,
-        web search, learned entries; see :func:`scope_of`). A resumed turn keeps its scope."""
+        web search, learned entries; see :func:`scope_of`), with the knowledge it searches (its
+        sources, else all of the knowledge base's: what an expert's answer in this thread is
+        learned under). A resumed turn keeps its scope."""
         scope = dict((config.get("configurable") or {}).get("scope") or {})
+        if scope.get("knowledge") is None:
+            searched = scope.get("sources")
+            scope["knowledge"] = sorted(searched if searched is not None else self.deps.knowledge.sources)
         return {
             **{k: (list(v) if isinstance(v, list) else v) for k, v in PER_TURN_DEFAULTS.items()},
             "path": ["start"],
@@ -149,7 +154,8 @@ class Nodes:
         if route == "direct" and self.deps.learned is not None and scope_of(state)["learning"]:
             # an expert answered this before, in other words ("wifi password pls"): a chat model that
             # took it for small talk is overruled, as the offline router never takes it for it
-            if await asyncio.to_thread(self.kit.learned_meaning.best, raw) >= MEANING_MATCH:
+            allowed = usable_for(scope_of(state))
+            if await asyncio.to_thread(self.kit.learned_meaning.best, raw, allowed) >= MEANING_MATCH:
                 route = "vectorstore"
         needs_web = route == "websearch" and not self.web_allowed(state)
         if needs_web:
@@ -204,13 +210,15 @@ class Nodes:
         scope = scope_of(state)
         documents = list(docs)
         if self.deps.learned is not None and scope["learning"]:
+            # only those learned under knowledge this turn searches (and, in a channel restricted to
+            # some sources, learned in it): an answer about another folder's product is no answer here
             about, sharing = await asyncio.to_thread(
-                self.kit.learned_meaning.search, last_user_message(state), queries, LEARNED_PER_SEARCH * 4
+                self.kit.learned_meaning.search,
+                last_user_message(state),
+                queries,
+                LEARNED_PER_SEARCH * 4,
+                usable_for(scope),
             )
-            if sources is not None:  # a restricted channel uses only what was learned in it
-                here = (scope["platform"], scope["channel"])
-                about = [e for e in about if (e.platform, e.channel) == here]
-                sharing = [e for e in sharing if (e.platform, e.channel) == here]
             about = about[:LEARNED_PER_SEARCH]
             sharing = sharing[: LEARNED_PER_SEARCH - len(about)]
             # an expert's answer to this question leads; one that only shares its words (an answer

@@ -13,7 +13,7 @@ from graphs import signals
 from graphs.extractive import Extractive, TextEmbedder
 from graphs.knowledge import KnowledgeBase
 from graphs.knowledge.crosslingual import is_foreign, load_encoder
-from graphs.learned import LearnedMeaning, LearnedStore
+from graphs.learned import LearnedMeaning, LearnedStore, usable_for
 from graphs.messages import history_before_last, kb_queries, last_user_message, message_text
 from graphs.offline_router import OfflineRouter, RouteSignals
 from graphs.state import RAGState, scope_of
@@ -139,7 +139,8 @@ def route_message(state: RAGState, history_limit: int, router: OfflineRouter) ->
     computed once and decide both whether it is a follow-up (:func:`follows_thread`) and its
     route (a new question in a thread is routed as in a new thread, the present-moment rule
     too); the learned entries count when the turn's scope allows them."""
-    sig = router.signals(last_user_message(state), learned=scope_of(state)["learning"])
+    scope = scope_of(state)
+    sig = router.signals(last_user_message(state), learned=usable_for(scope) if scope["learning"] else False)
     follow_up = follows_thread(state, history_limit, router, sig)
     return router.decide(sig, follow_up), sig, follow_up
 

@@ -36,7 +36,7 @@ from graphs.learned import MEANING_MATCH
 if TYPE_CHECKING:
     from graphs.extractive import Extractive
     from graphs.knowledge import KnowledgeBase
-    from graphs.learned import LearnedMeaning
+    from graphs.learned import EntryFilter, LearnedMeaning
 
 # Example messages of each class (generic, not taken from any eval set).
 SMALL_TALK = [
@@ -150,10 +150,10 @@ class OfflineRouter:
             }
         return self._examples
 
-    def signals(self, message: str, learned: bool = True) -> RouteSignals:
+    def signals(self, message: str, learned: bool | EntryFilter = True) -> RouteSignals:
         """Similarities of ``message`` to the knowledge base and the example classes (with
         the multilingual encoder for a message in another language than the documents), and to
-        the learned entries (``learned``: the turn may use them)."""
+        the learned entries (``learned``: the turn may use them; a filter: those it allows)."""
         out = RouteSignals(
             small_talk_words=signals.is_small_talk(message),
             asks_for_now=signals.asks_for_now(message),
@@ -161,8 +161,8 @@ class OfflineRouter:
         )
         if not self.embedder.available or not message.strip():
             return out
-        if learned and self.learned is not None:
-            out.learned = self.learned.best(message)
+        if learned is not False and self.learned is not None:
+            out.learned = self.learned.best(message, None if learned is True else learned)
         cross = (
             self.extractive.cross_index()
             if self.extractive is not None and self.extractive.foreign([message])

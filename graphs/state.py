@@ -204,12 +204,16 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
 
 def scope_of(state: Mapping[str, Any]) -> dict[str, Any]:
     """This turn's scope with its defaults: ``sources`` (resolved source paths the
-    knowledge base may search, None for all), ``web`` and ``learning`` (bools), and the
+    knowledge base may search, None for all), ``knowledge`` (the source names the turn
+    searches, its ``sources`` or all of the knowledge base's, as the start of the turn wrote
+    them; None where no turn started: any), ``web`` and ``learning`` (bools), and the
     ``platform`` and ``channel`` it runs in (a channel restricted to some sources uses only
     the learned entries learned in it)."""
     scope = state.get("scope") or {}
+    knowledge = scope.get("knowledge")
     return {
         "sources": scope.get("sources"),
+        "knowledge": None if knowledge is None else [str(n) for n in knowledge],
         "web": scope.get("web", True) is not False,
         "learning": scope.get("learning", True) is not False,
         "platform": str(scope.get("platform") or ""),

@@ -77,6 +77,35 @@ async def test_an_old_version_1_schema_is_upgraded_and_its_runs_taken_over(tmp_p
             assert set(columns) <= have, (table, set(columns) - have)
 
 
+async def test_learned_entries_of_a_version_5_schema_are_kept_and_new_ones_keep_their_knowledge(tmp_path, pg_database):
+    """Version 5 had no column for the knowledge an entry was learned under: its entries are kept
+    (with none, used where they were), and a new entry keeps the sources its thread searched."""
+    name, url = pg_database
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        for version, migration in enumerate(migrations.MIGRATIONS[:5], start=1):
+            for statement in filter(str.strip, migration.split(";")):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+        conn.execute(
+            "INSERT INTO learned_entries (question, answer, answered_by, answered_at, search) VALUES"
+            " ('who approves a hotfix?', 'The on-call lead.', 'Erik', 1780000000, to_tsvector('english', 'hotfix'))"
+        )
+    async with open_storage(pg_settings(tmp_path), url) as storage:
+        (old,) = storage.learned.entries()
+        assert (old.question, old.answer, old.sources) == ("who approves a hotfix?", "The on-call lead.", ())
+        new = await asyncio.to_thread(
+            storage.learned.add, "does it need a GPU?", "No, CPU only.", "Gita", sources=["/docs/b", "/docs/a"]
+        )
+        assert new.sources == ("/docs/a", "/docs/b") and storage.learned.get(new.id) == new
+        assert [e.sources for e in storage.learned.search(["hotfix", "GPU"], 4)] in (
+            [(), new.sources],
+            [new.sources, ()],
+        )
+
+
 def test_db_upgrade_command_and_a_missing_database_url(tmp_path, pg_database):
     name, url = pg_database
     config = write_config(tmp_path, '[storage]\nbackend = "postgres"\n')

@@ -46,7 +46,9 @@ async def cmd_learned(args: argparse.Namespace, settings: Settings) -> int:
     for e in entries:
         out.console.print(
             f"{e.id}: {e.question or '(no question)'}\n    -> {' '.join(e.answer.split())}\n"
-            f"    ({e.citation}{'; ' + e.permalink if e.permalink else ''})",
+            f"    ({e.citation}{'; ' + e.permalink if e.permalink else ''})"
+            # where it is used: threads that search all of these (none kept: anywhere, as before)
+            + (f"\n    learned on: {', '.join(e.sources)}" if e.sources else ""),
             markup=False,
             highlight=False,
         )

@@ -128,7 +128,9 @@ class ChatService:
         self._timeouts = timeouts
         self._acks = Acknowledgements(slots, store, self._intake, timeouts.waiting)
         dedup = Dedup(store, self._acks, apologies, retention_seconds=s.dedup_retention_days * 86400)
-        self._learning = Learning(learned, self._conversations, scope_for)
+        self._learning = Learning(
+            learned, self._conversations, scope_for, None if knowledge is None else knowledge.sources
+        )
         runs = Runs(
             self._conversations,
             store,

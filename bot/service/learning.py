@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bot.chat.syntax import has_words
@@ -31,12 +31,31 @@ class Learning:
         learned: where they are saved; None when learning is off (``[learning] enabled``).
         conversations: the threads (the question a ``remember:`` answers).
         scope_for: the channel's settings (:data:`ScopeFor`; ``learning`` may be off there); None: everything on.
+        knowledge: the knowledge base's source names (what a thread searches where its channel
+            restricts nothing); None: not known (entries are then saved without their knowledge).
     """
 
-    def __init__(self, learned: LearnedStore | None, conversations: Conversations, scope_for: ScopeFor | None) -> None:
+    def __init__(
+        self,
+        learned: LearnedStore | None,
+        conversations: Conversations,
+        scope_for: ScopeFor | None,
+        knowledge: Sequence[str] | None = None,
+    ) -> None:
         self.learned = learned
         self._conversations = conversations
         self._scope_for = scope_for
+        self._knowledge = None if knowledge is None else list(knowledge)
+
+    def searched(self, values: dict[str, Any]) -> list[str]:
+        """The knowledge a thread searched (its turn's scope, ``values["scope"]``; its channel's
+        sources, else the whole knowledge base, for a thread no turn has run in), which an
+        expert's answer in it is learned under (:attr:`graphs.learned.LearnedEntry.sources`)."""
+        scope = scope_of(values)
+        for names in (scope["knowledge"], scope["sources"], self._knowledge):
+            if names is not None:
+                return sorted(names)
+        return []
 
     async def learn(
         self,
@@ -52,8 +71,8 @@ class Learning:
     ) -> LearnedEntry | None:
         """Save an expert's answer as a learned entry (when learning is on for the turn's
         channel, ``values["scope"]``), with a link to the thread where the responder can give
-        one (:meth:`bot.protocol.Responder.permalink`). Best effort: a failure is logged, the
-        answer is already posted."""
+        one (:meth:`bot.protocol.Responder.permalink`) and the knowledge the thread searched
+        (:meth:`searched`). Best effort: a failure is logged, the answer is already posted."""
         if self.learned is None or not scope_of(values)["learning"]:
             return None
         try:
@@ -67,6 +86,7 @@ class Learning:
                 permalink=permalink,
                 platform=platform,
                 channel=channel,
+                sources=self.searched(values),
             )
         except Exception as exc:  # noqa: BLE001
             log.warning(
@@ -91,6 +111,9 @@ class Learning:
             return
         values = await self._conversations.values(key) if await self._conversations.knows(key) else {}
         scope = self._scope_for(msg.platform, msg.channel, msg.channel_name) if self._scope_for else {}
+        searched = (values.get("scope") or {}).get("knowledge")  # what the thread's last turn searched
+        if searched is not None:
+            scope = {**scope, "knowledge": searched}
         entry = await self.learn(
             str(values.get("question") or ""),
             text,

@@ -17,16 +17,16 @@ Calls are synchronous (the graph calls them from worker threads) over a small ps
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from graphs import terms
 from graphs.knowledge.index import keyword_phrases
-from graphs.learned import ENTRY_COLUMNS, LearnedEntry, entry_values, search_entries
+from graphs.learned import ENTRY_COLUMNS, LearnedEntry, entry_values, search_entries, sources_column
 
 
 class PostgresLearnedStore:
-    """Learned entries in table ``learned_entries`` (schema migration 5).
+    """Learned entries in table ``learned_entries`` (schema migrations 5 and 6).
 
     Args:
         pool: a psycopg ``ConnectionPool`` (sync) of ``dict_row`` connections in autocommit.
@@ -48,6 +48,7 @@ class PostgresLearnedStore:
         platform: str = "",
         channel: str = "",
         answered_at: float | None = None,
+        sources: Collection[str] = (),
     ) -> LearnedEntry:
         """:meth:`graphs.learned.LearnedStore.add`.
 
@@ -59,11 +60,24 @@ class PostgresLearnedStore:
         with self._pool.connection() as conn:
             row = conn.execute(
                 "INSERT INTO learned_entries (question, answer, answered_by, answered_at, thread_key, permalink,"
-                " platform, channel, search) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, to_tsvector('english', %s))"
-                " RETURNING id",
-                (question, answer, answered_by, at, thread_key, permalink, platform, channel, searchable),
+                " platform, channel, sources, search) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " to_tsvector('english', %s)) RETURNING id",
+                (
+                    question,
+                    answer,
+                    answered_by,
+                    at,
+                    thread_key,
+                    permalink,
+                    platform,
+                    channel,
+                    sources_column(sources),
+                    searchable,
+                ),
             ).fetchone()
-        return LearnedEntry(int(row["id"]), question, answer, answered_by, at, thread_key, permalink, platform, channel)
+        kept = tuple(sorted(set(sources)))
+        entry_id = int(row["id"])
+        return LearnedEntry(entry_id, question, answer, answered_by, at, thread_key, permalink, platform, channel, kept)
 
     def forget(self, entry_id: int) -> bool:
         """:meth:`graphs.learned.LearnedStore.forget`, for every replica."""
@@ -77,13 +91,13 @@ class PostgresLearnedStore:
             row = conn.execute(
                 f"SELECT {ENTRY_COLUMNS} FROM learned_entries WHERE id = %s", (int(entry_id),)
             ).fetchone()
-        return LearnedEntry(**row) if row else None
+        return LearnedEntry.from_row(row) if row else None
 
     def entries(self) -> list[LearnedEntry]:
         """:meth:`graphs.learned.LearnedStore.entries`."""
         with self._pool.connection() as conn:
             rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM learned_entries ORDER BY id").fetchall()
-        return [LearnedEntry(**r) for r in rows]
+        return [LearnedEntry.from_row(r) for r in rows]
 
     def search(self, queries: Sequence[str | tuple[str, float]], k: int) -> list[LearnedEntry]:
         """:meth:`graphs.learned.LearnedStore.search`: full text search per query variant, fused
@@ -106,6 +120,6 @@ class PostgresLearnedStore:
                 rows = conn.execute(
                     f"SELECT {ENTRY_COLUMNS} FROM learned_entries WHERE id = ANY(%s)", (ids,)
                 ).fetchall()
-                return [LearnedEntry(**r) for r in rows]
+                return [LearnedEntry.from_row(r) for r in rows]
 
             return search_entries(queries, k, rank, fetch)

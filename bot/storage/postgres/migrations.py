@@ -77,6 +77,11 @@ MIGRATIONS: list[str] = [
         search TSVECTOR NOT NULL);
     CREATE INDEX learned_entries_search ON learned_entries USING GIN (search);
     """,
+    # 6: the knowledge each learned entry was learned under (graphs.learned.LearnedEntry.sources,
+    # a JSON list; '' for the entries saved before, which keep working where they did)
+    """
+    ALTER TABLE learned_entries ADD COLUMN sources TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 LATEST = len(MIGRATIONS)
