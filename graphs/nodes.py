@@ -43,6 +43,7 @@ from graphs.learned import MEANING_MATCH, LearnedStore, entry_doc, usable_for
 from graphs.messages import kb_queries, last_user_message
 from graphs.models import ModelCaller
 from graphs.offline import OfflineKit
+from graphs.offline_router import capabilities
 from graphs.settings import GraphConfig
 from graphs.state import (
     PER_TURN_DEFAULTS,
@@ -151,6 +152,8 @@ class Nodes:
         raw = last_user_message(state)
         decision, calls, follow_up = await self.composer.route(state)
         route = self.graders.check_route(raw, decision.route)
+        if signals.asks_what_bot_does(raw):  # "what can you do?", "help": the bot says what it is for
+            route = "direct"
         if route == "direct" and self.deps.learned is not None and scope_of(state)["learning"]:
             # an expert answered this before, in other words ("wifi password pls"): a chat model that
             # took it for small talk is overruled, as the offline router never takes it for it
@@ -173,9 +176,17 @@ class Nodes:
         }
 
     async def direct(self, state: RAGState) -> dict[str, Any]:
-        """Answer without retrieval (greetings, small talk, general knowledge). An empty
+        """Answer without retrieval (greetings, small talk, general knowledge); a message asking
+        what the bot can do gets what it does and what the knowledge base holds
+        (:func:`graphs.offline_router.capabilities`), with a chat model or without. An empty
         reply is no answer: the apology is given instead."""
         emit_phase(Phase.WRITING)
+        if signals.asks_what_bot_does(last_user_message(state)):
+            return {
+                **self._step(state, "direct"),
+                "generation": capabilities(self.cfg.kb_description),
+                "outcome": "direct",
+            }
         answer, calls = await self.composer.direct(state)
         if not answer.strip():
             log.warning("the direct answer was empty: apologising")

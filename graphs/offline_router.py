@@ -222,6 +222,17 @@ class OfflineRouter:
         return "vectorstore"
 
 
+def capabilities(kb_description: str) -> str:
+    """What the bot does and what its knowledge base holds, for a message asking what it is for
+    (:func:`graphs.signals.asks_what_bot_does`), with a chat model or without. ``kb_description`` is
+    config text (``[knowledge] description``)."""
+    return (
+        f"I answer questions from {kb_description}. Ask me in your own words: I search it and answer "
+        "with the passages that say it, citing their pages. When I can't find the answer there, I ask "
+        "the team's experts in the thread, and I remember what they answer for the next person who asks."
+    )
+
+
 _THANKS = re.compile(r"\b(thanks?|thx|ty|cheers|appreciated?)\b", re.I)
 _BYE = re.compile(r"\b(bye|goodbye|see you|later|good night)\b", re.I)
 

@@ -25,7 +25,8 @@ including what it says holds now: "which version is currently supported?", "what
 "websearch" only for what happens outside the documents at the present moment (a live status such as
 "is the API down right now?", news, prices, weather, a release that has just come out) or facts outside the
 knowledge base;
-"direct" only for greetings, thanks, small talk or general knowledge that needs no lookup.
+"direct" only for greetings, thanks, small talk, questions about what you can do or are for ("what can you do?",
+"help") or general knowledge that needs no lookup.
 When unsure, choose "vectorstore"."""
 
 DIRECT = """TASK: direct

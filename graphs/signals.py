@@ -111,6 +111,39 @@ for it that this is and again man mate""".split()
 )
 
 
+# What a message asking what the bot is for reads like, once a greeting or the bot's name before it
+# and the punctuation are gone: "what can you do?", "what are you for?", "help", "how can you help
+# me?", "what can I ask you?", "who are you?", "what do you know about?"
+_ABOUT_BOT = re.compile(
+    r"^(?:"
+    r"help(?: me| us| please)?|please help|i need help|"
+    r"what (?:else )?(?:can|could|do|does) (?:you|u|it|the bot|this bot|threadwise) (?:do|help with|help me with|know|"
+    r"know about|answer|tell me about)|"
+    r"what (?:are|r) (?:you|u) (?:for|good for|able to do|here for|about)|"
+    r"what (?:is|s) (?:this bot|this|the bot|threadwise|your (?:purpose|job|role)) (?:for|about|here for)|"
+    r"what (?:is|s) your (?:purpose|job|role)|"
+    r"what (?:can|could|should|may) (?:i|we) ask(?: you| u| it| the bot| here)?(?: about)?|"
+    r"how (?:can|could|do) (?:you|u|the bot|threadwise) help(?: me| us)?(?: here)?|"
+    r"(?:who|what) (?:are|r) (?:you|u)|"
+    r"(?:can|could) you help(?: me| us)?|"
+    r"what do you know"
+    r")(?: here| for me| for us| exactly)?$"
+)
+_BOT_ADDRESS = re.compile(r"^(?:(?:hi|hello|hey|yo|ok|okay|so|um|uh|bot|threadwise|there)\b[\s,!.]*)+")
+
+
+def asks_what_bot_does(text: str) -> bool:
+    """Whether ``text`` asks what the bot can do or is for ("what can you do?", "what are you
+    for?", "help", "hi, how can you help me?"): answered with what the bot does and what its
+    knowledge base holds, never searched for ("help" is on every page of a user guide) nor sent to
+    the experts. A question that goes on ("help me configure Slack", "what can you do about rate
+    limits?") is a question."""
+    words = re.sub(r"[^\w\s']+", " ", text.lower())
+    words = re.sub(r"\s+", " ", words).strip()
+    words = _BOT_ADDRESS.sub("", words).strip()
+    return bool(words) and len(words.split()) <= 9 and bool(_ABOUT_BOT.match(words))
+
+
 def is_small_talk(text: str) -> bool:
     """A short greeting or thanks ("hi!", "thanks a lot", "good morning"): at most five
     words, all of them small-talk or filler words (so "is slack ok?" is not small talk)."""
