@@ -471,3 +471,13 @@ def test_a_message_is_embedded_once_for_the_route_step_and_the_search():
     about, _ = meaning.search("wifi pls", ["wifi pls"], 4)
     assert [e.id for e in about] == [1]
     assert calls == [["wifi pls"], ["wifi?"]]
+
+
+@pytest.mark.slow
+def test_the_user_guide_tells_how_to_turn_off_web_search(tmp_path: Path):
+    """The default knowledge base, this project's user guide (docs/), answers how to turn web
+    search off with the setting that does it."""
+    shutil.copytree(Path(__file__).resolve().parents[1] / "docs", tmp_path / "guide")
+    write_config(tmp_path)
+    for question in ("How do I turn off web search?", "how can I disable the web search?"):
+        assert "[web] enabled = false" in ask(tmp_path, question)["answer"], question
