@@ -2,7 +2,11 @@
 
 :func:`clean_markdown` removes YAML/TOML front matter (keeping its ``title``), HTML
 comments, admonition markers (MkDocs ``!!! note``/``??? note``, Docusaurus/VuePress
-``:::tip`` ... ``:::``, GitHub ``> [!NOTE]``) while keeping the admonitions' content,
+``:::tip`` ... ``:::``, GitHub ``> [!NOTE]``, reStructuredText ``.. note::``) while keeping the
+admonitions' content and kind: their text opens with the label a reader sees on the box
+("Warning: Deleting a project cannot be undone.", :func:`admonition_label`; a code block or
+table first in the box gets the label on a line of its own), and a reStructuredText body is
+dedented (indented deeper, it read as code),
 link-only lines standing alone (navigation, badges, "edit this page"; in a list or inside
 a paragraph only the addresses go).
 
@@ -226,9 +230,45 @@ def _name_regex(name: str) -> str:
 
 _FRONT_MATTER = re.compile(r"\A\ufeff?(---|\+\+\+)[ \t]*\n(.*?)\n(?:---|\.\.\.|\+\+\+)[ \t]*(?:\n|\Z)", re.S)
 FENCE_RE = re.compile(r"^([ \t>]*)(`{3,}|~{3,})(.*)$")
-_MKDOCS_ADMONITION = re.compile(r"^([ \t]*)(?:!!!|\?\?\?\+?)[ \t]+[\w-]+(?:[ \t]+\"(.*)\")?[ \t]*$")
+_MKDOCS_ADMONITION = re.compile(r"^([ \t]*)(?:!!!|\?\?\?\+?)[ \t]+([\w-]+)(?:[ \t]+\"(.*)\")?[ \t]*$")
 _COLON_FENCE = re.compile(r"^[ \t]*:{3,}[ \t]*(?:[\w-]+)?[ \t]*(?:\[(.*)\]|(.*?))[ \t]*(?:\{.*\})?[ \t]*$")
-_GITHUB_ALERT = re.compile(r"^([ \t]*>[ \t]*)\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(.*)$", re.I)
+_COLON_KIND = re.compile(r"^[ \t]*:{3,}[ \t]*([A-Za-z][\w-]*)")
+# the kinds of Docusaurus / VuePress / Starlight ``:::`` containers that are admonitions (a
+# ``:::python`` / ``:::js`` container is a language variant, not a box with a kind)
+COLON_KINDS = frozenset(
+    "note tip info warning danger caution important success error hint attention seealso abstract summary"
+    " tldr todo question failure bug example".split()
+)
+_LABEL = "\ue010"  # marks a line holding an admonition's label until the next line of text takes it
+_GITHUB_ALERT = re.compile(r"^([ \t]*>[ \t]*)\[!(NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(.*)$", re.I)
+# reStructuredText's admonition directives (docutils' "Admonitions" and Sphinx's ``seealso``,
+# ``versionadded`` ...): ``.. note::`` with an indented body, its text maybe on the same line
+_RST_ADMONITION = re.compile(
+    r"^([ \t]*)\.\.[ \t]+(attention|caution|danger|error|hint|important|note|tip|warning|seealso|todo"
+    r"|admonition|versionadded|versionchanged|deprecated)::[ \t]*(.*)$",
+    re.I,
+)
+_LABELS = {"seealso": "See also", "versionadded": "New in version", "versionchanged": "Changed in version"}
+
+
+def admonition_label(kind: str) -> str:
+    """How a reader sees an admonition's kind, as the prefix of its text: ``"warning"`` ->
+    ``"Warning:"``, ``"seealso"`` -> ``"See also:"``, ``"deprecated"`` -> ``"Deprecated:"``;
+    ``""`` for no kind (a plain ``:::`` fence)."""
+    kind = kind.strip().lower()
+    if not kind:
+        return ""
+    return f"{_LABELS.get(kind, kind.replace('-', ' ').replace('_', ' ').capitalize())}:"
+
+
+def _labelled(line: str, label: str) -> str:
+    """``line`` opened by ``label`` after its indentation and list marker, as a reader sees an
+    admonition's box: its kind, then its text."""
+    lead = _LIST_MARK.match(line)
+    at = lead.end() if lead else 0
+    return f"{line[:at]}{label} {line[at:]}"
+
+
 _LIST_MARK = re.compile(r"[ \t]*((?:[-*+]|\d+[.)])[ \t]+)?")
 # an HTML block that is not text: a script or a style sheet, with its content (to its closing tag)
 _HIDDEN_BLOCK = re.compile(r"^[ \t]{0,3}<(script|style)(?:[\s>]|$)", re.I)
@@ -270,7 +310,8 @@ def clean_markdown(text: str) -> tuple[str, str]:
         HTML definition lists are written as Markdown (:func:`definition_lists`).
     """
     title, text = front_matter_title(text.replace("\r\n", "\n").replace("\r", "\n"))
-    return title, definition_lists(resolve_references("\n".join(_clean_lines(text.split("\n")))))
+    lines = _attach_labels(_clean_lines(text.replace(_LABEL, "").split("\n")))
+    return title, definition_lists(resolve_references("\n".join(lines)))
 
 
 _DEFINITION_TAG = re.compile(r"^[ \t]{0,3}</?(?:dl|dt|dd)(?:[\s>]|$)", re.I)
@@ -505,9 +546,17 @@ def _clean_lines(lines: list[str]) -> list[str]:
             fence = m.group(2)
             out.append(line)
             continue
+        m = _RST_ADMONITION.match(line)
+        if m:
+            out += _rst_admonition(lines, i, m)
+            while i < len(lines) and (not lines[i].strip() or _indent_width(lines[i]) > _indent_width(line)):
+                i += 1
+            while i > 0 and not lines[i - 1].strip():
+                i -= 1
+            continue
         m = _MKDOCS_ADMONITION.match(line)
         if m:
-            indent, head = m.group(1), m.group(2)
+            indent, kind, head = m.group(1), m.group(2), m.group(3)
             width = len(indent.expandtabs(4)) + 4
             body: list[str] = []
             while i < len(lines) and (not lines[i].strip() or _indent_width(lines[i]) >= width):
@@ -516,22 +565,31 @@ def _clean_lines(lines: list[str]) -> list[str]:
             while body and not body[-1].strip():
                 body.pop()
                 i -= 1
-            if head and head.strip():
-                out.append(indent + head.strip())
-                out.append("")
+            out.append(indent + _LABEL + _titled(kind, head))
             out += [indent + b if b.strip() else b for b in _clean_lines(body)]
             continue
         m = _COLON_FENCE.match(line)
         if m and line.strip().startswith(":::"):
             head = (m.group(1) or m.group(2) or "").strip()
+            kind = _COLON_KIND.match(line)
+            if kind and kind.group(1).lower() in COLON_KINDS:
+                indent = line[: len(line) - len(line.lstrip())]
+                end = _container_end(lines, i, len(line.strip()) - len(line.strip().lstrip(":")))
+                body = lines[i:end]
+                inner = min((_indent_width(b) for b in body if b.strip()), default=0)
+                out.append(indent + _LABEL + _titled(kind.group(1), head))
+                out += [indent + b if b.strip() else b for b in _clean_lines([_dedent(b, inner) for b in body])]
+                i = min(end + 1, len(lines))
+                continue
             if head:
                 out.append(head)
             continue
         m = _GITHUB_ALERT.match(line)
         if m:
             in_alert = m.group(1)
-            if m.group(2).strip():
-                out.append(m.group(2).strip())
+            out.append(_LABEL + admonition_label(m.group(2)))
+            if m.group(3).strip():
+                out.append(m.group(3).strip())
             continue
         m = _HIDDEN_BLOCK.match(line)
         if m:
@@ -583,6 +641,92 @@ def _drop_comments(line: str) -> tuple[str, bool]:
             return before, True
         line = before + rest.split("-->", 1)[1]
     return line, False
+
+
+def _rst_admonition(lines: list[str], i: int, m: re.Match[str]) -> list[str]:
+    """The lines of a reStructuredText admonition directive (``m``, matched on the line before
+    ``lines[i]``) as Markdown: its label (:func:`admonition_label`; ``.. admonition:: Title``
+    is labelled by its title, ``.. versionadded:: 2.1`` "New in version 2.1:"), then its
+    text on the directive's line and its indented body, dedented to the directive's
+    indentation (left indented, a nested note read as code), its options (``:class: tip``)
+    left out; cleaned as any Markdown."""
+    indent, kind, argument = m.group(1), m.group(2).lower(), m.group(3).strip()
+    width = _indent_width(indent)
+    body: list[str] = []
+    while i < len(lines) and (not lines[i].strip() or _indent_width(lines[i]) > width):
+        body.append(lines[i])
+        i += 1
+    inner = min((_indent_width(b) for b in body if b.strip()), default=width)
+    body = [_dedent(b, inner) for b in body]
+    while body and (not body[0].strip() or re.match(r"^:[\w-]+:", body[0])):
+        body.pop(0)  # the directive's options, then the blank line before its content
+    label = admonition_label(kind)
+    if kind == "admonition":
+        label, argument = (f"{argument}:" if argument else ""), ""
+    elif kind in ("versionadded", "versionchanged", "deprecated") and argument:
+        label, argument = f"{label[:-1]} {argument.split()[0]}:", " ".join(argument.split()[1:])
+    text = ([argument] if argument else []) + body
+    return [indent + _LABEL + label] + [indent + t if t.strip() else t for t in _clean_lines(text)] + [""]
+
+
+def _titled(kind: str, title: str | None) -> str:
+    """An admonition's label: its title when it has one (``:::info[Important]``, ``!!! note
+    "Before you start"``: the box shows the title), else its kind (:func:`admonition_label`)."""
+    title = " ".join((title or "").split()).rstrip(":")
+    return f"{title}:" if title else admonition_label(kind)
+
+
+def _container_end(lines: list[str], i: int, colons: int) -> int:
+    """The index of the line closing the ``:::`` container whose body starts at ``lines[i]``
+    (a line of ``colons`` or more colons alone, outside fenced code; a nested container with
+    a kind is skipped whole), or ``len(lines)`` when it is never closed."""
+    fence: str | None = None
+    depth = 0
+    while i < len(lines):
+        line = lines[i]
+        m = FENCE_RE.match(line)
+        if fence:
+            if m and m.group(2)[0] == fence[0] and len(m.group(2)) >= len(fence) and not m.group(3).strip():
+                fence = None
+        elif m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
+            fence = m.group(2)
+        elif re.match(r"^[ \t]*:{3,}[ \t]*$", line):
+            if depth == 0 and len(line.strip()) >= colons:
+                return i
+            depth = max(depth - 1, 0)
+        elif _COLON_KIND.match(line):
+            depth += 1
+        i += 1
+    return len(lines)
+
+
+def _attach_labels(lines: list[str]) -> list[str]:
+    """Each admonition's label (a line marked :data:`_LABEL`) put before the first line of text
+    after it ("Warning: Deleting a project cannot be undone."), so the kind is read with the
+    text wherever it is quoted; on a line of its own when a code block, table, heading or
+    another label comes first, and dropped when nothing comes after it."""
+    out: list[str] = []
+    label: tuple[str, str] | None = None  # (indentation, label) waiting for its text
+    for line in lines:
+        stripped = line.lstrip()
+        if stripped.startswith(_LABEL):
+            if label is not None and label[1]:
+                out.append(label[0] + label[1])
+            label = (line[: len(line) - len(stripped)], stripped[len(_LABEL) :])
+            continue
+        if label is None or not stripped:
+            out.append(line)
+            continue
+        if label[1]:
+            if FENCE_RE.match(line) or stripped.startswith(("|", "#", "<")):
+                out += [label[0] + label[1], ""]
+                out.append(line)
+            else:
+                out.append(_labelled(line, label[1]))
+        else:
+            out.append(line)
+        label = None
+    return out
 
 
 def _indent_width(line: str) -> int:

@@ -29,9 +29,11 @@ from graphs.markdown_links import plain_links
 if TYPE_CHECKING:  # loaded when a document is split, not to list sources (LangChain: ~0.2 s)
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-SPLITTER_ID = "md-blocks-3"
+SPLITTER_ID = "md-blocks-4"
 """Names this chunking; stored in the manifest so a change of it rebuilds the index.
-3: headings, scripts and link-only lines read with whole links (:mod:`graphs.markdown_links`)."""
+3: headings, scripts and link-only lines read with whole links (:mod:`graphs.markdown_links`);
+4: admonitions keep their kind as a label of their text ("Warning: ..."), reStructuredText's
+``.. note::`` directives included (:func:`graphs.knowledge.sources.clean_markdown`)."""
 
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])  # blocks only
 _MAX_HEADING_LEVEL = 4

@@ -22,6 +22,10 @@ answers (``{% slack_channel "admins-github" %}``). :func:`strip_templates` remov
   ``label``/``title`` prop becomes a line of its own; a tab (``<TabItem label="Python">``)
   becomes a list item of its label with its content indented under it; Docusaurus ``mdx-code-block``
   fences are unwrapped (their content is rendered MDX, not code).
+- Admonitions: GitBook's ``{% hint style="warning" %}`` ... ``{% endhint %}`` and MDX
+  admonition components (``<Warning>``, ``<Info>``, ``<Note>``, ``<Tip>``, ...) become a
+  ``:::warning`` ... ``:::`` container, which :func:`graphs.knowledge.sources.clean_markdown`
+  writes as its text labelled by its kind ("Warning: ..."); inside a line the label alone.
 - Attribute lists closing a line (MkDocs ``{: #id }``, ``{ .md-button }``, heading ids
   ``{#id}``).
 
@@ -41,6 +45,8 @@ import re
 import textwrap
 from collections.abc import Callable
 
+from graphs.knowledge.sources import admonition_label
+
 KINDS = ("markdown", "mdx", "html", "liquid", "jinja", "hugo", "mkdocs", "text")
 """The kinds :func:`strip_templates` knows. ``markdown`` (a ``.md`` file of an unknown
 generator), ``html`` (a page converted to Markdown), ``liquid``, ``jinja``, ``hugo`` and
@@ -50,8 +56,9 @@ the page holds an ES module ``import ... from '...'`` or ``export`` line outside
 (Docusaurus reads ``.md`` files as MDX too, and pages import components anywhere in them);
 ``text`` changes nothing."""
 
-TEMPLATES_ID = "templates-2"
-"""Names these rules; part of the index's chunking id, so a change of them rebuilds the index."""
+TEMPLATES_ID = "templates-3"
+"""Names these rules; part of the index's chunking id, so a change of them rebuilds the index.
+3: GitBook hints and MDX admonition components kept as ``:::kind`` containers."""
 
 
 def kind_of_file(name: str) -> str:
@@ -98,6 +105,11 @@ _OUTPUT = re.compile(r"\{\{-?(?![<%/])(.*?)-?\}\}", re.S)
 _ARG = re.compile(r"""(?:([A-Za-z_][\w-]*)\s*[=:]\s*)?(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^\s"'=:,]+))""")
 # Markdown attribute lists at the end of a line or heading (MkDocs attr_list ``{: #id }``,
 # ``{ .md-button }``, Docusaurus / Pandoc heading ids ``{#id}``): styling, not text.
+# GitBook's hint blocks (``{% hint style="info" %}`` ... ``{% endhint %}``): an admonition with its kind
+_HINT = re.compile(r"""\{%-?\s*hint(?:\s+style\s*=\s*(?:"(\w+)"|'(\w+)'))?\s*-?%\}""")
+_END_HINT = re.compile(r"\{%-?\s*endhint\s*-?%\}")
+# MDX components that are admonitions (Mintlify, Nextra, Starlight's Aside is named by its type)
+_BOX_COMPONENTS = frozenset({"note", "info", "tip", "warning", "danger", "caution", "important", "check"})
 _ATTRIBUTE_LIST = re.compile(r"[ \t]*\{:?[ \t]*[#.][\w-]+(?:[ \t]+[#.]?[\w-]+(?:=\S+)?)*[ \t]*\}[ \t]*$", re.M)
 _LINK_TARGET = re.compile(r"(?:\]\(|\]:\s*<?|\bhref=[\"']|\bsrc=[\"']|<)$")
 _PATH_LIKE = re.compile(
@@ -144,6 +156,8 @@ def strip_templates(text: str, kind: str = "markdown") -> str:
     text = _SHORTCODE.sub(
         lambda m: _replace_tag(m, m.group(3), m.group(4), paired, closing=bool(m.group(2)), shortcode=True), text
     )
+    text = _HINT.sub(lambda m: _box(m, m.group(1) or m.group(2) or "info", closing=False), text)
+    text = _END_HINT.sub(lambda m: _box(m, "", closing=True), text)
     text = _TAG.sub(lambda m: _replace_tag(m, m.group(1), m.group(2), paired), text)
     text = _LITERAL_OUTPUT.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
     text = _OUTPUT.sub(lambda m: _replace_output(m.group(1)), text)
@@ -154,6 +168,20 @@ def strip_templates(text: str, kind: str = "markdown") -> str:
     while _PLACE_RE.search(text):  # placeholders may hold placeholders (a fence's escapes)
         text = _PLACE_RE.sub(lambda m: _indented(m, kept[int(m.group(1))]), text)
     return text
+
+
+def _box(m: re.Match[str], kind: str, closing: bool) -> str:
+    """An admonition's tag (GitBook's ``{% hint style="warning" %}``, Mintlify's ``<Warning>``)
+    as the ``:::warning`` ... ``:::`` container :func:`graphs.knowledge.sources.clean_markdown`
+    reads, where the tag stands on a line of its own: the text keeps its kind ("Warning: ...")
+    as the built page shows it in its box. Inside a line the opening tag becomes the label
+    ("Warning: ") and the closing one goes."""
+    start = m.string.rfind("\n", 0, m.start()) + 1
+    end = m.string.find("\n", m.end())
+    alone = not m.string[start : m.start()].strip() and not m.string[m.end() : None if end < 0 else end].strip()
+    if alone:
+        return ":::" if closing else f":::{kind.lower()}"
+    return "" if closing else f"{admonition_label(kind)} "
 
 
 def _indented(m: re.Match[str], block: str) -> str:
@@ -356,6 +384,9 @@ def _strip_mdx(text: str) -> str:
         i += 1
 
     def tag(m: re.Match[str]) -> str:
+        name = m.group(2).lower()
+        if name in _BOX_COMPONENTS and not m.group(4):
+            return _box(m, name, closing=bool(m.group(1)))
         if m.group(1):
             return ""
         props = _props(m.group(3))
