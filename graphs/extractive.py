@@ -272,7 +272,7 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
     units: list[Unit] = []
     # indented code is code too, not prose to join (a man page's HTML option list was made Markdown
     # when the document was split, graphs.knowledge.sources.clean_markdown)
-    lines = fence_indented_code(text).splitlines()
+    lines = unquoted(fence_indented_code(text).splitlines())
     block: list[str] = []
     para = [0]  # the number of the next paragraph / item / block
     lists = [-1, 0]  # the open list's number (-1: none), the next list's number
@@ -523,6 +523,32 @@ def _rejoin(first: str, second: str) -> str | None:
         if len(a) > 1 and len(b) > 1 and a[0] == b[0] and _closes(a[-1], fence.group(1)):
             return "\n".join(a[:-1] + b[1:])
     return None
+
+
+_QUOTE = re.compile(r"^[ \t]{0,3}>(?:[ \t]?>)*[ \t]?")
+
+
+def unquoted(lines: list[str]) -> list[str]:
+    """``lines`` (Markdown) with block quote markers taken off, outside fenced code: a quoted
+    note ("> **Note:** Cargo does not support ...", hard-wrapped with a "> " on every line) is
+    quoted in an answer as the words it shows, not with the markers run into its sentences
+    ("... URLs like > `git@example.com:user/repo.git`"); a quote's blank "> " line still ends
+    its paragraph, and a fence inside a quote opens a code block. Code keeps its ">" (a prompt,
+    a redirection)."""
+    out: list[str] = []
+    fence = ""
+    for line in lines:
+        if fence:
+            out.append(line)
+            if _closes(_QUOTE.sub("", line, count=1), fence):
+                fence = ""
+            continue
+        line = _QUOTE.sub("", line, count=1)
+        m = _FENCE.match(line)
+        if m:
+            fence = m.group(1)
+        out.append(line)
+    return out
 
 
 def _closes(line: str, fence: str) -> bool:

@@ -5,6 +5,7 @@ whether. The pages are our own words, written the way the documentation kinds we
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -247,3 +248,16 @@ def test_more_in_names_only_pages_not_quoted_yet_in_their_order():
     # every page quoted: no "More in" line repeating their citations
     alone = compose("how many days do I have to submit an expense claim?", docs[0])
     assert "More in" not in alone and alone.rstrip().endswith("[1]"), alone
+
+
+def test_a_quoted_note_is_quoted_as_its_words_without_the_quote_markers():
+    """A note written as a block quote, hard-wrapped with "> " on every line, reads in the answer
+    as the page shows it: its kind and its words, no ">" run into its sentences; the code after
+    it keeps its prompt."""
+    text = (Path(__file__).parent / "data" / "answers" / "mirrors.md").read_text()
+    answer = compose("does the tool use my proxy settings for downloads?", page("mirrors.md", text))
+    assert "**Note:** The tool does not read the system's proxy settings." in answer, answer
+    assert "Set the `registry.mirror` key to an address" in answer, answer
+    assert not re.search(r"(^|\s)>\s", answer.split("```")[0]), answer
+    if "```" in answer:
+        assert "> tool config set registry.mirror" in answer
