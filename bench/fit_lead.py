@@ -73,19 +73,28 @@ TUNING = [
     ("playbook", "engineering-playbook", str(HERE / "eval/engineering-playbook-heldout.jsonl")),
     ("redis", "redis-commands", str(HERE / "eval/redis-commands-heldout3.jsonl")),
     ("jellyfin", "jellyfin-docs", str(HERE / "eval/jellyfin-docs-heldout3.jsonl")),
+    ("mattermost", "mattermost-handbook", str(HERE / "eval/mattermost-handbook-heldout4.jsonl")),
+    ("discord", "discord-api-docs", str(HERE / "eval/discord-api-docs-heldout4.jsonl")),
+    ("readthedocs", "readthedocs-docs", str(HERE / "eval/readthedocs-docs-heldout5.jsonl")),
+    ("cnpg", "cloudnative-pg-docs", str(HERE / "eval/cloudnative-pg-docs-heldout5.jsonl")),
 ]
+
+
+def rows_cache(corpus: str, eval_file: str, cache: Path) -> Path:
+    """Where :func:`kept_rows` caches the rows of ``corpus`` and ``eval_file``."""
+    folder = corpus_folder(corpus)
+    key = hashlib.sha256(f"{folder.resolve()}\n{Path(eval_file).resolve()}".encode()).hexdigest()[:12]
+    return cache / f"lead-rows-{key}.pkl"
 
 
 def kept_rows(corpus: str, eval_file: str, config: str, cache: Path) -> list[dict]:
     """Each kb / follow-up row of ``eval_file`` with the documents the grader keeps on the
     graph's first pass (``kept``; [] for a help request), its question variants, follow-up
     focus and expected facts; cached in ``cache``."""
-    folder = corpus_folder(corpus)
-    key = hashlib.sha256(f"{folder.resolve()}\n{Path(eval_file).resolve()}".encode()).hexdigest()[:12]
-    path = cache / f"lead-rows-{key}.pkl"
+    path = rows_cache(corpus, eval_file, cache)
     if path.exists():
         return pickle.loads(path.read_bytes())
-    per_row, brain, _, _ = retrieval(str(folder), eval_file, config, str(cache))
+    per_row, brain, _, _ = retrieval(str(corpus_folder(corpus)), eval_file, config, str(cache))
     out = []
     for r in per_row:
         if r["kind"] not in ("kb", "followup"):
