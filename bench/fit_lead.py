@@ -249,7 +249,7 @@ def main() -> None:
     ap.add_argument("--config", default=str(HERE.parent / "config.toml"))
     ap.add_argument("--cache", default="/tmp/threadwise-bench")
     ap.add_argument("--l2", type=float, nargs="+", default=[1.0], help="L2 penalties on standardised weights")
-    ap.add_argument("--only", nargs="*", default=[], help="corpus names to load (default: all ten)")
+    ap.add_argument("--only", nargs="*", default=[], help="corpus names to load (default: all of TUNING)")
     ap.add_argument("--json", default="", help="write the per-corpus figures here")
     ap.add_argument("--label", choices=("passage", "sentence"), default="passage", help="what makes a lead right")
     ap.add_argument("--write", action="store_true", help="print the weights fitted on all corpora")
