@@ -84,6 +84,17 @@ def test_liquid_in_code_blocks_is_content_and_only_its_escapes_go():
     assert "{{" not in variables and "# Release notes\n" in variables
 
 
+def test_mustache_sections_go_their_text_stays_and_placeholders_read_as_words():
+    policy = stripped("mustache-policy.md")
+    assert "company short name grants access to production systems" in policy
+    assert "approved by the security officer title within two business days" in policy
+    assert "Remote staff connect through the company VPN" in policy  # a section's body
+    assert "reachable only from the office network" in policy  # an inverted section's body
+    assert "config." not in policy and "reviewSchedule" not in policy  # comment and partial go
+    assert "```\n{{#hasRemoteWorkers}}...{{/hasRemoteWorkers}}\n```" in policy  # code is content
+    assert strip_templates("Version {{ version }} is out.") == "Version  is out."  # not a bare compound name
+
+
 def test_hugo_shortcodes():
     languages = stripped("hugo-language-settings.md")
     assert "language key" in languages  # glossary-term keeps its term

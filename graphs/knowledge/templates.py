@@ -14,6 +14,10 @@ answers (``{% slack_channel "admins-github" %}``). :func:`strip_templates` remov
   ``{% image "a.png" "secure password tips" %}`` -> ``secure password tips``,
   ``{{< new-in 0.153.0 >}}`` -> ``new in 0.153.0``);
   a tag inside a link target becomes its first argument (the address it computes).
+- Mustache and Handlebars (policy and site templates): a tight compound name
+  (``{{companyShortName}}``, ``{{{security_officer}}}``) becomes its words ("company short
+  name"), other outputs, ``{{! comments }}`` and ``{{> partials}}`` go; section tags
+  ``{{#name}}``, ``{{^name}}`` and ``{{/name}}`` go and the text between them stays.
 - Hugo shortcodes ``{{< name args >}}`` / ``{{% name args %}}`` and their closing forms:
   the same rules; code shortcodes (``highlight``, ``code``, ``code-toggle``) become fenced
   code blocks; ``{{</* ... */>}}`` escapes show as ``{{< ... >}}``.
@@ -35,8 +39,8 @@ Indented code blocks are not recognised here (telling them from list continuatio
 a Markdown parser); the escapes there stay as written.
 
 Sources of the syntax: the Liquid reference (shopify.github.io/liquid), Jinja's template
-designer documentation, Hugo's shortcode documentation, MDX 2's syntax (mdxjs.com) and
-Docusaurus' ``mdx-code-block``.
+designer documentation, the mustache(5) manual (mustache.github.io), Handlebars' guide,
+Hugo's shortcode documentation, MDX 2's syntax (mdxjs.com) and Docusaurus' ``mdx-code-block``.
 """
 
 from __future__ import annotations
@@ -56,9 +60,10 @@ the page holds an ES module ``import ... from '...'`` or ``export`` line outside
 (Docusaurus reads ``.md`` files as MDX too, and pages import components anywhere in them);
 ``text`` changes nothing."""
 
-TEMPLATES_ID = "templates-3"
+TEMPLATES_ID = "templates-4"
 """Names these rules; part of the index's chunking id, so a change of them rebuilds the index.
-3: GitBook hints and MDX admonition components kept as ``:::kind`` containers."""
+3: GitBook hints and MDX admonition components kept as ``:::kind`` containers.
+4: Mustache and Handlebars sections, comments and partials removed, tight placeholders as words."""
 
 
 def kind_of_file(name: str) -> str:
@@ -101,7 +106,9 @@ _HUGO_ESCAPE = re.compile(r"\{\{([<%])/\*(.*?)\*/([>%])\}\}", re.S)
 _LITERAL_OUTPUT = re.compile(r"""\{\{-?\s*(?:"([^"]*)"|'([^']*)')\s*(?:\|[^{}]*)?-?\}\}""")
 _TAG = re.compile(r"\{%-?\s*([A-Za-z_][\w.-]*)(.*?)-?%\}", re.S)
 _SHORTCODE = re.compile(r"\{\{([<%])\s*(/?)\s*([A-Za-z_][\w./-]*)(.*?)\s*/?\s*[>%]\}\}", re.S)
-_OUTPUT = re.compile(r"\{\{-?(?![<%/])(.*?)-?\}\}", re.S)
+# ``{{ expression }}``; Mustache/Handlebars also ``{{{raw}}}``, ``{{#section}}``, ``{{^inverted}}``,
+# ``{{/section}}``, ``{{! comment }}``, ``{{> partial}}`` (not Hugo's ``{{<``/``{{%`` or ``{{/*``)
+_OUTPUT = re.compile(r"\{\{\{?-?(?![<%]|/\*)(.*?)-?\}?\}\}", re.S)
 _ARG = re.compile(r"""(?:([A-Za-z_][\w-]*)\s*[=:]\s*)?(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^\s"'=:,]+))""")
 # Markdown attribute lists at the end of a line or heading (MkDocs attr_list ``{: #id }``,
 # ``{ .md-button }``, Docusaurus / Pandoc heading ids ``{#id}``): styling, not text.
@@ -303,10 +310,19 @@ def _replace_tag(
     return f"{base.replace('_', ' ').replace('-', ' ')} {' '.join(words)}"  # "new in 0.153.0"
 
 
+_PLACEHOLDER = re.compile(r"\{?([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)\}?")
+
+
 def _replace_output(expression: str) -> str:
     """A ``{{ expression }}``: variables and calls compute text that is not in the source:
-    removed (string literals were kept before)."""
-    return ""
+    removed (string literals were kept before). A bare name written tight, as Mustache and
+    Handlebars templates fill them (``{{companyShortName}}``, ``{{{security_officer}}}``),
+    becomes its words (``company short name``): a placeholder a reader of the template sees,
+    without which its sentence loses its subject."""
+    m = _PLACEHOLDER.fullmatch(expression)
+    if not m or not (re.search(r"[a-z][A-Z]", m.group(1)) or "_" in m.group(1)):
+        return ""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", m.group(1)).replace("_", " ").lower()
 
 
 # ---- MDX ------------------------------------------------------------------------------
