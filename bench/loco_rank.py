@@ -25,6 +25,8 @@ way (on the other corpora, scored on the left-out one).
 Usage:
     OMP_NUM_THREADS=1 PYTHONPATH=. python bench/loco_rank.py collect --corpus httpx-docs \\
         --eval bench/eval/httpx.jsonl --out /tmp/loco/httpx.pkl
+    OMP_NUM_THREADS=1 THREADWISE_EXTRA_CORPORA=/work/corpora:/work/heldout5/corpora PYTHONPATH=. \\
+        python bench/loco_rank.py collect-all --out-dir /tmp/loco   # every set of TUNING not yet collected
     PYTHONPATH=. python bench/loco_rank.py loco /tmp/loco/*.pkl [--check] [--fit] [--json FILE]
 """
 
@@ -51,9 +53,30 @@ PER_RESULT = 4  # Extractive.retrieve's candidates_per_result
 CANDIDATES = 40  # [knowledge] candidates
 MAX_PER_FILE = 2  # [knowledge] max_chunks_per_file
 RRF_K = 20  # [knowledge] rrf_k
+RRF_GRID = (5, 10, 15, 20, 30, 40, 60)  # the RRF constants tried (feedback rankings collected for each)
 PRIOR = 0.75  # extractive.RERANK_PRIOR_WEIGHT
 PAGE_WEIGHT = 0.3  # extractive.RERANK_PAGE_WEIGHT
 COLUMN_VARIANTS = ((1.0, 1.0, 1.0), (1.0, 4.0, 4.0), (1.0, 4.0, 1.0), (1.0, 1.0, 4.0), (1.0, 8.0, 2.0))
+HERE = Path(__file__).resolve().parent
+SHARED = Path("/work/shared")
+# (name, corpus folder or THREADWISE_EXTRA_CORPORA name, eval set): the tuning sets, the held-out pairs
+# among them once their final measurement is made
+TUNING = [
+    ("dev", str(SHARED / "corpus/langgraph-docs"), str(SHARED / "eval/dev.jsonl")),
+    ("httpx", "httpx-docs", str(HERE / "eval/httpx.jsonl")),
+    ("hugo", "hugo-docs", str(HERE / "eval/hugo.jsonl")),
+    ("dxw", "dxw-playbook", str(HERE / "eval/dxw-heldout.jsonl")),
+    ("sourcegraph", "sourcegraph-handbook", str(HERE / "eval/sourcegraph-handbook-heldout.jsonl")),
+    ("prometheus", "prometheus-runbooks", str(HERE / "eval/prometheus-runbooks-heldout.jsonl")),
+    ("cargo", "cargo-book", str(HERE / "eval/cargo-book-heldout.jsonl")),
+    ("playbook", "engineering-playbook", str(HERE / "eval/engineering-playbook-heldout.jsonl")),
+    ("redis", "redis-commands", str(HERE / "eval/redis-commands-heldout3.jsonl")),
+    ("jellyfin", "jellyfin-docs", str(HERE / "eval/jellyfin-docs-heldout3.jsonl")),
+    ("mattermost", "mattermost-handbook", str(HERE / "eval/mattermost-handbook-heldout4.jsonl")),
+    ("discord", "discord-api-docs", str(HERE / "eval/discord-api-docs-heldout4.jsonl")),
+    ("readthedocs", "readthedocs-docs", str(HERE / "eval/readthedocs-docs-heldout5.jsonl")),
+    ("cnpg", "cloudnative-pg-docs", str(HERE / "eval/cloudnative-pg-docs-heldout5.jsonl")),
+]
 
 
 # ---- collect ------------------------------------------------------------------------------
@@ -126,16 +149,22 @@ def collect(args: argparse.Namespace) -> None:
                 rankings.append(
                     (f"kw{w}", weighted[t], bm25.rank(post, tok, keyword_phrases(t), args.depth, snap._phrase_scores))
                 )
-        # pseudo-relevance feedback from the first pass (KnowledgeBase.search's own words)
-        scores: dict[int, float] = {}
-        for kind, w, rk in rankings:
-            if kind in ("kw", "dense"):
-                for i, cid in enumerate(rk[:CANDIDATES], start=1):
-                    scores[cid] = scores.get(cid, 0.0) + w / (RRF_K + i)
-        first = sorted(scores, key=lambda c: -scores[c])[:FEEDBACK_CHUNKS]
+        # pseudo-relevance feedback from the first pass (KnowledgeBase.search's own words), once for
+        # each RRF constant of the grid: the first pass, hence the words, depends on it
         exclude = {p for t in texts for p in keyword_phrases(t)}
-        expansion = snap.feedback_words(first, exclude, FEEDBACK_WORDS)
-        rankings.append(("prf_kw", 1.0, snap.keyword(f"{texts[0]} {' '.join(expansion)}", args.depth)))
+        for rrf_k in sorted({RRF_K, *RRF_GRID}):
+            scores: dict[int, float] = {}
+            for kind, w, rk in rankings:
+                if kind in ("kw", "dense"):
+                    for i, cid in enumerate(rk[:CANDIDATES], start=1):
+                        scores[cid] = scores.get(cid, 0.0) + w / (rrf_k + i)
+            first_k = sorted(scores, key=lambda c: -scores[c])[:FEEDBACK_CHUNKS]
+            words = snap.feedback_words(first_k, exclude, FEEDBACK_WORDS)
+            ranking = snap.keyword(f"{texts[0]} {' '.join(words)}", args.depth)
+            rankings.append((f"prf_kw@{rrf_k}", 1.0, ranking))
+            if rrf_k == RRF_K:
+                first, expansion = first_k, words
+                rankings.append(("prf_kw", 1.0, ranking))
         centroid = vectors[[c - 1 for c in first]].mean(axis=0)
         rq = np.asarray(qv[0], dtype=np.float32) + 0.5 * centroid
         rankings.append(("prf_dense", 1.0, snap.dense(rq / np.linalg.norm(rq), args.depth)))
@@ -192,6 +221,19 @@ def collect(args: argparse.Namespace) -> None:
         print(row["id"], real[:3], file=sys.stderr, flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_bytes(pickle.dumps({"corpus": str(args.corpus), "eval": args.eval, "rows": out_rows}))
+
+
+def collect_all(args: argparse.Namespace) -> None:
+    """:func:`collect` for each set of :data:`TUNING` (or of ``--only``) without a pickle
+    ``OUT_DIR/NAME.pkl`` yet, one after the other."""
+    from bench.extra_corpora import corpus_folder
+
+    for name, corpus, eval_file in TUNING:
+        out = Path(args.out_dir) / f"{name}.pkl"
+        if (args.only and name not in args.only) or out.exists():
+            continue
+        print(f"== {name}", file=sys.stderr, flush=True)
+        collect(argparse.Namespace(**{**vars(args), "corpus": corpus_folder(corpus), "eval": eval_file, "out": out}))
 
 
 # ---- BM25F: each field length-normalised on its own ---------------------------------------
@@ -384,6 +426,10 @@ def units(args: argparse.Namespace) -> None:
     del snap
 
 
+OVERVIEW = re.compile(r"(^|/)(_?index|readme|overview|introduction|intro)\.[a-z]+$", re.IGNORECASE)
+"""A page that gives an overview of its folder (the kind of page that names every topic once)."""
+
+
 def aggregate(cos: np.ndarray, how: str) -> float:
     """A page's evidence from its chunk cosines (best first): ``topsqrt`` the mean of the best
     ceil(sqrt(n)), ``topNN`` the mean of the best NN percent (at least one)."""
@@ -412,7 +458,8 @@ DEFAULT: dict = {
     "per_result": PER_RESULT,
     "cos_of": "max",  # cosine over the variants (max) or of the message only (msg)
     "per_file": MAX_PER_FILE,
-    "page_max": 0.0,  # weight of the page's best chunk cosine, besides ``agg``'s
+    "page_max": 0.2,  # weight of the page's best chunk cosine, besides ``agg``'s (RERANK_PAGE_BEST_SHARE x page)
+    "overview": 0.0,  # subtracted from a chunk of an index / README / overview page
     "page_name": 0.0,  # weight of the cosine with the page's name (path words, first heading)
     "section_name": 0.0,  # weight of the cosine with the section's name (path words, heading path)
     "use": 0.0,  # weight of the multilingual encoder's ranking in the fusion
@@ -432,6 +479,7 @@ class Row:
         self.pool = r["pool"]
         self.index = {f["rowid"]: i for i, f in enumerate(self.pool)}
         self.rankings = r["rankings"]
+        self.prf_by_k = any(kind.startswith("prf_kw@") for kind, _w, _rk in self.rankings)
         n = len(self.pool)
         self.file = [f["file"] for f in self.pool]
         self.title = [f["title"] for f in self.pool]
@@ -450,6 +498,7 @@ class Row:
                 self.page[how] = np.array([aggregate(p["cos"], how) for p in pg], dtype=np.float32)
         self.page_n = np.array([p.get("n", 1) for p in pg], dtype=np.float32)
         self.short = [p["short"] for p in pg]
+        self.overview = np.array([bool(OVERVIEW.search(f["file"])) for f in self.pool], dtype=np.float32)
         self.rel = np.array([f["file"] in self.sources for f in self.pool], dtype=bool)
         self.n = n
         # the best reciprocal rank of each pool chunk in the keyword and in the dense rankings
@@ -471,8 +520,10 @@ class Row:
                 weight = w
             elif kind == "dense":
                 weight = w * s["dense"]
-            elif kind in ("prf_kw", "prf_dense", "use"):
+            elif kind in ("prf_dense", "use"):
                 weight = s[kind]
+            elif kind == "prf_kw" and not self.prf_by_k or kind == f"prf_kw@{s['rrf_k']}":
+                weight = s["prf_kw"]
             else:
                 continue
             if weight <= 0:
@@ -537,6 +588,7 @@ class Row:
                 + s["use_cos"] * self.use_cos[c]
                 + s["grade_all"] * self.grade_all[c]
                 + s["grade_msg"] * self.grade_msg[c]
+                - s["overview"] * self.overview[c]
             )
         order = c[np.argsort(-score, kind="stable")] if len(c) > 1 else c
         out: list[str] = []
@@ -589,11 +641,13 @@ IDEAS = {
     "page evidence weight": ["page"],
     "page evidence aggregate": ["agg", "agg+page"],
     "page's best chunk besides the mean": ["page_max"],
+    "page's best chunk besides the mean, 0.1-0.4": ["page_max", "page_max_wide"],
     "title share": ["title"],
     "candidates reranked": ["per_result"],
     "chunks per page among the candidates": ["per_file"],
     "cosine of the message only": ["cos_of"],
     "cosine with the page's name": ["page_name"],
+    "index / README / overview pages lowered": ["overview"],
     "cosine with the section's name": ["section_name"],
     "multilingual encoder's ranking in the fusion": ["use"],
     "multilingual encoder's cosine in the rerank": ["use_cos"],
@@ -602,6 +656,8 @@ IDEAS = {
     "keyword feedback with the RRF constant": ["prf_kw", "prf_kw+rrf_k"],
     "keyword feedback with the rank prior": ["prf_kw", "prf_kw+prior"],
     "keyword feedback with the page evidence weight": ["prf_kw", "prf_kw+page"],
+    "page's best chunk with the RRF constant": ["page_max", "rrf_k", "page_max+rrf_k"],
+    "page's best chunk with the page evidence weight": ["page_max", "page", "page_max+page"],
     "best sentence score (graders'), all variants": ["grade_all"],
     "best sentence score (graders'), the message": ["grade_msg"],
 }
@@ -613,7 +669,7 @@ def grid() -> list[dict]:
     each tagged with its axis in ``_axis``."""
     out = [dict(DEFAULT, _axis="now")]
     axes = {
-        "rrf_k": [5, 10, 15, 30, 40, 60],
+        "rrf_k": list(RRF_GRID),
         "dense": [0.5, 0.75, 1.5, 2.0],
         "kw": ["kw" + str(w) for w in COLUMN_VARIANTS] + ["bm25" + n for n in BM25F_VARIANTS],
         "prf_kw": [0.0, 0.25, 0.5, 1.0],
@@ -625,8 +681,10 @@ def grid() -> list[dict]:
         "per_result": [3, 6, 8],
         "cos_of": ["msg"],
         "per_file": [1, 3],
-        "page_max": [0.1, 0.2],
+        "page_max": [0.0, 0.1, 0.2],
+        "page_max_wide": [0.15, 0.3, 0.4],
         "page_name": [0.1, 0.2, 0.3, 0.5],
+        "overview": [0.05, 0.1, 0.2],
         "section_name": [0.1, 0.2, 0.3, 0.5],
         "use": [0.25, 0.5, 1.0, 2.0],
         "use_cos": [0.1, 0.2, 0.3, 0.5, 1.0],
@@ -640,13 +698,17 @@ def grid() -> list[dict]:
         out.append({**DEFAULT, "use": u, "use_cos": uc, "_axis": "use+use_cos"})
     for a, vals in axes.items():
         for v in vals:
-            out.append({**DEFAULT, a: v, "_axis": a})
+            out.append({**DEFAULT, a.removesuffix("_wide"): v, "_axis": a})
     for agg, pw in itertools.product(["top2", "top3", "max", "topsqrt", "toplog", "top25", "top50"], [0.15, 0.45, 0.6]):
         out.append({**DEFAULT, "agg": agg, "page": pw, "_axis": "agg+page"})
     for pk, pd in itertools.product([0.25, 0.5], [0.25, 0.5]):
         out.append({**DEFAULT, "prf_kw": pk, "prf_dense": pd, "_axis": "prf_kw+prf_dense"})
     for rk, dw in itertools.product([10, 30, 60], [0.75, 1.5]):
         out.append({**DEFAULT, "rrf_k": rk, "dense": dw, "_axis": "rrf_k+dense"})
+    for pm, rk in itertools.product([0.0, 0.1, 0.2, 0.3], [10, 15, 20, 30]):
+        out.append({**DEFAULT, "page_max": pm, "rrf_k": rk, "_axis": "page_max+rrf_k"})
+    for pm, pw in itertools.product([0.0, 0.1, 0.2, 0.3], [0.15, 0.45]):
+        out.append({**DEFAULT, "page_max": pm, "page": pw, "_axis": "page_max+page"})
     return out
 
 
@@ -805,7 +867,7 @@ def loco(args: argparse.Namespace) -> None:
         on_all = max([0] + among, key=lambda j: (sum(sum(table[(c, j)]) / n[c] for c in names), j == 0))
         print(
             f"  {i1:.3f} / {i5:.3f}  won {won}  lost {lost}  chosen {sorted(set(name(settings[ch[c]]) for c in names))}"
-            f"  on all 10: {name(settings[on_all])}  [{idea}]"
+            f"  on all {len(names)}: {name(settings[on_all])}  [{idea}]"
         )
         report["ideas"][idea] = {
             "loco": [i1, i5],
@@ -862,6 +924,11 @@ def main() -> None:
     c.add_argument("--out", required=True)
     c.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "config.toml"))
     c.add_argument("--depth", type=int, default=100, help="chunks kept of each ranking")
+    ca = sub.add_parser("collect-all")
+    ca.add_argument("--out-dir", required=True)
+    ca.add_argument("--only", nargs="*", default=[], help="these names of TUNING only")
+    ca.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "config.toml"))
+    ca.add_argument("--depth", type=int, default=100, help="chunks kept of each ranking")
     f = sub.add_parser("bm25f")
     f.add_argument("pickle")
     f.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "config.toml"))
@@ -895,6 +962,7 @@ def main() -> None:
     args = ap.parse_args()
     {
         "collect": collect,
+        "collect-all": collect_all,
         "bm25f": bm25f,
         "titles": titles,
         "use": use,
