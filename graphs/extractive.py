@@ -66,9 +66,15 @@ RERANK_PRIOR_WEIGHT = 0.75  # weight of the hybrid search's rank against cos(que
 # below, which measures what a title only hints at (with both, a page whose path repeats a question
 # word outranked the page about the question on the tuning corpora)
 RERANK_TITLE_WEIGHT = 0.0
-# weight of the page's evidence (the mean cosine of the message with all the page's chunks): the
-# page about a topic outranks a neighbouring page that mentions it in one passage
+# weight of the page's evidence (the mean cosine of the message with all the page's chunks, plus
+# RERANK_PAGE_BEST_SHARE x the best one): the page about a topic outranks a neighbouring page that
+# mentions it in one passage
 RERANK_PAGE_WEIGHT = 0.3
+# share of the page's best chunk cosine in its evidence: the mean alone sinks a long page (a reference
+# of many sections) whose one section answers below a short page on a neighbouring topic; 2/3 x 0.3 =
+# 0.2 per unit of the best cosine, chosen leave-one-corpus-out on fourteen corpora (bench/loco_rank.py;
+# larger shares lose rows)
+RERANK_PAGE_BEST_SHARE = 2 / 3
 # weight of the search's pseudo-relevance feedback ranking (``KnowledgeBase.search(feedback=...)``):
 # the question's words plus the words its first three passages share, for a question worded unlike
 # its page; chosen leave-one-corpus-out on ten corpora (bench/loco_rank.py: every fold chose 0.25)
@@ -872,11 +878,13 @@ class Extractive:
         """Per chunk, how much its whole page is about the question: the mean over all the
         page's chunks (from the live index) of their cosine with the first variant (the
         message itself: the thread's earlier question would pull a follow-up back to the
-        page of the earlier subject). A page about the topic holds many passages near the
-        question, a neighbouring page that mentions it once holds one, so the mean tells them
-        apart where the best chunk alone does not. Zeros without an index with vectors, for
-        a question in another language (the index's vectors are not the multilingual
-        encoder's) and for a document that is not a knowledge-base chunk."""
+        page of the earlier subject), plus ``RERANK_PAGE_BEST_SHARE x`` the best of those
+        cosines. A page about the topic holds many passages near the question, a neighbouring
+        page that mentions it once holds one, so the mean tells them apart where the best
+        chunk alone does not; the best chunk keeps a long page whose one section answers (a
+        reference of a hundred sections) from sinking with its mean. Zeros without an index
+        with vectors, for a question in another language (the index's vectors are not the
+        multilingual encoder's) and for a document that is not a knowledge-base chunk."""
         out = np.zeros(len(docs), dtype=np.float32)
         snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
         if snap is None or getattr(snap, "vectors", None) is None or not hasattr(snap, "file_chunks") or not docs:
@@ -896,7 +904,8 @@ class Extractive:
                     vecs = [v for _, v in snap.file_chunks(*key) if v is not None]
                 except Exception:  # noqa: BLE001 - page evidence is an optional extra
                     vecs = []
-                pages[key] = float((np.vstack(vecs) @ qv[0]).mean()) if vecs else 0.0
+                cos = np.vstack(vecs) @ qv[0] if vecs else np.zeros(0)
+                pages[key] = float(cos.mean() + RERANK_PAGE_BEST_SHARE * cos.max()) if len(cos) else 0.0
             out[i] = pages[key]
         return out
 

@@ -22,6 +22,7 @@ from graphs.offline import OfflineKit
 from tests.conftest import fetched_corpus
 
 DOCS = Path(__file__).parent / "data" / "docsites" / "mkdocs"
+CHATAPI = Path(__file__).parent / "data" / "docsites" / "chatapi"
 
 
 def brain_over(root: Path, folder: Path, pages: list[str]) -> ex.Extractive:
@@ -209,3 +210,20 @@ def test_a_page_repeating_one_word_of_the_question_does_not_outrank_the_page_abo
         "who do i email to quit",
     ):
         assert brain.retrieve([question], 3)[0]["location"] == "people/leaving.md", question
+
+
+@pytest.mark.slow
+def test_a_long_reference_page_whose_one_section_answers_outranks_a_short_guide_on_the_topic(tmp_path):
+    # the chat API's room reference (tests/data/docsites/chatapi) has 44 sections on every endpoint
+    # and object of a room, one of which lists the auto archive durations; the discussions guide
+    # is about archiving in every section but names no duration. The guide's passage comes first
+    # from the search (its words are the question's); the mean of all the reference page's chunks
+    # is low (most sections are about other things), and the best of them keeps it from sinking
+    brain = brain_over(tmp_path, CHATAPI, ["resources/room.md", "topics/discussions.md"])
+    question = "what auto archive durations can a discussion have?"
+    found = brain.knowledge.search([question], 10)
+    guide = next(d for d in found if d["location"] == "topics/discussions.md")
+    reference = next(d for d in found if d["location"] == "resources/room.md" and "Metadata" in d["title"])
+    ranked = brain.rerank([question], [guide, reference], 2)
+    assert [d["location"] for d in ranked] == ["resources/room.md", "topics/discussions.md"]
+    assert "10080 minutes" in brain.retrieve([question], 1)[0]["text"]
