@@ -26,7 +26,7 @@ Usage:
     OMP_NUM_THREADS=1 PYTHONPATH=. python bench/loco_rank.py collect --corpus httpx-docs \\
         --eval bench/eval/httpx.jsonl --out /tmp/loco/httpx.pkl
     OMP_NUM_THREADS=1 THREADWISE_EXTRA_CORPORA=/work/corpora:/work/heldout5/corpora PYTHONPATH=. \\
-        python bench/loco_rank.py collect-all --out-dir /tmp/loco   # every set of TUNING not yet collected
+        python bench/loco_rank.py collect-all --out-dir /tmp/loco   # every tuning set not yet collected
     PYTHONPATH=. python bench/loco_rank.py loco /tmp/loco/*.pkl [--check] [--fit] [--json FILE]
 """
 
@@ -57,26 +57,6 @@ RRF_GRID = (5, 10, 15, 20, 30, 40, 60)  # the RRF constants tried (feedback rank
 PRIOR = 0.75  # extractive.RERANK_PRIOR_WEIGHT
 PAGE_WEIGHT = 0.3  # extractive.RERANK_PAGE_WEIGHT
 COLUMN_VARIANTS = ((1.0, 1.0, 1.0), (1.0, 4.0, 4.0), (1.0, 4.0, 1.0), (1.0, 1.0, 4.0), (1.0, 8.0, 2.0))
-HERE = Path(__file__).resolve().parent
-SHARED = Path("/work/shared")
-# (name, corpus folder or THREADWISE_EXTRA_CORPORA name, eval set): the tuning sets, the held-out pairs
-# among them once their final measurement is made
-TUNING = [
-    ("dev", str(SHARED / "corpus/langgraph-docs"), str(SHARED / "eval/dev.jsonl")),
-    ("httpx", "httpx-docs", str(HERE / "eval/httpx.jsonl")),
-    ("hugo", "hugo-docs", str(HERE / "eval/hugo.jsonl")),
-    ("dxw", "dxw-playbook", str(HERE / "eval/dxw-heldout.jsonl")),
-    ("sourcegraph", "sourcegraph-handbook", str(HERE / "eval/sourcegraph-handbook-heldout.jsonl")),
-    ("prometheus", "prometheus-runbooks", str(HERE / "eval/prometheus-runbooks-heldout.jsonl")),
-    ("cargo", "cargo-book", str(HERE / "eval/cargo-book-heldout.jsonl")),
-    ("playbook", "engineering-playbook", str(HERE / "eval/engineering-playbook-heldout.jsonl")),
-    ("redis", "redis-commands", str(HERE / "eval/redis-commands-heldout3.jsonl")),
-    ("jellyfin", "jellyfin-docs", str(HERE / "eval/jellyfin-docs-heldout3.jsonl")),
-    ("mattermost", "mattermost-handbook", str(HERE / "eval/mattermost-handbook-heldout4.jsonl")),
-    ("discord", "discord-api-docs", str(HERE / "eval/discord-api-docs-heldout4.jsonl")),
-    ("readthedocs", "readthedocs-docs", str(HERE / "eval/readthedocs-docs-heldout5.jsonl")),
-    ("cnpg", "cloudnative-pg-docs", str(HERE / "eval/cloudnative-pg-docs-heldout5.jsonl")),
-]
 
 
 # ---- collect ------------------------------------------------------------------------------
@@ -224,9 +204,10 @@ def collect(args: argparse.Namespace) -> None:
 
 
 def collect_all(args: argparse.Namespace) -> None:
-    """:func:`collect` for each set of :data:`TUNING` (or of ``--only``) without a pickle
+    """:func:`collect` for each set of ``bench.fit_lead.TUNING`` (or of ``--only``) without a pickle
     ``OUT_DIR/NAME.pkl`` yet, one after the other."""
     from bench.extra_corpora import corpus_folder
+    from bench.fit_lead import TUNING  # the fourteen tuning sets, named once
 
     for name, corpus, eval_file in TUNING:
         out = Path(args.out_dir) / f"{name}.pkl"
@@ -926,7 +907,7 @@ def main() -> None:
     c.add_argument("--depth", type=int, default=100, help="chunks kept of each ranking")
     ca = sub.add_parser("collect-all")
     ca.add_argument("--out-dir", required=True)
-    ca.add_argument("--only", nargs="*", default=[], help="these names of TUNING only")
+    ca.add_argument("--only", nargs="*", default=[], help="these names of bench/fit_lead.py's TUNING only")
     ca.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "config.toml"))
     ca.add_argument("--depth", type=int, default=100, help="chunks kept of each ranking")
     f = sub.add_parser("bm25f")
