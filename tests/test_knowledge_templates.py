@@ -88,11 +88,12 @@ def test_mustache_sections_go_their_text_stays_and_placeholders_read_as_words():
     policy = stripped("mustache-policy.md")
     assert "company short name grants access to production systems" in policy
     assert "approved by the security officer title within two business days" in policy
+    assert "questions go to email." in policy  # one word, not an empty gap
     assert "Remote staff connect through the company VPN" in policy  # a section's body
     assert "reachable only from the office network" in policy  # an inverted section's body
     assert "config." not in policy and "reviewSchedule" not in policy  # comment and partial go
     assert "```\n{{#hasRemoteWorkers}}...{{/hasRemoteWorkers}}\n```" in policy  # code is content
-    assert strip_templates("Version {{ version }} is out.") == "Version  is out."  # not a bare compound name
+    assert strip_templates("Version {{ version }} is out.") == "Version  is out."  # spaced: an expression, not a placeholder
 
 
 def test_hugo_shortcodes():

@@ -14,9 +14,9 @@ answers (``{% slack_channel "admins-github" %}``). :func:`strip_templates` remov
   ``{% image "a.png" "secure password tips" %}`` -> ``secure password tips``,
   ``{{< new-in 0.153.0 >}}`` -> ``new in 0.153.0``);
   a tag inside a link target becomes its first argument (the address it computes).
-- Mustache and Handlebars (policy and site templates): a tight compound name
-  (``{{companyShortName}}``, ``{{{security_officer}}}``) becomes its words ("company short
-  name"), other outputs, ``{{! comments }}`` and ``{{> partials}}`` go; section tags
+- Mustache and Handlebars (policy and site templates): a name written tight
+  (``{{company}}``, ``{{companyShortName}}``, ``{{{security_officer}}}``) becomes its words
+  ("company short name"), other outputs, ``{{! comments }}`` and ``{{> partials}}`` go; section tags
   ``{{#name}}``, ``{{^name}}`` and ``{{/name}}`` go and the text between them stays.
 - Hugo shortcodes ``{{< name args >}}`` / ``{{% name args %}}`` and their closing forms:
   the same rules; code shortcodes (``highlight``, ``code``, ``code-toggle``) become fenced
@@ -60,10 +60,11 @@ the page holds an ES module ``import ... from '...'`` or ``export`` line outside
 (Docusaurus reads ``.md`` files as MDX too, and pages import components anywhere in them);
 ``text`` changes nothing."""
 
-TEMPLATES_ID = "templates-4"
+TEMPLATES_ID = "templates-5"
 """Names these rules; part of the index's chunking id, so a change of them rebuilds the index.
 3: GitBook hints and MDX admonition components kept as ``:::kind`` containers.
-4: Mustache and Handlebars sections, comments and partials removed, tight placeholders as words."""
+4: Mustache and Handlebars sections, comments and partials removed, tight placeholders as words.
+5: one-word tight placeholders as words too."""
 
 
 def kind_of_file(name: str) -> str:
@@ -316,11 +317,11 @@ _PLACEHOLDER = re.compile(r"\{?([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)\}?")
 def _replace_output(expression: str) -> str:
     """A ``{{ expression }}``: variables and calls compute text that is not in the source:
     removed (string literals were kept before). A bare name written tight, as Mustache and
-    Handlebars templates fill them (``{{companyShortName}}``, ``{{{security_officer}}}``),
-    becomes its words (``company short name``): a placeholder a reader of the template sees,
-    without which its sentence loses its subject."""
+    Handlebars templates fill them (``{{company}}``, ``{{companyShortName}}``,
+    ``{{{security_officer}}}``), becomes its words (``company short name``): a placeholder a
+    reader of the template sees, without which its sentence loses a word ("everyone at !")."""
     m = _PLACEHOLDER.fullmatch(expression)
-    if not m or not (re.search(r"[a-z][A-Z]", m.group(1)) or "_" in m.group(1)):
+    if not m:
         return ""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", m.group(1)).replace("_", " ").lower()
 
