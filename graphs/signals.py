@@ -177,7 +177,8 @@ _PRESENT = re.compile(
 )
 _LIVE_SUBJECT = re.compile(
     r"\b(?:releases?|released|shipped|launched|news|announce(?:d|ments?)|status(?! codes?)|incidents?|outages?|"
-    r"happening|going on|weather|prices?|stocks?|(?:exchange|interest) rates?|scores?|time is it)\b|"
+    r"happening|going on|weather|prices?|stocks?|(?:exchange|interest) rates?|scores?|time is it|"
+    r"won|winners?|elections?|elected)\b|"  # who won the final yesterday, today's election
     r"\b(?:is|are|version|release|\d)\S* out\b",  # "is 2.1 out", "the latest version out today"
     re.I,
 )

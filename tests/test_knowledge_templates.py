@@ -93,7 +93,9 @@ def test_mustache_sections_go_their_text_stays_and_placeholders_read_as_words():
     assert "reachable only from the office network" in policy  # an inverted section's body
     assert "config." not in policy and "reviewSchedule" not in policy  # comment and partial go
     assert "```\n{{#hasRemoteWorkers}}...{{/hasRemoteWorkers}}\n```" in policy  # code is content
-    assert strip_templates("Version {{ version }} is out.") == "Version  is out."  # spaced: an expression, not a placeholder
+    assert (
+        strip_templates("Version {{ version }} is out.") == "Version  is out."
+    )  # spaced: an expression, not a placeholder
 
 
 def test_hugo_shortcodes():

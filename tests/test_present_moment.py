@@ -52,6 +52,7 @@ def ask(root: Path, question: str) -> tuple[dict, str]:
         # the present moment itself: no document written earlier can tell
         ("is the API down right now?", None),
         ("what's the latest release out?", None),
+        ("who won the cup final yesterday?", None),
     ],
 )
 def test_present_tense_documentation_questions_are_answered_and_present_moment_ones_are_not(workdir, question, fact):
