@@ -25,6 +25,7 @@ import os
 import re
 import tempfile
 import tomllib
+import types
 import typing
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
@@ -1147,6 +1148,72 @@ def _problem(e: Any) -> tuple[tuple[int | str, ...], str]:
     return loc, problem + (f" (got {got!r})" if not isinstance(got, dict) else "")
 
 
+def _union_branch_at(loc: tuple[int | str, ...]) -> int | None:
+    """Where in ``loc`` (a validation error's location) pydantic names the member of a union
+    setting that was tried (``("models", "max_concurrent_calls", "int")``), found by walking
+    the settings models along it; None when no part of it is such a name."""
+    annotation: Any = Settings
+    for i, part in enumerate(loc):
+        origin = typing.get_origin(annotation)
+        if origin in (typing.Union, types.UnionType):
+            members = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(members) > 1:
+                return i
+            annotation = members[0]  # an optional setting: pydantic names no member
+            origin = typing.get_origin(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if not isinstance(part, str) or part not in annotation.model_fields:
+                return None
+            annotation = annotation.model_fields[part].annotation
+        elif origin in (list, tuple, set) and isinstance(part, int):
+            annotation = (typing.get_args(annotation) or (Any,))[0]
+        elif origin is dict:
+            annotation = (typing.get_args(annotation) or (Any, Any))[-1]
+        else:
+            return None
+    return None
+
+
+def _merge_unions(errors: list[Any]) -> list[Any]:
+    """Validation errors with a union setting's alternatives merged (pydantic reports each
+    member it tried, e.g. ``int`` and ``literal['auto']``): when the value came close to one
+    member (an error inside a list), that member's errors, else one error naming every
+    accepted form (``Input should be a valid integer or 'auto'``); always at the key's own
+    location, so each key is one line."""
+    merged: list[Any] = []
+    groups: dict[tuple[int | str, ...], list[tuple[tuple[int | str, ...], Any]]] = {}
+    for e in errors:
+        cut = _union_branch_at(tuple(e["loc"]))
+        if cut is None:
+            merged.append(e)
+            continue
+        key = tuple(e["loc"][:cut])
+        if key not in groups:
+            groups[key] = []
+            merged.append(key)
+        groups[key].append((tuple(e["loc"][cut + 1 :]), e))
+    out = []
+    for item in merged:
+        if not isinstance(item, tuple):
+            out.append(item)
+            continue
+        tried = groups[item]
+        deeper = [(below, e) for below, e in tried if below]
+        if deeper:
+            out.extend({**e, "loc": (*item, *below)} for below, e in deeper)
+            continue
+        forms: list[str] = []
+        for _, e in tried:
+            form = re.sub(r", unable to [^,]*$", "", e["msg"].removeprefix("Value error, "))
+            if forms:
+                form = form.removeprefix("Input should be ")
+            if form not in forms:
+                forms.append(form)
+        first = tried[0][1]
+        out.append({**first, "type": "union", "loc": item, "msg": " or ".join(forms)})
+    return out
+
+
 def _key(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
 
@@ -1321,7 +1388,7 @@ def _format_layered_error(path: Path, err: ValidationError, layers: list[tuple[s
     """One line per error naming its key in config.toml (``config.toml: graph.k: ...``), or
     the variable that set the value (with the key below it when the variable holds JSON)."""
     lines = []
-    for e in err.errors():
+    for e in _merge_unions(list(err.errors())):
         loc, problem = _problem(e)
         variable, below = _variable_of(tuple(e["loc"]), layers)
         if not variable:

@@ -49,6 +49,24 @@ def test_broken_config_names_the_key(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("toml", "key", "shown"),
+    [
+        ('[models]\nmax_concurrent_calls = "lots"\n', "models.max_concurrent_calls", "a valid integer or 'auto'"),
+        ('[service]\ngraph_workers = "many"\n', "service.graph_workers", "a valid integer or 'auto'"),
+        ('[[sources]]\nname = "a"\ntype = "files"\npath = 5\n', "sources.0.path", "a valid list or a valid string"),
+    ],
+)
+def test_a_bad_value_of_a_setting_with_two_forms_is_one_line_naming_the_key(tmp_path, toml, key, shown):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(toml)
+    result = threadwise("sources", "--config", str(cfg), cwd=tmp_path)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"Configuration error: config.toml: {key}: ") and shown in line, line
+    assert "literal[" not in line and ".int:" not in line, line
+
+
 def test_missing_source_is_a_clear_error(tmp_path):
     cfg = write_config(tmp_path)
     result = threadwise("reindex", "--config", str(cfg), "--source", str(tmp_path / "nope"), cwd=tmp_path)
