@@ -65,6 +65,8 @@ def measure(rows: list[dict], brain: ex.Extractive, **shape) -> dict:
         kept = [d for g, d in zip(r["grades"], r["docs"], strict=False) if g >= th]
         if r["route"] == "websearch" and signals.asks_for_now(r["question"]):
             kept = []  # the extractive graders: documents cannot tell what is true right now
+        elif kept and r["route"] != "websearch" and brain.only_common_words(r["qs"], r["docs"]):
+            kept = []  # the extractive graders: the pages share only the words every page holds
         focus = r.get("focus", [])
         answer = brain.compose(r["qs"], kept, focus=focus, **shape) if kept and r["route"] != "direct" else ""
         facts = r["facts"]
@@ -123,7 +125,8 @@ def negatives(files: list[str], brain: ex.Extractive, router: OfflineRouter, k: 
                 continue
             docs = brain.retrieve([q], k)
             th = brain.threshold_for([q], route == "websearch", brain.passage_match([q], docs))
-            if any(g >= th for g in brain.grade([q], docs)):
+            passing = any(g >= th for g in brain.grade([q], docs))
+            if passing and (route == "websearch" or not brain.only_common_words([q], docs)):
                 answered += 1
                 ids.append(row["id"])
     return {"negatives_asked": asked, "negatives_answered": answered, "answered_ids": ids}

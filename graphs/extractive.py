@@ -50,6 +50,13 @@ MATCH_WEIGHT = 0.5
 MATCH_CENTRE = 0.36
 # ... and at least this when the router took the question for current events (no web search
 # configured, so the knowledge base is searched anyway: only a strong match may answer)
+#: share of the knowledge base's chunks a content word must appear in to say nothing about which
+#: page answers (:meth:`Extractive.distinctive`): product names (HTTPX's "httpx" 0.77 of its chunks,
+#: LangGraph's 0.59, Hugo's 0.56) lie above it, subject words of a page or a section below
+COMMON_SHARE = 0.5
+#: ... and in at least this many chunks: in a folder of two or three pages half the chunks are one
+#: page, whose own subject words ("grafana" on the dashboards page) are then no product name
+MIN_COMMON_CHUNKS = 4
 CURRENT_RELEVANCE_THRESHOLD = 0.62
 # a question in another language than the documents (graphs/knowledge/crosslingual.py): the
 # multilingual encoder's cosine is on another scale than MiniLM's, and the question's words match none
@@ -733,6 +740,59 @@ class Extractive:
             return self.current_relevance_threshold
         shift = MATCH_WEIGHT * (match - MATCH_CENTRE) if match is not None else 0.0
         return self.relevance_threshold - shift
+
+    def distinctive(self, questions: Sequence[str]) -> list[str] | None:
+        """The question variants without their words the knowledge base holds nearly everywhere
+        (content words in at least :data:`COMMON_SHARE` of its chunks and :data:`MIN_COMMON_CHUNKS`:
+        the product's own name, "Does Zephyrix need a GPU?" -> "Does need a GPU?"). Those words say
+        which knowledge base is asked, not which page answers: every page of a product's manual
+        shares them with any question about the product, so a sentence scores on them whether or
+        not it answers. None when no word is
+        that common, a variant would keep no content word ("What is Zephyrix?" asks about just
+        that), the question is in another language or there is no keyword index.
+
+        Raises:
+            Nothing: an index that cannot be read counts as no index."""
+        snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
+        postings = getattr(snap, "postings", None)
+        if postings is None or not postings.count or self.foreign(questions):
+            return None
+        from graphs.knowledge.index import query_tokenizer
+
+        tokenizer = query_tokenizer()
+
+        def common(word: str) -> bool:
+            if not signals.terms(word):  # a stop word or a number: not the knowledge base's own
+                return False
+            tokens = tokenizer.tokens(word)  # an identifier (HTTP_PROXY) is common only if all its parts are
+            return bool(tokens) and all(
+                (i := postings.index.get(token)) is not None
+                and postings.indptr[i + 1] - postings.indptr[i] >= max(COMMON_SHARE * postings.count, MIN_COMMON_CHUNKS)
+                for token in tokens
+            )
+
+        out, dropped = [], False
+        for q in questions:
+            words = re.split(r"(\w[\w'-]*)", q)
+            kept = [w if i % 2 == 0 or not common(w) else "" for i, w in enumerate(words)]
+            text = re.sub(r"\s+", " ", "".join(kept)).strip()
+            dropped = dropped or text != re.sub(r"\s+", " ", q).strip()
+            if q.strip() and not signals.terms(text):
+                return None
+            out.append(text)
+        return out if dropped else None
+
+    def only_common_words(self, questions: Sequence[str], docs: Sequence[Doc]) -> bool:
+        """Whether ``docs`` pass the relevance bar only on the knowledge base's common words: graded
+        on the :meth:`distinctive` variants (the bar moved by their own :meth:`passage_match`), none
+        reaches it. A question about something no page covers ("Does Zephyrix need a GPU?" on a
+        manual that never speaks of hardware) then asks the experts instead of quoting every page
+        that names the product. False when no word is that common."""
+        reduced = self.distinctive(questions)
+        if reduced is None or not docs:
+            return False
+        threshold = self.threshold_for(reduced, False, self.passage_match(reduced, docs))
+        return not any(score >= threshold for score in self.grade(reduced, docs))
 
     def passage_match(self, questions: Sequence[str], docs: Sequence[Doc]) -> float | None:
         """The best cosine of the question variants with the documents' chunks as the index

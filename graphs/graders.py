@@ -199,7 +199,9 @@ class ExtractiveGraders:
         question's best passage match moves (:meth:`~graphs.extractive.Extractive.threshold_for`);
         a current-events question the knowledge base must answer strongly (a higher one). A
         question asking for a page ("where is the doc on webhooks?") is answered by a page whose
-        own name says what it asks about, whatever its text scores (:func:`graphs.sections.page_named`)."""
+        own name says what it asks about, whatever its text scores (:func:`graphs.sections.page_named`).
+        Documents that pass only on the words every page holds (:meth:`~graphs.extractive.Extractive.only_common_words`)
+        are not relevant: the question is off the knowledge base's subject."""
         extractive = self.kit.extractive
         questions = offline_questions(state, self.history_messages)
         scores = await asyncio.to_thread(extractive.grade, questions, retrieved)
@@ -215,6 +217,18 @@ class ExtractiveGraders:
                 feedback="it asks about the present moment, which documents cannot tell",
             ), 0
         named = sections.page_named(last_user_message(state), retrieved)
+        passing = any(score >= threshold for score in scores)
+        if (
+            passing
+            and not current
+            and not any(named)
+            and await asyncio.to_thread(extractive.only_common_words, questions, retrieved)
+        ):
+            # the pages share only the words every page holds (the product's name) with the question
+            return DocGrades(
+                documents=[DocGrade(id=i, relevant=False) for i in range(1, len(scores) + 1)],
+                feedback="no page speaks of it: they share only words every page holds",
+            ), 0
         return DocGrades(
             documents=[
                 DocGrade(id=i, relevant=score >= threshold or named[i - 1]) for i, score in enumerate(scores, start=1)

@@ -474,6 +474,22 @@ def test_a_message_is_embedded_once_for_the_route_step_and_the_search():
 
 
 @pytest.mark.slow
+def test_a_question_no_page_answers_asks_the_experts_instead_of_quoting_every_page(tmp_path: Path):
+    """A four-page product manual (tests/data/docsites/zephyrix) names its product on every page:
+    a question about something no page speaks of ("Does Zephyrix need a GPU?") shares only that name
+    with the pages and gets the help request, not a quote of each page; questions the pages answer
+    are answered as before, the product's name in them or not."""
+    shutil.copytree(TEAMBOT.parent / "zephyrix", tmp_path / "guide")
+    write_config(tmp_path)
+    for question in ("Does Zephyrix need a GPU?", "Can Zephyrix sign in with our company SSO?"):
+        result = ask(tmp_path, question)
+        assert result["kind"] == "help_request" and result["answer"] is None, (question, result)
+    assert "7310" in ask(tmp_path, "What port does Zephyrix listen on?")["answer"]
+    assert "thermal printer" in ask(tmp_path, "How do I print a label again?")["answer"]
+    assert "text message" in ask(tmp_path, "what happens when a Zephyrix freezer gets too warm?")["answer"]
+
+
+@pytest.mark.slow
 def test_the_user_guide_tells_how_to_turn_off_web_search(tmp_path: Path):
     """The default knowledge base, this project's user guide (docs/), answers how to turn web
     search off with the setting that does it."""
