@@ -19,6 +19,8 @@ def test_a_new_question_after_a_help_request_is_answered_and_the_request_stays_o
         "is the API down right now?",  # no web search: the experts are asked
         "how do I claim a taxi to the airport?",  # a new question, not a reply
         "/thread main",
+        "and a bus to the airport?",  # main still waits: this continues main-2
+        "/thread main",
         "dismiss",  # the help request was kept: this resumes it
     ]
     result = threadwise(
@@ -31,6 +33,7 @@ def test_a_new_question_after_a_help_request_is_answered_and_the_request_stays_o
     answered = out.split("you (main-2)> how do I claim a taxi", 1)[1]
     assert "Claim a taxi to the airport in the expenses tool within 30 days." in answered, out
     assert "This thread is waiting for an expert" not in out, out
+    assert "your question continues thread main-2." in out and "main-3" not in out, out
     # back on the paused thread, the expert's reply still resumes the help request
     assert "Sorry, I couldn't find a reliable answer" in out.split("you (main)> dismiss", 1)[1], out
 
@@ -58,3 +61,34 @@ def test_ask_on_a_thread_waiting_for_an_expert_answers_a_new_question_and_says_h
     assert "Claim a taxi to the airport in the expenses tool within 30 days." in rest, out
     assert "This thread is waiting for an expert. Reply with" not in out, out
     assert "Sorry, I couldn't find a reliable answer" in ask("--thread", "t", "dismiss")
+
+
+def test_ask_keeps_every_later_question_on_a_waiting_thread_in_one_conversation(tmp_path):
+    """While T waits for an expert, `threadwise ask --thread T` answered each new question in yet
+    another thread (T-2, then T-3), so a follow-up lost its context and got a greeting; now every
+    question on T continues T-2, the notice says so, and once T is answered T takes questions again."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "scanner.md").write_text(
+        "# Scanner\n\n## Installing the scanner agent\n\nInstall the scanner agent with `apt install scanagent`.\n\n"
+        "## Removing the scanner agent\n\nRemove the scanner agent with `apt remove scanagent`; "
+        "its settings stay in /etc/scanagent.\n"
+    )
+    write_offline_config(tmp_path)
+
+    def ask(*args: str):
+        result = threadwise("ask", "--config", "config.toml", "--source", "docs", *args, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout
+
+    assert "Paused for a human" in ask("--thread", "t", "is the API down right now?")
+    out = ask("--thread", "t", "how do I install the scanner agent?")
+    assert "Your question is answered in thread t-2." in out, out
+    out = ask("--thread", "t", "how do I remove it then?")  # "it": the agent of the question before
+    first, _, rest = out.partition("\n")
+    assert first.startswith("Thread t waits for an expert: answer it with threadwise ask --thread t"), out
+    assert first.endswith("Your question is answered in thread t-2, after the questions asked there before."), out
+    assert rest.startswith("Remove the scanner agent with `apt remove scanagent`"), out
+    assert "Hi!" not in out and "t-3" not in out, out
+    assert "Sorry, I couldn't find a reliable answer" in ask("--thread", "t", "dismiss")
+    out = ask("--thread", "t", "how do I install the scanner agent?")  # t waits no more: asked there
+    assert "waits for an expert" not in out and out.startswith("Install the scanner agent with"), out

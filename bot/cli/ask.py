@@ -38,8 +38,9 @@ def add_parsers(
 
 async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     """Answer ``args.question`` in a new thread (or ``--thread``'s: when that thread waits for an
-    expert and the message is a new question, not a reply, in a new thread ``NAME-2``, saying how
-    to answer the waiting one); exit code 1 when it failed, 2 when the question is empty or only
+    expert and the message is a new question, not a reply, in thread ``NAME-2``, the same one for
+    every question while NAME waits (:func:`~bot.platforms.console.thread_for`), saying how to
+    answer the waiting one); exit code 1 when it failed, 2 when the question is empty or only
     blanks (a usage error, as a missing question is)."""
     if not args.question.strip():
         # an empty question would be routed as small talk and greeted: a script passing an
@@ -53,10 +54,11 @@ async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
         # a new question on a thread that waits for an expert is answered in a thread of its own, as in
         # the console chat; the help request stays open, and how to answer it is said first
         waiting = args.thread
-        args.thread = await thread_for(rt.service, waiting, args.question)
+        args.thread, continued = await thread_for(rt.service, waiting, args.question)
         moved = (
             f"Thread {waiting} waits for an expert: answer it with threadwise ask --thread {shlex.quote(waiting)} "
-            f'"<reply>", the reply being {REPLY_SYNTAX}. Your question is answered in thread {args.thread}.'
+            f'"<reply>", the reply being {REPLY_SYNTAX}. Your question is answered in thread {args.thread}'
+            + (", after the questions asked there before." if continued else ".")
             if args.thread != waiting
             else ""
         )

@@ -51,17 +51,28 @@ _STATUS_TEXT = {
 }
 
 
-async def thread_for(service: ChatService, thread: str, text: str, known: Collection[str] = ()) -> str:
-    """The console thread a local message ``text`` typed on ``thread`` goes to: ``thread``, unless
-    ``thread`` waits for an expert and ``text`` is a new question, not a reply to the help request
-    (:meth:`~bot.service.ChatService.is_question`): then a new thread ``thread-N`` (the first
-    ``N`` from 2 no saved thread and none of ``known`` uses), as a new message starts its own
-    thread on Slack and Discord; the help request stays open in its thread (the console chat
-    and ``threadwise ask --thread``)."""
+async def thread_for(service: ChatService, thread: str, text: str, known: Collection[str] = ()) -> tuple[str, bool]:
+    """The console thread a local message ``text`` typed on ``thread`` goes to, and whether that
+    thread was in use before (its earlier questions are the context of this one).
+
+    ``thread``, unless ``thread`` waits for an expert and ``text`` is a new question, not a reply
+    to the help request (:meth:`~bot.service.ChatService.is_question`): then the thread
+    ``thread-N`` with the highest ``N`` that a saved thread or one of ``known`` uses, so every
+    question asked on the waiting thread continues one conversation (itself followed the same
+    way when it waits for an expert too); with none yet, a new thread ``thread-2``. As a new
+    message starts its own thread on Slack and Discord, the help request stays open in its
+    thread. The one rule of the console chat and of ``threadwise ask --thread``.
+    """
     if not service.is_question(text) or not await service.waits_for_expert(f"console:{thread}"):
-        return thread
+        return thread, False
     used = {*known, *[k.split(":", 1)[1] for k in await service.thread_keys("console:")]}
-    return next(f"{thread}-{n}" for n in range(2, len(used) + 3) if f"{thread}-{n}" not in used)
+    fork = re.compile(re.escape(thread) + r"-([2-9]|[1-9][0-9]+)")
+    numbers = [int(m.group(1)) for name in used if (m := fork.fullmatch(name))]
+    if not numbers:
+        return next(f"{thread}-{n}" for n in range(2, len(used) + 3) if f"{thread}-{n}" not in used), False
+    latest = f"{thread}-{max(numbers)}"
+    chosen, continued = await thread_for(service, latest, text, known)
+    return chosen, continued or chosen == latest
 
 
 def format_answer(answer: Answer, rate_hint: bool = True) -> str:
@@ -272,11 +283,11 @@ async def run_console(
                 console.print(_COMMANDS_HELP, markup=False)
         else:
             waiting = thread
-            thread = await thread_for(service, thread, line, set(responders))
+            thread, continued = await thread_for(service, thread, line, set(responders))
             if thread != waiting:
                 console.print(
                     f"Thread {waiting} waits for an expert (/thread {waiting}, then reply with {REPLY_SYNTAX}); "
-                    f"your question starts thread {thread}.",
+                    f"your question {'continues' if continued else 'starts'} thread {thread}.",
                     markup=False,
                     highlight=False,
                 )
