@@ -100,3 +100,27 @@ def test_entries_saved_before_entries_kept_their_knowledge_still_answer(tmp_path
     assert answer(cwd, "wifi password pls").startswith(LEARNED)
     with sqlite3.connect(cwd / "data" / "learned.sqlite") as conn:  # upgraded in place, the entry kept
         assert conn.execute("SELECT id, sources FROM entries").fetchall() == [(1, "")]
+
+
+@pytest.mark.slow
+def test_an_expert_answer_about_one_product_does_not_answer_a_question_about_the_guide(tmp_path):
+    """'No. Zephyrix runs on CPU only.' was answered on a thread searching Zephyrix's manual
+    (``--source zephyrix``); the same question about the guide of config.toml is not answered by it."""
+    cwd = folder(tmp_path)
+    question = "Does Zephyrix need a GPU?"
+    paused = threadwise("ask", "--config", "config.toml", "--source", "zephyrix", "--thread", "gpu", question, cwd=cwd)
+    assert "Paused for a human" in paused.stdout, paused.stdout + paused.stderr[-2000:]
+    done = threadwise(
+        "ask",
+        "--config",
+        "config.toml",
+        "--source",
+        "zephyrix",
+        "--thread",
+        "gpu",
+        "answer: No. Zephyrix runs on CPU only.",
+        cwd=cwd,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert answer(cwd, question, "--source", "zephyrix").startswith("No. Zephyrix runs on CPU only.")
+    assert "CPU only" not in answer(cwd, "Does Teambot need a GPU?")
