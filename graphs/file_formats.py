@@ -14,9 +14,10 @@ TEXT_SUFFIXES = {
     ".mdx": "mdx",
     ".txt": "text",
     ".text": "text",
-    ".rst": "text",
+    ".rst": "rst",
 }
-"""Endings of text read as it is, and how (Markdown, MDX with its components, plain text)."""
+"""Endings of text read as it is, and how (Markdown, MDX with its components, plain text,
+reStructuredText: its roles and substitutions shown as their words)."""
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 OFFICE_SUFFIXES = (".pdf", ".docx", ".pptx", ".xlsx")
 SUPPORTED_SUFFIXES = frozenset(TEXT_SUFFIXES) | frozenset(HTML_SUFFIXES) | frozenset(OFFICE_SUFFIXES)

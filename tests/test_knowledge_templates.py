@@ -98,6 +98,26 @@ def test_mustache_sections_go_their_text_stays_and_placeholders_read_as_words():
     )  # spaced: an expression, not a placeholder
 
 
+def test_restructuredtext_roles_and_substitutions_read_as_their_words(tmp_path):
+    page = stripped("sphinx-roles.rst")
+    assert "Add a domain in **Admin** and pick **Settings > Domains**." in page
+    assert "See the domain guide and ssl certificates,\nor versions and build limits." in page
+    assert "Docsy Cloud and org brand users" in page  # defined on the page / only named
+    assert "set `DOCSY_TOKEN`; call `docsy.api.build` and read PEP 8 and webhook." in page
+    assert "An SSO (single sign-on) login." in page
+    assert "Write ``:doc:`path``` in your own pages" in page  # an inline literal is content
+    myst = strip_templates("See {doc}`the guide <guides/x>` and {ref}`build-limits`.", "markdown")
+    assert myst == "See the guide and build limits."
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "domains.rst").write_text((DATA / "sphinx-roles.rst").read_text())
+    kb = KnowledgeBase(tmp_path / "index", [src], chunk_size=800, chunk_overlap=20)
+    kb.reindex()
+    text = " ".join(chunk.text for chunk, _ in kb.snapshot.file_chunks("domains.rst"))
+    assert ":doc:" not in text.replace("``:doc:`path```", "") and "|brand|" not in text.split("replace::")[-1]
+    assert "**Settings > Domains**" in text
+
+
 def test_hugo_shortcodes():
     languages = stripped("hugo-language-settings.md")
     assert "language key" in languages  # glossary-term keeps its term

@@ -93,7 +93,7 @@ class Converted:
 
 
 def kind_of(name: str) -> str | None:
-    """``"markdown"``, ``"mdx"``, ``"text"``, ``"html"``, ``"pdf"``, ``"docx"``, ``"pptx"``,
+    """``"markdown"``, ``"mdx"``, ``"text"``, ``"rst"``, ``"html"``, ``"pdf"``, ``"docx"``, ``"pptx"``,
     ``"xlsx"`` by the name's ending, or None when it is not supported."""
     suffix = PurePosixPath(name.lower()).suffix
     if suffix in TEXT_SUFFIXES:
@@ -126,7 +126,7 @@ def convert(data: bytes, name: str, *, content_type: str = "", base_url: str = "
     # the worker needs POSIX (RLIMIT_AS, select on pipes): elsewhere everything converts here
     if (
         os.name == "posix"
-        and kind not in ("markdown", "mdx", "text")
+        and kind not in ("markdown", "mdx", "text", "rst")
         and (kind != "html" or len(data) > ISOLATED_HTML_BYTES)
     ):
         if kind in ZIP_KINDS:
@@ -142,7 +142,7 @@ def convert_here(data: bytes, kind: str, content_type: str = "", base_url: str =
     Raises:
         ConversionError: as :func:`convert`.
     """
-    if kind in ("markdown", "mdx", "text"):
+    if kind in ("markdown", "mdx", "text", "rst"):
         text = decode_text(data)
         return Converted("", strip_templates(text, kind) if kind != "text" else text)
     if kind == "html":

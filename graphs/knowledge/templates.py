@@ -32,6 +32,13 @@ answers (``{% slack_channel "admins-github" %}``). :func:`strip_templates` remov
   writes as its text labelled by its kind ("Warning: ..."); inside a line the label alone.
 - Attribute lists closing a line (MkDocs ``{: #id }``, ``{ .md-button }``, heading ids
   ``{#id}``).
+- reStructuredText (``kind="rst"``) and MyST's ``{role}`` form in Markdown: interpreted text
+  roles show their words (``:doc:`Custom domains </guides/domains>``` -> ``Custom domains``,
+  a bare target as its last part's words, ``:guilabel:`Save``` -> ``**Save**``,
+  ``:menuselection:`Admin --> Settings``` -> ``**Admin > Settings**``, ``:pep:`8``` -> ``PEP 8``,
+  ``:envvar:``/``:option:``/``:program:``/``:file:``/``:py:...:`` as inline code); substitutions
+  (``|brand_name|``) defined on the page by ``.. |x| replace:: text`` take that text, others
+  their name's words (their definitions live in the site's configuration).
 
 Code is content: inside fenced code blocks and inline code spans only the escapes above
 are undone (a Liquid tag in a code block of a page about Liquid is what the page shows).
@@ -51,29 +58,33 @@ from collections.abc import Callable
 
 from graphs.knowledge.sources import admonition_label
 
-KINDS = ("markdown", "mdx", "html", "liquid", "jinja", "hugo", "mkdocs", "text")
+KINDS = ("markdown", "mdx", "html", "liquid", "jinja", "hugo", "mkdocs", "text", "rst")
 """The kinds :func:`strip_templates` knows. ``markdown`` (a ``.md`` file of an unknown
 generator), ``html`` (a page converted to Markdown), ``liquid``, ``jinja``, ``hugo`` and
 ``mkdocs`` apply every template rule but the MDX ones (a page's generator is rarely known,
 and the syntaxes do not collide); ``mdx`` adds the MDX rules, and so does ``markdown`` when
 the page holds an ES module ``import ... from '...'`` or ``export`` line outside code
 (Docusaurus reads ``.md`` files as MDX too, and pages import components anywhere in them);
-``text`` changes nothing."""
+``text`` changes nothing; ``rst`` (reStructuredText) applies only the role and substitution
+rules."""
 
-TEMPLATES_ID = "templates-5"
+TEMPLATES_ID = "templates-6"
 """Names these rules; part of the index's chunking id, so a change of them rebuilds the index.
 3: GitBook hints and MDX admonition components kept as ``:::kind`` containers.
 4: Mustache and Handlebars sections, comments and partials removed, tight placeholders as words.
-5: one-word tight placeholders as words too."""
+5: one-word tight placeholders as words too.
+6: reStructuredText and MyST roles and substitutions as their words."""
 
 
 def kind_of_file(name: str) -> str:
-    """The :data:`KINDS` entry for a file name: ``mdx`` for ``.mdx``, ``text`` for ``.txt``
-    and ``.rst``, else ``markdown``."""
+    """The :data:`KINDS` entry for a file name: ``mdx`` for ``.mdx``, ``rst`` for ``.rst``,
+    ``text`` for ``.txt``, else ``markdown``."""
     lower = name.lower()
     if lower.endswith(".mdx"):
         return "mdx"
-    if lower.endswith((".txt", ".text", ".rst")):
+    if lower.endswith(".rst"):
+        return "rst"
+    if lower.endswith((".txt", ".text")):
         return "text"
     return "markdown"
 
@@ -143,8 +154,10 @@ def strip_templates(text: str, kind: str = "markdown") -> str:
     """
     if kind == "text" or not text:
         return text
+    if kind == "rst":
+        return rst_roles(text)
     mdx = kind == "mdx" or (kind == "markdown" and is_mdx(text))
-    if not mdx and "{" not in text:
+    if not mdx and "{" not in text:  # also MyST's roles: "{doc}`...`"
         return text
     kept: list[str] = []
 
@@ -153,6 +166,7 @@ def strip_templates(text: str, kind: str = "markdown") -> str:
         return _PLACE.format(len(kept) - 1)
 
     text = _protect_fences(text, protect, mdx)
+    text = _MYST_ROLE.sub(lambda m: _role(m.group(1), m.group(2)), text)
     text = _INLINE_CODE.sub(lambda m: protect(_undo_escapes(m.group(0))), text)
     text = _RAW_BLOCK.sub(lambda m: protect(m.group(1)), text)
     text = _HUGO_ESCAPE.sub(lambda m: protect("{{" + m.group(1) + m.group(2) + m.group(3) + "}}"), text)
@@ -413,3 +427,59 @@ def _strip_mdx(text: str) -> str:
     text = _JSX_TAG.sub(tag, _TAB.sub(_tab, "\n".join(out)))
     # lines left holding only whitespace (a tag on a line of its own) become blank lines
     return "\n".join(line.rstrip() if line.strip() else "" for line in text.split("\n"))
+
+
+# ---- reStructuredText roles and substitutions ---------------------------------------------
+# Interpreted text with a role (docutils' "Interpreted Text" and Sphinx's roles): ``:doc:`a <b>```,
+# ``:py:func:`x```; MyST (Markdown for Sphinx) writes ``{doc}`a <b>```.
+_RST_ROLE = re.compile(r"(?<![\w`]):((?:[a-z][\w-]*:)*[a-z][\w-]*):`([^`\n]+(?:\n[^`\n]+)?)`(?!`)_{0,2}")
+_MYST_ROLE = re.compile(r"\{((?:[a-z][\w-]*:)*[a-z][\w-]*)\}`([^`\n]+)`")
+_SUBSTITUTION_DEF = re.compile(r"^\.\. \|([^|\n]+)\| (?:replace|unicode)::[ \t]*(.*)$", re.M)
+_SUBSTITUTION = re.compile(r"(?<![\w|`])\|([A-Za-z][\w -]*?)\|(?:_{1,2})?(?![\w|])")
+_INLINE_LITERAL = re.compile(r"``[^`\n]+``")
+_CODE_ROLES = frozenset({"envvar", "option", "program", "file", "samp", "command", "code", "kbd", "literal"})
+_BOLD_ROLES = frozenset({"guilabel", "menuselection"})
+
+
+_PY_ROLES = frozenset({"class", "func", "meth", "mod", "attr", "obj", "exc", "data", "const"})
+_PAGE_ROLES = frozenset({"doc", "ref", "numref", "download", "any"})
+
+
+def _role(name: str, content: str) -> str:
+    """What a reader of the built page sees of one role (``name``: ``doc``, ``py:func``, ...;
+    ``content``: what is between its backquotes): its title, or its target's words."""
+    base = name.rsplit(":", 1)[-1].lower()
+    content = " ".join(content.split())
+    m = re.fullmatch(r"(.*?)\s*<([^<>]+)>", content)
+    title, target = (m.group(1), m.group(2)) if m else ("", content)
+    if base in _BOLD_ROLES:
+        return "**" + re.sub(r"\s*-->\s*", " > ", (title or target).replace("&", "")) + "**"
+    if base in ("pep", "rfc"):
+        return f"{base.upper()} {target}"
+    if title or base in ("abbr", "term"):
+        return title or target
+    target = target.lstrip("~!")
+    if base in _CODE_ROLES or base in _PY_ROLES:
+        return f"`{target}`"
+    if base in _PAGE_ROLES:  # a page or a label: its last part's words
+        return re.sub(r"[-_]+", " ", target.rstrip("/").rsplit("/", 1)[-1].split("#")[-1]).strip()
+    return target
+
+
+def rst_roles(text: str) -> str:
+    """``text`` (a reStructuredText page) with its roles and substitutions written as the words
+    a reader of the built page sees (the module docstring's rules); inline literals
+    (````code````) and the lines defining substitutions are left as written. Never raises."""
+    defined = {m.group(1).strip(): m.group(2).strip() for m in _SUBSTITUTION_DEF.finditer(text)}
+    kept: list[str] = []
+
+    def protect(m: re.Match[str]) -> str:
+        kept.append(m.group(0))
+        return _PLACE.format(len(kept) - 1)
+
+    text = _SUBSTITUTION_DEF.sub(protect, _INLINE_LITERAL.sub(protect, text))
+    text = _RST_ROLE.sub(lambda m: _role(m.group(1), m.group(2)), text)
+    text = _SUBSTITUTION.sub(lambda m: defined.get(m.group(1).strip(), re.sub(r"[_-]+", " ", m.group(1))), text)
+    while _PLACE_RE.search(text):
+        text = _PLACE_RE.sub(lambda m: kept[int(m.group(1))], text)
+    return text
