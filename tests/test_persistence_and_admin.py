@@ -58,11 +58,35 @@ async def test_paused_thread_resumes_after_restart(settings):
     assert [m.type for m in values["messages"]] == ["human", "ai"]
 
 
-async def test_new_question_in_thread_without_pending_interrupt_starts_a_run(settings):
-    async with scripted_runtime(settings) as (rt, _):
+async def test_a_reply_in_a_thread_without_pending_interrupt_starts_no_run(settings):
+    """The reply syntax where no help request waits is neither asked nor learned: one notice."""
+    async with scripted_runtime(settings) as (rt, model):
         out = ConsoleResponder("t", show_status=False)
         await rt.service.handle(msg("answer: what does the standalone container need to boot?"), out)
-    assert out.answers and out.answers[0].kind == "answer"
+        assert await rt.service.thread_values("console:t") == {}
+    assert out.answers == [] and model.calls == []
+    assert len(out.notices) == 1 and out.notices[0].startswith("Nothing in this thread is waiting"), out.notices
+
+
+async def test_remember_learns_the_threads_question_not_a_reply_an_older_version_asked(settings):
+    """A thread saved when a reply with no help request was still asked holds it as its newest
+    human message: ``remember:`` learns the question before it, never the reply line."""
+    async with scripted_runtime(settings) as (rt, _):
+        await rt.service.seed_history(
+            "console:t",
+            [
+                {"role": "user", "content": "what is the warranty on the scanners?"},
+                {"role": "assistant", "content": "Scan data is kept for 18 months."},
+                {"role": "user", "content": "answer: Scanners have a two-year warranty."},
+                {"role": "assistant", "content": "Scan data is kept for 18 months."},
+            ],
+        )
+        out = ConsoleResponder("t", show_status=False)
+        await rt.service.handle(msg("remember: Scanners have a two-year warranty."), out)
+        assert rt.learned is not None
+        [entry] = rt.learned.entries()
+    assert entry.question == "what is the warranty on the scanners?", entry
+    assert out.notices and "“what is the warranty on the scanners?”" in out.notices[0], out.notices
 
 
 async def test_admin_reindex_and_refusal(settings):

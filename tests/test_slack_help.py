@@ -258,3 +258,15 @@ async def test_blank_modal_submission_is_sent_back_with_an_error(slack):
     assert resp.status == 200 and json.loads(resp.body)["response_action"] == "errors"
     await slack.bot.drain(10)
     assert slack.answers() == [] and slack.reactions_now(ts) == ["raising_hand"]
+
+
+async def test_a_text_reply_in_a_thread_waiting_for_no_one_is_neither_asked_nor_learned(slack, flag):
+    """The same code answers it on every platform (the dispatch): one private line, no second answer."""
+    flag["stuck"] = False
+    req, ts = slack.mention("UASKER", "when is the deploy freeze?")
+    await slack.send(req)
+    assert len(slack.answers()) == 1 and slack.help_requests() == []
+    await slack.send(slack.message("UEXPERT", "answer: the freeze starts on Dec 20", thread_ts=ts)[0])
+    assert len(slack.answers()) == 1 and slack.help_requests() == []
+    notes = ephemerals_to(slack, "UEXPERT")
+    assert len(notes) == 1 and notes[0].startswith("Nothing in this thread is waiting for an expert's answer"), notes

@@ -44,6 +44,13 @@ _REPLY_RE = re.compile(r"^\s*(?:(answer|retry)\s*:\s*(.*)|(dismiss)\s*[:.!]?\s*)
 #: What an expert is told when a message in a thread waiting for them is not in the reply syntax.
 REPLY_HINT = f"This thread is waiting for an expert. Reply with {REPLY_SYNTAX}."
 
+#: The reply to a message in the reply syntax in a thread that waits for no expert (nothing is
+#: searched or saved: an answer to no question would be asked as a question, or learned as one).
+NOTHING_WAITING = (
+    "Nothing in this thread is waiting for an expert's answer, so I neither searched nor saved anything. To ask me, "
+    "write just the question; to teach me the answer to this thread's question, write `remember: <the answer>`."
+)
+
 
 def parse_human_reply(text: str) -> tuple[HumanAction, str] | None:
     """Parse an expert's text reply to a help request (:data:`REPLY_SYNTAX`).

@@ -1,6 +1,7 @@
 """One incoming message, in order: dedup -> no words or too long (a notice, no LLM call)
 -> ``remember:`` -> admin command -> a reply to a pending help request (claimed, then
-resumed) -> a new question (status first, then a run slot, then the graph run).
+resumed; in a thread with none, a notice saying so) -> a new question (status first, then a
+run slot, then the graph run).
 
 The help request a reply answers is the one pending when it *arrived*: a second reply
 to the same request loses the claim at once, even while the first one runs."""
@@ -15,7 +16,7 @@ from typing import Protocol
 
 from langchain_core.messages import HumanMessage
 
-from bot.chat.syntax import REPLY_HINT, parse_human_reply, parse_remember
+from bot.chat.syntax import NOTHING_WAITING, REPLY_HINT, parse_human_reply, parse_remember
 from bot.logs import for_thread, with_log_context
 from bot.metrics import TurnObserver
 from bot.protocol import IncomingMessage, Responder, Status
@@ -233,6 +234,10 @@ class Dispatcher:
             if seen is not None:  # it was a reply, and someone else's reply (or the timeout) won
                 assert parsed is not None
                 await self._help_desk.already_handled(key, parsed[0], by, out)
+                return None
+            if kind is Kind.HELP_REPLY:  # a reply to no help request: neither asked nor learned
+                log.info("reply syntax from %s with no help request", msg.author_id, extra=for_thread(key))
+                await out.notify_private(NOTHING_WAITING)
                 return None
             log.info("question from %s (%d chars)", msg.author_id, len(text), extra=for_thread(key))
             # status first, queue after: the user sees at once that the question arrived, and

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from bot.chat.syntax import has_words
+from langchain_core.messages import HumanMessage
+
+from bot.chat.syntax import has_words, parse_human_reply, parse_remember
 from bot.failures import describe_failure
 from bot.logs import for_thread
 from bot.protocol import IncomingMessage, Responder
 from bot.service.conversations import Conversations
 from graphs.learned import LearnedEntry, LearnedStore
+from graphs.messages import message_text
 from graphs.state import scope_of
 
 log = logging.getLogger("bot.service")
@@ -22,6 +25,19 @@ log = logging.getLogger("bot.service")
 #: ``(platform, channel id, channel name) -> dict``: what a run in that channel may use
 #: (``[[channels]]``, :func:`bot.chat.channels.run_scope`).
 ScopeFor = Callable[[str, str, str], dict[str, Any]]
+
+
+def _asked(values: Mapping[str, Any]) -> str:
+    """The question a thread's state (``values``) last asked: its turn's standalone question, or
+    (when that is a line of reply or ``remember:`` syntax, as a thread saved by an earlier version
+    may hold) the newest human message that is not; "" for none. An entry's question is what
+    users ask, never a command."""
+    asked = [values.get("question") or ""]
+    asked += [message_text(m) for m in reversed(values.get("messages") or []) if isinstance(m, HumanMessage)]
+    for text in asked:
+        if has_words(text) and parse_human_reply(text) is None and parse_remember(text) is None:
+            return text.strip()
+    return ""
 
 
 class Learning:
@@ -115,7 +131,7 @@ class Learning:
         if searched is not None:
             scope = {**scope, "knowledge": searched}
         entry = await self.learn(
-            str(values.get("question") or ""),
+            _asked(values),
             text,
             msg.author_name or msg.author_id,
             {"scope": scope},
