@@ -101,6 +101,7 @@ def test_mustache_sections_go_their_text_stays_and_placeholders_read_as_words():
 def test_restructuredtext_roles_and_substitutions_read_as_their_words(tmp_path):
     page = stripped("sphinx-roles.rst")
     assert "Add a domain in **Admin** and pick **Settings > Domains**." in page
+    assert "Or open **Project name > Settings**." in page  # a placeholder, not a tag
     assert "See the domain guide and ssl certificates,\nor versions and build limits." in page
     assert "Docsy Cloud and org brand users" in page  # defined on the page / only named
     assert "set `DOCSY_TOKEN`; call `docsy.api.build` and read PEP 8 and webhook." in page

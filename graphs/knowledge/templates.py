@@ -68,12 +68,13 @@ the page holds an ES module ``import ... from '...'`` or ``export`` line outside
 ``text`` changes nothing; ``rst`` (reStructuredText) applies only the role and substitution
 rules."""
 
-TEMPLATES_ID = "templates-6"
+TEMPLATES_ID = "templates-7"
 """Names these rules; part of the index's chunking id, so a change of them rebuilds the index.
 3: GitBook hints and MDX admonition components kept as ``:::kind`` containers.
 4: Mustache and Handlebars sections, comments and partials removed, tight placeholders as words.
 5: one-word tight placeholders as words too.
-6: reStructuredText and MyST roles and substitutions as their words."""
+6: reStructuredText and MyST roles and substitutions as their words.
+7: placeholders in GUI labels and menu paths without their angle brackets."""
 
 
 def kind_of_file(name: str) -> str:
@@ -452,8 +453,9 @@ def _role(name: str, content: str) -> str:
     content = " ".join(content.split())
     m = re.fullmatch(r"(.*?)\s*<([^<>]+)>", content)
     title, target = (m.group(1), m.group(2)) if m else ("", content)
-    if base in _BOLD_ROLES:
-        return "**" + re.sub(r"\s*-->\s*", " > ", (title or target).replace("&", "")) + "**"
+    if base in _BOLD_ROLES:  # a placeholder in a menu path ("<Username dropdown>") loses its brackets
+        label = re.sub(r"<([^<>]+)>", r"\1", content.replace("&", ""))
+        return "**" + re.sub(r"\s*-->\s*", " > ", label) + "**"
     if base in ("pep", "rfc"):
         return f"{base.upper()} {target}"
     if title or base in ("abbr", "term"):
