@@ -151,6 +151,9 @@ class Unit:
     heading: bool = False  # a heading: it names what follows, it does not answer
     row: int = -1  # a table row read with its header: the position of its table's unit, else -1
     short: bool = False  # shorter than the minimum, kept as a step of its list (never an answer alone)
+    # the heading it sits under, kept even when too short to be a unit ("Uninstall", "Install on Windows"): it
+    # says what the sentences below it are for; "" before the text's first heading
+    section: str = ""
 
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
@@ -290,6 +293,7 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
     para = [0]  # the number of the next paragraph / item / block
     lists = [-1, 0]  # the open list's number (-1: none), the next list's number
     adjacent = [False]  # nothing but blank lines since the last code block or table
+    section = [""]  # the last heading's text
 
     def flush() -> None:
         if not block:
@@ -304,6 +308,8 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
             lists[0] = -1  # a paragraph flush-left ends the list (an indented one continues its item)
         joined = clean_prose(" ".join(block))
         block.clear()
+        if heading:
+            section[0] = joined
         first = True
         for piece in _SENTENCE_END.split(joined):
             piece = piece.strip()
@@ -321,6 +327,7 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
                         list=lists[0],
                         heading=heading,
                         short=not long_enough,
+                        section=section[0],
                     )
                 )
                 first = False
@@ -376,7 +383,7 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
             # Ana"): a table alone on its page (a spreadsheet, a rota) is graded and quoted by
             # the row that answers, where the whole table, read like code, never could
             for text in table_rows(rows):
-                units.append(Unit(doc, len(units), text, para=para[0], row=at))
+                units.append(Unit(doc, len(units), text, para=para[0], row=at, section=section[0]))
                 para[0] += 1
             continue
         if not line.strip() or _ITEM.match(line) or line.lstrip().startswith("#") or _ADMONITION.match(line):
@@ -1490,8 +1497,9 @@ class Extractive:
 
     @staticmethod
     def _headings(docs: Sequence[Doc], units: list[Unit]) -> list[str]:
-        """The heading each unit sits under: the last heading unit before it in its document,
-        else the document's title (a section's heading path)."""
+        """The heading each unit sits under: the last heading unit before it in its document, else
+        the document's title (a section's heading path); then ``" > "`` and the heading right above it
+        when that one is too short to be a unit (:attr:`Unit.section`: "Uninstall", "Install on Windows")."""
         out: list[str] = []
         current, doc = "", -1
         for u in units:
@@ -1499,7 +1507,10 @@ class Extractive:
                 current, doc = str(docs[u.doc].get("title", "") or ""), u.doc
             if u.heading:
                 current = u.text
-            out.append(current)
+            # a heading too short to be a unit is read after the one above it, as a heading path
+            # ("Setting up Harborlog > Install on Windows"): alone, a runbook's "Impact" or "Meaning"
+            # lifted every sentence under it
+            out.append(f"{current} > {u.section}" if u.section and u.section != current else current)
         return out
 
     @staticmethod

@@ -5,6 +5,7 @@ whether. The pages are our own words, written the way the documentation kinds we
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from bot.eval import first_fact_position
 from graphs import signals
 from graphs.extractive import Extractive, TextEmbedder
+from tests.conftest import requires_offline_model
+from tests.test_question_kinds import ask, write_config
 
 
 def page(location: str, text: str, title: str = "") -> dict:
@@ -261,3 +264,23 @@ def test_a_quoted_note_is_quoted_as_its_words_without_the_quote_markers():
     assert not re.search(r"(^|\s)>\s", answer.split("```")[0]), answer
     if "```" in answer:
         assert "> tool config set registry.mirror" in answer
+
+
+HARBORLOG = Path(__file__).parent / "data" / "docsites" / "harborlog"
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_an_install_question_leads_with_its_systems_install_step_not_the_removal_step(tmp_path):
+    """`threadwise ask` offline on a product guide whose sections are "Install on Ubuntu", "Install
+    on Windows" and "Removing Harborlog" (headings too short to be sentences themselves): the Windows
+    question opens with the Windows install step, not with "On Ubuntu, run `sudo apt-get purge
+    harborlog`" of the removal section, which shares more of its words; the Ubuntu question shows the
+    apt install command before any removal command."""
+    shutil.copytree(HARBORLOG, tmp_path / "guide")
+    write_config(tmp_path)
+    windows = ask(tmp_path, "how do I install harborlog on windows?")["answer"]
+    assert windows.startswith("Start `HarborlogInstaller.msi` from an administrator prompt."), windows
+    ubuntu = ask(tmp_path, "how do I install harborlog on ubuntu?")["answer"]
+    assert not ubuntu.startswith("On Ubuntu, run `sudo apt-get purge"), ubuntu
+    assert -1 < ubuntu.find("sudo apt-get install harborlog") < ubuntu.find("purge"), ubuntu
