@@ -201,7 +201,8 @@ class ExtractiveGraders:
         question asking for a page ("where is the doc on webhooks?") is answered by a page whose
         own name says what it asks about, whatever its text scores (:func:`graphs.sections.page_named`).
         Documents that pass only on the words every page holds (:meth:`~graphs.extractive.Extractive.only_common_words`)
-        are not relevant: the question is off the knowledge base's subject."""
+        are not relevant: the question is off the knowledge base's subject; nor are documents none of
+        which names a code the message asks about ("PH-500", :func:`graphs.signals.codes_missing`)."""
         extractive = self.kit.extractive
         questions = offline_questions(state, self.history_messages)
         scores = await asyncio.to_thread(extractive.grade, questions, retrieved)
@@ -216,7 +217,15 @@ class ExtractiveGraders:
                 documents=[DocGrade(id=i, relevant=False) for i in range(1, len(scores) + 1)],
                 feedback="it asks about the present moment, which documents cannot tell",
             ), 0
-        named = sections.page_named(last_user_message(state), retrieved)
+        message = last_user_message(state)
+        missing = signals.codes_missing(message, [f"{d.get('title', '')}\n{d.get('text', '')}" for d in retrieved])
+        if missing:
+            # "what does PH-500 mean?": a page on PH-403 shares every other word and answers nothing
+            return DocGrades(
+                documents=[DocGrade(id=i, relevant=False) for i in range(1, len(scores) + 1)],
+                feedback=f"no page found names {', '.join(missing)}",
+            ), 0
+        named = sections.page_named(message, retrieved)
         passing = any(score >= threshold for score in scores)
         if (
             passing

@@ -195,6 +195,25 @@ def asks_for_now(text: str) -> bool:
     return bool(_NOW.search(text)) or bool(_PRESENT.search(text) and _LIVE_SUBJECT.search(text))
 
 
+# A code a product gives its errors, alerts or articles: capitals, an optional hyphen, two or more
+# digits ("PH-500", "E0425", "KB4023057"), written in capitals (a size or a time, "20GB", "60s", is not one)
+_CODE = re.compile(r"(?<![\w.-])[A-Z]{1,6}-?\d{2,}(?![\w-])")
+
+
+def codes(text: str) -> list[str]:
+    """The codes ``text`` names ("what does PH-500 mean?" -> ``["PH-500"]``): capitals, an optional
+    hyphen and two or more digits; in order, each once."""
+    return list(dict.fromkeys(m.group(0) for m in _CODE.finditer(text)))
+
+
+def codes_missing(question: str, texts: Sequence[str]) -> list[str]:
+    """The codes of ``question`` (:func:`codes`) that none of ``texts`` holds, compared without
+    case and separators ("PH-500" is in "ph 500", "PH500"). A page about another code ("PH-403
+    means ...") answers nothing about this one, however close the rest of its words are."""
+    flat = [re.sub(r"[\W_]+", "", t.lower()) for t in texts]
+    return [c for c in codes(question) if not any(re.sub(r"[\W_]+", "", c.lower()) in f for f in flat)]
+
+
 def asks_what_documents_state(text: str) -> bool:
     """The message uses a present-tense word ("currently", "now", "the latest") about what
     documentation states ("which version is currently supported?", "what's the latest config

@@ -497,3 +497,33 @@ def test_the_user_guide_tells_how_to_turn_off_web_search(tmp_path: Path):
     write_config(tmp_path)
     for question in ("How do I turn off web search?", "how can I disable the web search?"):
         assert "[web] enabled = false" in ask(tmp_path, question)["answer"], question
+
+
+@pytest.mark.slow
+def test_a_code_no_page_names_is_not_answered_with_another_codes_page(tmp_path: Path):
+    """A troubleshooting page lists error codes; asked about a code it does not list ("what does
+    ZX-500 mean?"), the bot asks the experts instead of quoting the sentence on ZX-403, which
+    shares every other word; a listed code, written another way ("zx403"), is answered."""
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "errors.md").write_text(
+        "# Error codes\n\nThe scanner agent shows an error code when a call to a carrier fails.\n\n"
+        "## ZX-401\n\nZX-401 means the carrier's token has expired. Sign in again from the Carriers page.\n\n"
+        "## ZX-403\n\nZX-403 means the carrier API key was rejected. Paste a new key into `agent.yaml`.\n\n"
+        "## ZX-429\n\nZX-429 means the carrier asked the agent to slow down. It retries after a minute.\n"
+    )
+    (tmp_path / "guide" / "install.md").write_text(
+        "# Installing the agent\n\nRun the installer as an administrator. The agent starts when the computer starts.\n"
+    )
+    write_config(tmp_path)
+    for question in ("what does ZX-500 mean?", "getting error ZX-404 when scanning, what do i do?"):
+        result = ask(tmp_path, question)
+        assert result["kind"] == "help_request" and result["answer"] is None, (question, result)
+    assert "API key was rejected" in ask(tmp_path, "what does zx403 mean?")["answer"]
+    assert "slow down" in ask(tmp_path, "what does ZX-429 mean?")["answer"]
+
+
+def test_codes_are_told_from_sizes_and_times():
+    assert signals.codes("what does PH-500 mean? and E0425?") == ["PH-500", "E0425"]
+    assert signals.codes("target/ is like 20GB, timeouts like 60s, node-4, S3, WSL2, p99") == []
+    assert signals.codes_missing("what does PH-500 mean?", ["PH-403 means the key was rejected"]) == ["PH-500"]
+    assert signals.codes_missing("is ph-403 bad? PH-403", ["Error ph 403: the key was rejected"]) == []
