@@ -59,3 +59,12 @@ def test_ask_with_a_reply_on_a_thread_waiting_for_no_one_searches_nothing(tmp_pa
         shown = json.loads(done.stdout)
         assert shown["kind"] == "notice" and shown["answer"].startswith(NOTHING_WAITING), shown
         assert shown["path"] == [] and shown["sources"] == [] and shown["llm_calls"] == 0, shown
+
+
+def test_a_bare_remember_says_how_to_use_it_and_is_not_asked(tmp_path):
+    cwd = folder(tmp_path)
+    done = threadwise("ask", "--config", "config.toml", "--source", "docs", "--json", "remember:", cwd=cwd)
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = json.loads(done.stdout)
+    assert "Please include what to remember" in shown["answer"], shown
+    assert shown["path"] == [] and shown["llm_calls"] == 0 and shown["sources"] == [], shown

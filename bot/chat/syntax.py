@@ -73,10 +73,11 @@ def is_help_reply(text: str) -> bool:
     return parse_human_reply(text) is not None
 
 
-_REMEMBER_RE = re.compile(r"^\s*/?remember\s*:\s*(\S.*)$", re.I | re.S)
+_REMEMBER_RE = re.compile(r"^\s*/?remember\s*:\s*(.*)$", re.I | re.S)
 
 
 def parse_remember(text: str) -> str | None:
-    """The text of a ``remember: <text>`` message (also ``/remember:``), else None."""
+    """The text of a ``remember: <text>`` message (also ``/remember:``), else None; ``""`` for a
+    bare ``remember:``, which is still the command (answered with how to use it), not a question."""
     m = _REMEMBER_RE.match(text)
     return m.group(1).strip() if m else None
