@@ -179,6 +179,12 @@ class LexicalGraders:
         return signals.extractive_answer(self._question(state), [dict(d) for d in state.get("documents", [])]) or None
 
 
+def none_relevant(count: int, feedback: str) -> DocGrades:
+    """Grades marking all ``count`` documents not relevant, with why (the rewrite's and the help
+    request's reason)."""
+    return DocGrades(documents=[DocGrade(id=i, relevant=False) for i in range(1, count + 1)], feedback=feedback)
+
+
 class ExtractiveGraders:
     """Embedding + lexical graders for the extractive composer (``[graph] composer =
     "extractive"``, :mod:`graphs.extractive`); no chat-model call.
@@ -210,21 +216,15 @@ class ExtractiveGraders:
         current = state.get("source") == "kb" and (state.get("route") == "websearch" or bool(state.get("needs_web")))
         match = await asyncio.to_thread(extractive.passage_match, questions, retrieved)
         threshold = extractive.threshold_for(questions, current, match)
-        if current and state.get("needs_web") and signals.asks_for_now(last_user_message(state)):
+        message = last_user_message(state)
+        if current and state.get("needs_web") and signals.asks_for_now(message):
             # documents cannot tell what is true right now: say so (the help request's reason)
             # rather than quote text about the subject
-            return DocGrades(
-                documents=[DocGrade(id=i, relevant=False) for i in range(1, len(scores) + 1)],
-                feedback="it asks about the present moment, which documents cannot tell",
-            ), 0
-        message = last_user_message(state)
+            return none_relevant(len(scores), "it asks about the present moment, which documents cannot tell"), 0
         missing = signals.codes_missing(message, [f"{d.get('title', '')}\n{d.get('text', '')}" for d in retrieved])
         if missing:
             # "what does PH-500 mean?": a page on PH-403 shares every other word and answers nothing
-            return DocGrades(
-                documents=[DocGrade(id=i, relevant=False) for i in range(1, len(scores) + 1)],
-                feedback=f"no page found names {', '.join(missing)}",
-            ), 0
+            return none_relevant(len(scores), f"no page found names {', '.join(missing)}"), 0
         named = sections.page_named(message, retrieved)
         passing = any(score >= threshold for score in scores)
         if (
@@ -234,10 +234,7 @@ class ExtractiveGraders:
             and await asyncio.to_thread(extractive.only_common_words, questions, retrieved)
         ):
             # the pages share only the words every page holds (the product's name) with the question
-            return DocGrades(
-                documents=[DocGrade(id=i, relevant=False) for i in range(1, len(scores) + 1)],
-                feedback="no page speaks of it: they share only words every page holds",
-            ), 0
+            return none_relevant(len(scores), "no page speaks of it: they share only words every page holds"), 0
         return DocGrades(
             documents=[
                 DocGrade(id=i, relevant=score >= threshold or named[i - 1]) for i, score in enumerate(scores, start=1)

@@ -210,8 +210,11 @@ def codes_missing(question: str, texts: Sequence[str]) -> list[str]:
     """The codes of ``question`` (:func:`codes`) that none of ``texts`` holds, compared without
     case and separators ("PH-500" is in "ph 500", "PH500"). A page about another code ("PH-403
     means ...") answers nothing about this one, however close the rest of its words are."""
+    asked = codes(question)
+    if not asked:  # most messages: the documents are not read
+        return []
     flat = [re.sub(r"[\W_]+", "", t.lower()) for t in texts]
-    return [c for c in codes(question) if not any(re.sub(r"[\W_]+", "", c.lower()) in f for f in flat)]
+    return [c for c in asked if not any(re.sub(r"[\W_]+", "", c.lower()) in f for f in flat)]
 
 
 def asks_what_documents_state(text: str) -> bool:

@@ -4,6 +4,9 @@ a reply there still resumes it. Through the real `threadwise console` process, o
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 from tests.test_answer_shape import write_offline_config
 from tests.test_cli_offline import threadwise
 
@@ -38,6 +41,13 @@ def test_a_new_question_after_a_help_request_is_answered_and_the_request_stays_o
     assert "Sorry, I couldn't find a reliable answer" in out.split("you (main)> dismiss", 1)[1], out
 
 
+def ask_in(folder: Path, *args: str) -> str:
+    """``threadwise ask`` on the folder's ``docs/`` (its printed output; the process must succeed)."""
+    result = threadwise("ask", "--config", "config.toml", "--source", "docs", *args, cwd=folder)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
 def test_ask_on_a_thread_waiting_for_an_expert_answers_a_new_question_and_says_how_to_resume(tmp_path):
     """`threadwise ask --thread T "new question"` while T waits for an expert printed only the reply
     hint; now it says T waits, how to answer it, and answers the question in a thread of its own
@@ -48,10 +58,7 @@ def test_ask_on_a_thread_waiting_for_an_expert_answers_a_new_question_and_says_h
     )
     write_offline_config(tmp_path)
 
-    def ask(*args: str):
-        result = threadwise("ask", "--config", "config.toml", "--source", "docs", *args, cwd=tmp_path)
-        assert result.returncode == 0, result.stderr[-2000:]
-        return result.stdout
+    ask = functools.partial(ask_in, tmp_path)
 
     assert "Paused for a human" in ask("--thread", "t", "is the API down right now?")
     out = ask("--thread", "t", "how do I claim a taxi to the airport?")
@@ -75,10 +82,7 @@ def test_ask_keeps_every_later_question_on_a_waiting_thread_in_one_conversation(
     )
     write_offline_config(tmp_path)
 
-    def ask(*args: str):
-        result = threadwise("ask", "--config", "config.toml", "--source", "docs", *args, cwd=tmp_path)
-        assert result.returncode == 0, result.stderr[-2000:]
-        return result.stdout
+    ask = functools.partial(ask_in, tmp_path)
 
     assert "Paused for a human" in ask("--thread", "t", "is the API down right now?")
     out = ask("--thread", "t", "how do I install the scanner agent?")

@@ -69,7 +69,7 @@ async def thread_for(service: ChatService, thread: str, text: str, known: Collec
     fork = re.compile(re.escape(thread) + r"-([2-9]|[1-9][0-9]+)")
     numbers = [int(m.group(1)) for name in used if (m := fork.fullmatch(name))]
     if not numbers:
-        return next(f"{thread}-{n}" for n in range(2, len(used) + 3) if f"{thread}-{n}" not in used), False
+        return f"{thread}-2", False
     latest = f"{thread}-{max(numbers)}"
     chosen, continued = await thread_for(service, latest, text, known)
     return chosen, continued or chosen == latest

@@ -230,6 +230,22 @@ def _name_regex(name: str) -> str:
 
 _FRONT_MATTER = re.compile(r"\A\ufeff?(---|\+\+\+)[ \t]*\n(.*?)\n(?:---|\.\.\.|\+\+\+)[ \t]*(?:\n|\Z)", re.S)
 FENCE_RE = re.compile(r"^([ \t>]*)(`{3,}|~{3,})(.*)$")
+
+
+def fence_opens(line: str) -> str | None:
+    """The marker (```` ``` ````, ``~~~~``, ...) of the fenced code block ``line`` opens, else None
+    (CommonMark: a backtick fence's info string holds no backtick)."""
+    m = FENCE_RE.match(line)
+    return m.group(2) if m and not (m.group(2)[0] == "`" and "`" in m.group(3)) else None
+
+
+def fence_closes(line: str, fence: str) -> bool:
+    """Whether ``line`` closes the block opened by ``fence``: the same character, at least as
+    many, nothing after it (CommonMark)."""
+    m = FENCE_RE.match(line)
+    return m is not None and m.group(2)[0] == fence[0] and len(m.group(2)) >= len(fence) and not m.group(3).strip()
+
+
 _MKDOCS_ADMONITION = re.compile(r"^([ \t]*)(?:!!!|\?\?\?\+?)[ \t]+([\w-]+)(?:[ \t]+\"(.*)\")?[ \t]*$")
 _COLON_FENCE = re.compile(r"^[ \t]*:{3,}[ \t]*(?:[\w-]+)?[ \t]*(?:\[(.*)\]|(.*?))[ \t]*(?:\{.*\})?[ \t]*$")
 _COLON_KIND = re.compile(r"^[ \t]*:{3,}[ \t]*([A-Za-z][\w-]*)")
@@ -337,12 +353,11 @@ def definition_lists(text: str) -> str:
     i = 0
     while i < len(lines):
         line = lines[i]
-        m = FENCE_RE.match(line)
         if fence:
-            if m and m.group(2)[0] == fence[0] and len(m.group(2)) >= len(fence) and not m.group(3).strip():
+            if fence_closes(line, fence):
                 fence = None
-        elif m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
-            fence = m.group(2)
+        elif opened := fence_opens(line):
+            fence = opened
         elif _DEFINITION_TAG.match(line):
             end = i + 1
             while end < len(lines) and (
@@ -521,8 +536,7 @@ def _clean_lines(lines: list[str]) -> list[str]:
         i += 1
         if fence:
             out.append(line)
-            m = FENCE_RE.match(line)
-            if m and m.group(2)[0] == fence[0] and len(m.group(2)) >= len(fence) and not m.group(3).strip():
+            if fence_closes(line, fence):
                 fence = None
             continue
         if in_comment:
@@ -541,9 +555,8 @@ def _clean_lines(lines: list[str]) -> list[str]:
                 out.append(re.sub(r"^[ \t]*>[ \t]?", "", line))
                 continue
             in_alert = None
-        m = FENCE_RE.match(line)
-        if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):  # CommonMark: no backtick in the info
-            fence = m.group(2)
+        if opened := fence_opens(line):
+            fence = opened
             out.append(line)
             continue
         m = _RST_ADMONITION.match(line)
@@ -684,12 +697,11 @@ def _container_end(lines: list[str], i: int, colons: int) -> int:
     depth = 0
     while i < len(lines):
         line = lines[i]
-        m = FENCE_RE.match(line)
         if fence:
-            if m and m.group(2)[0] == fence[0] and len(m.group(2)) >= len(fence) and not m.group(3).strip():
+            if fence_closes(line, fence):
                 fence = None
-        elif m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
-            fence = m.group(2)
+        elif opened := fence_opens(line):
+            fence = opened
         elif re.match(r"^[ \t]*:{3,}[ \t]*$", line):
             if depth == 0 and len(line.strip()) >= colons:
                 return i
