@@ -104,6 +104,9 @@ def test_restructuredtext_roles_and_substitutions_read_as_their_words(tmp_path):
     assert "Or open **Project name > Settings**." in page  # a placeholder, not a tag
     assert "See the domain guide and ssl certificates,\nor versions and build limits." in page
     assert "Docsy Cloud and org brand users" in page  # defined on the page / only named
+    assert "replace::" not in page and "|brand|" not in page  # the definition is not shown
+    spaced = strip_templates(".. |nbsp| unicode:: 0xA0\n   :trim:\n\nPress Enter |nbsp| twice.\n", "rst")
+    assert spaced == "\nPress Enter   twice.\n"  # a character by its code, its options gone
     assert "set `DOCSY_TOKEN`; call `docsy.api.build` and read PEP 8 and webhook." in page
     assert "An SSO (single sign-on) login." in page
     assert "Write ``:doc:`path``` in your own pages" in page  # an inline literal is content
@@ -115,7 +118,7 @@ def test_restructuredtext_roles_and_substitutions_read_as_their_words(tmp_path):
     kb = KnowledgeBase(tmp_path / "index", [src], chunk_size=800, chunk_overlap=20)
     kb.reindex()
     text = " ".join(chunk.text for chunk, _ in kb.snapshot.file_chunks("domains.rst"))
-    assert ":doc:" not in text.replace("``:doc:`path```", "") and "|brand|" not in text.split("replace::")[-1]
+    assert ":doc:" not in text.replace("``:doc:`path```", "") and "|brand|" not in text and "replace::" not in text
     assert "**Settings > Domains**" in text
 
 

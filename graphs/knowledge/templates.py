@@ -37,8 +37,8 @@ answers (``{% slack_channel "admins-github" %}``). :func:`strip_templates` remov
   a bare target as its last part's words, ``:guilabel:`Save``` -> ``**Save**``,
   ``:menuselection:`Admin --> Settings``` -> ``**Admin > Settings**``, ``:pep:`8``` -> ``PEP 8``,
   ``:envvar:``/``:option:``/``:program:``/``:file:``/``:py:...:`` as inline code); substitutions
-  (``|brand_name|``) defined on the page by ``.. |x| replace:: text`` take that text, others
-  their name's words (their definitions live in the site's configuration).
+  (``|brand_name|``) defined on the page by ``.. |x| replace:: text`` take that text (the
+  definition line goes), others their name's words (their definitions live in the site's configuration).
 
 Code is content: inside fenced code blocks and inline code spans only the escapes above
 are undone (a Liquid tag in a code block of a page about Liquid is what the page shows).
@@ -68,13 +68,14 @@ the page holds an ES module ``import ... from '...'`` or ``export`` line outside
 ``text`` changes nothing; ``rst`` (reStructuredText) applies only the role and substitution
 rules."""
 
-TEMPLATES_ID = "templates-7"
+TEMPLATES_ID = "templates-8"
 """Names these rules; part of the index's chunking id, so a change of them rebuilds the index.
 3: GitBook hints and MDX admonition components kept as ``:::kind`` containers.
 4: Mustache and Handlebars sections, comments and partials removed, tight placeholders as words.
 5: one-word tight placeholders as words too.
 6: reStructuredText and MyST roles and substitutions as their words.
-7: placeholders in GUI labels and menu paths without their angle brackets."""
+7: placeholders in GUI labels and menu paths without their angle brackets.
+8: substitution definition lines removed."""
 
 
 def kind_of_file(name: str) -> str:
@@ -435,7 +436,9 @@ def _strip_mdx(text: str) -> str:
 # ``:py:func:`x```; MyST (Markdown for Sphinx) writes ``{doc}`a <b>```.
 _RST_ROLE = re.compile(r"(?<![\w`]):((?:[a-z][\w-]*:)*[a-z][\w-]*):`([^`\n]+(?:\n[^`\n]+)?)`(?!`)_{0,2}")
 _MYST_ROLE = re.compile(r"\{((?:[a-z][\w-]*:)*[a-z][\w-]*)\}`([^`\n]+)`")
-_SUBSTITUTION_DEF = re.compile(r"^\.\. \|([^|\n]+)\| (?:replace|unicode)::[ \t]*(.*)$", re.M)
+_SUBSTITUTION_DEF = re.compile(r"^\.\. \|([^|\n]+)\| (replace|unicode)::[ \t]*(.*)$", re.M)
+# a definition's line and its option lines (":trim:")
+_SUBSTITUTION_LINES = re.compile(r"^\.\. \|[^|\n]+\| (?:replace|unicode)::.*\n?(?:[ \t]+:[\w-]+:.*\n?)*", re.M)
 _SUBSTITUTION = re.compile(r"(?<![\w|`])\|([A-Za-z][\w -]*?)\|(?:_{1,2})?(?![\w|])")
 _INLINE_LITERAL = re.compile(r"``[^`\n]+``")
 _CODE_ROLES = frozenset({"envvar", "option", "program", "file", "samp", "command", "code", "kbd", "literal"})
@@ -471,15 +474,20 @@ def _role(name: str, content: str) -> str:
 def rst_roles(text: str) -> str:
     """``text`` (a reStructuredText page) with its roles and substitutions written as the words
     a reader of the built page sees (the module docstring's rules); inline literals
-    (````code````) and the lines defining substitutions are left as written. Never raises."""
-    defined = {m.group(1).strip(): m.group(2).strip() for m in _SUBSTITUTION_DEF.finditer(text)}
+    (````code````) are left as written, the lines defining substitutions go. Never raises."""
+    # "unicode::" defines a character by its code (a no-break space, a line break): shown as a space
+    defined = {
+        m.group(1).strip(): m.group(3).strip() if m.group(2) == "replace" else " "
+        for m in _SUBSTITUTION_DEF.finditer(text)
+    }
     kept: list[str] = []
 
     def protect(m: re.Match[str]) -> str:
         kept.append(m.group(0))
         return _PLACE.format(len(kept) - 1)
 
-    text = _SUBSTITUTION_DEF.sub(protect, _INLINE_LITERAL.sub(protect, text))
+    # a definition is a directive the built page does not show (its text shows where it is used)
+    text = _INLINE_LITERAL.sub(protect, _SUBSTITUTION_LINES.sub("", text))
     text = _RST_ROLE.sub(lambda m: _role(m.group(1), m.group(2)), text)
     text = _SUBSTITUTION.sub(lambda m: defined.get(m.group(1).strip(), re.sub(r"[_-]+", " ", m.group(1))), text)
     while _PLACE_RE.search(text):
