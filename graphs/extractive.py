@@ -1339,7 +1339,7 @@ class Extractive:
                 table_terms.setdefault(table_of(u), set()).update(t for x in group for t in signals.terms(x.text))
             elif numbered or short_list:  # steps, or a short bulleted list (a table of cases): whole, as a list
                 # "how do I set up X?" quoting the list of a procedure's first step: from its first item
-                from_start = set_up and sections.is_first_step(self._heading_of(u, docs))
+                from_start = set_up and sections.is_first_step(self._heading_of(units, u, docs))
                 pieces, keys, rest = self._render_list(units, u, budget, from_start)
                 if n and size + sum(len(p) for p in pieces) > budget:
                     continue
@@ -1525,11 +1525,12 @@ class Extractive:
         return bool(first) and first[0].item[:1].isdigit()
 
     @staticmethod
-    def _heading_of(u: Unit, docs: Sequence[Doc]) -> str:
-        """The heading ``u`` is under (:attr:`Unit.section`, short headings too), else the last part
-        of its document's heading path."""
-        if u.section:
-            return u.section
+    def _heading_of(units: list[Unit], u: Unit, docs: Sequence[Doc]) -> str:
+        """The heading ``u`` is under: the last heading before it in its document's text, else the
+        last part of the document's heading path."""
+        above = [x for x in units if x.doc == u.doc and x.heading and x.pos < u.pos]
+        if above:
+            return max(above, key=lambda x: x.pos).text
         return str(docs[u.doc].get("title") or "").split(" > ")[-1] if u.doc < len(docs) else ""
 
     @staticmethod
