@@ -10,7 +10,8 @@ expected page was kept but a fact is missing from the answer, or the first fact 
 300 characters, with the expected fact's line on the page (to sort the misses by kind).
 
 Usage:
-    OMP_NUM_THREADS=1 THREADWISE_EXTRA_CORPORA=/work/corpora:/work/heldout5/corpora PYTHONPATH=. \
+    export THREADWISE_EXTRA_CORPORA=/work/corpora:/work/heldout5/corpora:/work/heldout6/corpora
+    OMP_NUM_THREADS=1 PYTHONPATH=. \
         python bench/compose_all.py --cache DIR [--only NAME ...] [--json OUT] [--against OLD.json] [--misses]
 """
 

@@ -77,6 +77,8 @@ TUNING = [
     ("discord", "discord-api-docs", str(HERE / "eval/discord-api-docs-heldout4.jsonl")),
     ("readthedocs", "readthedocs-docs", str(HERE / "eval/readthedocs-docs-heldout5.jsonl")),
     ("cnpg", "cloudnative-pg-docs", str(HERE / "eval/cloudnative-pg-docs-heldout5.jsonl")),
+    ("darktable", "darktable-docs", str(HERE / "eval/darktable-docs-heldout6.jsonl")),
+    ("jupiterone", "jupiterone-policies", str(HERE / "eval/jupiterone-policies-heldout6.jsonl")),
 ]
 
 

@@ -25,7 +25,8 @@ way (on the other corpora, scored on the left-out one).
 Usage:
     OMP_NUM_THREADS=1 PYTHONPATH=. python bench/loco_rank.py collect --corpus httpx-docs \\
         --eval bench/eval/httpx.jsonl --out /tmp/loco/httpx.pkl
-    OMP_NUM_THREADS=1 THREADWISE_EXTRA_CORPORA=/work/corpora:/work/heldout5/corpora PYTHONPATH=. \\
+    export THREADWISE_EXTRA_CORPORA=/work/corpora:/work/heldout5/corpora:/work/heldout6/corpora
+    OMP_NUM_THREADS=1 PYTHONPATH=. \\
         python bench/loco_rank.py collect-all --out-dir /tmp/loco   # every tuning set not yet collected
     PYTHONPATH=. python bench/loco_rank.py loco /tmp/loco/*.pkl [--check] [--fit] [--json FILE]
 """
@@ -207,7 +208,7 @@ def collect_all(args: argparse.Namespace) -> None:
     """:func:`collect` for each set of ``bench.fit_lead.TUNING`` (or of ``--only``) without a pickle
     ``OUT_DIR/NAME.pkl`` yet, one after the other."""
     from bench.extra_corpora import corpus_folder
-    from bench.fit_lead import TUNING  # the fourteen tuning sets, named once
+    from bench.fit_lead import TUNING  # the tuning sets, named once
 
     for name, corpus, eval_file in TUNING:
         out = Path(args.out_dir) / f"{name}.pkl"
