@@ -1214,8 +1214,38 @@ def _merge_unions(errors: list[Any]) -> list[Any]:
     return out
 
 
-def _key(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
+#: the keys that tell one list entry from the others, the first present named in messages
+_ENTRY_KEYS = ("name", "id", "url", "repo", "path")
+
+
+def _entry(table: str, number: int, value: Any) -> str:
+    """A list entry as its writer knows it: ``[[sources]] entry 1 (name = "docs")`` for a table
+    (counted from 1 in the file's order, with its name or id when it has one), ``knowledge.patterns
+    entry 2`` for a value of a plain list."""
+    if not isinstance(value, dict):
+        return f"{table} entry {number}"
+    named = next((f" ({k} = {json.dumps(value[k])})" for k in _ENTRY_KEYS if isinstance(value.get(k), str)), "")
+    return f"[[{table}]] entry {number}{named}"
+
+
+def _key(loc: tuple[int | str, ...], data: Any = None) -> str:
+    """A validation error's location as the writer of config.toml reads it: keys joined by dots,
+    a list entry named as :func:`_entry` does (``[[sources]] entry 1 (name = "docs"): path``,
+    not ``sources.0.path``); ``data``: the values read (config.toml's tables, or the variable's
+    JSON at its place), which give an entry's name."""
+    parts: list[str] = []
+    keys: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            data = data[part] if isinstance(data, list) and 0 <= part < len(data) else None
+            parts.append(_entry(".".join(keys) or "(list)", part + 1, data))
+            keys = []
+            continue
+        keys.append(str(part))
+        data = data.get(part) if isinstance(data, dict) else None
+    if keys:
+        parts.append(".".join(keys))
+    return ": ".join(parts) or "(top level)"
 
 
 def _channel_errors(path: Path, settings: Settings) -> list[str]:
@@ -1223,12 +1253,16 @@ def _channel_errors(path: Path, settings: Settings) -> list[str]:
     problems, seen = [], set()
     legacy = settings.legacy_sources()
     named: set[str] = set()
-    for i, src in enumerate(settings.sources):
+    for i, src in enumerate(settings.sources, start=1):
         if src.name in named:
-            problems.append(f"{path.name}: sources.{i}.name: {src.name!r} names an earlier [[sources]] entry too")
+            problems.append(
+                f"{path.name}: {_entry('sources', i, {'name': src.name})}: name: names an earlier [[sources]] entry too"
+            )
         named.add(src.name)
-    for i, ch in enumerate(settings.channels):
-        where = f"{path.name}: channels.{i}"
+    for i, ch in enumerate(settings.channels, start=1):
+        where = f"{path.name}: " + _entry(
+            "channels", i, {"id": ch.id} if ch.id else {"name": ch.name} if ch.name else {}
+        )
         key = (ch.platform, ch.id or "#" + ch.name.lower())
         if key in seen:
             problems.append(f"{where}: {ch.platform} channel {ch.id or ch.name!r} has an earlier entry")
@@ -1236,11 +1270,11 @@ def _channel_errors(path: Path, settings: Settings) -> list[str]:
         for want in ch.sources or []:
             if not settings.source_names(want):
                 problems.append(
-                    f"{where}.sources: {want!r} is not one of the [[sources]] names or [knowledge] "
+                    f"{where}: sources: {want!r} is not one of the [[sources]] names or [knowledge] "
                     f"sources ({', '.join([*(s.name for s in settings.sources), *legacy])})"
                 )
         if ch.sources == []:
-            problems.append(f"{where}.sources: empty (leave it out to search every source)")
+            problems.append(f"{where}: sources: empty (leave it out to search every source)")
         if ch.platform == "slack" and (ch.expert_role_ids is not None or ch.expert_user_ids is not None):
             problems.append(f"{where}: expert_role_ids/expert_user_ids are for Discord; Slack uses experts")
         if ch.platform == "discord" and ch.experts is not None:
@@ -1384,17 +1418,40 @@ def _with_variables(line: str, layers: list[tuple[str, Mapping[str, str | None]]
     return f"{line} (set by {', '.join(found)})" if found else line
 
 
-def _format_layered_error(path: Path, err: ValidationError, layers: list[tuple[str, Mapping[str, str | None]]]) -> str:
-    """One line per error naming its key in config.toml (``config.toml: graph.k: ...``), or
-    the variable that set the value (with the key below it when the variable holds JSON)."""
+def _variable_data(loc: tuple[int | str, ...], layers: list[tuple[str, Mapping[str, str | None]]]) -> Any:
+    """The values of the variable that set the value at ``loc``, placed as config.toml would hold
+    them (``{"channels": [...]}`` for ``THREADWISE_CHANNELS``), for :func:`_key`; None when no
+    variable set it or its JSON does not parse."""
+    for _, variables in layers:
+        for cut in range(len(loc), 0, -1):
+            value = variables.get((ENV_PREFIX + ENV_NESTED_DELIMITER.join(str(p) for p in loc[:cut])).lower())
+            if value is None:
+                continue
+            try:
+                data: Any = json.loads(value)
+            except ValueError:
+                data = value
+            for part in reversed(loc[:cut]):
+                data = {part: data} if isinstance(part, str) else None
+            return data
+    return None
+
+
+def _format_layered_error(
+    path: Path, err: ValidationError, layers: list[tuple[str, Mapping[str, str | None]]], data: Any = None
+) -> str:
+    """One line per error naming its key in config.toml (``config.toml: graph.k: ...``; a list
+    entry by its number from 1 and its name, :func:`_key`), or the variable that set the value
+    (with the key below it when the variable holds JSON). ``data``: config.toml's values."""
     lines = []
     for e in _merge_unions(list(err.errors())):
         loc, problem = _problem(e)
         variable, below = _variable_of(tuple(e["loc"]), layers)
         if not variable:
-            lines.append(f"{path.name}: {_key(loc)}: {problem}")
+            lines.append(f"{path.name}: {_key(loc, data)}: {problem}")
         else:
-            lines.append(f"{variable}: " + (f"{_key(loc)}: " if below or len(loc) > len(e["loc"]) else "") + problem)
+            where = _key(loc, _variable_data(tuple(e["loc"]), layers))
+            lines.append(f"{variable}: " + (f"{where}: " if below or len(loc) > len(e["loc"]) else "") + problem)
     return "\n".join(lines)
 
 
@@ -1436,7 +1493,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
     try:
         layered = _Layered(**data)
     except ValidationError as exc:
-        raise ConfigError(_format_layered_error(cfg_path, exc, layers)) from None
+        raise ConfigError(_format_layered_error(cfg_path, exc, layers, data)) from None
     except SettingsError as exc:  # a variable pydantic-settings cannot parse (checked above: not expected)
         raise ConfigError(f"environment: {exc}: {exc.__cause__}") from None
     settings = Settings.model_construct(_fields_set=layered.model_fields_set, **dict(layered))

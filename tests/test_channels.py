@@ -142,11 +142,14 @@ web = false
 @pytest.mark.parametrize(
     "entry, problem",
     [
-        ('platform = "slack"\nid = "C1"\nsources = ["nowhere"]', "channels.0.sources: 'nowhere' is not one of"),
+        (
+            'platform = "slack"\nid = "C1"\nsources = ["nowhere"]',
+            "[[channels]] entry 1 (id = \"C1\"): sources: 'nowhere' is not one of",
+        ),
         ('platform = "slack"\nname = "general"', "needs the channel id"),
         ('platform = "discord"', "needs an id or a name"),
-        ('platform = "teams"\nid = "1"', "channels.0.platform"),
-        ('platform = "slack"\nid = "C1"\nreply_policy = "sometimes"', "channels.0.reply_policy"),
+        ('platform = "teams"\nid = "1"', '[[channels]] entry 1 (id = "1"): platform'),
+        ('platform = "slack"\nid = "C1"\nreply_policy = "sometimes"', '[[channels]] entry 1 (id = "C1"): reply_policy'),
         ('platform = "discord"\nid = "1"\nexperts = ["U1"]', "experts is for Slack"),
         ('platform = "slack"\nid = "C1"\nsources = []', "empty"),
         ('platform = "slack"\nid = "C1"\ncolour = "red"', "unknown key"),

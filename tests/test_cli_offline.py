@@ -54,7 +54,11 @@ def test_broken_config_names_the_key(tmp_path):
     [
         ('[models]\nmax_concurrent_calls = "lots"\n', "models.max_concurrent_calls", "a valid integer or 'auto'"),
         ('[service]\ngraph_workers = "many"\n', "service.graph_workers", "a valid integer or 'auto'"),
-        ('[[sources]]\nname = "a"\ntype = "files"\npath = 5\n', "sources.0.path", "a valid list or a valid string"),
+        (
+            '[[sources]]\nname = "a"\ntype = "files"\npath = 5\n',
+            '[[sources]] entry 1 (name = "a"): path',
+            "a valid list or a valid string",
+        ),
     ],
 )
 def test_a_bad_value_of_a_setting_with_two_forms_is_one_line_naming_the_key(tmp_path, toml, key, shown):
@@ -108,3 +112,33 @@ composer = "llm"
     manifest = json.loads(next((tmp_path / "data" / "index").glob("gen-*/manifest.json")).read_text())
     assert manifest["embedder"] == "local:all-MiniLM-L6-v2" and manifest["chunks"] >= 3
     assert (tmp_path / "data" / "checkpoints.sqlite").exists()
+
+
+def test_a_bad_list_entry_is_named_as_written_counted_from_one(tmp_path):
+    """Errors in list entries read "sources.1.url" (the second entry, counted from 0): each line
+    now names the entry as the file has it, counted from 1 and by its name, and the key."""
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        '[knowledge]\npatterns = ["*.md", 3]\n\n'
+        '[[sources]]\nname = "handbook"\ntype = "files"\npath = "handbook"\n\n'
+        '[[sources]]\nname = "status-page"\ntype = "web"\n\n'
+        '[[channels]]\nplatform = "slack"\nid = "C42"\nsources = ["wiki"]\n'
+    )
+    result = threadwise("ask", "--config", str(cfg), "how do I book leave?", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().removeprefix("Configuration error: ").splitlines()
+    assert lines == [
+        "config.toml: knowledge.patterns entry 2: Input should be a valid string (got 3)",
+        'config.toml: [[sources]] entry 2 (name = "status-page"): url: missing (a web source needs it)',
+    ], result.stderr
+    cfg.write_text(
+        cfg.read_text()
+        .replace('patterns = ["*.md", 3]', "")
+        .replace('type = "web"', 'type = "web"\nurl = "https://status.example/"')
+    )
+    result = threadwise("ask", "--config", str(cfg), "how do I book leave?", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(
+        "Configuration error: config.toml: [[channels]] entry 1 (id = \"C42\"): sources: 'wiki' is not one of"
+    ), line

@@ -103,25 +103,29 @@ def test_a_sources_entry_with_a_wrong_or_missing_key_or_type_is_one_line_naming_
     base = offline_config(tmp_path).read_text()
     cfg = tmp_path / "config.toml"
     for entry, line in [
-        ('type = "files"\npath = "handbook"\nurl = "https://x.example/"', "sources.0.url: not an option of a files"),
-        ('type = "files"\npaths = ["handbook"]', "sources.0.paths: not an option of a files source"),
-        ('type = "web"\nurl = "https://x.example/"\nbranch = "main"', "sources.0.branch: not an option of a web"),
-        ('type = "files"\npath = "handbook"\ncolour = "red"', "sources.0.colour: unknown key"),
-        ('type = "web"', "sources.0.url: missing (a web source needs it)"),
-        ('type = "git"\nrepo = ""', "sources.0.repo: missing (a git source needs it)"),
-        ('path = "handbook"', "sources.0.type: Field required"),
-        ('type = "ftp"\npath = "handbook"', "sources.0.type: Input should be 'files', 'web' or 'git' (got 'ftp')"),
-        ('type = "files"\npath = "handbook"\nschedule = "often"', "sources.0.schedule: 'often' is not a period"),
-        ('type = "web"\nurl = "docs.example.com"', "sources.0.url: an http:// or https:// address is needed"),
-        ('type = "files"\npath = "handbook"\nweb_url = "https://x/{file}"', "sources.0.web_url: {file} is not one"),
-        ('type = "files"\npath = "handbook"\nweb_url = "https://x/{path"', "sources.0.web_url: not a template"),
-        ('type = "git"\nrepo = "r"\nweb_url = "https://x/{stem}"', "sources.0.web_url: {stem} is not one of"),
+        ('type = "files"\npath = "handbook"\nurl = "https://x.example/"', "url: not an option of a files"),
+        ('type = "files"\npaths = ["handbook"]', "paths: not an option of a files source"),
+        ('type = "web"\nurl = "https://x.example/"\nbranch = "main"', "branch: not an option of a web"),
+        ('type = "files"\npath = "handbook"\ncolour = "red"', "colour: unknown key"),
+        ('type = "web"', "url: missing (a web source needs it)"),
+        ('type = "git"\nrepo = ""', "repo: missing (a git source needs it)"),
+        ('path = "handbook"', "type: Field required"),
+        ('type = "ftp"\npath = "handbook"', "type: Input should be 'files', 'web' or 'git' (got 'ftp')"),
+        ('type = "files"\npath = "handbook"\nschedule = "often"', "schedule: 'often' is not a period"),
+        ('type = "web"\nurl = "docs.example.com"', "url: an http:// or https:// address is needed"),
+        ('type = "files"\npath = "handbook"\nweb_url = "https://x/{file}"', "web_url: {file} is not one"),
+        ('type = "files"\npath = "handbook"\nweb_url = "https://x/{path"', "web_url: not a template"),
+        ('type = "git"\nrepo = "r"\nweb_url = "https://x/{stem}"', "web_url: {stem} is not one of"),
     ]:
         cfg.write_text(base + f'\n[[sources]]\nname = "handbook"\n{entry}\n')
         result = threadwise("sources", "--config", str(cfg), cwd=tmp_path)
         assert result.returncode == 2, (entry, result.stdout)
         [shown] = result.stderr.strip().splitlines()  # one line
-        assert shown.startswith(f"Configuration error: config.toml: {line}"), (entry, shown)
+        # the entry as written: counted from 1, by its name (not "sources.0.url")
+        assert shown.startswith(f'Configuration error: config.toml: [[sources]] entry 1 (name = "handbook"): {line}'), (
+            entry,
+            shown,
+        )
 
 
 def test_sync_of_sources_that_cannot_be_read_says_so_in_one_line_each_and_syncs_the_others(tmp_path):

@@ -123,7 +123,7 @@ def test_every_config_key_has_a_variable(tmp_path, monkeypatch):
         (
             "THREADWISE_CHANNELS",
             '[{"platform": "slack"}]',
-            "THREADWISE_CHANNELS: channels.0: a [[channels]] entry needs an id or a name",
+            "THREADWISE_CHANNELS: [[channels]] entry 1: a [[channels]] entry needs an id or a name",
         ),
     ],
 )

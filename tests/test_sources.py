@@ -443,8 +443,11 @@ def test_a_git_url_that_needs_credentials_fails_that_source_only(tmp_path):
 def test_sources_config_is_validated_naming_the_key(tmp_path):
     base = write_config(tmp_path)
     for entry, expected in [
-        ('[[sources]]\nname = "x"\ntype = "web"\n', "sources.0.url: missing (a web source needs it)"),
-        ('[[sources]]\nname = "x"\ntype = "ftp"\nurl = "x"\n', "sources.0.type"),
+        (
+            '[[sources]]\nname = "x"\ntype = "web"\n',
+            '[[sources]] entry 1 (name = "x"): url: missing (a web source needs it)',
+        ),
+        ('[[sources]]\nname = "x"\ntype = "ftp"\nurl = "x"\n', '[[sources]] entry 1 (name = "x"): type'),
         ('[[sources]]\nname = "x"\ntype = "git"\nrepo = "r"\nschedule = "often"\n', "not a period"),
         (
             '[[sources]]\nname = "x"\ntype = "files"\npath = "a"\n'
