@@ -96,3 +96,32 @@ def test_ask_keeps_every_later_question_on_a_waiting_thread_in_one_conversation(
     assert "Sorry, I couldn't find a reliable answer" in ask("--thread", "t", "dismiss")
     out = ask("--thread", "t", "how do I install the scanner agent?")  # t waits no more: asked there
     assert "waits for an expert" not in out and out.startswith("Install the scanner agent with"), out
+
+
+def test_ask_stays_in_one_line_of_forks_when_the_fork_waits_for_an_expert_too(tmp_path):
+    """When T's fork T-2 itself waited for an expert, the next question on T opened a fork of the
+    fork, T-2-2, and lost the conversation; now it goes on in T-3, with T-2's answered questions as
+    its context, and both help requests stay open where they were asked."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "scanner.md").write_text(
+        "# Scanner\n\n## Installing the scanner agent\n\nInstall the scanner agent with `apt install scanagent`.\n\n"
+        "## Removing the scanner agent\n\nRemove the scanner agent with `apt remove scanagent`; "
+        "its settings stay in /etc/scanagent.\n"
+    )
+    write_offline_config(tmp_path)
+
+    ask = functools.partial(ask_in, tmp_path)
+
+    assert "Paused for a human" in ask("--thread", "t", "is the API down right now?")
+    assert "Your question is answered in thread t-2." in ask("--thread", "t", "how do I install the scanner agent?")
+    out = ask("--thread", "t", "is the status page down right now?")
+    assert "Paused for a human" in out and "--thread t-2 " in out, out  # the fork waits for an expert too
+    out = ask("--thread", "t", "how do I remove it then?")  # "it": the agent asked about in t-2
+    first, _, rest = out.partition("\n")
+    assert "Your question is answered in thread t-3" in first, out
+    assert rest.startswith("Remove the scanner agent with `apt remove scanagent`"), out
+    assert "t-2-2" not in out, out
+    out = ask("--thread", "t-2", "and where do its settings stay?")  # asked on the waiting fork: the same line
+    assert "t-3" in out.partition("\n")[0] and "t-2-2" not in out and "/etc/scanagent" in out, out
+    assert "Sorry, I couldn't find a reliable answer" in ask("--thread", "t-2", "dismiss")
+    assert "Sorry, I couldn't find a reliable answer" in ask("--thread", "t", "dismiss")

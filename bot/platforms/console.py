@@ -56,23 +56,47 @@ async def thread_for(service: ChatService, thread: str, text: str, known: Collec
     thread was in use before (its earlier questions are the context of this one).
 
     ``thread``, unless ``thread`` waits for an expert and ``text`` is a new question, not a reply
-    to the help request (:meth:`~bot.service.ChatService.is_question`): then the thread
-    ``thread-N`` with the highest ``N`` that a saved thread or one of ``known`` uses, so every
-    question asked on the waiting thread continues one conversation (itself followed the same
-    way when it waits for an expert too); with none yet, a new thread ``thread-2``. As a new
-    message starts its own thread on Slack and Discord, the help request stays open in its
-    thread. The one rule of the console chat and of ``threadwise ask --thread``.
+    to the help request (:meth:`~bot.service.ChatService.is_question`): then a fork of it, in one
+    line of forks ``thread-2``, ``thread-3``, ... (a saved thread or one of ``known`` uses the
+    name): the latest, so every question asked on the waiting thread continues one conversation;
+    a new fork numbered one higher when the latest waits for an expert too (or none is open yet),
+    holding the answered turns of the latest as its history (:func:`_carry_history`); never a
+    fork of a fork (``thread-2-2``), so the user follows one line of threads however many of them
+    wait. Asked on a fork itself (``thread-2``), the line is its thread's. As a new message starts
+    its own thread on Slack and Discord, the help request stays open in its thread. The one rule
+    of the console chat and of ``threadwise ask --thread``.
     """
     if not service.is_question(text) or not await service.waits_for_expert(f"console:{thread}"):
         return thread, False
     used = {*known, *[k.split(":", 1)[1] for k in await service.thread_keys("console:")]}
-    fork = re.compile(re.escape(thread) + r"-([2-9]|[1-9][0-9]+)")
-    numbers = [int(m.group(1)) for name in used if (m := fork.fullmatch(name))]
-    if not numbers:
-        return f"{thread}-2", False
-    latest = f"{thread}-{max(numbers)}"
-    chosen, continued = await thread_for(service, latest, text, known)
-    return chosen, continued or chosen == latest
+    root = thread
+    while (m := _FORK.fullmatch(root)) and m.group(1) in used:  # a fork's line is its thread's
+        root = m.group(1)
+    numbers = [int(m.group(2)) for name in used if (m := _FORK.fullmatch(name)) and m.group(1) == root]
+    latest = f"{root}-{max(numbers)}" if numbers else ""
+    if latest and latest != thread and not await service.waits_for_expert(f"console:{latest}"):
+        return latest, True
+    fork = f"{root}-{max(numbers, default=1) + 1}"
+    if latest:  # the conversation goes on in the new fork: the answered turns of the one before are its context
+        await _carry_history(service, f"console:{latest}", f"console:{fork}")
+    return fork, bool(latest)
+
+
+async def _carry_history(service: ChatService, source: str, target: str) -> None:
+    """Write the answered turns of thread ``source`` (its questions and answers, the question
+    waiting for an expert left out) into the new thread ``target`` as its history."""
+    history: list[dict[str, str]] = []
+    for message in (await service.thread_values(source)).get("messages", []):
+        role = {"human": "user", "ai": "assistant"}.get(message.type)
+        if role and isinstance(message.content, str):
+            history.append({"role": role, "content": message.content})
+    while history and history[-1]["role"] == "user":  # the question the experts are asked stays there
+        history.pop()
+    await service.seed_history(target, history)
+
+
+#: a fork's name: its thread's and its number in the line (2 and up)
+_FORK = re.compile(r"(.+)-([2-9]|[1-9][0-9]+)")
 
 
 def format_answer(answer: Answer, rate_hint: bool = True) -> str:
