@@ -56,12 +56,14 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
     fences as code; :func:`graphs.knowledge.splitting.fence_indented_code`).
 
     Returns ``(text, sources)``, each source ``{"title", "location"}`` (the URL when the
-    document has one, else its path); with no valid citation, every document is listed and
+    document has one, else its path; the title names every section of the file cited,
+    :func:`sections_title`); with no valid citation, every document is listed and
     the text is otherwise unchanged. Citations of documents that do not exist are dropped.
     """
     generation = fence_indented_code(generation)
     order: list[str] = []
     sources: dict[str, dict[str, str]] = {}
+    titles: dict[str, list[str]] = {}  # the titles of a file's cited chunks, in citation order
 
     def number(match: re.Match) -> str:
         numbers: list[int] = []
@@ -73,6 +75,9 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
             if loc not in sources:
                 order.append(loc)
                 sources[loc] = _source(docs[i])
+            title = quoted_section(docs[i], _quote_before(match))
+            if title and title not in titles.setdefault(loc, []):
+                titles[loc].append(title)
             if order.index(loc) + 1 not in numbers:
                 numbers.append(order.index(loc) + 1)
         separator = ", " if "]," in match.group(0) else ""  # a list stays a list
@@ -88,4 +93,63 @@ def cite_sources(generation: str, docs: list[Doc]) -> tuple[str, list[dict[str, 
             sources.setdefault(d["location"], _source(d))
         return generation, list(sources.values())
     text = re.sub(r"(\[\d+\])(\1)+", r"\1", "".join(pieces))  # "[1][1]" after merging -> "[1]"
+    for loc in order:
+        if titles.get(loc):
+            sources[loc]["title"] = sections_title(titles[loc])
     return text, [sources[loc] for loc in order]
+
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.M)
+_WORD = re.compile(r"\w+")
+
+
+def _quote_before(citation: re.Match[str]) -> str:
+    """The text a citation closes: from the paragraph's start or the citation before, to it."""
+    return re.split(r"\n[ \t]*\n|\[\d+(?:\s*,\s*\d+)*\]", citation.string[: citation.start()])[-1]
+
+
+def quoted_section(doc: Doc, quote: str) -> str:
+    """The heading path (``"Page > Section"``) of the part of ``doc`` that ``quote`` (a passage of
+    an answer citing it) comes from: a document holding several sections under Markdown headings
+    (a whole short page) is cited by the section quoted, not by the title of the chunk that found
+    it; the document's title when the quote is not found in it or comes before any heading.
+    Headings are read as levels of the title's path (``## Removing`` under ``# Scanner``)."""
+    title = str(doc.get("title") or "")
+    text = str(doc.get("text") or "")
+    words = _WORD.findall(quote)
+    if len(words) < 3 or "#" not in text:
+        return title
+    at = -1
+    for part in (words[:8], words[-8:]):  # the quote's start, else its end (a sentence cut short)
+        found = re.search(r"\W+".join(map(re.escape, part)), text)
+        if found:
+            at = found.start()
+            break
+    if at < 0:
+        return title
+    path = [p.strip() for p in title.split(" > ") if p.strip()]
+    fences = [f.span() for f in re.finditer(r"^[ \t]*(`{3,}|~{3,}).*?^[ \t]*\1", text, re.S | re.M)]
+    for heading in _HEADING.finditer(text, 0, at):
+        if any(a <= heading.start() < b for a, b in fences):  # a shell comment in code is no heading
+            continue
+        path = [*path[: len(heading.group(1)) - 1], heading.group(2).strip()]
+    return " > ".join(path) or title
+
+
+def sections_title(titles: list[str]) -> str:
+    """One title naming every section quoted from one page: ``["Scanner > Installing",
+    "Scanner > Removing"]`` -> ``"Scanner > Installing; Removing"`` (the heading path the
+    titles share, then each one's own part, in the order given); a title that is only the
+    shared path (the page's opening) adds nothing. ``titles``: chunk titles, headings joined
+    by ``" > "``; at least one."""
+    paths = [[p.strip() for p in t.split(" > ")] for t in titles]
+    shared = 0
+    while all(len(p) > shared and p[shared] == paths[0][shared] for p in paths):
+        shared += 1
+    own: list[str] = []
+    for p in paths:
+        tail = " > ".join(p[shared:])
+        if tail and tail not in own:
+            own.append(tail)
+    head = " > ".join(paths[0][:shared])
+    return " > ".join(x for x in (head, "; ".join(own)) if x)
