@@ -84,18 +84,22 @@ def test_liquid_in_code_blocks_is_content_and_only_its_escapes_go():
     assert "{{" not in variables and "# Release notes\n" in variables
 
 
-def test_mustache_sections_go_their_text_stays_and_placeholders_read_as_words():
+def test_mustache_sections_go_their_text_stays_and_placeholders_show_as_blanks():
     policy = stripped("mustache-policy.md")
-    assert "company short name grants access to production systems" in policy
-    assert "approved by the security officer title within two business days" in policy
-    assert "questions go to email." in policy  # one word, not an empty gap
+    assert "[company short name] grants access to production systems" in policy
+    assert "approved by the [security officer title] within two business days" in policy
+    assert "questions go to [email]." in policy  # one word, not an empty gap
     assert "Remote staff connect through the company VPN" in policy  # a section's body
-    assert "reachable only from the office network" in policy  # an inverted section's body
+    assert "reachable only from the office network" not in policy  # its inverted section: the alternative
     assert "config." not in policy and "reviewSchedule" not in policy  # comment and partial go
     assert "```\n{{#hasRemoteWorkers}}...{{/hasRemoteWorkers}}\n```" in policy  # code is content
-    assert (
-        strip_templates("Version {{ version }} is out.") == "Version  is out."
-    )  # spaced: an expression, not a placeholder
+    assert strip_templates("Version {{ version }} is out.") == "Version [version] is out."  # Jinja's too
+    assert strip_templates("By {{ page.maintainer.email | lower }}.") == "By [maintainer email]."
+    assert strip_templates("[Download]({{ site.url }}/get)") == "[Download](/get)"  # an address: computed
+    only = "{{^sso}}Sign in with your password.{{/sso}}"  # no section of its own: the text stays
+    assert strip_templates(only) == "Sign in with your password."
+    assert strip_templates("{{#if sso}}Sign in with SSO.{{else}}Use a password.{{/if}}") == "Sign in with SSO."
+    assert strip_templates("{% if sso %}Sign in with SSO.{% else %}Use a password.{% endif %}") == "Sign in with SSO."
 
 
 def test_restructuredtext_roles_and_substitutions_read_as_their_words(tmp_path):
@@ -188,3 +192,47 @@ def test_a_markdown_page_importing_components_is_read_as_mdx_wherever_the_import
         'Go:\n\nimport "fmt"\n\n<Tabs> stays.\n',
     ):
         assert strip_templates(plain, "markdown") == plain
+
+
+DEVICES = """# Devices
+
+{{companyShortName}} lends a laptop to every employee on their first day.
+
+## Your workspace admin
+
+Your workspace admin is {{adminEmail}}; write to them to get a laptop replaced.
+
+## Personal phones
+
+{{#supportPersonalPhones}}
+Personal phones may be used for work once they are enrolled in device management.
+{{/supportPersonalPhones}}
+{{^supportPersonalPhones}}
+Personal phones may never be used for work, not even for email.
+{{/supportPersonalPhones}}
+"""
+
+
+def test_an_answer_from_a_policy_template_shows_blanks_and_one_branch(tmp_path):
+    """Answers from Mustache policy templates read "Your workspace admin is admin email." and
+    quoted a section and its inverted section side by side ("may be used ... once enrolled",
+    "may never be used"); now a placeholder shows as a blank in brackets and only the section's
+    branch is quoted. Through the real `threadwise ask`."""
+    from tests.test_answer_shape import write_offline_config
+    from tests.test_cli_offline import threadwise
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "devices.md").write_text(DEVICES)
+    (tmp_path / "docs" / "lunch.md").write_text("# Lunch\n\nThe canteen opens at noon on weekdays.\n")
+    write_offline_config(tmp_path)
+
+    def ask(question: str) -> str:
+        result = threadwise("ask", "--config", "config.toml", "--source", "docs", question, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout.split("\nSources:", 1)[0]
+
+    admin = ask("who is our workspace admin?")
+    assert "Your workspace admin is [admin email]" in admin and "admin is admin email" not in admin, admin
+    phones = ask("can I use my personal phone for work?")
+    assert "once they are enrolled in device management" in phones, phones
+    assert "may never be used" not in phones and "{{" not in phones, phones

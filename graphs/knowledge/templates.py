@@ -14,10 +14,14 @@ answers (``{% slack_channel "admins-github" %}``). :func:`strip_templates` remov
   ``{% image "a.png" "secure password tips" %}`` -> ``secure password tips``,
   ``{{< new-in 0.153.0 >}}`` -> ``new in 0.153.0``);
   a tag inside a link target becomes its first argument (the address it computes).
-- Mustache and Handlebars (policy and site templates): a name written tight
-  (``{{company}}``, ``{{companyShortName}}``, ``{{{security_officer}}}``) becomes its words
-  ("company short name"), other outputs, ``{{! comments }}`` and ``{{> partials}}`` go; section tags
-  ``{{#name}}``, ``{{^name}}`` and ``{{/name}}`` go and the text between them stays.
+- Variables (Mustache and Handlebars ``{{companyShortName}}``, ``{{{security_officer}}}``;
+  Liquid, Jinja and Hugo ``{{ site.title }}``, ``{{ page.url | relative_url }}``) become a
+  placeholder in brackets, their words (without ``site.``, ``page.``, ...): ``[company short name]``, ``[title]``
+  (nothing in a link target); other outputs, ``{{! comments }}`` and ``{{> partials}}`` go.
+- Conditionals keep their first branch: section tags ``{{#name}}`` and ``{{/name}}`` go and the
+  text between them stays; an inverted section ``{{^name}}...{{/name}}`` goes when the page has
+  a ``{{#name}}`` section (the alternative of it), else its text stays; ``{{else}}`` branches
+  and Liquid's and Jinja's ``{% else %}``/``{% elsif %}``/``{% elif %}`` branches go.
 - Hugo shortcodes ``{{< name args >}}`` / ``{{% name args %}}`` and their closing forms:
   the same rules; code shortcodes (``highlight``, ``code``, ``code-toggle``) become fenced
   code blocks; ``{{</* ... */>}}`` escapes show as ``{{< ... >}}``.
@@ -68,14 +72,16 @@ the page holds an ES module ``import ... from '...'`` or ``export`` line outside
 ``text`` changes nothing; ``rst`` (reStructuredText) applies only the role and substitution
 rules."""
 
-TEMPLATES_ID = "templates-8"
+TEMPLATES_ID = "templates-9"
 """Names these rules; part of the index's chunking id, so a change of them rebuilds the index.
 3: GitBook hints and MDX admonition components kept as ``:::kind`` containers.
 4: Mustache and Handlebars sections, comments and partials removed, tight placeholders as words.
 5: one-word tight placeholders as words too.
 6: reStructuredText and MyST roles and substitutions as their words.
 7: placeholders in GUI labels and menu paths without their angle brackets.
-8: substitution definition lines removed."""
+8: substitution definition lines removed.
+9: variables as bracketed placeholders (``[company short name]``), Liquid/Jinja/Hugo ones too;
+   inverted sections with a section of their own name, and ``else`` branches, removed."""
 
 
 def kind_of_file(name: str) -> str:
@@ -173,6 +179,7 @@ def strip_templates(text: str, kind: str = "markdown") -> str:
     text = _RAW_BLOCK.sub(lambda m: protect(m.group(1)), text)
     text = _HUGO_ESCAPE.sub(lambda m: protect("{{" + m.group(1) + m.group(2) + m.group(3) + "}}"), text)
     text = _LIQUID_COMMENT.sub("", text)
+    text = _first_branch(text)
     text = _JINJA_COMMENT.sub("", text)
     text = _HUGO_COMMENT.sub("", text)
     text = _code_shortcodes(text, protect)
@@ -184,7 +191,7 @@ def strip_templates(text: str, kind: str = "markdown") -> str:
     text = _END_HINT.sub(lambda m: _box(m, "", closing=True), text)
     text = _TAG.sub(lambda m: _replace_tag(m, m.group(1), m.group(2), paired), text)
     text = _LITERAL_OUTPUT.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
-    text = _OUTPUT.sub(lambda m: _replace_output(m.group(1)), text)
+    text = _OUTPUT.sub(_replace_output, text)
     if mdx:
         text = _strip_mdx(text)
     text = _ATTRIBUTE_LIST.sub("", text)
@@ -327,19 +334,58 @@ def _replace_tag(
     return f"{base.replace('_', ' ').replace('-', ' ')} {' '.join(words)}"  # "new in 0.153.0"
 
 
-_PLACEHOLDER = re.compile(r"\{?([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)\}?")
+# a variable, as Mustache and Handlebars (``companyShortName``, ``{security_officer}`` of a
+# triple-brace output) and Liquid, Jinja and Hugo (``site.title``, ``.Site.Title``, ``page.url |
+# relative_url``) print one: a name or a dotted path, filters after a bar
+_PLACEHOLDER = re.compile(
+    r"\s*-?\s*\{?\.?((?:[A-Za-z_]\w*\.)*)([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)\}?\s*(?:\|[^{}]*)?-?\s*"
+)
 
 
-def _replace_output(expression: str) -> str:
-    """A ``{{ expression }}``: variables and calls compute text that is not in the source:
-    removed (string literals were kept before). A bare name written tight, as Mustache and
-    Handlebars templates fill them (``{{company}}``, ``{{companyShortName}}``,
-    ``{{{security_officer}}}``), becomes its words (``company short name``): a placeholder a
-    reader of the template sees, without which its sentence loses a word ("everyone at !")."""
-    m = _PLACEHOLDER.fullmatch(expression)
-    if not m:
+def placeholder(name: str) -> str:
+    """How a template's variable shows in the text: its name's words in brackets
+    (``companyShortName`` -> ``[company short name]``), a blank the reader sees is to be filled,
+    where the bare words read as part of the sentence ("Your workspace admin is admin email.")."""
+    return "[" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").lower() + "]"
+
+
+def _replace_output(m: re.Match[str]) -> str:
+    """A ``{{ expression }}``: a variable (Mustache and Handlebars ``{{company}}``,
+    ``{{{security_officer}}}``; Liquid, Jinja and Hugo ``{{ site.title }}``, with filters or
+    not) becomes its :func:`placeholder` (its path's words without the generator's objects:
+    ``[title]``, ``{{ maintainer.email }}`` ``[maintainer email]``), where the
+    sentence would otherwise lose a word ("everyone at !"); in a link target, where an address
+    is computed, nothing. Other expressions (calls, arithmetic, Handlebars helpers) compute
+    text that is not in the source: removed (string literals were kept before)."""
+    v = _PLACEHOLDER.fullmatch(m.group(1))
+    if not v or v.group(2) in ("else", "this") or _LINK_TARGET.search(m.string[: m.start()]):
         return ""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", m.group(1)).replace("_", " ").lower()
+    path = [p for p in v.group(1).split(".") if p and p.lower() not in _NAMESPACES]
+    return placeholder("_".join([*path, v.group(2)]))
+
+
+# the generators' own objects a variable's path starts with, which name no part of its meaning
+_NAMESPACES = frozenset({"site", "page", "config", "extra", "params", "data", "env", "this", "layout", "include"})
+
+
+# Mustache's inverted section ``{{^name}}...{{/name}}`` is the text printed when ``name`` is
+# unset, the alternative of its section ``{{#name}}...{{/name}}``; Handlebars' ``{{else}}`` (or
+# ``{{^}}``) and Liquid's and Jinja's ``{% else %}``/``{% elsif %}``/``{% elif %}`` branch likewise.
+_INVERTED = re.compile(r"\{\{\^\s*([\w.-]+)\s*\}\}(.*?)\{\{/\s*\1\s*\}\}", re.S)
+_SECTION_NAME = re.compile(r"\{\{#\s*([\w.-]+)")
+_HANDLEBARS_ELSE = re.compile(r"\{\{~?\s*(?:else\b[^}]*|\^\s*)~?\}\}.*?(?=\{\{~?/)", re.S)
+_LIQUID_ELSE = re.compile(r"\{%-?\s*(?:else|elsif|elif)\b.*?-?%\}.*?(?=\{%-?\s*end(?:if|unless|for)\s*-?%\})", re.S)
+
+
+def _first_branch(text: str) -> str:
+    """``text`` with only the first branch of each conditional: an inverted section goes when
+    the page has its section too, an ``else`` branch goes. Both are quoted as facts otherwise,
+    and they contradict each other ("provides laptops under MDM" and "does not support
+    bringing your own device"); the first branch is the template's policy as written."""
+    positive = set(_SECTION_NAME.findall(text))
+    text = _INVERTED.sub(lambda m: "" if m.group(1) in positive else m.group(0), text)
+    text = _HANDLEBARS_ELSE.sub("", text)
+    return _LIQUID_ELSE.sub("", text)
 
 
 # ---- MDX ------------------------------------------------------------------------------
