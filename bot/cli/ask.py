@@ -39,7 +39,8 @@ def add_parsers(
 async def cmd_ask(args: argparse.Namespace, settings: Settings) -> int:
     """Answer ``args.question`` in a new thread (or ``--thread``'s: when that thread waits for an
     expert and the message is a new question, not a reply, in thread ``NAME-2``, the same one for
-    every question while NAME waits (:func:`~bot.platforms.console.thread_for`), saying how to
+    every question while NAME waits, ``NAME-3`` once ``NAME-2`` waits too, and so on
+    (:func:`~bot.platforms.console.thread_for`), saying how to
     answer the waiting one); exit code 1 when it failed, 2 when the question is empty or only
     blanks (a usage error, as a missing question is)."""
     if not args.question.strip():
