@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from graphs import prompts, sections, signals
@@ -28,6 +29,7 @@ from graphs.schemas import AnswerGrade, DocGrade, DocGrades
 from graphs.state import Doc, RAGState
 
 if TYPE_CHECKING:
+    from graphs.extractive import Extractive
     from graphs.settings import GraphConfig
 
 
@@ -185,6 +187,50 @@ def none_relevant(count: int, feedback: str) -> DocGrades:
     return DocGrades(documents=[DocGrade(id=i, relevant=False) for i in range(1, count + 1)], feedback=feedback)
 
 
+def relevance_grades(
+    extractive: Extractive,
+    questions: Sequence[str],
+    message: str,
+    docs: Sequence[Doc],
+    current: bool = False,
+    web_missing: bool = False,
+) -> DocGrades:
+    """The extractive graders' decision on ``docs`` (non-empty) for the question variants
+    ``questions`` of the user's ``message``: a document is relevant when its best unit scores over
+    the threshold, which the question's best passage match moves
+    (:meth:`~graphs.extractive.Extractive.threshold_for`); a current-events question (``current``:
+    the router sent it to the web) must be answered strongly (a higher one), and one about the
+    present moment is never answered from documents when no web search may run (``web_missing``).
+    A question asking for a page ("where is the doc on webhooks?") is answered by a page whose own
+    name says what it asks about, whatever its text scores (:func:`graphs.sections.page_named`).
+    Documents that pass only on the words every page holds
+    (:meth:`~graphs.extractive.Extractive.only_common_words`) are not relevant: the question is off
+    the knowledge base's subject; nor are documents none of which names a code the message asks
+    about ("PH-500", :func:`graphs.signals.codes_missing`). The ``feedback`` of a grade marking
+    none relevant says why (the rewrite's and the help request's reason). Shared by the graph and
+    the benchmarks (bench/decisions.py), so both decide alike."""
+    scores = extractive.grade(questions, docs)
+    threshold = extractive.threshold_for(questions, current, extractive.passage_match(questions, docs))
+    if web_missing and signals.asks_for_now(message):
+        # documents cannot tell what is true right now: say so (the help request's reason)
+        # rather than quote text about the subject
+        return none_relevant(len(scores), "it asks about the present moment, which documents cannot tell")
+    missing = signals.codes_missing(message, [f"{d.get('title', '')}\n{d.get('text', '')}" for d in docs])
+    if missing:
+        # "what does PH-500 mean?": a page on PH-403 shares every other word and answers nothing
+        return none_relevant(len(scores), f"no page found names {', '.join(missing)}")
+    named = sections.page_named(message, docs)
+    passing = any(score >= threshold for score in scores)
+    if passing and not current and not any(named) and extractive.only_common_words(questions, docs):
+        # the pages share only the words every page holds (the product's name) with the question
+        return none_relevant(len(scores), "no page speaks of it: they share only words every page holds")
+    return DocGrades(
+        documents=[
+            DocGrade(id=i, relevant=score >= threshold or named[i - 1]) for i, score in enumerate(scores, start=1)
+        ]
+    )
+
+
 class ExtractiveGraders:
     """Embedding + lexical graders for the extractive composer (``[graph] composer =
     "extractive"``, :mod:`graphs.extractive`); no chat-model call.
@@ -201,45 +247,20 @@ class ExtractiveGraders:
         self.history_messages = history_messages
 
     async def grade_documents(self, state: RAGState, retrieved: list[Doc]) -> tuple[DocGrades, int]:
-        """A document is relevant when its best unit scores over the threshold, which the
-        question's best passage match moves (:meth:`~graphs.extractive.Extractive.threshold_for`);
-        a current-events question the knowledge base must answer strongly (a higher one). A
-        question asking for a page ("where is the doc on webhooks?") is answered by a page whose
-        own name says what it asks about, whatever its text scores (:func:`graphs.sections.page_named`).
-        Documents that pass only on the words every page holds (:meth:`~graphs.extractive.Extractive.only_common_words`)
-        are not relevant: the question is off the knowledge base's subject; nor are documents none of
-        which names a code the message asks about ("PH-500", :func:`graphs.signals.codes_missing`)."""
-        extractive = self.kit.extractive
+        """:func:`relevance_grades` for the turn's question variants and route."""
         questions = offline_questions(state, self.history_messages)
-        scores = await asyncio.to_thread(extractive.grade, questions, retrieved)
         # the route step's decision: routed to the web (searched there first, or not allowed to)
         current = state.get("source") == "kb" and (state.get("route") == "websearch" or bool(state.get("needs_web")))
-        match = await asyncio.to_thread(extractive.passage_match, questions, retrieved)
-        threshold = extractive.threshold_for(questions, current, match)
-        message = last_user_message(state)
-        if current and state.get("needs_web") and signals.asks_for_now(message):
-            # documents cannot tell what is true right now: say so (the help request's reason)
-            # rather than quote text about the subject
-            return none_relevant(len(scores), "it asks about the present moment, which documents cannot tell"), 0
-        missing = signals.codes_missing(message, [f"{d.get('title', '')}\n{d.get('text', '')}" for d in retrieved])
-        if missing:
-            # "what does PH-500 mean?": a page on PH-403 shares every other word and answers nothing
-            return none_relevant(len(scores), f"no page found names {', '.join(missing)}"), 0
-        named = sections.page_named(message, retrieved)
-        passing = any(score >= threshold for score in scores)
-        if (
-            passing
-            and not current
-            and not any(named)
-            and await asyncio.to_thread(extractive.only_common_words, questions, retrieved)
-        ):
-            # the pages share only the words every page holds (the product's name) with the question
-            return none_relevant(len(scores), "no page speaks of it: they share only words every page holds"), 0
-        return DocGrades(
-            documents=[
-                DocGrade(id=i, relevant=score >= threshold or named[i - 1]) for i, score in enumerate(scores, start=1)
-            ]
-        ), 0
+        grades = await asyncio.to_thread(
+            relevance_grades,
+            self.kit.extractive,
+            questions,
+            last_user_message(state),
+            retrieved,
+            current,
+            current and bool(state.get("needs_web")),
+        )
+        return grades, 0
 
     async def grade_answer(self, state: RAGState) -> tuple[AnswerGrade, int]:
         """Quotes are grounded by construction; an empty composition is not useful."""

@@ -15,7 +15,16 @@ The decision (:meth:`OfflineRouter.route`):
 4. the class whose examples are most similar wins over the knowledge base when its
    similarity beats the knowledge base's best chunk by ``margin`` (calibrated on the
    development set by ``bench/calibrate_offline.py``); current events -> ``websearch``,
-   small talk and general knowledge -> ``direct``; else ``vectorstore``.
+   small talk and general knowledge -> ``direct``; else ``vectorstore``. The embeddings of
+   short questions lie close to the examples of every class, so the words have a veto: small
+   talk wins only for a message with a greeting, thanks or goodbye word or no content word
+   (:func:`graphs.signals.sounds_like_chat`: not "how do I uninstall it?"), general knowledge
+   only for a message that does not speak of the asker's own setup
+   (:func:`graphs.signals.speaks_of_own_setup`: not "how much RAM do I need"), and neither for
+   a single word or code (:func:`graphs.signals.is_lookup`: "AB-500"), current events only for
+   a message that says when or that something changed (:func:`graphs.signals.speaks_of_time`:
+   not "is Windows 10 supported?"); a vetoed class sends the
+   message to the knowledge base, whose grader then decides whether a page answers it.
 
 Without embeddings only rule 1 applies (everything else goes to the knowledge base).
 """
@@ -106,6 +115,10 @@ class RouteSignals:
     # pages are in its documents
     asks_for_link: bool = False
     foreign: bool = False  # measured with the multilingual encoder (another language than the documents)
+    chat_words: bool = True  # :func:`graphs.signals.sounds_like_chat`: small talk as far as its words go
+    own_setup: bool = False  # :func:`graphs.signals.speaks_of_own_setup`: "do I need", "our builds"
+    lookup: bool = False  # :func:`graphs.signals.is_lookup`: one word or code ("AB-500")
+    timely: bool = True  # :func:`graphs.signals.speaks_of_time`: "yet", "still", "tomorrow", "this week"
 
 
 class OfflineRouter:
@@ -158,6 +171,10 @@ class OfflineRouter:
             small_talk_words=signals.is_small_talk(message),
             asks_for_now=signals.asks_for_now(message),
             asks_for_link=signals.asks_for_link(message) or signals.asks_for_page(message),
+            chat_words=signals.sounds_like_chat(message),
+            own_setup=signals.speaks_of_own_setup(message),
+            lookup=signals.is_lookup(message),
+            timely=signals.speaks_of_time(message) or signals.asks_for_now(message),
         )
         if not self.embedder.available or not message.strip():
             return out
@@ -215,11 +232,26 @@ class OfflineRouter:
         # the multilingual encoder's similarities run lower and closer together than MiniLM's:
         # a class must beat the knowledge base clearly
         margin, current_margin = (FOREIGN_MARGIN, FOREIGN_MARGIN) if s.foreign else (self.margin, self.current_margin)
-        if best[0] == "current" and best[1] >= s.kb + current_margin:
+        if best[0] == "current" and best[1] >= s.kb + current_margin and not self.vetoed(best[0], s):
             return "websearch"
-        if best[0] != "current" and best[1] >= s.kb + margin:
+        if best[0] != "current" and best[1] >= s.kb + margin and not self.vetoed(best[0], s):
             return "direct"
         return "vectorstore"
+
+    @staticmethod
+    def vetoed(name: str, s: RouteSignals) -> bool:
+        """Whether the message's words rule out the class ``name`` ("small_talk", "general" or
+        "current") that its embedding is nearest to (rule 4: a question with content words and no
+        greeting is no small talk, one about the asker's own setup or a single word no general
+        knowledge, one that never says when no current events). The words are read in English
+        only: a message in another language is routed on its embedding."""
+        if s.foreign:
+            return False
+        if name == "current":
+            return s.lookup or not s.timely
+        if name == "small_talk":
+            return s.lookup or not s.chat_words
+        return s.lookup or s.own_setup
 
 
 def capabilities(kb_description: str) -> str:

@@ -156,6 +156,62 @@ def is_small_talk(text: str) -> bool:
     )
 
 
+# Words a greeting, thanks, a goodbye or an acknowledgement is made of, beyond the short ones of
+# _SMALL_TALK ("thanks, that sorted it", "perfect, cheers", "see you tomorrow", "you're awesome")
+_CHAT_WORDS = _SMALL_TALK | frozenset(
+    """hii heya hallo bye byebye cya see later perfect brilliant amazing excellent superb lovely wonderful
+sweet thx tysm tyvm ta appreciate appreciated kudos congrats gm gn""".split()
+)
+
+
+def sounds_like_chat(text: str) -> bool:
+    """``text`` may be a greeting, thanks or a goodbye as far as its words go: it holds such a word
+    ("hey bot, you awake?", "thanks, that sorted it", "perfect, cheers") or no content word at all
+    ("how are you?"). A message with content words and none of those ("how do I uninstall it?",
+    "ab403", "which port does the relay use?") is a question or a lookup, whatever its embedding is
+    near: the offline router never takes it for small talk."""
+    words = re.findall(r"[a-z']+", text.lower())
+    return any(w in _CHAT_WORDS for w in words) or not terms(text)
+
+
+# The asker, or the asker's team, in the message: "how much RAM do I need", "our builds are stuck",
+# "can we run it on ARM", "my laptop won't boot"
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|im|i've|ive|i'd|i'll|me|my|mine|we|we're|we've|our|ours|us)\b", re.I)
+
+
+def speaks_of_own_setup(text: str) -> bool:
+    """``text`` speaks of the asker's or the team's own situation ("how much RAM do I need", "can we
+    run it on ARM?", "my laptop won't boot"): a question about what the team uses, which its documents
+    answer, not a general-knowledge question ("what is a mutex", "explain idempotent")."""
+    return bool(_FIRST_PERSON.search(text))
+
+
+def is_lookup(text: str) -> bool:
+    """``text`` is one word, code or name and nothing else ("ab403", "AB-500", "uninstall",
+    "FL-403?"): something to look up in the documents, never small talk or general knowledge
+    (a greeting of one word holds a small-talk word: :func:`is_small_talk`)."""
+    tokens = text.split()
+    return len(tokens) == 1 and bool(terms(text)) and not is_small_talk(text)
+
+
+# Words of time and change: a question about what is happening or has changed says when ("yet",
+# "still", "again", "tomorrow", "this week", "the newest")
+_TIMELY = re.compile(
+    r"\b(?:now|nowadays|current|currently|today|tonight|tomorrow|yesterday|yet|still|again|anymore|lately|"
+    r"recent|recently|latest|newest|new|soon|upcoming|next|ago|live|this\s+(?:week|month|year|morning|evening)|"
+    r"last\s+(?:night|week|month|year)|at\s+the\s+moment|rn)\b",
+    re.I,
+)
+
+
+def speaks_of_time(text: str) -> bool:
+    """``text`` says when or that something changed ("yet", "still", "again", "tomorrow", "this
+    week", "the newest", "currently"): a question about current events always does; one without
+    any such word ("is Windows 10 supported?", "do I need admin rights to install it?") asks what
+    holds, which the documents state."""
+    return bool(_TIMELY.search(text))
+
+
 # Words that ask about the live state of the world by themselves: the instant ("right now"), a
 # span of days the documents were written before ("this week"), whether something is up or out
 _NOW = re.compile(
