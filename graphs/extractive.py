@@ -58,6 +58,9 @@ COMMON_SHARE = 0.5
 #: page, whose own subject words ("grafana" on the dashboards page) are then no product name
 MIN_COMMON_CHUNKS = 4
 CURRENT_RELEVANCE_THRESHOLD = 0.62
+#: a sentence is graded with the words of its section's heading: "system requirements?" is answered by
+#: the list under "Requirements", whose items ("4 GB of memory") never repeat the word
+GRADE_HEADING_WORDS = True
 # a question in another language than the documents (graphs/knowledge/crosslingual.py): the
 # multilingual encoder's cosine is on another scale than MiniLM's, and the question's words match none
 CROSS_RELEVANCE_THRESHOLD = 0.2
@@ -881,13 +884,41 @@ class Extractive:
         return units
 
     def grade(self, questions: Sequence[str], docs: Sequence[Doc]) -> list[float]:
-        """Relevance of each document (0..~1.5): the score of its best prose unit."""
-        scored = self.score_units(questions, self.doc_units(docs))
+        """Relevance of each document (0..~1.5): the score of its best prose unit, whose term share
+        counts the words of the section heading it sits under (:data:`GRADE_HEADING_WORDS`)."""
+        units = self.doc_units(docs)
+        scored = self.score_units(questions, units)
+        if GRADE_HEADING_WORDS and units:
+            q_terms: set[str] = set()
+            for q in questions:
+                q_terms |= signals.terms(q)
+            scored = [
+                Scored(
+                    s.unit,
+                    s.score
+                    + LEXICAL_WEIGHT
+                    * (
+                        lexical_share(q_terms, f"{self._section_of(s.unit, docs)}\n{s.unit.text}")
+                        - lexical_share(q_terms, s.unit.text)
+                    ),
+                )
+                for s in scored
+            ]
         best = [0.0] * len(docs)
         for s in scored:
             if not s.unit.code:
                 best[s.unit.doc] = max(best[s.unit.doc], s.score)
         return best
+
+    @staticmethod
+    def _section_of(u: Unit, docs: Sequence[Doc]) -> str:
+        """The heading of the section ``u`` sits in: its own (:attr:`Unit.section`), else the last part
+        of its document's heading path (a chunk that opens inside its section); never the page's title,
+        whose words (the product's name) are in every section."""
+        if u.section:
+            return u.section
+        path = str(docs[u.doc].get("title") or "").split(" > ") if u.doc < len(docs) else []
+        return path[-1] if len(path) > 1 else ""
 
     # ---- retrieval helpers --------------------------------------------------------------
     def rerank_features(self, questions: Sequence[str], docs: list[Doc]) -> tuple[np.ndarray, np.ndarray]:
