@@ -71,6 +71,17 @@ TRANSLATE_SPREAD = 0.03
 COGNATE_CANDIDATES = 50  # among this many nearest document words
 COGNATE_COSINE = 0.5  # at this cosine or nearer
 COGNATE_SIMILARITY = 0.75  # difflib's ratio of the two spellings (accents dropped)
+# The encoder reads many single nouns of everyday business words ("Preis" price, "prix", "Kosten"
+# cost, "facture" invoice, "Rechnung" bill) a little below TRANSLATE_COSINE of their English word
+# while every other document word lies far below: a word at TRANSLATE_FLOOR or nearer that leads
+# the nearest document word of another stem by TRANSLATE_MARGIN is its translation too
+TRANSLATE_FLOOR = 0.77
+TRANSLATE_MARGIN = 0.1
+STEM_LETTERS = 4  # document words sharing their first letters are forms of one word (plan, plans)
+# a German compound ("Kreditkarte" credit card, "Jahresabonnement" annual subscription) the encoder
+# does not read as one word is translated by its two parts, each at least COMPOUND_PART letters
+COMPOUND_MIN_LENGTH = 9
+COMPOUND_PART = 4
 
 # the function words of each language as :func:`graphs.terms.words` reads them (accents dropped)
 _FUNCTION_WORDS = {lang: frozenset(terms.plain(w) for w in ws) for lang, ws in terms.FUNCTION_WORDS.items()}
@@ -493,8 +504,10 @@ class CrossLingualIndex:
         """Each word of ``question`` (:func:`question_words`) with its translations: itself
         when it is a document word or an identifier (cosine 1), else the document words
         nearest it in the encoder's space at ``TRANSLATE_COSINE`` or nearer (the best, and
-        up to ``TRANSLATE_ALTERNATIVES`` within ``TRANSLATE_SPREAD`` of it), none when no
-        document word is that near."""
+        up to ``TRANSLATE_ALTERNATIVES`` within ``TRANSLATE_SPREAD`` of it); below that, its
+        cognates (:meth:`_cognates`), else the nearest word when it clearly leads
+        (:meth:`_leading`), else a compound's two parts (:meth:`_compound`); none when
+        nothing fits."""
         words, vecs = self.words()
         asked = question_words(question)
         out: list[tuple[str, list[tuple[str, float]]]] = []
@@ -515,7 +528,8 @@ class CrossLingualIndex:
                 order = np.argsort(-row)[: TRANSLATE_ALTERNATIVES + 1]
                 best = float(row[order[0]])
                 if best < TRANSLATE_COSINE:
-                    out[i] = (out[i][0], self._cognates(asked[i], row))
+                    found = self._cognates(asked[i], row) or self._leading(row) or self._compound(asked[i])
+                    out[i] = (out[i][0], found)
                     continue
                 picked = [
                     (words[j], float(row[j]))
@@ -559,6 +573,41 @@ class CrossLingualIndex:
             else:
                 return picked
         return []
+
+    def _leading(self, sims: np.ndarray) -> list[tuple[str, float]]:
+        """The nearest document word (``sims``: every document word's cosine with a question word)
+        when it is at ``TRANSLATE_FLOOR`` or nearer and leads the nearest word of another stem (its
+        first ``STEM_LETTERS`` letters differ) by ``TRANSLATE_MARGIN``; else none."""
+        words = self._words or []
+        order = np.argsort(-sims)[:20]
+        best = int(order[0])
+        if float(sims[best]) < TRANSLATE_FLOOR:
+            return []
+        stem = words[best][:STEM_LETTERS]
+        rival = next((float(sims[j]) for j in order[1:] if words[j][:STEM_LETTERS] != stem), 0.0)
+        return [(words[best], float(sims[best]))] if float(sims[best]) - rival >= TRANSLATE_MARGIN else []
+
+    def _compound(self, word: str) -> list[tuple[str, float]]:
+        """The translation of a Latin-script compound of two words (``"Kreditkarte"`` credit card,
+        ``"Jahresabonnement"`` annual subscription; a linking ``s`` of the first part dropped): the
+        split whose two parts both translate (at ``TRANSLATE_COSINE``, or leading as :meth:`_leading`
+        reads it), the nearest in its farther part; none when no split does."""
+        if not terms.is_latin_word(word) or len(word) < COMPOUND_MIN_LENGTH or not self._words:
+            return []
+        low = word.lower()
+        splits = [(low[:i], low[i:]) for i in range(COMPOUND_PART, len(low) - COMPOUND_PART + 1)]
+        splits += [(a[:-1], b) for a, b in splits if a.endswith("s") and len(a) > COMPOUND_PART]
+        parts = sorted({p for split in splits for p in split})
+        sims = self.query_vectors(parts) @ self._word_vectors.T
+        best: dict[str, tuple[str, float]] = {}
+        for part, row in zip(parts, sims, strict=True):
+            top = int(np.argmax(row))
+            if float(row[top]) >= TRANSLATE_COSINE:
+                best[part] = (self._words[top], float(row[top]))
+            elif found := self._leading(row):
+                best[part] = found[0]
+        done = [(min(best[a][1], best[b][1]), [best[a], best[b]]) for a, b in splits if a in best and b in best]
+        return max(done, key=lambda d: d[0])[1] if done else []
 
     def _cognates(self, word: str, sims: np.ndarray) -> list[tuple[str, float]]:
         """The document words spelt like the Latin-script ``word`` (``"pensión"`` pension,
