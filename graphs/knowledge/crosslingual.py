@@ -82,6 +82,7 @@ STEM_LETTERS = 4  # document words sharing their first letters are forms of one 
 # does not read as one word is translated by its two parts, each at least COMPOUND_PART letters
 COMPOUND_MIN_LENGTH = 9
 COMPOUND_PART = 4
+COMPOUNDING = frozenset({"de", "nl"})  # the languages :func:`language` knows that write compounds as one word
 
 # the function words of each language as :func:`graphs.terms.words` reads them (accents dropped)
 _FUNCTION_WORDS = {lang: frozenset(terms.plain(w) for w in ws) for lang, ws in terms.FUNCTION_WORDS.items()}
@@ -114,6 +115,15 @@ def is_foreign(text: str) -> bool:
     # language as an accent does: "Comment reconstruire l'index ?" has one function word and no accent
     accents += 1 if _ELISION.search(text) else 0
     return other + (1 if accents else 0) > english and other + accents >= 2
+
+
+def language(text: str) -> str:
+    """The language of the Latin-script ``text`` whose function words it holds the most of (a
+    :data:`graphs.terms.FUNCTION_WORDS` key; ``"en"`` when none or a tie with English)."""
+    words = terms.words(text)
+    counts = {lang: sum(w in ws for w in words) for lang, ws in _FUNCTION_WORDS.items()}
+    best = max(counts, key=lambda lang: (counts[lang], lang == "en"))
+    return best if counts[best] else "en"
 
 
 def question_words(text: str) -> list[str]:
@@ -506,8 +516,8 @@ class CrossLingualIndex:
         nearest it in the encoder's space at ``TRANSLATE_COSINE`` or nearer (the best, and
         up to ``TRANSLATE_ALTERNATIVES`` within ``TRANSLATE_SPREAD`` of it); below that, its
         cognates (:meth:`_cognates`), else the nearest word when it clearly leads
-        (:meth:`_leading`), else a compound's two parts (:meth:`_compound`); none when
-        nothing fits."""
+        (:meth:`_leading`), else, in a German or Dutch question (:func:`language`), a
+        compound's two parts (:meth:`_compound`); none when nothing fits."""
         words, vecs = self.words()
         asked = question_words(question)
         out: list[tuple[str, list[tuple[str, float]]]] = []
@@ -522,13 +532,15 @@ class CrossLingualIndex:
                 out.append((w, []))
                 unknown.append(len(out) - 1)
         if unknown and len(words):
+            compounds = language(question) in COMPOUNDING
             qv = self.query_vectors([asked[i] for i in unknown])
             sims = qv @ vecs.T
             for row, i in zip(sims, unknown, strict=True):
                 order = np.argsort(-row)[: TRANSLATE_ALTERNATIVES + 1]
                 best = float(row[order[0]])
                 if best < TRANSLATE_COSINE:
-                    found = self._cognates(asked[i], row) or self._leading(row) or self._compound(asked[i])
+                    found = self._cognates(asked[i], row) or self._leading(row)
+                    found = found or (self._compound(asked[i]) if compounds else [])
                     out[i] = (out[i][0], found)
                     continue
                 picked = [
