@@ -85,6 +85,11 @@ RERANK_PAGE_WEIGHT = 0.3
 # 0.2 per unit of the best cosine, chosen leave-one-corpus-out on fourteen corpora (bench/loco_rank.py;
 # larger shares lose rows)
 RERANK_PAGE_BEST_SHARE = 2 / 3
+# added to a chunk holding every code the message names ("AB-403"), in proportion for some: a code
+# names one thing exactly, while a section on a neighbouring code ("## AB-410") reads closer to the
+# question for the embeddings than the row of a table that holds it; 1.0 is above any gap of prior,
+# cosine and page evidence between two candidates that both match the rest of the question
+RERANK_CODE_WEIGHT = 1.0
 # weight of the search's pseudo-relevance feedback ranking (``KnowledgeBase.search(feedback=...)``):
 # the question's words plus the words its first three passages share, for a question worded unlike
 # its page; chosen leave-one-corpus-out on ten corpora (bench/loco_rank.py: every fold chose 0.25)
@@ -100,6 +105,10 @@ LEAD_BEFORE = 1  # sentences quoted before the lead sentence (the cause before a
 # sentences quoted after the block the lead's passage introduces: what an example or an error message is
 # followed by ("Hugo throws this error:", the error, "To resolve, install a different edition.")
 LEAD_AFTER_BLOCK = 1
+# added to a sentence or table row naming every code the question asks about ("AB-403"): the row of a
+# table of codes answers, not the sentence on a neighbouring code ("AB-410 means ...") that shares
+# every other word; above DOC_PRIOR, so it leads from a document found below the other
+CODE_BONUS = 0.5
 DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its sentences' scores
 # added to a sentence saying what is not so or cannot be done ("FreeBSD is **NOT** supported", "the serialized
 # value does not contain expire information") when the question asks whether ("can I run it on FreeBSD?") and the
@@ -1026,7 +1035,8 @@ class Extractive:
     def rerank(self, questions: Sequence[str], docs: list[Doc], k: int) -> list[Doc]:
         """The ``k`` best of ``docs`` (hybrid-search order) by :meth:`rerank_scores` with the
         page's evidence (for a question in another language, with the multilingual cosine and
-        its own prior and title weights, without page evidence)."""
+        its own prior and title weights, without page evidence), plus ``RERANK_CODE_WEIGHT x``
+        the share of the first question's codes the chunk names (:func:`graphs.signals.code_share`)."""
         if len(docs) <= 1:
             return docs[:k]
         cos, title = self.rerank_features(questions, docs)
@@ -1035,6 +1045,9 @@ class Extractive:
         else:
             page = self.page_evidence(questions, docs)
             scores = self.rerank_scores(cos, title, RERANK_PRIOR_WEIGHT, RERANK_TITLE_WEIGHT, page=page)
+        if RERANK_CODE_WEIGHT and signals.codes(questions[0]):
+            held = [signals.code_share(questions[0], f"{d.get('title', '')}\n{d.get('text', '')}") for d in docs]
+            scores = scores + RERANK_CODE_WEIGHT * np.asarray(held, dtype=np.float32)
         order = np.argsort(-scores, kind="stable")
         return [docs[i] for i in order[:k]]
 
@@ -1244,12 +1257,19 @@ class Extractive:
         yes_no = bool(questions) and signals.asks_yes_no(questions[0])
         set_up = bool(questions) and sections.asks_to_set_up(questions[0])
         asked = {t for q in questions for t in signals.terms(q)}
+        coded = {
+            (u.doc, u.pos)
+            for u in units
+            if questions and not u.heading and signals.code_share(questions[0], u.text) == 1.0
+        }
         own: dict[tuple[int, int], float] = {}  # each unit's score without its document's rank weight
         for sc, head in zip(scored, headings, strict=True):
             own[(sc.unit.doc, sc.unit.pos)] = sc.score
             sc.score += doc_prior * (1.0 / (1 + sc.unit.doc))
             if quantity and not sc.unit.code and signals.states_quantity(sc.unit.text):
                 sc.score += QUANTITY_BONUS  # "how many days": the sentence with the number
+            if (sc.unit.doc, sc.unit.pos) in coded:
+                sc.score += CODE_BONUS  # "what does AB-403 mean?": the row or sentence naming AB-403
             if (
                 yes_no
                 and not sc.unit.code
@@ -1267,6 +1287,7 @@ class Extractive:
         # ... and rows sharing the value asked about ("which services does team-gamma own?"): their table
         shared = shared_rows(units, asked, docs)
         answering |= set(shared)
+        answering |= {(u.doc, u.pos) for u in units if u.row >= 0 and (u.doc, u.pos) in coded}  # the code's row
         prose = sorted(
             (
                 sc

@@ -220,6 +220,10 @@ def relevance_grades(
         # "what does PH-500 mean?": a page on PH-403 shares every other word and answers nothing
         return none_relevant(len(scores), f"no page found names {', '.join(missing)}")
     named = sections.page_named(message, docs)
+    # a document naming every code the message asks about ("AB-403" in a table row) answers it,
+    # however little its other words score
+    coded = [signals.code_share(message, f"{d.get('title', '')}\n{d.get('text', '')}") == 1.0 for d in docs]
+    named = [a or b for a, b in zip(named, coded, strict=True)]
     passing = any(score >= threshold for score in scores)
     if passing and not current and not any(named) and extractive.only_common_words(questions, docs):
         # the pages share only the words every page holds (the product's name) with the question

@@ -273,6 +273,22 @@ def codes_missing(question: str, texts: Sequence[str]) -> list[str]:
     return [c for c in asked if not any(re.sub(r"[\W_]+", "", c.lower()) in f for f in flat)]
 
 
+def code_share(question: str, text: str) -> float:
+    """Share (0..1) of the codes of ``question`` (:func:`codes`) that ``text`` names as a whole word,
+    without case and with or without the separator ("AB-403" is in "| ab403 |" and "AB 403", not in
+    "AB-4031"); 0 when the question names none."""
+    asked = codes(question)
+    if not asked:
+        return 0.0
+    flat = text.lower()
+    held = 0
+    for c in asked:
+        m = re.fullmatch(r"([a-z]{1,6})-?(\d{2,})", c.lower())
+        if m and re.search(rf"(?<![\w-]){m[1]}[\s_-]?{m[2]}(?![\w-])", flat):
+            held += 1
+    return held / len(asked)
+
+
 def asks_what_documents_state(text: str) -> bool:
     """The message uses a present-tense word ("currently", "now", "the latest") about what
     documentation states ("which version is currently supported?", "what's the latest config
