@@ -408,6 +408,105 @@ def units(args: argparse.Namespace) -> None:
     del snap
 
 
+IDENT = re.compile(
+    r"(?<![\w.-])[A-Z]{1,6}-?\d{2,}(?![\w-])"  # a code: PH-500, E0425
+    r"|\b[A-Za-z]\w*(?:[_.][A-Za-z0-9]\w*)+\b"  # snake_case, dotted.names, file.ext
+    r"|\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z]+[A-Z]\w*\b"  # camelCase, PascalCase
+    r"|\b[A-Z]{3,}\b"  # COMMANDS, ACRONYMS
+    r"|(?<![\w.])\d{3,}(?![\w.])"  # a status or port number: 429, 5433
+)
+"""A word of a message that names one thing exactly (an identifier, a code, a number of 3+ digits)."""
+
+
+def identifiers(text: str) -> list[str]:
+    """The distinct :data:`IDENT` words of ``text`` (in order)."""
+    return list(dict.fromkeys(m.group(0) for m in IDENT.finditer(text)))
+
+
+def holds(ident: str, flat: str) -> bool:
+    """``ident`` is a whole word of ``flat`` (lower-cased text), a code also without its hyphen."""
+    x = ident.lower()
+    if re.search(rf"(?<![\w]){re.escape(x)}(?![\w])", flat):
+        return True
+    m = re.fullmatch(r"([a-z]{1,6})-?(\d{2,})", x)
+    return bool(m and re.search(rf"(?<!\w){m[1]}[\s_-]?{m[2]}(?!\w)", flat))
+
+
+def pair_share(q: list[str], text: list[str], window: int = 3) -> float:
+    """Share of the message's adjacent content-term pairs (stemmed) that stand within ``window``
+    words of each other, in either order, in ``text`` (a phrase of the question found as a phrase)."""
+    pairs = [(a, b) for a, b in zip(q, q[1:], strict=False) if a != b]
+    if not pairs:
+        return 0.0
+    at: dict[str, list[int]] = {}
+    for i, w in enumerate(text):
+        at.setdefault(w, []).append(i)
+    hit = 0
+    for a, b in pairs:
+        if a in at and b in at and any(abs(i - j) <= window for i in at[a] for j in at[b]):
+            hit += 1
+    return hit / len(pairs)
+
+
+def textfeats(args: argparse.Namespace) -> None:
+    """Add to a collected pickle, per pool chunk, features read from its text: ``ident`` /
+    ``ident_page`` the share of the message's :func:`identifiers` the chunk / its page holds,
+    ``code`` the same for codes only (:func:`graphs.signals.codes`), ``pairs`` :func:`pair_share`
+    of the message in the chunk's heading path and text, ``head_idf`` / ``head_last_idf`` the
+    idf-weighted share of the message's index tokens in the chunk's heading path / last heading."""
+    from bench.offline_rows import open_offline
+    from graphs import signals, terms
+    from graphs.knowledge.index import query_tokenizer
+
+    def stems(text: str) -> list[str]:
+        out = []
+        for w in terms.content_terms(text):
+            for suffix in ("ing", "es", "ed", "s"):
+                if len(w) > len(suffix) + 3 and w.endswith(suffix):
+                    w = w[: -len(suffix)]
+                    break
+            out.append(w)
+        return out
+
+    d = pickle.loads(Path(args.pickle).read_bytes())
+    _settings, kb, _emb = open_offline(args.config, d["corpus"])
+    snap = kb.snapshot
+    tok = query_tokenizer()
+    index, indptr = snap.postings.index, snap.postings.indptr
+
+    def idf_tokens(text: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for w in terms.content_terms(text):
+            for t in tok.tokens(w):
+                if t in index:
+                    out[t] = snap.postings.idf(int(indptr[index[t] + 1] - indptr[index[t]]))
+        return out
+
+    page_text: dict[str, str] = {}
+    for r in d["rows"]:
+        msg = r["texts"][0]
+        ids, codes = identifiers(msg), signals.codes(msg)
+        q_stems = stems(msg)
+        q_idf = idf_tokens(msg)
+        total = sum(q_idf.values()) or 1.0
+        texts = snap.chunks([f["rowid"] for f in r["pool"]])
+        for f in r["pool"]:
+            file, title, text = texts[f["rowid"]][:3]
+            flat = f"{title}\n{text}".lower()
+            if file not in page_text:
+                chunks = snap.file_chunks(file, f["source"])
+                page_text[file] = "\n".join(f"{c.title}\n{c.text}" for c, _ in chunks).lower()
+            f["ident"] = sum(holds(x, flat) for x in ids) / len(ids) if ids else 0.0
+            f["ident_page"] = sum(holds(x, page_text[file]) for x in ids) / len(ids) if ids else 0.0
+            f["code"] = sum(holds(x, flat) for x in codes) / len(codes) if codes else 0.0
+            f["pairs"] = pair_share(q_stems, stems(f"{title}\n{text}"))
+            head = {t for w in terms.content_terms(title) for t in tok.tokens(w)}
+            last = {t for w in terms.content_terms(title.split(" > ")[-1]) for t in tok.tokens(w)}
+            f["head_idf"] = sum(v for t, v in q_idf.items() if t in head) / total
+            f["head_last_idf"] = sum(v for t, v in q_idf.items() if t in last) / total
+    Path(args.pickle).write_bytes(pickle.dumps(d))
+
+
 OVERVIEW = re.compile(r"(^|/)(_?index|readme|overview|introduction|intro)\.[a-z]+$", re.IGNORECASE)
 """A page that gives an overview of its folder (the kind of page that names every topic once)."""
 
@@ -448,7 +547,14 @@ DEFAULT: dict = {
     "use_cos": 0.0,  # weight of the multilingual encoder's cosine in the rerank
     "grade_all": 0.0,  # weight of the chunk's best sentence score (the graders'), all variants
     "grade_msg": 0.0,  # the same, the message alone
+    "ident": 0.0,  # weight of the share of the message's identifiers the chunk holds (``textfeats``)
+    "ident_page": 0.0,  # the same, anywhere on the chunk's page
+    "code": 0.0,  # the same, codes only (PH-500)
+    "pairs": 0.0,  # weight of the share of the message's adjacent term pairs found near each other
+    "head_idf": 0.0,  # weight of the idf share of the message's tokens in the heading path
+    "head_last_idf": 0.0,  # the same, the last heading only
 }
+TEXT_FEATURES = ("ident", "ident_page", "code", "pairs", "head_idf", "head_last_idf")
 
 
 class Row:
@@ -471,6 +577,7 @@ class Row:
         self.page_name = np.array([f.get("page_name_cos", 0.0) for f in self.pool], dtype=np.float32)
         self.section_name = np.array([f.get("section_name_cos", 0.0) for f in self.pool], dtype=np.float32)
         self.use_cos = np.array([f.get("use_cos", 0.0) for f in self.pool], dtype=np.float32)
+        self.text = {a: np.array([f.get(a, 0.0) for f in self.pool], dtype=np.float32) for a in TEXT_FEATURES}
         pg = [r["pages"][f"{f['file']}\x00{f['source']}"] for f in self.pool]
         self.page = {
             a: np.array([p.get(a, 0.0) for p in pg], dtype=np.float32) for a in ("mean", "max", "top2", "top3")
@@ -572,6 +679,9 @@ class Row:
                 + s["grade_msg"] * self.grade_msg[c]
                 - s["overview"] * self.overview[c]
             )
+            for a in TEXT_FEATURES:
+                if s[a]:
+                    score = score + s[a] * self.text[a][c]
         order = c[np.argsort(-score, kind="stable")] if len(c) > 1 else c
         out: list[str] = []
         seen: set = set()
@@ -641,6 +751,12 @@ IDEAS = {
     "page's best chunk with the RRF constant": ["page_max", "rrf_k", "page_max+rrf_k"],
     "page's best chunk with the page evidence weight": ["page_max", "page", "page_max+page"],
     "best sentence score (graders'), all variants": ["grade_all"],
+    "identifiers the chunk holds": ["ident"],
+    "identifiers the page holds": ["ident_page"],
+    "codes the chunk holds": ["code"],
+    "question's word pairs near each other": ["pairs"],
+    "idf share in the heading path": ["head_idf"],
+    "idf share in the last heading": ["head_last_idf"],
     "best sentence score (graders'), the message": ["grade_msg"],
 }
 """Each idea: the grid axes (:func:`grid`'s tags) whose settings it chooses among (with now)."""
@@ -672,6 +788,12 @@ def grid() -> list[dict]:
         "use_cos": [0.1, 0.2, 0.3, 0.5, 1.0],
         "grade_all": [0.1, 0.2, 0.3, 0.5, 1.0],
         "grade_msg": [0.1, 0.2, 0.3, 0.5, 1.0],
+        "ident": [0.05, 0.1, 0.2, 0.3, 0.5],
+        "ident_page": [0.05, 0.1, 0.2, 0.3],
+        "code": [0.1, 0.3, 1.0],
+        "pairs": [0.05, 0.1, 0.2, 0.3],
+        "head_idf": [0.05, 0.1, 0.2, 0.3],
+        "head_last_idf": [0.05, 0.1, 0.2, 0.3],
     }
     for extra in ({"page_max": 0.1}, {"page_max": 0.2}, {"rrf_k": 15}, {"rrf_k": 10}, {"prior": 0.9}, {"page": 0.45}):
         for pk in (0.25, 0.5):
@@ -928,6 +1050,9 @@ def main() -> None:
     un = sub.add_parser("units")
     un.add_argument("pickle")
     un.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "config.toml"))
+    tf = sub.add_parser("textfeats")
+    tf.add_argument("pickle")
+    tf.add_argument("--config", default=str(Path(__file__).resolve().parent.parent / "config.toml"))
     lo = sub.add_parser("loco")
     lo.add_argument("inputs", nargs="+")
     lo.add_argument("--check", action="store_true", help="compare the replay with the saved retrieve")
@@ -950,6 +1075,7 @@ def main() -> None:
         "use": use,
         "pagecos": pagecos,
         "units": units,
+        "textfeats": textfeats,
         "loco": loco,
     }[args.cmd](args)
 
