@@ -187,6 +187,30 @@ _SENTENCE_END = re.compile(
     r"(?:(?<=[.!?])\s+(?=[A-ZÀ-ÖØ-ÞΑ-ΩА-ЯЁ`\"(*])|(?<=[。！？])\s*)"
 )
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+# A reply of one or two words opening an FAQ's answer ("Yes.", "No.", "Not yet."): too short to be a
+# sentence, it is the answer, and it is read with the sentence after it ("Yes. It runs on any ARM board.")
+_BARE_VERDICT = re.compile(
+    r"^(?:yes|no|nope|yep|correct|incorrect|not\s+yet|not\s+currently|not\s+at\s+the\s+moment|never|always|"
+    r"sometimes|it\s+depends|absolutely|definitely|certainly|of\s+course|sure)\s*[.!]$",
+    re.I,
+)
+
+
+def _with_verdicts(pieces: list[str]) -> list[str]:
+    """``pieces`` (a paragraph's sentences) with a bare verdict (:data:`_BARE_VERDICT`) joined to the
+    sentence after it."""
+    out: list[str] = []
+    carry = ""
+    for piece in pieces:
+        piece = piece.strip()
+        if _BARE_VERDICT.match(piece):
+            carry = f"{carry} {piece}".strip()
+            continue
+        out.append(f"{carry} {piece}".strip() if carry and piece else piece)
+        carry = "" if piece else carry
+    if carry:
+        out.append(carry)
+    return out
 
 
 # a character reference as CommonMark takes it: with its ";" (``&copy=2`` in an address is text)
@@ -296,7 +320,8 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
     tables (rows kept), each table followed by its body rows as prose units
     (:func:`table_rows`, ``row`` set). Prose pieces shorter than ``min_characters`` are
     dropped (with ``short_items``, a list item's first sentence is kept, marked ``short``: a
-    step "Install the agent:"); code blocks are never cut."""
+    step "Install the agent:"), except a bare verdict opening an FAQ's answer ("Yes.", "No.",
+    "Not yet."), which is read with the sentence after it; code blocks are never cut."""
     units: list[Unit] = []
     # indented code is code too, not prose to join (a man page's HTML option list was made Markdown
     # when the document was split, graphs.knowledge.sources.clean_markdown)
@@ -323,7 +348,7 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
         if heading:
             section[0] = joined
         first = True
-        for piece in _SENTENCE_END.split(joined):
+        for piece in _with_verdicts(_SENTENCE_END.split(joined)):
             piece = piece.strip()
             # a CJK character carries about a word: count it twice against the minimum; a list
             # item's first sentence is kept however short (a step: "1. Install the agent:")

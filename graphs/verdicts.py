@@ -67,6 +67,10 @@ _PLAIN_NO = re.compile(
 )
 
 
+# A sentence that opens with its own yes or no (an FAQ's "Yes. Notes are kept on your device."): no label
+_SAID = re.compile(r"^\W*(?:yes|no|not\s+yet)\b", re.I)
+
+
 def label(question: str, sentence: str) -> str:
     """ "Yes." or "No." when ``sentence`` plainly states it for all ``question`` asks about, else
     "": a label made from a sentence's words must never say the opposite of the page, so any doubt
@@ -76,7 +80,7 @@ def label(question: str, sentence: str) -> str:
     (:data:`_PLAIN_NO`: "Microsoft Teams is not supported") and nothing that works or holds in part
     beside it ("Linux and macOS are supported; Windows is not supported" is neither). A question
     asking about doing without something gets no label: its sentence answers the question turned round."""
-    if _NEGATED_QUESTION.search(question):
+    if _NEGATED_QUESTION.search(question) or _SAID.match(sentence):
         return ""
     plain_no = _PLAIN_NO.findall(sentence)
     if len(plain_no) == 1:

@@ -284,3 +284,44 @@ def test_an_install_question_leads_with_its_systems_install_step_not_the_removal
     ubuntu = ask(tmp_path, "how do I install harborlog on ubuntu?")["answer"]
     assert not ubuntu.startswith("On Ubuntu, run `sudo apt-get purge"), ubuntu
     assert -1 < ubuntu.find("sudo apt-get install harborlog") < ubuntu.find("purge"), ubuntu
+
+
+QUILLPAD_FAQ = """# Quillpad FAQ
+
+## Can I use Quillpad without an internet connection?
+
+Yes. Notes are kept on your device and are sent to the server the next time you connect.
+
+## Does Quillpad have a dark theme?
+
+No. Only the light theme ships today, and a high-contrast mode is planned for the spring release.
+
+## Is there a limit on the size of a note?
+
+Not yet. Very long notes open more slowly on phones, so we suggest splitting a note past 50 pages.
+"""
+
+QUILLPAD_THEMES = """# Themes and fonts
+
+Quillpad uses the light theme with the Inter font. You can change the font size under Settings >
+Appearance, from 12 to 24 points. Notes keep their own font when they are shared.
+"""
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_an_faq_answer_keeps_the_yes_or_no_it_opens_with(tmp_path):
+    """`threadwise ask` offline on an FAQ whose answers open with "Yes.", "No." or "Not yet.": the
+    answer opens with that word and the sentence after it. The word alone is shorter than a sentence
+    and was dropped, so "does quillpad have a dark theme?" read "Only the light theme ships today"
+    without the "No." the page gives."""
+    (tmp_path / "guide").mkdir()
+    (tmp_path / "guide" / "faq.md").write_text(QUILLPAD_FAQ)
+    (tmp_path / "guide" / "themes.md").write_text(QUILLPAD_THEMES)
+    write_config(tmp_path)
+    offline = ask(tmp_path, "can I use quillpad offline?")["answer"]
+    assert offline.startswith("Yes. Notes are kept on your device"), offline
+    dark = ask(tmp_path, "does quillpad have a dark theme?")["answer"]
+    assert dark.startswith("No. Only the light theme ships today"), dark
+    size = ask(tmp_path, "is there a max note size in quillpad?")["answer"]
+    assert size.startswith("Not yet. Very long notes open more slowly on phones"), size
