@@ -92,9 +92,9 @@ def test_a_message_of_one_code_is_looked_up_not_greeted(manual: Path, code: str,
 
 @pytest.mark.slow
 def test_a_question_naming_a_section_is_answered_from_it(manual: Path):
-    """A question naming a section was sent to the experts ("system requirements?"): the list under "Requirements" ("4 GB of memory",
-    "Windows 10 or 11") never repeats the words asked, and the bar was measured on the items alone.
-    A sentence is graded with its section heading's words, so the section answers."""
+    """A question naming a section was sent to the experts ("system requirements?"): the list under
+    "Requirements" ("4 GB of memory", "Windows 10 or 11") never repeats the words asked, and the bar
+    was measured on the items alone. A sentence is graded with its section heading's words, so the section answers."""
     answer = ask(manual, "system requirements?")
     assert answer["kind"] == "answer" and "4 GB of memory" in answer["answer"], answer
     assert answer["sources"] and "install.md" in str(answer["sources"][0]), answer
