@@ -96,6 +96,11 @@ def test_mustache_sections_go_their_text_stays_and_placeholders_show_as_blanks()
     assert strip_templates("Version {{ version }} is out.") == "Version [version] is out."  # Jinja's too
     assert strip_templates("By {{ page.maintainer.email | lower }}.") == "By [maintainer email]."
     assert strip_templates("[Download]({{ site.url }}/get)") == "[Download](/get)"  # an address: computed
+    # a default filter's text is what the page says when the variable is unset: it stays in the blank
+    fallback = "Your buddy is [buddy, or else your team lead]."
+    assert strip_templates('Your buddy is {{ buddy | default("your team lead") }}.') == fallback  # Jinja
+    assert strip_templates("Your buddy is {{ buddy | default: 'your team lead' }}.") == fallback  # Liquid
+    assert strip_templates('Your buddy is {{ .Params.buddy | default "your team lead" }}.') == fallback  # Hugo
     only = "{{^sso}}Sign in with your password.{{/sso}}"  # no section of its own: the text stays
     assert strip_templates(only) == "Sign in with your password."
     assert strip_templates("{{#if sso}}Sign in with SSO.{{else}}Use a password.{{/if}}") == "Sign in with SSO."

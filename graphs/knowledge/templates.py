@@ -72,7 +72,7 @@ the page holds an ES module ``import ... from '...'`` or ``export`` line outside
 ``text`` changes nothing; ``rst`` (reStructuredText) applies only the role and substitution
 rules."""
 
-TEMPLATES_ID = "templates-9"
+TEMPLATES_ID = "templates-10"
 """Names these rules; part of the index's chunking id, so a change of them rebuilds the index.
 3: GitBook hints and MDX admonition components kept as ``:::kind`` containers.
 4: Mustache and Handlebars sections, comments and partials removed, tight placeholders as words.
@@ -342,11 +342,19 @@ _PLACEHOLDER = re.compile(
 )
 
 
-def placeholder(name: str) -> str:
+def placeholder(name: str, fallback: str = "") -> str:
     """How a template's variable shows in the text: its name's words in brackets
     (``companyShortName`` -> ``[company short name]``), a blank the reader sees is to be filled,
-    where the bare words read as part of the sentence ("Your workspace admin is admin email.")."""
-    return "[" + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").lower() + "]"
+    where the bare words read as part of the sentence ("Your workspace admin is admin email.").
+    ``fallback``, the text the template prints when the variable is unset (a ``default`` filter),
+    is kept in the blank: ``[buddy, or else your team lead]``, since it is part of what the page says."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").lower()
+    return "[" + words + (f", or else {fallback}" if fallback else "") + "]"
+
+
+# the ``default`` filter of Jinja (``| default("x")``), Liquid (``| default: "x"``) and Hugo
+# (``| default "x"``) with a literal: the text printed when the variable is unset
+_DEFAULT_FILTER = re.compile(r"""\|\s*default\s*[(:]?\s*(["'])(.*?)\1""")
 
 
 def _replace_output(m: re.Match[str]) -> str:
@@ -361,7 +369,8 @@ def _replace_output(m: re.Match[str]) -> str:
     if not v or v.group(2) in ("else", "this") or _LINK_TARGET.search(m.string[: m.start()]):
         return ""
     path = [p for p in v.group(1).split(".") if p and p.lower() not in _NAMESPACES]
-    return placeholder("_".join([*path, v.group(2)]))
+    fallback = _DEFAULT_FILTER.search(m.group(1))
+    return placeholder("_".join([*path, v.group(2)]), fallback.group(2).strip() if fallback else "")
 
 
 # the generators' own objects a variable's path starts with, which name no part of its meaning
