@@ -114,6 +114,9 @@ DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its 
 # value does not contain expire information") when the question asks whether ("can I run it on FreeBSD?") and the
 # sentence or its heading holds one of the question's words: the verdict answers it, not a sentence sharing more words
 VERDICT_BONUS = 0.1
+# shortest follow-up term that matches the start of a longer word ("sick" in "sickness"; a
+# shorter one, "ui", would match any word it begins).
+FOCUS_PREFIX = 4
 # a support's own score (without its document's rank weight) must reach this share of the lead's own score: the
 # rank weight (DOC_PRIOR) alone carried the first page's sentences over SUPPORT_CUTOFF while they said nothing of
 # the question (a Linux distribution's packages after "what about on a mac?")
@@ -1331,9 +1334,29 @@ class Extractive:
         if not prose:
             return ""
         focus_terms = {t for f in focus for t in signals.terms(f)}
+        section_words = {
+            (u.doc, u.pos): signals.terms(h.split(" > ")[-1]) for u, h in zip(units, headings, strict=True)
+        }
+        # how a sentence is about the follow-up's subject: a focus term among its words; when no sentence
+        # holds one, also the start of one of its words ("sick" in "sickness") or its section heading's
+        # ("and sick leave?": "After four days, send a doctor's note" under "Sick leave"). Only then: the
+        # heading put a whole section ahead of the sentence naming what was asked ("Holiday" over the one
+        # sentence with "holiday" on another page).
+        widened = False
+
+        def on_subject(u: Unit) -> bool:
+            words = signals.terms(u.text)
+            if not widened:
+                return bool(focus_terms & words)
+            words |= section_words.get((u.doc, u.pos), set())
+            return any(w == t or (len(t) >= FOCUS_PREFIX and w.startswith(t)) for t in focus_terms for w in words)
+
         on_focus = False  # the lead holds a word the follow-up asks about now
         if focus_terms:
-            with_focus = [sc for sc in prose if focus_terms & signals.terms(sc.unit.text)]
+            with_focus = [sc for sc in prose if on_subject(sc.unit)]
+            if not with_focus:
+                widened = True
+                with_focus = [sc for sc in prose if on_subject(sc.unit)]
             if with_focus:  # the follow-up's own subject leads
                 prose = with_focus + [sc for sc in prose if sc not in with_focus]
                 on_focus = True
@@ -1397,7 +1420,7 @@ class Extractive:
             u = seed.unit
             if n and own[(u.doc, u.pos)] < lead_own * SUPPORT_OWN_CUTOFF:
                 continue  # its page's rank carried it this far, not what it says
-            if n and on_focus and u.doc not in (0, prose[0].unit.doc) and not focus_terms & signals.terms(u.text):
+            if n and on_focus and u.doc not in (0, prose[0].unit.doc) and not on_subject(u):
                 continue  # "and for contractors?": a lower page's sentence not about contractors pads the answer
             if (u.doc, u.pos) in used or norm(u.text) in quoted:
                 continue

@@ -1,0 +1,96 @@
+"""A follow-up in a thread is answered about what it asks now, offline: "and sick leave?" after a
+question about holiday leads with the sick-leave rule, not with the holiday paragraph the thread
+was about; "ok and train tickets?" after a taxi question leads with the train row of the expenses
+table. The thread's earlier words only tell which page the follow-up is about. The pages are our
+own words, of the kinds a staff handbook and a product guide have."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import requires_offline_model
+from tests.test_question_kinds import ask, write_config
+
+TIME_OFF = """# Time off at Pinewood
+
+## Holiday
+
+Everyone on a full contract gets **26 days** of holiday a year, on top of bank holidays. Part-time
+staff get the same share of their hours. Up to three unused days move to the next year.
+
+Book holiday in Rota at least a week ahead when it is longer than two days.
+
+## Sick leave
+
+Let your team lead know by 9:30 on the first morning. After four days of illness, send a fit note
+from your doctor to the people team.
+
+## Parental leave
+
+Pinewood tops up statutory pay to your full salary for the first **12 weeks** of parental leave.
+"""
+
+EXPENSES = """# Expenses
+
+Claim in Ledgerly within a month of paying, with a photo of the receipt.
+
+## Limits
+
+| Item | Limit | Notes |
+|------|-------|-------|
+| Taxi | 35 EUR per ride | only when no bus or tram runs, or after 22:00 |
+| Train | standard class | first class on journeys over three hours |
+| Hotel | 130 EUR per night | breakfast included where offered |
+| Meals | 30 EUR per day | on trips away from your office |
+"""
+
+# a product page sharing "tickets" with the train question: the thread tells them apart
+HELPDESK = """# Helpdesk app troubleshooting
+
+## Tickets do not appear
+
+When new tickets do not appear in the inbox, sign out and sign in again, then check that the inbox
+filter is set to "All tickets".
+
+## Tickets open slowly
+
+Tickets with many attachments open slowly on mobile; open them on the web app instead.
+"""
+
+
+def lead(answer: str) -> str:
+    """The part of an answer a reader sees first (its first 300 characters)."""
+    return answer[:300]
+
+
+def opening(answer: str) -> str:
+    """The answer's first paragraph."""
+    return answer.split("\n\n", 1)[0]
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_follow_up_leads_with_what_it_asks_now_not_the_previous_answer(tmp_path: Path):
+    """`threadwise ask --thread` twice: the follow-up's answer opens with the new subject's rule
+    (sick leave; the train row), not with the previous answer's paragraph (holiday; the taxi row).
+    The sick-leave sentences never say "sick" (their heading does), and the follow-up shares "leave"
+    with the holiday question, so the thread's words pulled the holiday paragraph back to the lead."""
+    guide = tmp_path / "guide"
+    guide.mkdir()
+    (guide / "time-off.md").write_text(TIME_OFF)
+    (guide / "expenses.md").write_text(EXPENSES)
+    (guide / "helpdesk.md").write_text(HELPDESK)
+    write_config(tmp_path)
+
+    first = ask(tmp_path, "how many days of holiday leave do i get", "--thread", "leave")["answer"]
+    assert "26 days" in lead(first), first
+    sick = ask(tmp_path, "and sick leave?", "--thread", "leave")["answer"]
+    assert "fit note" in lead(sick) or "9:30" in lead(sick), sick
+    assert "26 days" not in opening(sick), sick
+
+    ask(tmp_path, "can i expense a taxi?", "--thread", "travel")
+    train = ask(tmp_path, "ok and train tickets?", "--thread", "travel")["answer"]
+    assert "first class on journeys over three hours" in opening(train), train
+    assert "35 EUR" not in opening(train) and "sign out" not in opening(train), train
