@@ -68,3 +68,24 @@ def test_a_bare_remember_says_how_to_use_it_and_is_not_asked(tmp_path):
     shown = json.loads(done.stdout)
     assert "Please include what to remember" in shown["answer"], shown
     assert shown["path"] == [] and shown["llm_calls"] == 0 and shown["sources"] == [], shown
+
+
+def test_remember_on_a_thread_that_asked_nothing_saves_nothing_and_says_to_ask_first(tmp_path):
+    """``remember: <text>`` as a thread's first message saved a learned entry answering no
+    question ("1: (no question) -> ..."), which no one's question would ever find."""
+    cwd = folder(tmp_path)
+    result = threadwise(
+        "console",
+        "--config",
+        "config.toml",
+        "--source",
+        "docs",
+        cwd=cwd,
+        stdin="remember: The scanner agent logs to /var/log/scanagent.\n",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "no question for me to remember an answer to" in result.stdout, result.stdout
+    assert "Ask the question first" in result.stdout and "Saved" not in result.stdout, result.stdout
+    listed = threadwise("learned", "list", "--config", "config.toml", cwd=cwd)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "1:" not in listed.stdout and "scanagent" not in listed.stdout, listed.stdout

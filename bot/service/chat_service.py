@@ -361,7 +361,7 @@ class ChatService:
 
     async def remember(self, msg: IncomingMessage, text: str, out: Responder) -> None:
         """``remember: <text>`` from an expert in a thread: a learned entry answering the
-        thread's last question (or standing alone). Others are refused privately."""
+        thread's last question (none asked: nothing is saved). Others are refused privately."""
         await self._learning.remember(msg, text, out)
 
     async def escalate(self, answer_id: str, *, actor_id: str, actor_name: str, out: Responder) -> bool:

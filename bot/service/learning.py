@@ -40,6 +40,14 @@ def _asked(values: Mapping[str, Any]) -> str:
     return ""
 
 
+#: The reply to ``remember: <text>`` on a thread that asked no question: an entry is found by the
+#: question it answers, so one with none would never be used.
+NO_QUESTION = (
+    "This thread has no question for me to remember an answer to, so I saved nothing. Ask the question "
+    "first, then reply `remember: <the answer>` in its thread."
+)
+
+
 class Learning:
     """Saves experts' answers as learned entries.
 
@@ -114,7 +122,8 @@ class Learning:
 
     async def remember(self, msg: IncomingMessage, text: str, out: Responder) -> None:
         """``remember: <text>`` from an expert in a thread: a learned entry answering the
-        thread's last question (or standing alone). Others are refused privately."""
+        thread's last question. On a thread that has asked none, nothing is saved and the expert
+        is told to ask the question first (:data:`NO_QUESTION`). Others are refused privately."""
         key = msg.thread_key
         if not msg.is_expert:
             await out.notify_private("Only the experts named for this channel can add to what I've learned.")
@@ -130,8 +139,13 @@ class Learning:
         searched = (values.get("scope") or {}).get("knowledge")  # what the thread's last turn searched
         if searched is not None:
             scope = {**scope, "knowledge": searched}
+        question = _asked(values)
+        if not question:
+            # an entry answering no question is never found by anyone's question: nothing to save
+            await out.notify_private(NO_QUESTION)
+            return
         entry = await self.learn(
-            _asked(values),
+            question,
             text,
             msg.author_name or msg.author_id,
             {"scope": scope},
