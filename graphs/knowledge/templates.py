@@ -56,9 +56,10 @@ Hugo's shortcode documentation, MDX 2's syntax (mdxjs.com) and Docusaurus' ``mdx
 
 from __future__ import annotations
 
+import bisect
 import re
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from graphs.knowledge.sources import admonition_label
 
@@ -72,7 +73,7 @@ the page holds an ES module ``import ... from '...'`` or ``export`` line outside
 ``text`` changes nothing; ``rst`` (reStructuredText) applies only the role and substitution
 rules."""
 
-TEMPLATES_ID = "templates-10"
+TEMPLATES_ID = "templates-11"
 """Names these rules; part of the index's chunking id, so a change of them rebuilds the index.
 3: GitBook hints and MDX admonition components kept as ``:::kind`` containers.
 4: Mustache and Handlebars sections, comments and partials removed, tight placeholders as words.
@@ -120,7 +121,10 @@ _PLACE_RE = re.compile("\ue000(\\d+)\ue001")
 _INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 _RAW_BLOCK = re.compile(r"\{%-?\s*raw\s*-?%\}(.*?)\{%-?\s*endraw\s*-?%\}", re.S)
 _LIQUID_COMMENT = re.compile(r"\{%-?\s*comment\s*-?%\}.*?\{%-?\s*endcomment\s*-?%\}", re.S)
-_JINJA_COMMENT = re.compile(r"\{#.*?#\}", re.S)
+# a Jinja comment; never the "{#" inside Mustache's "{{#section}}", and read at most 4,000
+# characters on: a scan to the end of the page for each unclosed "{#" (Pandoc's "{#id}" heading
+# ids, Mustache sections) was quadratic in the page's length
+_JINJA_COMMENT = re.compile(r"(?<!\{)\{#.{0,4000}?#\}", re.S)
 _HUGO_COMMENT = re.compile(r"\{\{/\*.*?\*/\}\}", re.S)
 _HUGO_ESCAPE = re.compile(r"\{\{([<%])/\*(.*?)\*/([>%])\}\}", re.S)
 _LITERAL_OUTPUT = re.compile(r"""\{\{-?\s*(?:"([^"]*)"|'([^']*)')\s*(?:\|[^{}]*)?-?\}\}""")
@@ -139,6 +143,19 @@ _END_HINT = re.compile(r"\{%-?\s*endhint\s*-?%\}")
 _BOX_COMPONENTS = frozenset({"note", "info", "tip", "warning", "danger", "caution", "important", "check"})
 _ATTRIBUTE_LIST = re.compile(r"[ \t]*\{:?[ \t]*[#.][\w-]+(?:[ \t]+[#.]?[\w-]+(?:=\S+)?)*[ \t]*\}[ \t]*$", re.M)
 _LINK_TARGET = re.compile(r"(?:\]\(|\]:\s*<?|\bhref=[\"']|\bsrc=[\"']|<)$")
+# a link whose address was computed by the template (``[Register]({{ register_url }})``): its text
+_EMPTY_LINK = re.compile(r"(?<!!)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])+)\]\(\s*\)")
+# how far before a tag its link target's opening can be ("](", "href='", "]: <" with spaces)
+_LINK_TARGET_REACH = 40
+
+
+def _in_link_target(m: re.Match[str]) -> bool:
+    """Whether the tag ``m`` starts a link's address. Only the text just before it is read: a
+    search of the whole text before every tag made a page of thousands of variables take
+    seconds (quadratic in the page's length)."""
+    return bool(_LINK_TARGET.search(m.string, max(0, m.start() - _LINK_TARGET_REACH), m.start()))
+
+
 _PATH_LIKE = re.compile(
     r"^(?:[\w.-]*/[\w./#?=&%-]*|[\w-]+\.(?:html?|md|mdx|png|jpe?g|gif|svg|pdf|docx?|xlsx?|"
     r"pptx?|ya?ml|json|csv|txt|liquid|njk|webp))$",
@@ -192,6 +209,7 @@ def strip_templates(text: str, kind: str = "markdown") -> str:
     text = _TAG.sub(lambda m: _replace_tag(m, m.group(1), m.group(2), paired), text)
     text = _LITERAL_OUTPUT.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), text)
     text = _OUTPUT.sub(_replace_output, text)
+    text = _EMPTY_LINK.sub(r"\1", text)
     if mdx:
         text = _strip_mdx(text)
     text = _ATTRIBUTE_LIST.sub("", text)
@@ -314,8 +332,7 @@ def _replace_tag(
     if closing or base.startswith("end") and base[3:] in paired or base in _SILENT_TAGS:
         return ""
     positional, named = _args(raw_args, literal_words=shortcode)
-    before = m.string[: m.start()]
-    if _LINK_TARGET.search(before):  # inside a link target: the address the tag computes
+    if _in_link_target(m):  # inside a link target: the address the tag computes
         return (positional or [v for _, v in named] or [""])[0]
     texts = [v for k, v in named if k in _TEXT_ARGS and v.strip()]
     if texts:
@@ -366,11 +383,13 @@ def _replace_output(m: re.Match[str]) -> str:
     is computed, nothing. Other expressions (calls, arithmetic, Handlebars helpers) compute
     text that is not in the source: removed (string literals were kept before)."""
     v = _PLACEHOLDER.fullmatch(m.group(1))
-    if not v or v.group(2) in ("else", "this") or _LINK_TARGET.search(m.string[: m.start()]):
+    if not v or v.group(2) in ("else", "this") or _in_link_target(m):
         return ""
     path = [p for p in v.group(1).split(".") if p and p.lower() not in _NAMESPACES]
     fallback = _DEFAULT_FILTER.search(m.group(1))
-    return placeholder("_".join([*path, v.group(2)]), fallback.group(2).strip() if fallback else "")
+    blank = placeholder("_".join([*path, v.group(2)]), fallback.group(2).strip() if fallback else "")
+    # "{{approver_role}}(s)" would read as a Markdown link "[approver role](s)": a space keeps it a blank
+    return blank + " " if m.string.startswith("(", m.end()) else blank
 
 
 # the generators' own objects a variable's path starts with, which name no part of its meaning
@@ -380,10 +399,32 @@ _NAMESPACES = frozenset({"site", "page", "config", "extra", "params", "data", "e
 # Mustache's inverted section ``{{^name}}...{{/name}}`` is the text printed when ``name`` is
 # unset, the alternative of its section ``{{#name}}...{{/name}}``; Handlebars' ``{{else}}`` (or
 # ``{{^}}``) and Liquid's and Jinja's ``{% else %}``/``{% elsif %}``/``{% elif %}`` branch likewise.
-_INVERTED = re.compile(r"\{\{\^\s*([\w.-]+)\s*\}\}(.*?)\{\{/\s*\1\s*\}\}", re.S)
+_INVERTED_OPEN = re.compile(r"\{\{\^\s*([\w.-]+)\s*\}\}")
+_SECTION_CLOSE = re.compile(r"\{\{/\s*([\w.-]+)\s*\}\}")
 _SECTION_NAME = re.compile(r"\{\{#\s*([\w.-]+)")
-_HANDLEBARS_ELSE = re.compile(r"\{\{~?\s*(?:else\b[^}]*|\^\s*)~?\}\}.*?(?=\{\{~?/)", re.S)
-_LIQUID_ELSE = re.compile(r"\{%-?\s*(?:else|elsif|elif)\b.*?-?%\}.*?(?=\{%-?\s*end(?:if|unless|for)\s*-?%\})", re.S)
+_HANDLEBARS_ELSE = re.compile(r"\{\{~?\s*(?:else\b[^}]*|\^\s*)~?\}\}")
+_HANDLEBARS_CLOSE = re.compile(r"\{\{~?/")
+_LIQUID_ELSE = re.compile(r"\{%-?\s*(?:else|elsif|elif)\b.*?-?%\}", re.S)
+_LIQUID_CLOSE = re.compile(r"\{%-?\s*end(?:if|unless|for)\s*-?%\}")
+
+
+def _cut_to_next(text: str, opens: Iterable[re.Match[str]], closes: list[int]) -> str:
+    """``text`` without each span from an opening match to the next of ``closes`` (sorted
+    start offsets) after it; an opening with no close after it stays. One pass over the
+    matches: a regular expression scanning to the end of the page for each unclosed tag was
+    quadratic (a page of 500 unclosed ``{% else %}`` took most of a minute)."""
+    out: list[str] = []
+    pos = 0
+    for m in opens:
+        if m.start() < pos:
+            continue
+        i = bisect.bisect_left(closes, m.end())
+        if i == len(closes):
+            continue
+        out.append(text[pos : m.start()])
+        pos = closes[i]
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _first_branch(text: str) -> str:
@@ -392,9 +433,21 @@ def _first_branch(text: str) -> str:
     and they contradict each other ("provides laptops under MDM" and "does not support
     bringing your own device"); the first branch is the template's policy as written."""
     positive = set(_SECTION_NAME.findall(text))
-    text = _INVERTED.sub(lambda m: "" if m.group(1) in positive else m.group(0), text)
-    text = _HANDLEBARS_ELSE.sub("", text)
-    return _LIQUID_ELSE.sub("", text)
+    closes: dict[str, list[int]] = {}
+    for c in _SECTION_CLOSE.finditer(text):
+        closes.setdefault(c.group(1), []).append(c.end())
+    out: list[str] = []
+    pos = 0
+    for m in _INVERTED_OPEN.finditer(text):  # the inverted section with its closing tag
+        ends = closes.get(m.group(1), [])
+        i = bisect.bisect_left(ends, m.end() + 1)
+        if m.start() < pos or m.group(1) not in positive or i == len(ends):
+            continue
+        out.append(text[pos : m.start()])
+        pos = ends[i]
+    text = "".join([*out, text[pos:]])
+    text = _cut_to_next(text, _HANDLEBARS_ELSE.finditer(text), [c.start() for c in _HANDLEBARS_CLOSE.finditer(text)])
+    return _cut_to_next(text, _LIQUID_ELSE.finditer(text), [c.start() for c in _LIQUID_CLOSE.finditer(text)])
 
 
 # ---- MDX ------------------------------------------------------------------------------
