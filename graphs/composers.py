@@ -28,7 +28,14 @@ from graphs.knowledge import KnowledgeBase
 from graphs.learned import shown_entry
 from graphs.messages import history_before_last, last_user_message, message_text
 from graphs.models import ModelCaller
-from graphs.offline import OfflineKit, offline_questions, offline_search_queries, route_message, thread_history
+from graphs.offline import (
+    OfflineKit,
+    offline_questions,
+    offline_search_queries,
+    resolved_message,
+    route_message,
+    thread_history,
+)
 from graphs.offline_router import canned_reply
 from graphs.schemas import RewrittenQuery, RouteDecision
 from graphs.state import Doc, RAGState
@@ -279,7 +286,7 @@ def followup_focus(state: RAGState, history_limit: int) -> list[str]:
     before: set[str] = set()
     for text in earlier:
         before |= signals.terms(text)
-    return sorted(signals.terms(last_user_message(state)) - before - _FOLLOWUP_WORDS)
+    return sorted(signals.terms(resolved_message(state, history_limit)) - before - _FOLLOWUP_WORDS)
 
 
 # Words a follow-up uses to point back ("same", "too", "that one"): never its new subject.

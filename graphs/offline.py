@@ -157,12 +157,36 @@ def thread_history(state: RAGState, history_limit: int) -> list[AnyMessage]:
     return history_before_last(state, history_limit) if follow_up else []
 
 
+# A name in code without spaces in an answer ("raise `cache.max_size_mb`"): a setting, a key, a
+# function; a command with its arguments is not a name a follow-up points at.
+_NAMED = re.compile(r"`([^`\s]{3,60})`")
+NAMES_KEPT = 2  # names of the previous answer a follow-up pointing back is read with
+
+
+def resolved_message(state: RAGState, history_limit: int) -> str:
+    """The newest message, for a follow-up (:func:`thread_history`) whose opening words point back
+    ("whats the default for that setting", "how do I turn it off") and that names nothing in code
+    itself, with the names in code the previous answer's first paragraph quotes (at most
+    :data:`NAMES_KEPT`), in parentheses: ``"whats the default for that setting
+    (cache.max_size_mb)"`` after an answer saying "raise `cache.max_size_mb`". What "that setting"
+    is stands in the answer, not in the user's earlier words. Else the message as written."""
+    raw = last_user_message(state)
+    opening = " ".join(raw.split()[:OPENING_WORDS])
+    if _NAMED.search(raw) or not (_POINTS_BACK.search(opening) or _MAY_POINT_BACK.search(opening)):
+        return raw
+    answers = [message_text(m) for m in thread_history(state, history_limit) if isinstance(m, AIMessage)]
+    if not answers:
+        return raw
+    names = list(dict.fromkeys(_NAMED.findall(answers[-1].split("\n\n", 1)[0])))[:NAMES_KEPT]
+    return f"{raw} ({' '.join(names)})" if names else raw
+
+
 def offline_questions(state: RAGState, history_limit: int) -> list[str]:
     """Question variants the extractive graders and composer score against: the
     user's words (the message; for a follow-up, :func:`thread_history`, also the previous
     user message joined with it), never a rewritten keyword query (documents must answer the
     question)."""
-    raw = last_user_message(state)
+    raw = resolved_message(state, history_limit)
     prev = [message_text(m) for m in thread_history(state, history_limit) if isinstance(m, HumanMessage)]
     return [raw, f"{prev[-1]} {raw}"] if prev else [raw]
 
@@ -190,6 +214,9 @@ def offline_search_queries(state: RAGState, history_limit: int) -> list[str | tu
     answers = [message_text(m) for m in history if isinstance(m, AIMessage)]
     if answers:
         queries.append((f"{answers[-1][:300]} {raw}", HISTORY_WEIGHT))
+    named = resolved_message(state, history_limit)
+    if named != raw:  # "that setting" searched as the setting the previous answer names
+        queries.insert(1, named)
     rewritten = state.get("kb_query", "")
     if (
         (state.get("path") or [""])[-1] == "rewrite_kb"

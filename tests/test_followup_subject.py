@@ -94,3 +94,57 @@ def test_a_follow_up_leads_with_what_it_asks_now_not_the_previous_answer(tmp_pat
     train = ask(tmp_path, "ok and train tickets?", "--thread", "travel")["answer"]
     assert "first class on journeys over three hours" in opening(train), train
     assert "35 EUR" not in opening(train) and "sign out" not in opening(train), train
+
+
+ERRORS = """# Error codes
+
+Every error the Lumen agent shows has a code and a short meaning.
+
+| Code | Meaning | What to do |
+|------|---------|------------|
+| LM-401 | The sign-in token expired | Sign in again from the tray icon. |
+| LM-507 | The local store is full | Run `lumen store trim` or raise `store.limit_mb`. |
+| LM-612 | The proxy refused the connection | Check `proxy.address` with your network team. |
+"""
+
+SETTINGS = """# Settings
+
+Lumen reads its settings from `lumen.toml` in your home folder. Restart the agent after a change.
+
+| Setting | Type | Default | Meaning |
+|---------|------|---------|---------|
+| `account` | string | (none) | Your workspace name. Required. |
+| `store.limit_mb` | integer | `800` | Largest size of the local store, in MB. |
+| `store.keep_days` | integer | `30` | Days a synced message stays in the local store. |
+| `proxy.address` | string | (none) | Proxy for all connections, as host:port. |
+| `sync.every_seconds` | integer | `45` | How often the agent syncs. |
+"""
+
+CHANGES = """# What's new
+
+## 3.1
+
+- New: the default theme follows the system setting.
+- Changed: the default `sync.every_seconds` is now 45 (was 90).
+- Removed: the `legacy_login` setting.
+"""
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_follow_up_pointing_back_at_a_setting_gets_that_settings_default(tmp_path: Path):
+    """ "whats the default for that setting" after an answer telling to raise `store.limit_mb`: the
+    answer opens with that setting's row of the settings table (its default, 800), not with release
+    notes about other defaults; "that setting" is named in the previous answer, not in the user's
+    earlier words."""
+    guide = tmp_path / "guide"
+    guide.mkdir()
+    (guide / "errors.md").write_text(ERRORS)
+    (guide / "settings.md").write_text(SETTINGS)
+    (guide / "changes.md").write_text(CHANGES)
+    write_config(tmp_path)
+
+    first = ask(tmp_path, "what does LM-507 mean", "--thread", "store")["answer"]
+    assert "store.limit_mb" in opening(first), first
+    default = ask(tmp_path, "whats the default for that setting", "--thread", "store")["answer"]
+    assert "store.limit_mb" in opening(default) and "800" in opening(default), default
