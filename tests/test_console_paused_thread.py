@@ -125,3 +125,25 @@ def test_ask_stays_in_one_line_of_forks_when_the_fork_waits_for_an_expert_too(tm
     assert "t-3" in out.partition("\n")[0] and "t-2-2" not in out and "/etc/scanagent" in out, out
     assert "Sorry, I couldn't find a reliable answer" in ask("--thread", "t-2", "dismiss")
     assert "Sorry, I couldn't find a reliable answer" in ask("--thread", "t", "dismiss")
+
+
+def test_a_thread_the_user_named_like_a_fork_is_never_taken_as_one(tmp_path):
+    """While T waited for an expert, a question on T was answered in the user's own thread "T-9"
+    (a name like a fork's), with that thread's history, and a later help request was left waiting
+    there; forks are numbered without a gap, so the question goes to T-2 and T-9 is left as it was."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "scanner.md").write_text(
+        "# Scanner\n\n## Installing the scanner agent\n\nInstall the scanner agent with `apt install scanagent`.\n\n"
+        "## Lunch\n\nThe canteen serves lunch from noon to two.\n"
+    )
+    write_offline_config(tmp_path)
+
+    ask = functools.partial(ask_in, tmp_path)
+
+    assert "canteen serves lunch" in ask("--thread", "team-9", "when is lunch served in the canteen?")
+    assert "Paused for a human" in ask("--thread", "team", "is the API down right now?")
+    out = ask("--thread", "team", "how do I install the scanner agent?")
+    first, _, rest = out.partition("\n")
+    assert "Your question is answered in thread team-2." in first, out
+    assert rest.startswith("Install the scanner agent with"), out
+    assert "team-9" not in out, out

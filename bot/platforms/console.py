@@ -57,8 +57,9 @@ async def thread_for(service: ChatService, thread: str, text: str, known: Collec
 
     ``thread``, unless ``thread`` waits for an expert and ``text`` is a new question, not a reply
     to the help request (:meth:`~bot.service.ChatService.is_question`): then a fork of it, in one
-    line of forks ``thread-2``, ``thread-3``, ... (a saved thread or one of ``known`` uses the
-    name): the latest, so every question asked on the waiting thread continues one conversation;
+    line of forks ``thread-2``, ``thread-3``, ... numbered without a gap (a saved thread or one of
+    ``known`` uses the name; a thread named ``thread-9`` by the user with no ``thread-2`` is not
+    in the line): the latest, so every question asked on the waiting thread continues one conversation;
     a new fork numbered one higher when the latest waits for an expert too (or none is open yet),
     holding the answered turns of the latest as its history (:func:`_carry_history`); never a
     fork of a fork (``thread-2-2``), so the user follows one line of threads however many of them
@@ -72,11 +73,16 @@ async def thread_for(service: ChatService, thread: str, text: str, known: Collec
     root = thread
     while (m := _FORK.fullmatch(root)) and m.group(1) in used:  # a fork's line is its thread's
         root = m.group(1)
-    numbers = [int(m.group(2)) for name in used if (m := _FORK.fullmatch(name)) and m.group(1) == root]
-    latest = f"{root}-{max(numbers)}" if numbers else ""
+    numbers = {int(m.group(2)) for name in used if (m := _FORK.fullmatch(name)) and m.group(1) == root}
+    # the line is root-2, root-3, ... without a gap: a thread the user named "root-9" themselves,
+    # with no root-2 to root-8 before it, is their own conversation, never a fork to continue
+    last = 1
+    while last + 1 in numbers:
+        last += 1
+    latest = f"{root}-{last}" if last > 1 else ""
     if latest and latest != thread and not await service.waits_for_expert(f"console:{latest}"):
         return latest, True
-    fork = f"{root}-{max(numbers, default=1) + 1}"
+    fork = f"{root}-{last + 1}"
     if latest:  # the conversation goes on in the new fork: the answered turns of the one before are its context
         await _carry_history(service, f"console:{latest}", f"console:{fork}")
     return fork, bool(latest)
