@@ -109,6 +109,11 @@ LEAD_AFTER_BLOCK = 1
 # table of codes answers, not the sentence on a neighbouring code ("AB-410 means ...") that shares
 # every other word; above DOC_PRIOR, so it leads from a document found below the other
 CODE_BONUS = 0.5
+# added to a unit under the label the question names (a row's first cell, a sibling heading, an FAQ's bold
+# question), taken from a unit under one of its sibling labels (:func:`label_match`)
+LABEL_BONUS = 0.5
+LABEL_QUESTION_SHARE = 0.2  # ... and that share of the question's words at least
+LABEL_SHARE = 2  # a label is named when the question holds at least 1 / LABEL_SHARE of the words only it has
 DOC_PRIOR = 0.4  # weight of the document's search rank (1 / rank) added to its sentences' scores
 # added to a sentence saying what is not so or cannot be done ("FreeBSD is **NOT** supported", "the serialized
 # value does not contain expire information") when the question asks whether ("can I run it on FreeBSD?") and the
@@ -169,6 +174,10 @@ class Unit:
     # the heading it sits under, kept even when too short to be a unit ("Uninstall", "Install on Windows"): it
     # says what the sentences below it are for; "" before the text's first heading
     section: str = ""
+    # the headings it sits under in its text, outermost first, each with its level (``##``: 2); a heading
+    # unit is under itself; read by :func:`label_match` only
+    path: tuple[tuple[int, str], ...] = ()
+    label: str = ""  # a table row's first cell, the name that tells it from the table's other rows
 
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
@@ -334,6 +343,7 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
     lists = [-1, 0]  # the open list's number (-1: none), the next list's number
     adjacent = [False]  # nothing but blank lines since the last code block or table
     section = [""]  # the last heading's text
+    path: list[tuple[int, str]] = []  # the open headings, outermost first, with their levels
 
     def flush() -> None:
         if not block:
@@ -347,9 +357,14 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
         elif not marker and not block[0][:1].isspace():
             lists[0] = -1  # a paragraph flush-left ends the list (an indented one continues its item)
         joined = clean_prose(" ".join(block))
+        block_first = block[0].lstrip()
         block.clear()
         if heading:
             section[0] = joined
+            level = len(block_first) - len(block_first.lstrip("#"))
+            while path and path[-1][0] >= level:
+                path.pop()
+            path.append((level, joined))
         first = True
         for piece in _with_verdicts(_SENTENCE_END.split(joined)):
             piece = piece.strip()
@@ -368,6 +383,7 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
                         heading=heading,
                         short=not long_enough,
                         section=section[0],
+                        path=tuple(path),
                     )
                 )
                 first = False
@@ -422,8 +438,10 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
             # each row also reads as a sentence with its header ("team: search, on-call lead:
             # Ana"): a table alone on its page (a spreadsheet, a rota) is graded and quoted by
             # the row that answers, where the whole table, read like code, never could
-            for text in table_rows(rows):
-                units.append(Unit(doc, len(units), text, para=para[0], row=at, section=section[0]))
+            for text, label in labelled_rows(rows):
+                units.append(
+                    Unit(doc, len(units), text, para=para[0], row=at, section=section[0], path=tuple(path), label=label)
+                )
                 para[0] += 1
             continue
         if not line.strip() or _ITEM.match(line) or line.lstrip().startswith("#") or _ADMONITION.match(line):
@@ -456,19 +474,25 @@ def _cells(row: str) -> list[str]:
 
 
 def table_rows(rows: list[str]) -> list[str]:
+    """The rows' text of :func:`labelled_rows`."""
+    return [text for text, _ in labelled_rows(rows)]
+
+
+def labelled_rows(rows: list[str]) -> list[tuple[str, str]]:
     """Each body row of a Markdown table (``rows``: its lines) as one line of text, every
     cell named by its column's header: ``"team: search, on-call lead: Ana"``. A cell
     without a header, or a table without a header row (no separator line), reads as its
     text alone; a header row of empty cells (HTML converters write one for a table without
     ``<th>``) gives way to the first body row. Empty cells are left out, and so are rows
-    holding fewer than two words of text."""
+    holding fewer than two words of text. Each row comes with its first cell (its label: "Business" in a
+    table of plans)."""
     if len(rows) >= 2 and _TABLE_SEPARATOR.match(rows[1]):
         header, body = _cells(rows[0]), rows[2:]
         if not any(header) and body:
             header, body = _cells(body[0]), body[1:]
     else:
         header, body = [], rows
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     for row in body:
         if _TABLE_SEPARATOR.match(row):
             continue
@@ -480,7 +504,7 @@ def table_rows(rows: list[str]) -> list[str]:
         ]
         text = ", ".join(parts)
         if len(text.split()) >= 2:
-            out.append(text)
+            out.append((text, cells[0] if cells else ""))
     return out
 
 
@@ -504,6 +528,94 @@ def answering_rows(units: Sequence[Unit], asked: set[str]) -> set[tuple[int, int
         hits = [r for r, h in zip(rows, held, strict=True) if h & rare]
         if 0 < len(hits) <= ANSWERING_MAX_ROWS:
             out |= {(r.doc, r.pos) for r in hits}
+    return out
+
+
+_LABEL_TOKEN = re.compile(r"[^\W_]+(?:[-./][^\W_]+)*")
+_BOLD_LEAD = re.compile(r"^\*\*(.+?)\*\*")
+
+
+def _label_tokens(text: str) -> set[str]:
+    """The words of a label or question compared with each other: its content terms
+    (:func:`graphs.signals.terms`), and each token holding a digit without its separators
+    ("E-1107" and "e1107" are both "e1107", "4.2.0" is "420")."""
+    out = set(signals.terms(text))
+    for t in _LABEL_TOKEN.findall(text.lower()):
+        flat = re.sub(r"[-./]", "", t)
+        if any(ch.isdigit() for ch in flat):
+            out.add(flat)
+    return out
+
+
+def unit_labels(units: Sequence[Unit], docs: Sequence[Doc]) -> dict[tuple[int, int], list[tuple[tuple, str]]]:
+    """The labels each unit sits under, each with the group of siblings it is told apart from
+    (``(doc, pos) -> [(group, label)]``): a table row's first cell among its table's rows ("Business"
+    among the plans); a paragraph or list item opening with a bold name ("**SEV2**: ...", an FAQ's
+    "**Can I merge tickets?**") among the paragraphs or items of its list or section; each heading
+    above it among the headings under the same parent heading of its page ("Linux" among "Windows",
+    "macOS"; "Install" among "Uninstall"), its page's chunks read as one page (a chunk's heading path
+    is its title, a whole page's its own headings)."""
+    out: dict[tuple[int, int], list[tuple[tuple, str]]] = {}
+    tables = {(b.doc, b.pos): b.text.split("\n", 1)[0] for b in units if b.code}
+    opening: dict[tuple[int, int], str] = {}  # (doc, para) -> the bold name its first unit opens with
+    for u in units:
+        if (u.doc, u.para) not in opening:
+            m = _BOLD_LEAD.match(u.text)
+            opening[(u.doc, u.para)] = m[1].strip().rstrip(":?").strip() if m and not u.heading else ""
+    for u in units:
+        place = str(docs[u.doc].get("location") or u.doc) if u.doc < len(docs) else str(u.doc)
+        title = [p.strip() for p in str(docs[u.doc].get("title") or "").split(" > ") if p.strip()]
+        path = title[: max(0, u.path[0][0] - 1)] + [t for _, t in u.path] if u.path else title
+        labels: list[tuple[tuple, str]] = []
+        for k in range(1, len(path)):
+            labels.append((("heading", place, tuple(path[:k])), path[k]))
+        if u.row >= 0 and u.label:
+            labels.append((("row", place, tables.get((u.doc, u.row), "")), u.label))
+        name = opening.get((u.doc, u.para), "")
+        if name and not u.heading:
+            where = ("list", u.list) if u.list >= 0 else ("section", tuple(path))
+            labels.append((("bold", place, where), name))
+        out[(u.doc, u.pos)] = labels
+    return out
+
+
+def label_match(question: str, units: Sequence[Unit], docs: Sequence[Doc]) -> dict[tuple[int, int], int]:
+    """How the labels the question names move each unit (``(doc, pos) -> n``): in each group of
+    sibling labels (:func:`unit_labels`), the one label holding more of the question's words that
+    its siblings do not hold than any other (compared without case, and a code or version without
+    its separators: "e1107" names "E-1107") adds 1 to every unit under it, and each sibling label
+    takes 1 from its units: "how much does the business plan cost?" lifts the "Business" row over a
+    sentence that mentions Business, and "how do I install on Linux?" the Linux section's install
+    steps over the Windows ones. Units under no named label are left out."""
+    asked = _label_tokens(question)
+    labels = unit_labels(units, docs)
+    groups: dict[tuple, set[str]] = {}
+    for found in labels.values():
+        for group, label in found:
+            groups.setdefault(group, set()).add(label)
+    winners: dict[tuple, str] = {}
+    for group, names in groups.items():
+        if len(names) < 2:
+            continue
+        # a date or a note in brackets does not name the unit ("4.2.0 (2026-02-10)" is "4.2.0")
+        tokens = {n: _label_tokens(re.sub(r"\([^)]*\)", " ", n)) for n in names}
+        hits = {}
+        for n in names:
+            own = tokens[n] - set().union(*(tokens[o] for o in names if o != n))
+            held = len(asked & own)
+            # named: at least half its own words ("fax" of "Is there a fax integration?"), not one word of
+            # a long heading a long question happens to share
+            # ... and a good part of what the question asks (one word shared with a long question is chance)
+            named = held * LABEL_SHARE >= len(own) and held >= len(asked) * LABEL_QUESTION_SHARE
+            hits[n] = held if named else 0
+        best = max(hits.values())
+        if best > 0 and sum(1 for v in hits.values() if v == best) == 1:
+            winners[group] = next(n for n, v in hits.items() if v == best)
+    out: dict[tuple[int, int], int] = {}
+    for key, found in labels.items():
+        moved = sum(1 if winners[g] == label else -1 for g, label in found if g in winners)
+        if moved:
+            out[key] = moved
     return out
 
 
@@ -1290,6 +1402,7 @@ class Extractive:
             for u in units
             if questions and not u.heading and signals.code_share(questions[0], u.text) == 1.0
         }
+        labelled = label_match(questions[0], units, docs) if questions and LABEL_BONUS else {}
         own: dict[tuple[int, int], float] = {}  # each unit's score without its document's rank weight
         for sc, head in zip(scored, headings, strict=True):
             own[(sc.unit.doc, sc.unit.pos)] = sc.score
@@ -1298,6 +1411,7 @@ class Extractive:
                 sc.score += QUANTITY_BONUS  # "how many days": the sentence with the number
             if (sc.unit.doc, sc.unit.pos) in coded:
                 sc.score += CODE_BONUS  # "what does AB-403 mean?": the row or sentence naming AB-403
+            sc.score += LABEL_BONUS * labelled.get((sc.unit.doc, sc.unit.pos), 0)  # "the business plan": its row
             if (
                 yes_no
                 and not sc.unit.code
@@ -1316,6 +1430,7 @@ class Extractive:
         shared = shared_rows(units, asked, docs)
         answering |= set(shared)
         answering |= {(u.doc, u.pos) for u in units if u.row >= 0 and (u.doc, u.pos) in coded}  # the code's row
+        answering |= {(u.doc, u.pos) for u in units if u.row >= 0 and labelled.get((u.doc, u.pos), 0) > 0}
         prose = sorted(
             (
                 sc

@@ -1,0 +1,78 @@
+"""A question naming the label that tells sibling units apart (a table row's first cell, a release's
+version heading) is answered from the unit under that label, not from a sentence that only mentions
+it nor from a sibling unit: the real `threadwise ask`, offline (the extractive composer), on pages
+written for this test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import requires_offline_model
+from tests.test_question_kinds import ask, write_config
+
+PLANS = """# Tidepool plans
+
+## Plans
+
+| Plan | Price per seat per month | Seats | What you get |
+|---|---|---|---|
+| Solo | 8 EUR | 1 | Notes and sync |
+| Studio | 22 EUR | up to 40 | Shared boards, exports |
+| Campus | Ask us | unlimited | Single sign-on, audit trail |
+
+## Discounts
+
+Paying for a year up front saves 10%. Schools pay half the Studio price.
+"""
+
+CHANGES = """# Tidepool release notes
+
+## 3.2.0
+
+- New: boards can be exported as PDF.
+- Changed: the autosave interval is now 20 seconds.
+
+## 3.1.0
+
+- New: a sticky-note colour picker.
+- Fixed: exports of large boards no longer time out.
+"""
+
+INCIDENTS = """# Incident handling
+
+Incidents are tracked in the #tide-incidents channel. The duty rota changes every Tuesday.
+
+## Priorities
+
+- **P1**: everyone is locked out. Call the duty engineer at once; acknowledge within 10 minutes.
+- **P2**: one feature fails for many teams. Acknowledge within 2 hours.
+- **P3**: one user is affected. Handle it the next working day.
+
+Duty pay is 180 EUR per week, plus 40 EUR for each night call.
+"""
+
+
+def lead(answer: str) -> str:
+    """What a reader takes in first: the answer's first 300 characters."""
+    return answer[:300]
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_question_naming_a_row_or_a_version_is_answered_from_it(tmp_path: Path):
+    """A question for "how much does the studio plan cost" opened with the Discounts sentence mentioning Studio and
+    never quoted the Studio row (a page with prose quoted no row of its table); "what changed in
+    3.2.0" quoted the 3.1.0 items after the 3.2.0 ones, as if they had changed in 3.2.0 too."""
+    guide = tmp_path / "guide"
+    guide.mkdir()
+    (guide / "plans.md").write_text(PLANS)
+    (guide / "changes.md").write_text(CHANGES)
+    (guide / "incidents.md").write_text(INCIDENTS)
+    write_config(tmp_path)
+    price = ask(tmp_path, "how much does the studio plan cost")["answer"]
+    assert "22 EUR" in lead(price), price
+    changed = ask(tmp_path, "what changed in 3.2.0")["answer"]
+    assert "exported as PDF" in lead(changed), changed
+    assert "colour picker" not in changed, changed
