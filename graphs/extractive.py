@@ -1584,7 +1584,10 @@ class Extractive:
                 chosen = [  # the sentence before, unless it points elsewhere ("For details, see ...")
                     x
                     for x in para[max(0, at - back) : at]
-                    if (x.doc, x.pos) not in used and not x.heading and not signals.is_pointer(x.text)
+                    if (x.doc, x.pos) not in used
+                    and not x.heading
+                    and not signals.is_pointer(x.text)
+                    and not labelled.get((x.doc, x.pos), 0) < 0 < labelled.get((u.doc, u.pos), 0)  # a sibling's
                 ]
                 chosen.append(u)
                 pos = u.pos
@@ -1598,6 +1601,8 @@ class Extractive:
                         break
                     if signals.is_pointer(nxt.text):
                         break  # "See X for more information." ends what the page says here; the rest is another point
+                    if labelled.get((nxt.doc, nxt.pos), 0) < 0 < labelled.get((u.doc, u.pos), 0):
+                        break  # "P2: ..." asked: the next item "P3: ..." is a sibling's, not more of the answer
                     chosen.append(nxt)
                     pos += 1
                 after_last = unit_at(u.doc, chosen[-1].pos + 1)

@@ -76,3 +76,18 @@ def test_a_question_naming_a_row_or_a_version_is_answered_from_it(tmp_path: Path
     changed = ask(tmp_path, "what changed in 3.2.0")["answer"]
     assert "exported as PDF" in lead(changed), changed
     assert "colour picker" not in changed, changed
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_question_naming_an_item_of_a_list_is_answered_from_that_item_alone(tmp_path: Path):
+    """ "what's the acknowledge time for p2" quoted the P2 item and went on into P3's "the next working
+    day", which a reader takes for more of the P2 answer."""
+    guide = tmp_path / "guide"
+    guide.mkdir()
+    (guide / "incidents.md").write_text(INCIDENTS)
+    (guide / "plans.md").write_text(PLANS)
+    write_config(tmp_path)
+    p2 = ask(tmp_path, "what's the acknowledge time for p2")["answer"]
+    assert "within 2 hours" in lead(p2), p2
+    assert "10 minutes" not in lead(p2) and "next working day" not in lead(p2), p2
