@@ -116,7 +116,11 @@ def verdict_lead(question: str, docs: Sequence[Doc]) -> tuple[str, int, str] | N
             if u.heading:
                 heading = u.text
                 continue
-            if u.code or u.row >= 0 or not subject <= signals.terms(f"{d.get('title', '')} {heading} {u.text}"):
+            # a sentence under a heading of the text reads with that heading and the page's title, not with
+            # the heading path of the section the search found (a whole FAQ page carries one question's)
+            title = str(d.get("title", "") or "")
+            where = f"{title.split(' > ')[0]} {heading}" if heading else title
+            if u.code or u.row >= 0 or not subject <= signals.terms(f"{where} {u.text}"):
                 continue
             if signals.states_verdict(u.text):
                 kinds.add(False)

@@ -54,6 +54,22 @@ Duty pay is 180 EUR per week, plus 40 EUR for each night call.
 """
 
 
+FAQ = """# Tidepool questions
+
+### Can I draw with a pen tablet?
+
+Yes. Any tablet your system supports works, with pressure on Windows and macOS.
+
+### Can guests edit a board?
+
+No. Guests can look and comment; only members can edit.
+
+### Can I restore a deleted board?
+
+Yes. Deleted boards stay in the Bin for 30 days, then they are gone for good.
+"""
+
+
 def lead(answer: str) -> str:
     """What a reader takes in first: the answer's first 300 characters."""
     return answer[:300]
@@ -91,3 +107,19 @@ def test_a_question_naming_an_item_of_a_list_is_answered_from_that_item_alone(tm
     p2 = ask(tmp_path, "what's the acknowledge time for p2")["answer"]
     assert "within 2 hours" in lead(p2), p2
     assert "10 minutes" not in lead(p2) and "next working day" not in lead(p2), p2
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_yes_no_question_is_answered_by_its_own_faq_entry(tmp_path: Path):
+    """An FAQ written with one heading per question, read as a whole page: "can guests edit a board"
+    opened with the pen-tablet entry's "Yes. Any tablet ..." (every sentence of the page was read with
+    the heading of the entry the search found), a yes to another question before the entry's "No."."""
+    guide = tmp_path / "guide"
+    guide.mkdir()
+    (guide / "faq.md").write_text(FAQ)
+    (guide / "plans.md").write_text(PLANS)
+    write_config(tmp_path)
+    guests = ask(tmp_path, "can guests edit a board")["answer"]
+    assert guests.startswith("No. Guests can look and comment"), guests
+    assert "Any tablet" not in lead(guests), guests
