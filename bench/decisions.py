@@ -35,7 +35,7 @@ from bench.fit_lead import TUNING  # noqa: E402
 from bench.offline_rows import open_offline, read_rows, row_state  # noqa: E402
 from graphs import extractive as ex  # noqa: E402
 from graphs.graders import relevance_grades  # noqa: E402
-from graphs.offline import follows_thread  # noqa: E402
+from graphs.offline import as_general_knowledge, documents_define, follows_thread  # noqa: E402
 from graphs.offline_router import OfflineRouter, RouteSignals  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -84,6 +84,12 @@ def decide_set(name: str, corpus: str, eval_file: str, config: str, cache: str, 
         sig = router.signals(row["question"])
         follow_up = follows_thread(state, limit, router, sig)  # type: ignore[arg-type]
         routes = {"after": router.decide(sig, follow_up)}
+        if (
+            routes["after"] == "direct"
+            and as_general_knowledge(sig)
+            and documents_define(brain, row["question"], r["docs"])
+        ):
+            routes["after"] = "vectorstore"  # the route step's check (graphs.offline.route_message)
         if before:
             routes["before"] = router.decide(unvetoed(sig), follow_up)
         item = {"id": r["id"], "kind": r["kind"], "question": row["question"]}
@@ -92,6 +98,14 @@ def decide_set(name: str, corpus: str, eval_file: str, config: str, cache: str, 
             item[f"route_{when}"] = route
             kb_row = r["kind"] in ("kb", "followup")
             item[f"outcome_{when}"] = outcome(brain, route, r, when == "before") if kb_row else ""
+            if (
+                when == "after"
+                and item[f"outcome_{when}"] == "help"
+                and not follow_up
+                and not (route == "websearch" and sig.asks_for_now)  # "needs current information"
+                and router.off_topic(sig)
+            ):
+                item[f"outcome_{when}"] = "polite"  # the graph's give-up step (graphs.nodes.Nodes.off_topic)
             item[f"help_top5_{when}"] = item[f"outcome_{when}"] == "help" and top5
         out["rows"].append(item)
     for when in routes:
@@ -100,6 +114,7 @@ def decide_set(name: str, corpus: str, eval_file: str, config: str, cache: str, 
             "kb_followup": len(kb),
             "answered": sum(x[f"outcome_{when}"] == "answer" for x in kb),
             "help": sum(x[f"outcome_{when}"] == "help" for x in kb),
+            "polite": sum(x[f"outcome_{when}"] == "polite" for x in kb),
             "help_page_top5": sum(x[f"help_top5_{when}"] for x in kb),
             "kb_direct": sum(x[f"outcome_{when}"] == "direct" for x in kb),
             "kb_websearch": sum(x[f"route_{when}"] == "websearch" for x in kb),
@@ -123,6 +138,7 @@ def offtopic(path: str, config: str, before: bool) -> dict:
         brain = ex.Extractive(embedder, kb)
         router = OfflineRouter(embedder, kb, extractive=brain)
         answered: dict[str, list[str]] = {"after": [], "before": []}
+        polite: list[str] = []  # not answered, and the polite reply rather than the experts
         asked = [r for r in rows if r["corpus"] == corpus]
         for r in asked:
             q = r["question"]
@@ -131,9 +147,25 @@ def offtopic(path: str, config: str, before: bool) -> dict:
             item = {"qs": [q], "question": q, "docs": docs}
             for when in ("after", "before") if before else ("after",):
                 route = router.decide(sig if when == "after" else unvetoed(sig))
-                if outcome(brain, route, item, when == "before") == "answer":
+                if (
+                    when == "after"
+                    and route == "direct"
+                    and as_general_knowledge(sig)
+                    and documents_define(brain, q, docs)
+                ):
+                    route = "vectorstore"
+                decided = outcome(brain, route, item, when == "before")
+                if decided == "answer":
                     answered[when].append(q)
-        report[corpus] = {"asked": len(asked), **{f"answered_{k}": v for k, v in answered.items() if v or k == "after"}}
+                elif when == "after" and (
+                    decided == "direct" or (router.off_topic(sig) and not (route == "websearch" and sig.asks_for_now))
+                ):
+                    polite.append(q)
+        report[corpus] = {
+            "asked": len(asked),
+            **{f"answered_{k}": v for k, v in answered.items() if v or k == "after"},
+            "polite_after": polite,
+        }
         print(corpus, json.dumps({k: len(v) if isinstance(v, list) else v for k, v in report[corpus].items()}))
     return report
 

@@ -43,7 +43,9 @@ def row_state(row: dict, settings: Settings | None = None, router: OfflineRouter
     if settings is not None:
         limit = settings.graph.history_messages
         if router is not None:
-            state["route"], _, state["follow_up"] = route_message(state, limit, router)  # type: ignore[arg-type]
+            state["route"], _, state["follow_up"] = route_message(  # type: ignore[arg-type]
+                state, limit, router, settings.knowledge.k
+            )
         else:
             state["follow_up"] = follows_thread(state, limit)  # type: ignore[arg-type]
     return state

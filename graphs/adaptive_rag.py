@@ -9,9 +9,11 @@
 
 "Next search" (corrective RAG): the knowledge base again while its budget lasts, then the
 web (when configured) while its budget lasts, then a human (interrupt), or the apology
-when human review is off. A question routed to the web that the web cannot answer tries
-the knowledge base (while its budget lasts) before a human. A bad draft is an ungrounded,
-empty or misshapen one (too long, a step cut short): it is rewritten from the same documents.
+when human review is off; without a chat model, a question about the world outside the team
+(sports, cooking, general coding) gets the polite ``direct`` reply there instead. A question
+routed to the web that the web cannot answer tries the knowledge base (while its budget lasts)
+before a human. A bad draft is an ungrounded, empty or misshapen one (too long, a step cut
+short): it is rewritten from the same documents.
 """
 
 from __future__ import annotations
@@ -96,13 +98,21 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
     g.add_edge("retrieve", "grade_documents")
     g.add_edge("web_search", "grade_documents")
 
+    async def give_up(s: RAGState) -> str:
+        """:func:`_next_search`; at its end a question about the world outside the team gets the
+        polite reply (``direct``) rather than the experts (:meth:`Nodes.off_topic`)."""
+        target = _next_search(nodes, s)
+        if target in ("human_review", "apology") and await nodes.off_topic(s):
+            return "direct"
+        return target
+
     async def after_grading(s: RAGState) -> str:
-        return "generate" if s.get("documents") else _next_search(nodes, s)
+        return "generate" if s.get("documents") else await give_up(s)
 
     g.add_conditional_edges(
         "grade_documents",
         after_grading,
-        ["generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"],
+        ["generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology", "direct"],
     )
     g.add_edge("generate", "grade_answer")
 
@@ -112,12 +122,12 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
             return "finish"
         if verdict in ("hallucination", "empty", "misshapen") and s.get("generations", 0) < nodes.cfg.max_generations:
             return "generate"  # an ungrounded, empty or misshapen draft: write another from the same documents
-        return _next_search(nodes, s)
+        return await give_up(s)
 
     g.add_conditional_edges(
         "grade_answer",
         after_answer,
-        ["finish", "generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology"],
+        ["finish", "generate", "retrieve", "rewrite_kb", "rewrite_web", "human_review", "apology", "direct"],
     )
 
     async def after_review(s: RAGState) -> str:

@@ -182,7 +182,7 @@ class ExtractiveComposer:
         graders and the composer); the question and the queries are the message."""
         raw = last_user_message(state)
         route, sig, follow_up = await asyncio.to_thread(
-            route_message, state, self.cfg.history_messages, self.kit.router
+            route_message, state, self.cfg.history_messages, self.kit.router, self.cfg.k
         )
         log.info(
             "offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",
@@ -195,9 +195,11 @@ class ExtractiveComposer:
         return RouteDecision.model_validate({"question": raw, "route": route, "query": raw}), 0, follow_up
 
     async def direct(self, state: RAGState) -> tuple[str, int]:
-        """A canned reply (a greeting, thanks, or what the bot can answer)."""
+        """A canned reply (a greeting, thanks, or what the bot can answer); after a search that
+        found nothing (an off-topic question, :meth:`graphs.nodes.Nodes.off_topic`) never a greeting."""
         raw = last_user_message(state)
-        small_talk = await asyncio.to_thread(self.kit.router.is_small_talk, raw)
+        searched = bool(state.get("kb_searches"))
+        small_talk = not searched and await asyncio.to_thread(self.kit.router.is_small_talk, raw)
         return canned_reply(raw, self.cfg.kb_description, small_talk), 0
 
     async def rewrite(self, state: RAGState, target: str) -> tuple[str, int]:

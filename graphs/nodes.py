@@ -111,6 +111,26 @@ class Nodes:
     def web_available(self) -> bool:
         return self.deps.web is not None and self.cfg.max_web_searches > 0
 
+    async def off_topic(self, state: RAGState) -> bool:
+        """Without a chat model, a new question the knowledge base answered nothing for is about the
+        world outside the team (:meth:`graphs.offline_router.OfflineRouter.off_topic`: sports, cooking,
+        general coding): it gets the polite reply that it is not about the documents (the ``direct``
+        step) instead of a help request paging the experts. Never for a follow-up, a teammate's
+        retry hint or a rated answer, nor with a chat model (it routes general knowledge itself);
+        nor for a question about the present moment without web search ("who won the final
+        yesterday?"), whose help request says it needs current information."""
+        if (
+            self.cfg.composer != "extractive"
+            or self._needs_current(state)
+            or state.get("follow_up")
+            or state.get("human_action")
+            or state.get("verdict") == "downvoted"
+        ):
+            return False
+        router = self.kit.router
+        sig = await asyncio.to_thread(router.signals, last_user_message(state), False)
+        return router.off_topic(sig)
+
     def web_allowed(self, state: RAGState) -> bool:
         """Web search is configured and this turn's scope (its channel) allows it."""
         return self.web_available and scope_of(state)["web"]

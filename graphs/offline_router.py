@@ -94,6 +94,48 @@ CURRENT = [
     "is slack down for everyone",
 ]
 
+# Questions about the world outside any team (sports, cooking, trivia, general coding) and questions
+# about a team's own workplace, people and product that its documents may leave out (generic, not
+# taken from any eval set): when the knowledge base answers nothing, the first kind gets the polite
+# "not about the documents" reply and the second goes to the experts (OfflineRouter.off_topic).
+WORLD = [
+    "who won the world cup final",
+    "what was the score of the football match",
+    "how do I make pancakes",
+    "how long should I cook rice",
+    "what's a good recipe for dinner tonight",
+    "how do I undo my last git commit",
+    "how do I sort a dictionary by value in python",
+    "how do I center a div in css",
+    "what is the capital of canada",
+    "how tall is mount everest",
+    "how many calories are in a banana",
+    "who wrote hamlet",
+    "what is the speed of light",
+    "tell me a joke",
+    "which movie won the oscar for best picture",
+    "what is the difference between TCP and UDP",
+    "explain recursion in one sentence",
+    "what is a race condition",
+]
+TEAM = [
+    "who is our head of engineering",
+    "when is the team offsite",
+    "where is the office",
+    "who do I ask about payroll",
+    "does the product work with salesforce",
+    "what's the wifi password",
+    "who approves my holiday request",
+    "when is the next all-hands meeting",
+    "is there parking at the office",
+    "can it export to excel",
+    "who owns the billing service",
+    "which team handles customer support tickets",
+    "how do I get access to the staging server",
+    "what's our policy on working from home",
+]
+WORLD_MARGIN = 0.05  # the world must beat the team by this (MiniLM cosines) for the polite reply
+
 # calibrated on the development set (bench/calibrate_offline.py: both halves pick these)
 MARGIN = 0.06  # small talk / general knowledge must beat the knowledge base's best chunk by this
 CURRENT_MARGIN = -0.1  # current events: may trail the knowledge base by up to 0.1
@@ -119,6 +161,8 @@ class RouteSignals:
     own_setup: bool = False  # :func:`graphs.signals.speaks_of_own_setup`: "do I need", "our builds"
     lookup: bool = False  # :func:`graphs.signals.is_lookup`: one word or code ("AB-500")
     timely: bool = True  # :func:`graphs.signals.speaks_of_time`: "yet", "still", "tomorrow", "this week"
+    world: float = -1.0  # best cosine with the WORLD examples (English only)
+    team: float = -1.0  # best cosine with the TEAM examples (English only)
 
 
 class OfflineRouter:
@@ -159,7 +203,13 @@ class OfflineRouter:
         if self._examples is None:
             self._examples = {
                 name: self._embed(texts)
-                for name, texts in (("small_talk", SMALL_TALK), ("general", GENERAL), ("current", CURRENT))
+                for name, texts in (
+                    ("small_talk", SMALL_TALK),
+                    ("general", GENERAL),
+                    ("current", CURRENT),
+                    ("world", WORLD),
+                    ("team", TEAM),
+                )
             }
         return self._examples
 
@@ -237,6 +287,16 @@ class OfflineRouter:
         if best[0] != "current" and best[1] >= s.kb + margin and not self.vetoed(best[0], s):
             return "direct"
         return "vectorstore"
+
+    @staticmethod
+    def off_topic(s: RouteSignals) -> bool:
+        """Whether a message the knowledge base found nothing for is about the world outside the
+        team ("how long do I cook pasta", "who won the derby", "how do I rebase in git"): nearer the
+        :data:`WORLD` examples than the :data:`TEAM` ones by :data:`WORLD_MARGIN`, and than the
+        knowledge base's best chunk. It then gets the polite reply that it is not about the
+        documents, not a help request paging the experts; a team question nobody documented ("who
+        runs marketing?", "when is the summer party?") still goes to them. English only."""
+        return not s.foreign and s.world >= s.team + WORLD_MARGIN and s.world > s.kb
 
     @staticmethod
     def vetoed(name: str, s: RouteSignals) -> bool:

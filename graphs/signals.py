@@ -222,6 +222,13 @@ _NOW = re.compile(
     r"release date)",
     re.I,
 )
+# A question asking where something is: "what's the status page url?", "where is the link to the
+# incident board?" (the documents give addresses; the status itself is what changes)
+_ASKS_ADDRESS = re.compile(
+    r"\b(?:what|where)(?:'s|’s|s|\s+is|\s+are)?\s+(?:the\s+)?(?:\w+\s+){0,3}?"
+    r"(?:urls?|links?|web ?(?:site|page|address)|address)\b",
+    re.I,
+)
 # Present-tense words are also how documentation states what holds ("version 4.2 is currently
 # supported", "the latest client is 4.2.3", "the API is now served from ..."): alone they ask what
 # the documents say. They ask about the present moment only about something that happens or
@@ -247,7 +254,11 @@ def asks_for_now(text: str) -> bool:
     """The question asks about the present moment ("right now", "the latest release", "is
     X down", "did 2.0 come out yet"): documents written earlier cannot answer it, whatever
     they say about the subject. A present-tense word about what documentation states ("which
-    version is currently supported?", "what's the latest client version?") is not such a question."""
+    version is currently supported?", "what's the latest client version?") is not such a question,
+    nor is one asking where something is (:data:`_ASKS_ADDRESS`: "what's the status page url?"
+    asks for an address the documents give, not for the status)."""
+    if _ASKS_ADDRESS.search(text):
+        return False
     return bool(_NOW.search(text)) or bool(_PRESENT.search(text) and _LIVE_SUBJECT.search(text))
 
 
@@ -322,7 +333,7 @@ _QUANTITY = re.compile(
 # "url" only where it is what is asked ("what's the url of the form"), not a subject ("set a base url")
 _LINK_QUESTION = re.compile(
     r"\b(?:links?|web ?sites?|web address|bookmark(?:ed)?|hyperlinks?|e-?mail(?: address)?)\b|"
-    r"\b(?:what|where)(?:'s|\s+is|\s+are)?\s+(?:the\s+)?(?:\w+\s+){0,3}?urls?\b",
+    r"\b(?:what|where)(?:'s|’s|s|\s+is|\s+are)?\s+(?:the\s+)?(?:\w+\s+){0,3}?urls?\b",
     re.I,
 )
 

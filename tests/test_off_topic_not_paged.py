@@ -1,0 +1,73 @@
+"""Chat about the world outside the team paged the experts: offline, a question about sports,
+cooking or general coding that no page answers ended in a help request after two searches of the
+knowledge base. Now it gets the polite reply that it is not about the documents, while a question
+about the team's own workplace or product that nobody documented still goes to the experts (that
+is what they are for). Through the real `threadwise ask` process, offline, on pages written here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_answer_shape import write_offline_config
+from tests.test_cli_offline import threadwise
+
+HANDBOOK = """# Quillbase team handbook
+
+## Expenses
+Submit receipts in the finance portal within 30 days. Taxis to the airport are reimbursed.
+
+## Leave
+Everyone gets 26 days of annual leave; carry over at most five days into the next year.
+"""
+
+PRODUCT = """# Quillbase product guide
+
+## Installing
+Install the Quillbase desktop client from the downloads page, then sign in with your work account.
+
+## Exporting
+Export a notebook as PDF or Markdown from File > Export.
+"""
+
+POLITE = "does not look like a question about it"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("offtopic")
+    (root / "docs").mkdir()
+    (root / "docs" / "handbook.md").write_text(HANDBOOK)
+    (root / "docs" / "product.md").write_text(PRODUCT)
+    write_offline_config(root)
+    return root
+
+
+def ask(root: Path, question: str) -> dict:
+    result = threadwise("ask", "--config", "config.toml", "--source", "docs", "--json", question, cwd=root, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "question",
+    [
+        "who won the tennis final at wimbledon",
+        "how long do i roast a chicken for",
+        "how do i squash my commits in git",
+    ],
+)
+def test_a_question_about_the_world_outside_the_team_gets_the_polite_reply(workdir, question):
+    reply = ask(workdir, question)
+    assert reply["kind"] == "direct" and POLITE in reply["answer"], reply
+    assert "Hi!" not in reply["answer"] and reply["path"][-2:] == ["direct", "finish"], reply
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("question", ["who runs the marketing team", "when is the summer barbecue"])
+def test_a_team_question_nobody_documented_still_goes_to_the_experts(workdir, question):
+    reply = ask(workdir, question)
+    assert reply["kind"] == "help_request", reply
