@@ -9,7 +9,7 @@ knowledge base then fails the current-events bar); greeting / general-knowledge 
 router's word vetoes off (:meth:`graphs.offline_router.OfflineRouter.vetoed`) and sentences graded
 without their section heading's words (:data:`graphs.extractive.GRADE_HEADING_WORDS`), to see what
 they move. ``--offtopic FILE`` asks the questions of a JSON-lines file of ``{"corpus", "question"}``
-rows (questions no page of that corpus answers, bench/eval/offtopic.jsonl: the corpus is a set's
+rows (questions no page of that corpus answers, bench/offtopic.jsonl: the corpus is a set's
 name or a folder of this repository) and counts those answered with quotes.
 
 Usage:
