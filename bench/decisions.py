@@ -34,8 +34,8 @@ from bench.extra_corpora import corpus_folder  # noqa: E402
 from bench.fit_lead import TUNING  # noqa: E402
 from bench.offline_rows import open_offline, read_rows, row_state  # noqa: E402
 from graphs import extractive as ex  # noqa: E402
-from graphs.graders import relevance_grades  # noqa: E402
-from graphs.offline import as_general_knowledge, documents_define, follows_thread  # noqa: E402
+from graphs.graders import documents_define, relevance_grades  # noqa: E402
+from graphs.offline import as_general_knowledge, follows_thread  # noqa: E402
 from graphs.offline_router import OfflineRouter, RouteSignals  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

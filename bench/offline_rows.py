@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from bot.config import Settings, load_settings
 from bot.runtime import build_knowledge_base
 from graphs import extractive as ex
+from graphs.graders import documents_define
 from graphs.knowledge import KnowledgeBase
 from graphs.models import build_embeddings
 from graphs.offline import follows_thread, offline_questions, offline_search_queries, route_message
@@ -44,7 +45,7 @@ def row_state(row: dict, settings: Settings | None = None, router: OfflineRouter
         limit = settings.graph.history_messages
         if router is not None:
             state["route"], _, state["follow_up"] = route_message(  # type: ignore[arg-type]
-                state, limit, router, settings.knowledge.k
+                state, limit, router, settings.knowledge.k, documents_define
             )
         else:
             state["follow_up"] = follows_thread(state, limit)  # type: ignore[arg-type]

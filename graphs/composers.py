@@ -23,7 +23,7 @@ from langchain_core.messages import HumanMessage
 
 from graphs import prompts, sections, signals, verdicts
 from graphs.citations import format_docs
-from graphs.graders import Graders
+from graphs.graders import Graders, documents_define
 from graphs.knowledge import KnowledgeBase
 from graphs.learned import shown_entry
 from graphs.messages import history_before_last, last_user_message, message_text
@@ -182,7 +182,7 @@ class ExtractiveComposer:
         graders and the composer); the question and the queries are the message."""
         raw = last_user_message(state)
         route, sig, follow_up = await asyncio.to_thread(
-            route_message, state, self.cfg.history_messages, self.kit.router, self.cfg.k
+            route_message, state, self.cfg.history_messages, self.kit.router, self.cfg.k, documents_define
         )
         log.info(
             "offline route %s (kb %.2f, small talk %.2f, general %.2f, current %.2f)",

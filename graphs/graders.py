@@ -314,3 +314,15 @@ def shape_problem(draft: str, answer_characters: int) -> str:
         ):
             return "a step or command is cut with an ellipsis: quote it whole"
     return ""
+
+
+def documents_define(extractive: Extractive, message: str, docs: list[Doc]) -> bool:
+    """The documents ``docs`` (the message's search results) answer ``message`` over the bar a
+    current-events question must clear (:func:`graphs.graders.relevance_grades` with ``current``):
+    "what's a seat?" on pages whose glossary defines Seat, "what does HTTP 429 mean?" where the
+    API page names it. Such a question reads like general knowledge, but the team's documents
+    name the very thing asked, and their meaning of it is the one wanted."""
+    if not docs:
+        return False
+    grades = relevance_grades(extractive, [message], message, docs, current=True)
+    return any(g.relevant for g in grades.documents)

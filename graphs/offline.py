@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
@@ -134,22 +135,27 @@ def follows_thread(
 
 
 def route_message(
-    state: RAGState, history_limit: int, router: OfflineRouter, k: int = 5
+    state: RAGState,
+    history_limit: int,
+    router: OfflineRouter,
+    k: int = 5,
+    define: Callable[[Extractive, str, list[Doc]], bool] | None = None,
 ) -> tuple[str, RouteSignals, bool]:
     """The offline route step for the newest message: ``(route, signals, follow_up)``. The
     router's signals (the message against every chunk vector and the example classes) are
     computed once and decide both whether it is a follow-up (:func:`follows_thread`) and its
     route (a new question in a thread is routed as in a new thread, the present-moment rule
     too); the learned entries count when the turn's scope allows them. A message routed as
-    general knowledge goes to the knowledge base when its ``k`` best chunks answer it strongly
-    (:func:`documents_define`)."""
+    general knowledge goes to the knowledge base when its ``k`` best chunks answer it strongly:
+    ``define(extractive, message, docs)``, the graders' :func:`graphs.graders.documents_define`
+    (passed in, as the graders read this module; without it the router's route stands)."""
     scope = scope_of(state)
     message = last_user_message(state)
     sig = router.signals(message, learned=usable_for(scope) if scope["learning"] else False)
     follow_up = follows_thread(state, history_limit, router, sig)
     route = router.decide(sig, follow_up)
-    if route == "direct" and router.extractive is not None and as_general_knowledge(sig):
-        if documents_define(router.extractive, message, router.extractive.retrieve([message], k)):
+    if route == "direct" and define is not None and router.extractive is not None and as_general_knowledge(sig):
+        if define(router.extractive, message, router.extractive.retrieve([message], k)):
             route = "vectorstore"
     return route, sig, follow_up
 
@@ -158,20 +164,6 @@ def as_general_knowledge(sig: RouteSignals) -> bool:
     """The router sends the message away as general knowledge: no greeting word, and its embedding
     is nearer the general-knowledge examples than the small-talk ones."""
     return not sig.small_talk_words and sig.general > sig.small_talk
-
-
-def documents_define(extractive: Extractive, message: str, docs: list[Doc]) -> bool:
-    """The documents ``docs`` (the message's search results) answer ``message`` over the bar a
-    current-events question must clear (:func:`graphs.graders.relevance_grades` with ``current``):
-    "what's a seat?" on pages whose glossary defines Seat, "what does HTTP 429 mean?" where the
-    API page names it. Such a question reads like general knowledge, but the team's documents
-    name the very thing asked, and their meaning of it is the one wanted."""
-    from graphs.graders import relevance_grades  # graders read this module's question variants
-
-    if not docs:
-        return False
-    grades = relevance_grades(extractive, [message], message, docs, current=True)
-    return any(g.relevant for g in grades.documents)
 
 
 def thread_history(state: RAGState, history_limit: int) -> list[AnyMessage]:
