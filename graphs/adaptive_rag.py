@@ -102,7 +102,7 @@ def build_graph(deps: GraphDeps, checkpointer: BaseCheckpointSaver | None = None
         """:func:`_next_search`; at its end a question about the world outside the team gets the
         polite reply (``direct``) rather than the experts (:meth:`Nodes.off_topic`)."""
         target = _next_search(nodes, s)
-        if target in ("human_review", "apology") and await nodes.off_topic(s):
+        if target in ("human_review", "apology") and nodes.off_topic(s):
             return "direct"
         return target
 

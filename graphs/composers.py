@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from langchain_core.messages import HumanMessage
 
@@ -46,13 +46,25 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class Routing(NamedTuple):
+    """What a composer's route step decided for the newest message."""
+
+    decision: RouteDecision  # the standalone question, the route and the first query
+    calls: int  # the LLM calls it made (a graphs.models.Calls carries their tokens too)
+    follow_up: bool  # the message is read with the thread's history
+    # the offline router's signals put the message nearer the world outside the team than the team
+    # (OfflineRouter.off_topic): kept in the state so the give-up step need not embed it again
+    outside_team: bool = False
+
+
 class Composer(Protocol):
     """How the graph routes, rewrites, searches and writes (one implementation per writer).
     Every method returns its result and the LLM calls it made, where it can make any."""
 
-    async def route(self, state: RAGState) -> tuple[RouteDecision, int, bool]:
-        """The standalone question, the route and the first query for the newest message, and
-        whether it is read with the thread's history (a follow-up)."""
+    async def route(self, state: RAGState) -> Routing:
+        """The standalone question, the route and the first query for the newest message,
+        whether it is read with the thread's history (a follow-up), and (offline) whether it is
+        about the world outside the team (:class:`Routing`)."""
         ...
 
     async def direct(self, state: RAGState) -> tuple[str, int]:
@@ -90,7 +102,7 @@ class LLMComposer:
         self.cfg = config
         self.graders = graders
 
-    async def route(self, state: RAGState) -> tuple[RouteDecision, int, bool]:
+    async def route(self, state: RAGState) -> Routing:
         """Contextualise the newest message with the history, route it and write the first
         query in one structured call; on bad output: the knowledge base, with the message.
         The model reads every message with the history there is."""
@@ -109,7 +121,7 @@ class LLMComposer:
             RouteDecision,
             default,
         )
-        return decision, calls, bool(history)
+        return Routing(decision, calls, bool(history))
 
     async def direct(self, state: RAGState) -> tuple[str, int]:
         history = history_before_last(state, self.cfg.history_messages)
@@ -176,10 +188,12 @@ class ExtractiveComposer:
         self.kit = kit
         self.cfg = config
 
-    async def route(self, state: RAGState) -> tuple[RouteDecision, int, bool]:
+    async def route(self, state: RAGState) -> Routing:
         """The embedding router's decision (:func:`graphs.offline.route_message`: whether the
-        message is a follow-up is decided here, once, and kept in the state for the search, the
-        graders and the composer); the question and the queries are the message."""
+        message is a follow-up, and whether it is about the world outside the team
+        (:meth:`graphs.offline_router.OfflineRouter.off_topic`), are decided here, once, from one
+        embedding of the message, and kept in the state for the later steps); the question and the
+        queries are the message."""
         raw = last_user_message(state)
         route, sig, follow_up = await asyncio.to_thread(
             route_message, state, self.cfg.history_messages, self.kit.router, self.cfg.k, documents_define
@@ -192,7 +206,8 @@ class ExtractiveComposer:
             sig.general,
             sig.current,
         )
-        return RouteDecision.model_validate({"question": raw, "route": route, "query": raw}), 0, follow_up
+        decision = RouteDecision.model_validate({"question": raw, "route": route, "query": raw})
+        return Routing(decision, 0, follow_up, self.kit.router.off_topic(sig))
 
     async def direct(self, state: RAGState) -> tuple[str, int]:
         """A canned reply (a greeting, thanks, or what the bot can answer); after a search that

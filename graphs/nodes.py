@@ -111,14 +111,15 @@ class Nodes:
     def web_available(self) -> bool:
         return self.deps.web is not None and self.cfg.max_web_searches > 0
 
-    async def off_topic(self, state: RAGState) -> bool:
+    def off_topic(self, state: RAGState) -> bool:
         """Without a chat model, a new question the knowledge base answered nothing for is about the
         world outside the team (:meth:`graphs.offline_router.OfflineRouter.off_topic`: sports, cooking,
         general coding): it gets the polite reply that it is not about the documents (the ``direct``
         step) instead of a help request paging the experts. Never for a follow-up, a teammate's
         retry hint or a rated answer, nor with a chat model (it routes general knowledge itself);
         nor for a question about the present moment without web search ("who won the final
-        yesterday?"), whose help request says it needs current information."""
+        yesterday?"), whose help request says it needs current information. The router's verdict is
+        the route step's (``state["outside_team"]``): the message is embedded once a turn."""
         if (
             self.cfg.composer != "extractive"
             or self._needs_current(state)
@@ -127,9 +128,7 @@ class Nodes:
             or state.get("verdict") == "downvoted"
         ):
             return False
-        router = self.kit.router
-        sig = await asyncio.to_thread(router.signals, last_user_message(state), False)
-        return router.off_topic(sig)
+        return bool(state.get("outside_team"))
 
     def web_allowed(self, state: RAGState) -> bool:
         """Web search is configured and this turn's scope (its channel) allows it."""
@@ -170,7 +169,7 @@ class Nodes:
         for a message a learned entry is about by meaning (:class:`graphs.learned.LearnedMeaning`)
         too."""
         raw = last_user_message(state)
-        decision, calls, follow_up = await self.composer.route(state)
+        decision, calls, follow_up, outside_team = await self.composer.route(state)
         route = self.graders.check_route(raw, decision.route)
         if signals.asks_what_bot_does(raw):  # "what can you do?", "help": the bot says what it is for
             route = "direct"
@@ -193,6 +192,7 @@ class Nodes:
             "web_query": query,
             "needs_web": needs_web,
             "follow_up": follow_up,
+            "outside_team": outside_team,
         }
 
     async def direct(self, state: RAGState) -> dict[str, Any]:

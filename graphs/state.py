@@ -140,6 +140,9 @@ class RAGState(TypedDict, total=False):
     route: str  # vectorstore | websearch | direct
     needs_web: bool  # routed to the web for current information, but web search is not available
     follow_up: bool  # the message is read with the thread's history (decided by route; graphs/offline.py)
+    # offline: the route step's signals put the message nearer the world outside the team than the team
+    # (graphs.offline_router.OfflineRouter.off_topic); the give-up step reads it instead of embedding again
+    outside_team: bool
     source: str  # source searched last: kb | web
     kb_query: str
     web_query: str
@@ -173,6 +176,7 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
     "route": "",
     "needs_web": False,
     "follow_up": False,
+    "outside_team": False,
     "source": "",
     "kb_query": "",
     "web_query": "",

@@ -17,6 +17,7 @@ from bot.platforms.console import ConsoleResponder
 from bot.protocol import IncomingMessage
 from bot.runtime import graph_config
 from graphs.adaptive_rag import build_graph
+from graphs.composers import Routing
 from graphs.models import ModelCaller
 from graphs.nodes import GraphDeps
 from graphs.schemas import AnswerGrade, DocGrade, DocGrades, RouteDecision
@@ -164,7 +165,7 @@ class GreetEveryone:
     """A composer that answers everything directly with a fixed line."""
 
     async def route(self, state):
-        return RouteDecision(question="hello", route="direct", query="hello"), 0, False
+        return Routing(RouteDecision(question="hello", route="direct", query="hello"), 0, False)
 
     async def direct(self, state):
         return "Hello from the injected composer.", 0

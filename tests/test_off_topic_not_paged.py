@@ -11,8 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from bot.config import Secrets
+from bot.runtime import open_runtime
+from graphs.offline_router import OfflineRouter
+from tests.fakes.chat_model import ScriptedChatModel
 from tests.test_answer_shape import write_offline_config
 from tests.test_cli_offline import threadwise
+from tests.test_offline_extractive import ask as ask_in_process
+from tests.test_offline_extractive import extractive_settings
 
 HANDBOOK = """# Quillbase team handbook
 
@@ -71,3 +77,32 @@ def test_a_question_about_the_world_outside_the_team_gets_the_polite_reply(workd
 def test_a_team_question_nobody_documented_still_goes_to_the_experts(workdir, question):
     reply = ask(workdir, question)
     assert reply["kind"] == "help_request", reply
+
+
+@pytest.mark.slow
+async def test_the_give_up_step_decides_on_the_route_steps_signals_without_embedding_the_message_again(
+    tmp_path, monkeypatch
+):
+    """The give-up step (the polite reply or the experts) used to embed the message against the
+    router's examples a second time, though the route step had done it that turn: each message is
+    measured once, through the real chat path, whichever way the turn ends."""
+    measured: list[str] = []
+    signals = OfflineRouter.signals
+
+    def counted(self, message, learned=True):
+        measured.append(message)
+        return signals(self, message, learned)
+
+    monkeypatch.setattr(OfflineRouter, "signals", counted)
+    settings = extractive_settings(tmp_path, {"handbook.md": HANDBOOK, "product.md": PRODUCT})
+    async with open_runtime(settings, Secrets(), chat_model=ScriptedChatModel()) as rt:
+        for i, (question, polite) in enumerate(
+            [("how long do i roast a chicken for", True), ("who runs the marketing team", False)]
+        ):
+            out, values = await ask_in_process(rt, question, f"once{i}")
+            assert values["path"].count("retrieve") == 2, values["path"]  # it reached the give-up step
+            if polite:
+                assert out.answers and POLITE in out.answers[0].text, values["path"]
+            else:
+                assert not out.answers and len(out.help_requests) == 1, values["path"]
+            assert measured.count(question) == 1, (question, measured)
