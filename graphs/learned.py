@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from graphs import terms
+from graphs import signals, terms
 from graphs.knowledge.index import FTS_TOKENIZER, keyword_query
 from graphs.state import Doc
 
@@ -128,9 +128,14 @@ def usable(entry: LearnedEntry, knowledge: Collection[str] | None, here: tuple[s
         True when the entry was learned in that channel (or ``here`` is None) and under
         knowledge the turn searches too: an expert's answer about one product ("runs on CPU
         only") is no answer about the product of another folder. An entry without sources (saved
-        before entries kept them) is judged by its channel only, as it was.
+        before entries kept them) is judged by its channel only, as it was. Never for an entry
+        answering a question about the present moment (:func:`graphs.signals.holds_for_now`: "is
+        the API down right now?"), which the bot no longer saves but older stores may hold: what
+        was true then is no answer now.
     """
     if here is not None and (entry.platform, entry.channel) != here:
+        return False
+    if signals.holds_for_now(entry.question):
         return False
     return not entry.sources or knowledge is None or set(entry.sources) <= set(knowledge)
 

@@ -262,6 +262,28 @@ def asks_for_now(text: str) -> bool:
     return bool(_NOW.search(text)) or bool(_PRESENT.search(text) and _LIVE_SUBJECT.search(text))
 
 
+# Who holds a rota's turn ("who is on call?", "who's on duty this weekend"): the holder changes
+# from shift to shift, so the question asks about the present moment even without a time word
+_ON_DUTY = re.compile(
+    r"\bwho(?:'s|’s|s|\s+is|\s+are)\s+(?:\w+\s+){0,2}?on[\s-]?(?:call|duty|shift|rota)\b",
+    re.I,
+)
+# The day or the instant of the asking: an answer about it is true that day only
+_THIS_DAY = re.compile(
+    r"\b(?:today|today's|tonight|right now|just now|at the moment|this (?:morning|afternoon|evening))\b", re.I
+)
+
+
+def holds_for_now(question: str) -> bool:
+    """An answer to ``question`` is true when it is asked, not for the next asker: the question asks
+    about the present moment (:func:`asks_for_now`: "is the API down right now?", "what's the latest
+    release this week?"), about who is on call or on duty, or about this day or instant ("who is on
+    call today?", "is the office open today?"). An expert's answer to it is not kept for reuse
+    (:mod:`bot.service.learning`, :func:`graphs.learned.usable`), even where the answer is a rule
+    ("I'm off sick today, who do I tell?"): asking the experts again costs less than a stale answer."""
+    return asks_for_now(question) or bool(_ON_DUTY.search(question) or _THIS_DAY.search(question))
+
+
 # A code a product gives its errors, alerts or articles: capitals, an optional hyphen, two or more
 # digits ("PH-500", "E0425", "KB4023057"), written in capitals (a size or a time, "20GB", "60s", is not one)
 _CODE = re.compile(r"(?<![\w.-])[A-Z]{1,6}-?\d{2,}(?![\w-])")

@@ -168,3 +168,50 @@ def test_a_deleted_learned_entries_file_is_an_error_not_a_silent_loss(tmp_path):
         (tmp_path / f"learned.sqlite{suffix}").unlink(missing_ok=True)
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
         store.add("who approves a rollback?", "The release manager.", "Erik")
+
+
+# An expert's answer to these is true when given ("yes, outage since 9am", "Anna today"), not later.
+PRESENT_MOMENT = [
+    "is the API down right now?",
+    "who is on call today?",
+    "what's the latest release this week?",
+    "who's on call?",
+]
+TEAM_QUESTIONS = ["when is the deploy freeze?", "who approves a hotfix?"]
+
+
+@pytest.mark.parametrize(
+    ("question", "kept"), [(q, False) for q in PRESENT_MOMENT] + [(q, True) for q in TEAM_QUESTIONS]
+)
+async def test_an_answer_about_the_present_moment_is_given_once_and_not_learned(slack, question, kept):
+    ts, answers, helps = await ask(slack, question)
+    assert answers == [] and len(helps) == 1
+    reply, _ = slack.message("UEXPERT", "answer: Yes, since 9am; Anna is on it.", thread_ts=ts)
+    await slack.send(reply)
+    posted = [a for a in slack.answers() if a.get("thread_ts") == ts]
+    assert any("since 9am" in all_text(a) for a in posted)  # the asker still gets the expert's answer
+
+    _, answers, helps = await ask(slack, question)
+    if kept:
+        assert helps == [] and "answered by Erik" in all_text(answers[0]), question
+    else:  # the next asker's moment is another one: the experts are asked again
+        assert answers == [] and len(helps) == 1, question
+        assert slack.runtime.learned.entries() == []
+
+
+async def test_remember_on_a_question_about_the_present_moment_saves_nothing_and_says_why(slack):
+    ts, _, helps = await ask(slack, "who is on call today?")
+    assert len(helps) == 1
+    reply, _ = slack.mention("UEXPERT", "remember: Anna is on call.", thread_ts=ts)
+    await slack.send(reply)
+    assert "asks about the present moment" in ephemerals(slack, "UEXPERT")[-1]
+    assert slack.runtime.learned.entries() == []
+
+
+async def test_an_answer_about_the_present_moment_learned_by_an_earlier_version_is_not_given(slack):
+    slack.runtime.learned.add("is the API down right now?", "Yes, outage since 9am.", "Erik")
+    slack.runtime.learned.add("when is the deploy freeze?", "Dec 20 to Jan 3.", "Erik")
+    _, answers, helps = await ask(slack, "is the API down right now?")
+    assert answers == [] and len(helps) == 1  # not "outage since 9am" from some earlier day
+    _, answers, helps = await ask(slack, "when is the deploy freeze?")
+    assert helps == [] and "answered by Erik" in all_text(answers[0])

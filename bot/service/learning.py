@@ -16,6 +16,7 @@ from bot.failures import describe_failure
 from bot.logs import for_thread
 from bot.protocol import IncomingMessage, Responder
 from bot.service.conversations import Conversations
+from graphs import signals
 from graphs.learned import LearnedEntry, LearnedStore
 from graphs.messages import message_text
 from graphs.state import scope_of
@@ -45,6 +46,14 @@ def _asked(values: Mapping[str, Any]) -> str:
 NO_QUESTION = (
     "This thread has no question for me to remember an answer to, so I saved nothing. Ask the question "
     "first, then reply `remember: <the answer>` in its thread."
+)
+
+
+#: The reply to ``remember: <text>`` on a thread whose question is about the present moment
+#: (:func:`graphs.signals.holds_for_now`): the answer would be stale for the next person who asks.
+FOR_NOW = (
+    "This thread asks about the present moment (“{question}”), so I saved nothing: the answer would be "
+    "out of date for the next person who asks. The experts will be asked again next time."
 )
 
 
@@ -96,8 +105,15 @@ class Learning:
         """Save an expert's answer as a learned entry (when learning is on for the turn's
         channel, ``values["scope"]``), with a link to the thread where the responder can give
         one (:meth:`bot.protocol.Responder.permalink`) and the knowledge the thread searched
-        (:meth:`searched`). Best effort: a failure is logged, the answer is already posted."""
+        (:meth:`searched`). An answer to a question about the present moment ("is the API down right
+        now?", :func:`graphs.signals.holds_for_now`) is not saved: it would answer later askers with
+        what was true then. Best effort: a failure is logged, the answer is already posted."""
         if self.learned is None or not scope_of(values)["learning"]:
+            return None
+        if signals.holds_for_now(question):
+            log.info(
+                "expert answer not learned: its question is about the present moment", extra=for_thread(thread_key)
+            )
             return None
         try:
             permalink = str(await out.permalink() or "")
@@ -143,6 +159,9 @@ class Learning:
         if not question:
             # an entry answering no question is never found by anyone's question: nothing to save
             await out.notify_private(NO_QUESTION)
+            return
+        if signals.holds_for_now(question):
+            await out.notify_private(FOR_NOW.format(question=question))
             return
         entry = await self.learn(
             question,
