@@ -1519,14 +1519,16 @@ class Extractive:
         section_of = {(x.doc, x.pos): h.split(" > ")[-1].strip() for x, h in zip(units, headings, strict=True)}
         named: set[tuple[int, str]] = set()  # (doc, heading) put before a passage already
 
-        def introduces_list(x: Unit, nxt: Unit) -> bool:
-            """``x`` ends with ":" and ``nxt`` starts a short list ``x`` is not in: the list it introduces."""
+        def introduces_list(x: Unit, nxt: Unit, lead: bool = False) -> bool:
+            """``x`` ends with ":" and ``nxt`` starts a short list ``x`` is not in: the list it introduces.
+            The ``lead`` passage's list may fill the budget: "the backup copies the following items:" then
+            three of its four items reads as if the backup copied three things."""
             return (
                 LIST_AFTER_INTRO
                 and bool(nxt.item)
                 and nxt.list != x.list
                 and x.text.rstrip().endswith(":")
-                and self._list_size(units, nxt) <= budget * SHORT_LIST_SHARE
+                and self._list_size(units, nxt) <= budget * (1.0 if lead else SHORT_LIST_SHARE)
             )
 
         for n, seed in enumerate(prose):
@@ -1597,7 +1599,7 @@ class Extractive:
                     nxt = unit_at(u.doc, pos + 1)
                     if nxt is None or nxt.code or nxt.heading or nxt.row >= 0 or (nxt.doc, nxt.pos) in used:
                         break  # a table's row is quoted on its own, never as the next sentence
-                    if introduces_list(chosen[-1], nxt):
+                    if introduces_list(chosen[-1], nxt, lead=not n):
                         break
                     if signals.is_pointer(nxt.text):
                         break  # "See X for more information." ends what the page says here; the rest is another point
@@ -1606,16 +1608,20 @@ class Extractive:
                     chosen.append(nxt)
                     pos += 1
                 after_last = unit_at(u.doc, chosen[-1].pos + 1)
-                if after_last is not None and introduces_list(chosen[-1], after_last):
+                if after_last is not None and introduces_list(chosen[-1], after_last, lead=not n):
                     listed = after_last
                 chosen = [x for x in chosen if norm(x.text) not in quoted]
                 if not chosen:
                     continue
-                text = " ".join(x.text for x in chosen)
+                text = _joined(chosen)
                 keep = chosen.index(u) + 1 if u in chosen else 1  # the lead keeps its sentence and the one before
                 while len(chosen) > (keep if n == 0 else 1) and size + len(text) > budget:  # drop the tail
+                    # a list item goes whole or not at all: half a step reads as the whole of it
+                    tail = chosen[-1].para if chosen[-1].list >= 0 else None
                     chosen.pop()
-                    text = " ".join(x.text for x in chosen)
+                    while tail is not None and len(chosen) > (keep if n == 0 else 1) and chosen[-1].para == tail:
+                        chosen.pop()
+                    text = _joined(chosen)
                 if n and size + len(text) > budget:
                     continue
                 keys = {(x.doc, x.pos) for x in chosen}
@@ -1813,6 +1819,29 @@ class Extractive:
         if lines:
             pieces.append("\n".join(lines))
         return pieces, keys, rest
+
+
+def _joined(chosen: Sequence[Unit]) -> str:
+    """The text of consecutive prose units ``chosen`` (one document, in order) as quoted: the
+    sentences of a paragraph or of one list item on one line, each list item on a line of its own
+    opening with its marker ("- " for a bullet, its number for a step), as Slack, Discord and a
+    console show a Markdown list; the items run into one line read as one long sentence. One item
+    alone is its text, without a marker."""
+    lines: list[str] = []
+    prev: Unit | None = None
+    for x in chosen:
+        if x.list >= 0 and x.item:  # a list item's first sentence starts its line
+            lines.append(f"{x.item if x.item[:1].isdigit() else '-'} {x.text}")
+        elif lines and x.list < 0 and prev is not None and prev.list >= 0:  # the paragraph after a list
+            lines.append(f"\n{x.text}")
+        elif lines:  # the item's next sentence, or a paragraph continuing it
+            lines[-1] += f" {x.text}"
+        else:
+            lines.append(x.text)
+        prev = x
+    if len(lines) == 1 and chosen and chosen[0].item:  # one item alone reads as a sentence, not as a list
+        return lines[0].split(" ", 1)[1]
+    return "\n".join(lines)
 
 
 def _shown_block(block: Unit, whole: bool = True) -> str:

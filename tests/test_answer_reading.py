@@ -1,0 +1,129 @@
+"""An offline answer a new user takes in at a glance, on a product guide written for these tests:
+the real `threadwise eval`, offline (local embeddings, the extractive composer). Lists are quoted as
+lists, one item a line and never half an item; an FAQ's short reply ("No, not yet.") is the answer;
+the steps of the operating system the user names, in their own word ("ubuntu", "my macbook",
+"win11"), lead and the other systems' steps are left out."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import requires_offline_model
+from tests.test_cli_offline import threadwise
+from tests.test_question_kinds import write_config
+
+SHARING = """# Sharing boards
+
+Every board has an owner. The owner decides who else may open it.
+
+## Roles
+
+A member of a board has one of these roles:
+
+- Viewer: opens the board and reads every card, but cannot change anything or leave comments on the cards.
+- Commenter: everything a viewer can do, plus leaving comments and reactions on any card of the board.
+- Editor: adds, moves and deletes cards, renames columns, and changes the board's colours and background.
+- Owner: everything an editor can do, plus inviting people, changing their roles and deleting the board.
+"""
+
+BACKUP = """# Backups
+
+Lumenfold keeps a copy of your boards so that a mistake can be undone.
+
+## What is backed up
+
+The nightly backup copies the following items to a second data centre:
+
+- every card, with its text, checklist and due date, as it was at midnight in your region
+- the comments and reactions left on cards, including those of guests who have since left
+- attached files up to 25 MB each; larger files are linked but not copied
+- board settings such as colours, column names and who has access to the board
+
+Backups are kept for 35 days. After that the oldest copy is removed each night.
+
+## Restoring a board
+
+1. Open the board's menu and choose Version history.
+2. Pick the night you want to go back to.
+3. Select Restore. The current board is kept as a copy named after today's date.
+"""
+
+SYNC = """# Sync problems
+
+Boards normally sync within a few seconds. When a change does not reach your other devices, work through
+the checks below before you contact support.
+
+## When sync stops
+
+- Look at the cloud icon in the top bar: a red cross means the app has lost its connection to the servers.
+- Sign out and back in if the icon shows a key, because your session has expired after thirty days unused.
+- Check the status page for an outage in your region; changes made meanwhile are sent once it is over.
+- Make sure the device's clock is right, since a clock off by more than five minutes makes the servers
+  refuse each change.
+
+If none of this helps, send the sync log from Help, Diagnostics to support.
+"""
+
+PLANS = """# Plans and billing
+
+Lumenfold has a free plan and a Team plan. Billing is monthly or yearly.
+
+The Free plan allows three members on a board. The Team plan costs 7 EUR per member per month and has no
+member limit. Invoices are sent by email on the first day of each billing period.
+"""
+
+
+def answers(tmp_path: Path, pages: dict[str, str], questions: list[str]) -> list[str]:
+    """The answers of `threadwise eval` offline to ``questions`` (all knowledge-base rows), in
+    order, on a guide of ``pages`` (file name -> Markdown) written under ``tmp_path``; "" for a
+    question that got no answer."""
+    guide = tmp_path / "guide"
+    guide.mkdir(parents=True)
+    for name, text in pages.items():
+        (guide / name).write_text(text)
+    write_config(tmp_path)
+    rows = [
+        {"id": f"q{i}", "kind": "kb", "expected_route": "vectorstore", "question": q} for i, q in enumerate(questions)
+    ]
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = threadwise("eval", "q.jsonl", "--config", "config.toml", "--json", "out.json", cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    by_id = {r["id"]: r.get("answer") or "" for r in json.loads((tmp_path / "out.json").read_text())["rows"]}
+    return [by_id[f"q{i}"] for i in range(len(questions))]
+
+
+def items(page: str) -> list[str]:
+    """The bulleted items of ``page``, each as one line of text (a wrapped item joined)."""
+    out: list[str] = []
+    for line in page.splitlines():
+        if line.startswith("- "):
+            out.append(line[2:].strip())
+        elif out and line.startswith("  ") and line.strip():
+            out[-1] += " " + line.strip()
+    return out
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_quoted_list_keeps_one_item_a_line_and_every_item_whole(tmp_path: Path):
+    """An answer quoting a bulleted list longer than a short list ran its items into one paragraph
+    ("... comments on the cards. Commenter: everything a viewer can do ... Editor: adds, moves ..."),
+    which reads as one long sentence in Slack, Discord and the console; the items are each on a line
+    of their own, opening with "- ", and an item is quoted whole or not at all."""
+    pages = {"sharing.md": SHARING, "backup.md": BACKUP, "sync.md": SYNC, "plans.md": PLANS}
+    questions = [
+        "what can a commenter do?",
+        "what does the nightly backup copy?",
+        "what roles can a board member have?",
+    ]
+    got = answers(tmp_path, pages, questions)
+    every = items(SHARING) + items(BACKUP) + items(SYNC)
+    for question, answer in zip(questions, got, strict=True):
+        quoted = [it for it in every if it[:40] in answer]
+        assert len(quoted) >= 2, (question, answer)
+        for it in quoted:
+            assert re.search(r"(?:^|\n)- " + re.escape(it) + r"(?: \[\d\])?(?:\n|$)", answer), (question, it, answer)
