@@ -171,6 +171,7 @@ class Unit:
     heading: bool = False  # a heading: it names what follows, it does not answer
     row: int = -1  # a table row read with its header: the position of its table's unit, else -1
     short: bool = False  # shorter than the minimum, kept as a step of its list (never an answer alone)
+    reply: bool = False  # the first sentence under a heading asking a question: an FAQ entry's answer opens with it
     # the heading it sits under, kept even when too short to be a unit ("Uninstall", "Install on Windows"): it
     # says what the sentences below it are for; "" before the text's first heading
     section: str = ""
@@ -326,14 +327,19 @@ def with_addresses(text: str, page: tuple[str, list[WebLink]]) -> str:
     return text
 
 
-def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: bool = False) -> list[Unit]:
+def split_units(
+    text: str, doc: int = 0, min_characters: int = 20, short_items: bool = False, asked: bool = False
+) -> list[Unit]:
     """Cut ``text`` (Markdown) into prose units (sentences, list items; hard-wrapped lines
     joined), whole code blocks (fenced ones dedented, fences kept; indented ones fenced) and whole
     tables (rows kept), each table followed by its body rows as prose units
     (:func:`table_rows`, ``row`` set). Prose pieces shorter than ``min_characters`` are
     dropped (with ``short_items``, a list item's first sentence is kept, marked ``short``: a
     step "Install the agent:"), except a bare verdict opening an FAQ's answer ("Yes.", "No.",
-    "Not yet."), which is read with the sentence after it; code blocks are never cut."""
+    "Not yet."), which is read with the sentence after it, and the reply to a question right above
+    it ("No, not yet." under "### Can I use it offline?", or after "Q: Can I ...?" in its own
+    paragraph); code blocks are never cut. ``asked``: the text opens under a heading that asks a
+    question (a section's chunk, its heading in its heading path, not in its text)."""
     units: list[Unit] = []
     # indented code is code too, not prose to join (a man page's HTML option list was made Markdown
     # when the document was split, graphs.knowledge.sources.clean_markdown)
@@ -344,6 +350,7 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
     adjacent = [False]  # nothing but blank lines since the last code block or table
     section = [""]  # the last heading's text
     path: list[tuple[int, str]] = []  # the open headings, outermost first, with their levels
+    above = [asked]  # the last paragraph was a heading asking a question
 
     def flush() -> None:
         if not block:
@@ -359,6 +366,9 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
         joined = clean_prose(" ".join(block))
         block_first = block[0].lstrip()
         block.clear()
+        # the first paragraph under a heading that asks ("### Can I use it offline?") is its answer
+        answers = above[0] and not heading
+        above[0] = heading and joined.rstrip().endswith("?")
         if heading:
             section[0] = joined
             level = len(block_first) - len(block_first.lstrip("#"))
@@ -366,11 +376,17 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
                 path.pop()
             path.append((level, joined))
         first = True
-        for piece in _with_verdicts(_SENTENCE_END.split(joined)):
+        pieces = _with_verdicts(_SENTENCE_END.split(joined))
+        for k, piece in enumerate(pieces):
             piece = piece.strip()
             # a CJK character carries about a word: count it twice against the minimum; a list
-            # item's first sentence is kept however short (a step: "1. Install the agent:")
-            long_enough = len(piece) + sum(1 for ch in piece if ord(ch) >= 0x2E80) >= min_characters
+            # item's first sentence is kept however short (a step: "1. Install the agent:"), and so is
+            # the reply to a question right above it, however short ("No, not yet.", "Unlimited."): the
+            # heading asking it, or the paragraph's own first sentence ("Q: Can I ...? A: No.")
+            replied = bool(_WORD.search(piece)) and (
+                (answers and k == 0) or (k == 1 and pieces[0].rstrip().endswith("?") and not heading)
+            )
+            long_enough = replied or len(piece) + sum(1 for ch in piece if ord(ch) >= 0x2E80) >= min_characters
             if long_enough or (short_items and marker and first and piece):
                 units.append(
                     Unit(
@@ -384,6 +400,7 @@ def split_units(text: str, doc: int = 0, min_characters: int = 20, short_items: 
                         short=not long_enough,
                         section=section[0],
                         path=tuple(path),
+                        reply=answers and k == 0,
                     )
                 )
                 first = False
@@ -1029,7 +1046,9 @@ class Extractive:
         """The units of every document (``short_items``: see :func:`split_units`)."""
         units: list[Unit] = []
         for i, d in enumerate(docs):
-            units += split_units(d.get("text", ""), i, short_items=short_items)
+            # a section's chunk under an FAQ's question ("... > Can I use it offline?") opens with its answer
+            asked = str(d.get("title") or "").split(" > ")[-1].rstrip().endswith("?")
+            units += split_units(d.get("text", ""), i, short_items=short_items, asked=asked)
         return units
 
     def grade(self, questions: Sequence[str], docs: Sequence[Doc]) -> list[float]:
@@ -1412,6 +1431,10 @@ class Extractive:
             if (sc.unit.doc, sc.unit.pos) in coded:
                 sc.score += CODE_BONUS  # "what does AB-403 mean?": the row or sentence naming AB-403
             sc.score += LABEL_BONUS * labelled.get((sc.unit.doc, sc.unit.pos), 0)  # "the business plan": its row
+            if sc.unit.reply and labelled.get((sc.unit.doc, sc.unit.pos), 0) > 0:
+                # the question an FAQ entry's heading asks: its answer opens with the yes, the no or the figure
+                # ("Yes, with a read-only link."), which shares few words with the question, then says how
+                sc.score += LABEL_BONUS
             if (
                 yes_no
                 and not sc.unit.code

@@ -98,7 +98,8 @@ def verdict_lead(question: str, docs: Sequence[Doc]) -> tuple[str, int, str] | N
     """``(label, the document's position, the sentence)`` for a yes/no question
     (:func:`graphs.signals.asks_yes_no`) whose documents state it: the first sentence (documents
     best first) holding, read with its heading, everything the question asks about
-    (:func:`asked_subject` and :func:`asked_terms`), that states a capability
+    (:func:`asked_subject` and :func:`asked_terms`), that opens with its own yes or no (an FAQ
+    entry's "Yes, with a read-only link.", however short), states a capability
     (:func:`graphs.signals.states_capability`) or a verdict against it
     (:func:`graphs.signals.states_verdict`). ``label`` is "Yes.", "No." or "" (:func:`label`); it is
     "" too when sentences of both kinds are found (the documents' words decide, not this). None for
@@ -122,7 +123,10 @@ def verdict_lead(question: str, docs: Sequence[Doc]) -> tuple[str, int, str] | N
             where = f"{title.split(' > ')[0]} {heading}" if heading else title
             if u.code or u.row >= 0 or not subject <= signals.terms(f"{where} {u.text}"):
                 continue
-            if signals.states_verdict(u.text):
+            said = _SAID.match(u.text)  # an FAQ entry's own "Yes, with a read-only link." / "No, not yet."
+            if said:
+                kinds.add(not said.group().strip(" \t*_").lower().startswith("no"))
+            elif signals.states_verdict(u.text):
                 kinds.add(False)
             elif signals.states_capability(u.text):
                 kinds.add(True)

@@ -127,3 +127,67 @@ def test_a_quoted_list_keeps_one_item_a_line_and_every_item_whole(tmp_path: Path
         assert len(quoted) >= 2, (question, answer)
         for it in quoted:
             assert re.search(r"(?:^|\n)- " + re.escape(it) + r"(?: \[\d\])?(?:\n|$)", answer), (question, it, answer)
+
+
+FAQ = """# Lumenfold FAQ
+
+### Can I use it offline?
+
+No, not yet.
+
+### Does it sync between my devices?
+
+Yes. Boards sync through your Lumenfold account a few seconds after each change, on every device where you
+are signed in.
+
+### How many boards can I keep?
+
+Unlimited.
+
+### Can I export a board to PDF?
+
+Only on the Team plan. Free accounts can export PNG images instead.
+
+### Can I share a board with someone outside my team?
+
+Yes, with a read-only link. Open the board, choose Share, then Create link. Anyone with the link can read
+the board until you turn the link off. They cannot edit or comment, and they do not see your other boards.
+
+### Where are my boards stored?
+
+In the Lumenfold cloud, in the region you picked when you signed up. A local copy is kept for speed while
+the app runs.
+"""
+
+SUPPORT = """# Getting help
+
+Our support team answers in English and German on working days.
+
+Q: Is there a phone line?
+A: Not anymore.
+
+Q: How fast do you answer?
+A: Within one working day, and within two hours for outages that stop a whole team.
+"""
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_short_faq_reply_is_the_answer(tmp_path: Path):
+    """Under "### Can I use it offline?" the reply "No, not yet." was shorter than a sentence and dropped,
+    and the answer opened with another entry ("In the Lumenfold cloud, ..."); "Unlimited." and "Not
+    anymore." were lost the same way, and "can I share a board with someone outside my team" opened with
+    the entry's fourth sentence ("They cannot edit or comment ...") before its "Yes, with a read-only
+    link.". An FAQ entry's reply opens the answer, however short."""
+    pages = {"faq.md": FAQ, "support.md": SUPPORT, "sharing.md": SHARING, "plans.md": PLANS}
+    questions = [
+        "can I use it offline?",
+        "how many boards can I keep?",
+        "can I share a board with someone outside my team?",
+        "is there a phone line for support?",
+    ]
+    offline, boards, share, phone = answers(tmp_path, pages, questions)
+    assert offline.startswith("No, not yet."), offline
+    assert boards.startswith("Unlimited."), boards
+    assert share.startswith("Yes, with a read-only link. Open the board, choose Share"), share
+    assert "Not anymore." in phone[:300], phone
