@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import html
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -552,15 +552,35 @@ _LABEL_TOKEN = re.compile(r"[^\W_]+(?:[-./][^\W_]+)*")
 _BOLD_LEAD = re.compile(r"^\*\*(.+?)\*\*")
 
 
+# Operating systems a user names by what they run ("on ubuntu", "my macbook", "win11") where a page's
+# sibling sections name the family ("## Linux", "## macOS", "## Windows"): each family's names, one
+# pattern a family. A table, not the embeddings: MiniLM puts "ubuntu" nearer "Linux" than "Windows" by
+# 0.06 only, while "laptop", "computer" and "desktop" are nearer "Windows" by 0.12-0.16 (no cosine margin
+# takes the one and leaves the others), and the systems are a small, closed set. Words that name other
+# things too are left out ("pixel", "galaxy", "arch" and "win" alone, "mac" before "address").
+_SYSTEMS = {
+    "linux": r"linux|ubuntu|[kxl]ubuntu|debian|fedora|centos|rhel|red\s*hat|opensuse|suse|manjaro|raspbian|"
+    r"arch\s+linux|linux\s*mint|rocky\s*linux|almalinux|pop!?_?os|kali",
+    "macos": r"mac\s*os(?:\s*x)?|osx|os\s*x|macs?(?!\s*address)|macbooks?(?:\s*(?:air|pro))?|imacs?|"
+    r"mac\s*(?:mini|studio)",
+    "windows": r"windows(?:\s*(?:7|8|10|11|xp|vista|server))?|win\s*(?:7|8|10|11)",
+    "ios": r"ios|ipados|iphones?|ipads?",
+    "android": r"android|samsung",
+}
+_SYSTEM = {name: re.compile(rf"(?<![\w.-])(?:{pattern})(?![\w-])", re.I) for name, pattern in _SYSTEMS.items()}
+
+
 def _label_tokens(text: str) -> set[str]:
     """The words of a label or question compared with each other: its content terms
-    (:func:`graphs.signals.terms`), and each token holding a digit without its separators
-    ("E-1107" and "e1107" are both "e1107", "4.2.0" is "420")."""
+    (:func:`graphs.signals.terms`), each token holding a digit without its separators
+    ("E-1107" and "e1107" are both "e1107", "4.2.0" is "420"), and ``"system:<family>"`` for each
+    operating system it names (:data:`_SYSTEMS`: "ubuntu" and "Linux" are both ``"system:linux"``)."""
     out = set(signals.terms(text))
     for t in _LABEL_TOKEN.findall(text.lower()):
         flat = re.sub(r"[-./]", "", t)
         if any(ch.isdigit() for ch in flat):
             out.add(flat)
+    out |= {f"system:{name}" for name, pattern in _SYSTEM.items() if pattern.search(text)}
     return out
 
 
@@ -596,14 +616,21 @@ def unit_labels(units: Sequence[Unit], docs: Sequence[Doc]) -> dict[tuple[int, i
     return out
 
 
-def label_match(question: str, units: Sequence[Unit], docs: Sequence[Doc]) -> dict[tuple[int, int], int]:
-    """How the labels the question names move each unit (``(doc, pos) -> n``): in each group of
+def label_match(
+    question: str, units: Sequence[Unit], docs: Sequence[Doc]
+) -> tuple[dict[tuple[int, int], int], set[tuple[int, int]]]:
+    """How the labels the question names move each unit (``(doc, pos) -> n``), and the units under a
+    label the question passes over (``{(doc, pos)}``: a sibling of a named label, or a system it does
+    not name; "Removing > Linux" for "how do I install it on Linux?" is moved by +1 and -1 and is
+    such a unit). In each group of
     sibling labels (:func:`unit_labels`), the one label holding more of the question's words that
     its siblings do not hold than any other (compared without case, and a code or version without
     its separators: "e1107" names "E-1107") adds 1 to every unit under it, and each sibling label
     takes 1 from its units: "how much does the business plan cost?" lifts the "Business" row over a
     sentence that mentions Business, and "how do I install on Linux?" the Linux section's install
-    steps over the Windows ones. Units under no named label are left out."""
+    steps over the Windows ones; an operating system named by a system of its family does too ("on
+    ubuntu" names "Linux", "on my macbook" "macOS": :data:`_SYSTEMS`). Units under no named label
+    are left out."""
     asked = _label_tokens(question)
     labels = unit_labels(units, docs)
     groups: dict[tuple, set[str]] = {}
@@ -611,29 +638,68 @@ def label_match(question: str, units: Sequence[Unit], docs: Sequence[Doc]) -> di
         for group, label in found:
             groups.setdefault(group, set()).add(label)
     winners: dict[tuple, str] = {}
+    losers: dict[tuple, set[str]] = {}  # labels naming only other systems than the question names
+    systems = _systems_of(asked)
     for group, names in groups.items():
         if len(names) < 2:
             continue
-        # a date or a note in brackets does not name the unit ("4.2.0 (2026-02-10)" is "4.2.0")
-        tokens = {n: _label_tokens(re.sub(r"\([^)]*\)", " ", n)) for n in names}
-        hits = {}
-        for n in names:
-            own = tokens[n] - set().union(*(tokens[o] for o in names if o != n))
-            held = len(asked & own)
-            # named: at least half its own words ("fax" of "Is there a fax integration?"), not one word of
-            # a long heading a long question happens to share
-            # ... and a good part of what the question asks (one word shared with a long question is chance)
-            named = held * LABEL_SHARE >= len(own) and held >= len(asked) * LABEL_QUESTION_SHARE
-            hits[n] = held if named else 0
-        best = max(hits.values())
-        if best > 0 and sum(1 for v in hits.values() if v == best) == 1:
-            winners[group] = next(n for n, v in hits.items() if v == best)
+        name = named_label(asked, names)
+        if name:
+            winners[group] = name
+        elif systems:  # "on my macbook": a phone app page's "Android" section is about another system
+            tokens = {n: _label_tokens(n) for n in names}
+            losers[group] = {n for n in names if _systems_of(tokens[n]) and not _systems_of(tokens[n]) & systems}
     out: dict[tuple[int, int], int] = {}
+    off: set[tuple[int, int]] = set()
     for key, found in labels.items():
-        moved = sum(1 if winners[g] == label else -1 for g, label in found if g in winners)
-        if moved:
-            out[key] = moved
-    return out
+        moves = [
+            (1 if winners[g] == label else -1) if g in winners else -1 if label in losers.get(g, ()) else 0
+            for g, label in found
+        ]
+        if sum(moves):
+            out[key] = sum(moves)
+        if -1 in moves:
+            off.add(key)
+    return out, off
+
+
+def named_label(asked: set[str], names: set[str]) -> str:
+    """The one label of ``names`` (sibling labels) that the question's tokens ``asked``
+    (:func:`_label_tokens`) name: the one holding more of the question's tokens that its siblings do
+    not hold than any other, at least half of those it holds alone and a fifth of the question's
+    tokens; "" when none does, or two do alike."""
+    if len(names) < 2:
+        return ""
+    # a date or a note in brackets does not name the unit ("4.2.0 (2026-02-10)" is "4.2.0")
+    tokens = {n: _label_tokens(re.sub(r"\([^)]*\)", " ", n)) for n in names}
+    hits = {}
+    for n in names:
+        own = tokens[n] - set().union(*(tokens[o] for o in names if o != n))
+        held = sum(1 for t in own if any(_same_word(t, a) for a in asked))
+        # named: at least half its own words ("fax" of "Is there a fax integration?"), not one word of
+        # a long heading a long question happens to share
+        # ... and a good part of what the question asks (one word shared with a long question is chance)
+        named = held * LABEL_SHARE >= len(own) and held >= len(asked) * LABEL_QUESTION_SHARE
+        hits[n] = held if named else 0
+    best = max(hits.values())
+    if best > 0 and sum(1 for v in hits.values() if v == best) == 1:
+        return next(n for n, v in hits.items() if v == best)
+    return ""
+
+
+def _same_word(label: str, asked: str) -> bool:
+    """A label's token and a question's are one word: equal, or one the start of the other and at
+    least ``FOCUS_PREFIX + 1`` characters long (the suffix strip leaves "Removing" as "remov", while
+    "remove" keeps its "e")."""
+    if label == asked:
+        return True
+    short, longer = sorted((label, asked), key=len)
+    return len(short) > FOCUS_PREFIX and longer.startswith(short) and not short.startswith("system:")
+
+
+def _systems_of(tokens: set[str]) -> set[str]:
+    """The operating systems among a label's or a question's tokens (:func:`_label_tokens`)."""
+    return {t for t in tokens if t.startswith("system:")}
 
 
 def _row_terms(rows: Sequence[Unit], header: str, asked: set[str]) -> tuple[list[set[str]], dict[str, int]]:
@@ -1262,7 +1328,59 @@ class Extractive:
             out.append(whole if whole is not None else self.widen(d))
             if len(out) >= k:
                 break
-        return out
+        return self.with_named_sections(texts[0] if texts else "", out, k, {p for p, s in seen if s is None})
+
+    def with_named_sections(self, question: str, docs: list[Doc], k: int, whole: Collection[str] = ()) -> list[Doc]:
+        """``docs`` with the section of a kept page whose heading names the operating system ``question``
+        names (:func:`named_label` among its sibling headings, :data:`_SYSTEMS`: "how do I install it on
+        ubuntu?" names "Linux" among "Linux", "macOS" and "Windows") when the search kept others of them and
+        not it: the search keeps at most two chunks of a page, and a question naming the system by another
+        word than its heading found the other systems' sections. The named section (widened, :meth:`widen`)
+        goes before the first of its page's sections; at most ``k`` documents (the last go). Pages in
+        ``whole`` (their location) were read whole and hold every section already. ``docs`` unchanged
+        without an index or when the question names no system.
+
+        Args:
+            question: the user's message.
+            docs: the documents :meth:`retrieve` chose, best first.
+            k: the most documents to return.
+            whole: the locations of the pages read whole (:meth:`page`)."""
+        snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
+        if snap is None or not hasattr(snap, "file_chunk_ids") or not question:
+            return docs
+        asked = _label_tokens(question)
+        systems = _systems_of(asked)
+        if not systems:
+            return docs
+        out = list(docs)
+        for d in docs:
+            path = [p.strip() for p in str(d.get("title") or "").split(" > ")]
+            where = d.get("location", "")
+            if len(path) < 2 or not where or where in whole:
+                continue
+            try:
+                chunks = [c for c, _ in snap.file_chunks(where, d.get("source"))]
+                ids = snap.file_chunk_ids(where, d.get("source"))
+            except Exception:  # noqa: BLE001 - a named section is an optional extra
+                continue
+            siblings: dict[str, int] = {}  # a sibling heading -> its first chunk
+            for i, c in enumerate(chunks):
+                parts = [p.strip() for p in c.title.split(" > ")]
+                if len(parts) == len(path) and parts[:-1] == path[:-1]:
+                    siblings.setdefault(parts[-1], i)
+            name = named_label(asked, set(siblings))
+            kept = {str(x.get("title") or "") for x in out if x.get("location") == where}
+            # only a system named by another word: a heading the question names by its own words is searched by them
+            if not name or not _systems_of(_label_tokens(name)) & systems or len(ids) != len(chunks):
+                continue
+            if chunks[siblings[name]].title in kept:
+                continue
+            c = chunks[siblings[name]]
+            found = Doc(**{**d, "id": f"{where}#{ids[siblings[name]]}", "title": c.title, "text": c.text})
+            found.pop("score", None)
+            at = next(i for i, x in enumerate(out) if x.get("location") == where)
+            out.insert(at, self.widen(found))
+        return out[:k]
 
     def page(self, doc: Doc) -> Doc | None:
         """The chunk's whole page when it is at most ``PAGE_CHARACTERS`` long: its sections in
@@ -1421,7 +1539,7 @@ class Extractive:
             for u in units
             if questions and not u.heading and signals.code_share(questions[0], u.text) == 1.0
         }
-        labelled = label_match(questions[0], units, docs) if questions and LABEL_BONUS else {}
+        labelled, off = label_match(questions[0], units, docs) if questions and LABEL_BONUS else ({}, set())
         own: dict[tuple[int, int], float] = {}  # each unit's score without its document's rank weight
         for sc, head in zip(scored, headings, strict=True):
             own[(sc.unit.doc, sc.unit.pos)] = sc.score
@@ -1504,6 +1622,7 @@ class Extractive:
             may_lead = prose[: len(with_focus)] if on_focus else prose
             best = max(may_lead, key=lambda sc: ranked[(sc.unit.doc, sc.unit.pos)])
             prose = [best] + [sc for sc in prose if sc is not best]
+        lead_key = (prose[0].unit.doc, prose[0].unit.pos)
         parts: list[tuple[int, str]] = []  # (document, rendered passage or block)
         used: set[tuple[int, int]] = set()
         quoted: set[str] = set()
@@ -1560,6 +1679,8 @@ class Extractive:
             u = seed.unit
             if n and own[(u.doc, u.pos)] < lead_own * SUPPORT_OWN_CUTOFF:
                 continue  # its page's rank carried it this far, not what it says
+            if n and (u.doc, u.pos) in off and labelled.get(lead_key, 0) > 0:
+                continue  # "install on ubuntu": the Linux steps lead, the macOS ones answer another question
             if n and on_focus and u.doc not in (0, prose[0].unit.doc) and not on_subject(u):
                 continue  # "and for contractors?": a lower page's sentence not about contractors pads the answer
             if (u.doc, u.pos) in used or norm(u.text) in quoted:
@@ -1612,7 +1733,7 @@ class Extractive:
                     if (x.doc, x.pos) not in used
                     and not x.heading
                     and not signals.is_pointer(x.text)
-                    and not labelled.get((x.doc, x.pos), 0) < 0 < labelled.get((u.doc, u.pos), 0)  # a sibling's
+                    and not ((x.doc, x.pos) in off and (u.doc, u.pos) not in off)  # a sibling's
                 ]
                 chosen.append(u)
                 pos = u.pos
@@ -1626,8 +1747,10 @@ class Extractive:
                         break
                     if signals.is_pointer(nxt.text):
                         break  # "See X for more information." ends what the page says here; the rest is another point
-                    if labelled.get((nxt.doc, nxt.pos), 0) < 0 < labelled.get((u.doc, u.pos), 0):
-                        break  # "P2: ..." asked: the next item "P3: ..." is a sibling's, not more of the answer
+                    if (nxt.doc, nxt.pos) in off and (u.doc, u.pos) not in off:
+                        # "P2: ..." asked: the next item "P3: ..." is a sibling's, not more of the answer; and a page's
+                        # opening sentence goes on into the first of its sibling sections ("## Linux" on "on my mac")
+                        break
                     chosen.append(nxt)
                     pos += 1
                 after_last = unit_at(u.doc, chosen[-1].pos + 1)

@@ -191,3 +191,131 @@ def test_a_short_faq_reply_is_the_answer(tmp_path: Path):
     assert boards.startswith("Unlimited."), boards
     assert share.startswith("Yes, with a read-only link. Open the board, choose Share"), share
     assert "Not anymore." in phone[:300], phone
+
+
+INSTALL = """# Installing Lumenfold
+
+Lumenfold runs on the three desktop systems below. Each one needs about 300 MB of free disk space and a user
+account that may install programs.
+
+## Linux
+
+1. Download the `lumenfold.tar.gz` archive from the downloads page.
+2. Unpack it into your home folder with `tar -xzf lumenfold.tar.gz -C ~/.local`.
+3. Run `~/.local/lumenfold/setup.sh` to add Lumenfold to the application menu.
+
+## macOS
+
+1. Open the `Lumenfold.dmg` file you downloaded.
+2. Drag the Lumenfold icon into the Applications folder.
+3. On the first launch, allow the app under System Settings, Privacy and Security.
+
+## Windows
+
+1. Run `LumenfoldSetup.exe` as a normal user, not as an administrator.
+2. Pick the install folder, or keep the one the wizard suggests.
+3. Finish the wizard and start Lumenfold from the Start menu.
+"""
+
+MOBILE = """# The mobile app
+
+The phone app shows your boards and lets you add cards on the go. Editing columns needs the desktop app.
+
+## iOS
+
+Install Lumenfold from the App Store, then sign in with the same account you use on the desktop.
+Notifications are turned on under Settings, Lumenfold, Notifications.
+
+## Android
+
+Install Lumenfold from the Google Play store, then sign in with your usual account. Allow notifications
+when the app asks on its first start, or later under the system's app settings.
+"""
+
+# a page too long to be read whole: the search keeps at most two of its sections
+SETUP = """# Setting up Quillmark
+
+Quillmark is a note-taking app for teams. This page explains how to put it on your computer and how to keep
+it up to date. Every system needs about 500 MB of disk space, a network connection during the first start
+and an account on your team's Quillmark server.
+
+Before you start, ask your administrator for the server address. It looks like `https://notes.example.org`
+and is entered on the first start. Without it the app opens in a local demo mode, whose notes are not kept.
+
+## Linux
+
+Quillmark ships as an AppImage that runs on most distributions without root rights.
+
+1. Download `Quillmark-x86_64.AppImage` from the releases page of your server.
+2. Make it executable with `chmod +x Quillmark-x86_64.AppImage`.
+3. Start it by double-clicking, or from a terminal with `./Quillmark-x86_64.AppImage`.
+4. To add it to your menu, run it once with the `--integrate` option.
+
+Distributions without FUSE need the `--appimage-extract-and-run` option instead. Wayland sessions are
+supported from version 2.4 on; older versions fall back to XWayland.
+
+## macOS
+
+Quillmark needs macOS 12 or newer, on Intel or Apple silicon.
+
+1. Download `Quillmark.dmg` from the releases page of your server.
+2. Open the disk image and drag Quillmark into Applications.
+3. Eject the disk image, then start Quillmark from Launchpad.
+4. Answer Allow when macOS asks whether Quillmark may send notifications.
+
+If macOS says the app is damaged, it was downloaded through a proxy that changed the file: download it
+again on another network.
+
+## Windows
+
+Quillmark supports Windows 10 and 11, 64-bit only.
+
+1. Download `QuillmarkSetup.msi` from the releases page of your server.
+2. Double-click the installer and follow its three screens.
+3. Start Quillmark from the Start menu; the first start takes up to a minute while the search index is built.
+
+Company laptops managed with Intune can receive the same installer through the company portal. Ask your
+administrator if the portal does not list it.
+
+## Updating
+
+Quillmark checks for a new version once a day and shows a blue dot on the menu button when one is ready.
+Choose Restart to update. Your notes stay where they are during an update.
+"""
+
+# what each system's steps alone hold
+STEPS = {
+    "linux": ("lumenfold.tar.gz", "Quillmark-x86_64.AppImage"),
+    "macos": ("Lumenfold.dmg", "Quillmark.dmg"),
+    "windows": ("LumenfoldSetup.exe", "QuillmarkSetup.msi"),
+}
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_the_steps_of_the_system_the_user_names_lead_and_the_others_are_left_out(tmp_path: Path):
+    """Sections "## Linux", "## macOS", "## Windows": "how do I install on ubuntu" quoted the Windows steps
+    first and the Linux and macOS ones after them, "on my macbook" and "on win11" the same mix: a user names
+    the system they run, the page its family. On a page too long to be read whole the search kept the
+    macOS and Windows sections only (two a page) and the Linux steps were not quoted at all."""
+    short = [
+        ("how do I install on ubuntu", "linux", 0),
+        ("how do I install it on my macbook", "macos", 0),
+        ("installing on win11", "windows", 0),
+        ("install on debian", "linux", 0),
+        ("how do I install it on a mac", "macos", 0),
+    ]
+    long = [
+        ("how do I install quillmark on ubuntu", "linux", 1),
+        ("how do I install quillmark on my macbook", "macos", 1),
+        ("install quillmark on windows 11", "windows", 1),
+    ]
+    # a guide of several pages: in a guide of three, "install" is in half the passages and says nothing
+    guide = {"sharing.md": SHARING, "backup.md": BACKUP, "sync.md": SYNC, "faq.md": FAQ, "plans.md": PLANS}
+    got = answers(tmp_path / "short", {"install.md": INSTALL, "mobile.md": MOBILE, **guide}, [q for q, _, _ in short])
+    got += answers(tmp_path / "long", {"setup.md": SETUP, **guide}, [q for q, _, _ in long])
+    for (question, system, page), answer in zip(short + long, got, strict=True):
+        assert STEPS[system][page] in answer[:300], (question, answer)
+        for other in STEPS.keys() - {system}:
+            assert STEPS[other][page] not in answer, (question, other, answer)
+        assert "Google Play" not in answer, (question, answer)  # the phone app's Android section

@@ -268,6 +268,14 @@ class IndexSnapshot:
             for rowid, title, text, h, src, url, acc in rows
         ]
 
+    def file_chunk_ids(self, file: str, source: str | None = None) -> list[int]:
+        """The rowids of :meth:`file_chunks`, in the same order (a chunk's Doc id is ``file#rowid``)."""
+        sql, args = "SELECT rowid FROM chunks WHERE file = ?", [file]
+        if source is not None and self.has_sources:
+            sql, args = sql + " AND source = ?", [file, source]
+        with self._lock:
+            return [int(r) for (r,) in self._conn.execute(sql + " ORDER BY rowid", args).fetchall()]
+
     def chunks(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str, str, str]]:
         """``rowid -> (file, title, text, source, url)`` for the given rowids."""
         if not rowids:
