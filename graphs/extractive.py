@@ -1384,7 +1384,8 @@ class Extractive:
 
     def page(self, doc: Doc) -> Doc | None:
         """The chunk's whole page when it is at most ``PAGE_CHARACTERS`` long: its sections in
-        order, each under its heading (a Markdown heading as deep as its heading path), so a
+        order, each under its heading and the parent headings it opens (Markdown headings as deep as
+        their place in its heading path: "## Removing" then "### Linux"), so a
         short page (a runbook's meaning, impact, diagnosis and mitigation) is quoted from
         whichever section answers, not only from the one the search found; else None (also
         without an index, or for a page of one section, which :meth:`widen` covers)."""
@@ -1398,13 +1399,18 @@ class Extractive:
         if len({c.title for c in chunks}) <= 1 or sum(len(c.text) for c in chunks) > PAGE_CHARACTERS:
             return None
         parts: list[str] = []
-        last = None
+        last: list[str] | None = None
         for c in chunks:
-            if c.title != last:
-                path = [p for p in c.title.split(" > ") if p.strip()]
-                if path:
-                    parts.append(f"{'#' * min(6, len(path))} {path[-1]}")
-                last = c.title
+            path = [p.strip() for p in c.title.split(" > ") if p.strip()]
+            if path != last:
+                # every heading the path opens, not only its last: a "Linux" section under "Removing" read
+                # under the "Installing" heading above it answered "how do I install on Linux?" with removal
+                same = 0
+                while last is not None and same < min(len(path), len(last)) and path[same] == last[same]:
+                    same += 1
+                for level in range(min(same, max(len(path) - 1, 0)), len(path)):
+                    parts.append(f"{'#' * min(6, level + 1)} {path[level]}")
+                last = path
             parts.append(c.text)
         return Doc(**{**doc, "text": "\n\n".join(parts)})
 
@@ -1628,6 +1634,9 @@ class Extractive:
         quoted: set[str] = set()
         size = 0
 
+        def page_of(doc: int) -> str:
+            return str(docs[doc].get("location") or doc)
+
         def unit_at(doc: int, pos: int) -> Unit | None:
             found = by_key.get((doc, pos))
             return found.unit if found else None
@@ -1681,6 +1690,8 @@ class Extractive:
                 continue  # its page's rank carried it this far, not what it says
             if n and (u.doc, u.pos) in off and labelled.get(lead_key, 0) > 0:
                 continue  # "install on ubuntu": the Linux steps lead, the macOS ones answer another question
+            if n and labelled.get(lead_key, 0) > 0 and page_of(u.doc) != page_of(lead_key[0]):
+                continue  # the entry the question names answers it ("Unlimited."): another page's sentence pads it
             if n and on_focus and u.doc not in (0, prose[0].unit.doc) and not on_subject(u):
                 continue  # "and for contractors?": a lower page's sentence not about contractors pads the answer
             if (u.doc, u.pos) in used or norm(u.text) in quoted:

@@ -319,3 +319,56 @@ def test_the_steps_of_the_system_the_user_names_lead_and_the_others_are_left_out
         for other in STEPS.keys() - {system}:
             assert STEPS[other][page] not in answer, (question, other, answer)
         assert "Google Play" not in answer, (question, answer)  # the phone app's Android section
+
+
+TALLYHOP = """# Tallyhop desktop client
+
+Tallyhop keeps your timesheets in sync with the team's ledger.
+
+## Installing
+
+### Linux
+
+Download the `.deb` package and install it with `sudo apt install ./tallyhop.deb`. The client starts on the next
+login.
+
+### Windows
+
+Run `tallyhop-setup.exe` and accept the defaults. A shortcut appears on the desktop.
+
+## Removing
+
+### Linux
+
+Remove the package with `sudo apt remove tallyhop`. Your timesheets stay on the server.
+
+### Windows
+
+Open Settings, Apps, find Tallyhop and choose Uninstall. Your timesheets stay on the server.
+"""
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_an_answer_keeps_to_the_section_and_the_entry_asked_about(tmp_path: Path):
+    """A short page is read whole, and its "### Linux" under "## Removing" was read without the "##
+    Removing" above it: "how do I install tallyhop on linux?" went on with the removal command and the
+    Windows installer, and each removal question quoted both systems' steps of both sections. An FAQ
+    entry named by the question ("where are my boards stored?") was followed by another page's
+    paragraphs that only share a word with it (the roles of a board's members)."""
+    pages = {"tallyhop.md": TALLYHOP, "faq.md": FAQ, "sharing.md": SHARING, "plans.md": PLANS}
+    questions = [
+        "how do I install tallyhop on linux?",
+        "how do I remove tallyhop from windows?",
+        "how do I remove tallyhop from linux?",
+        "how many boards can I keep?",
+        "can I export a board to PDF?",
+        "where are my boards stored?",
+    ]
+    install, windows, linux, *entries = answers(tmp_path, pages, questions)
+    steps = {"install": "apt install", "setup": "tallyhop-setup.exe", "remove": "apt remove", "settings": "Uninstall"}
+    for answer, asked in ((install, "install"), (windows, "settings"), (linux, "remove")):
+        assert steps[asked] in answer[:300], answer
+        assert not [s for k, s in steps.items() if k != asked and s in answer], answer
+    for answer in entries:
+        assert answer and "Viewer:" not in answer and "Every board has an owner" not in answer, answer
