@@ -13,8 +13,9 @@ import pytest
 from bot.eval import first_fact_position
 from graphs import signals
 from graphs.extractive import Extractive, TextEmbedder
+from tests.cli_helpers import ask
 from tests.conftest import requires_offline_model
-from tests.test_question_kinds import ask, write_config
+from tests.test_question_kinds import write_config
 
 
 def page(location: str, text: str, title: str = "") -> dict:

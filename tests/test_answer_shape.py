@@ -19,6 +19,7 @@ from graphs.graders import shape_problem
 from graphs.knowledge.sources import clean_markdown, definition_lists
 from graphs.knowledge.splitting import index_text, split_markdown
 from graphs.settings import GraphSettings
+from tests.cli_helpers import write_offline_config
 from tests.conftest import fetched_corpus, requires_offline_model
 from tests.test_cli_offline import threadwise
 
@@ -62,15 +63,6 @@ def compose(question: str, text: str, **kw) -> str:
 
 def prose_of(answer: str) -> str:
     return re.sub(r"```.*?```", "", answer, flags=re.S)
-
-
-def write_offline_config(root: Path) -> None:
-    """``root/config.toml`` of a bot answering offline: local embeddings, the extractive
-    composer, k = 3, its databases under ``root/data``."""
-    (root / "config.toml").write_text(
-        '[knowledge]\nembeddings = "local"\nk = 3\n[graph]\ncomposer = "extractive"\n'
-        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
-    )
 
 
 def test_the_answering_sentence_comes_first_and_the_answer_stays_short():

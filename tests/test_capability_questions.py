@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from graphs import signals
+from tests.cli_helpers import ask
 from tests.fakes.model_apis import model_api, models_config
 from tests.test_hosted_route import ask as hosted_ask
-from tests.test_question_kinds import TEAMBOT, ask
+from tests.test_question_kinds import TEAMBOT
 
 DESCRIPTION = "the Teambot guide: setting up and running the Teambot chat bot"
 

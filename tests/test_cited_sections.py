@@ -3,7 +3,7 @@ offline, on a page written here."""
 
 from __future__ import annotations
 
-from tests.test_answer_shape import write_offline_config
+from tests.cli_helpers import offline_folder
 from tests.test_cli_offline import threadwise
 
 SCANNER = """# Scanner agent
@@ -26,10 +26,7 @@ Remove the scanner agent with `apt remove scanagent`; its settings stay in /etc/
 def test_an_answer_quoting_two_sections_of_one_page_names_both(tmp_path):
     """An answer quoting the installing and the removing sections of one page listed the page as
     "Scanner agent > Installing the scanner agent" only; now its source names both sections."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "scanner.md").write_text(SCANNER)
-    (tmp_path / "docs" / "lunch.md").write_text("# Lunch\n\nThe canteen opens at noon on weekdays.\n")
-    write_offline_config(tmp_path)
+    offline_folder(tmp_path, {"scanner.md": SCANNER, "lunch.md": "# Lunch\n\nThe canteen opens at noon on weekdays.\n"})
     result = threadwise(
         "ask",
         "--config",

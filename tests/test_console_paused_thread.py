@@ -7,17 +7,20 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from tests.test_answer_shape import write_offline_config
+from tests.cli_helpers import offline_folder
 from tests.test_cli_offline import threadwise
+
+EXPENSES = "# Expenses\n\nClaim a taxi to the airport in the expenses tool within 30 days.\n"
+SCANNER = (
+    "# Scanner\n\n## Installing the scanner agent\n\nInstall the scanner agent with `apt install scanagent`.\n\n"
+    "## Removing the scanner agent\n\nRemove the scanner agent with `apt remove scanagent`; "
+    "its settings stay in /etc/scanagent.\n"
+)
 
 
 def test_a_new_question_after_a_help_request_is_answered_and_the_request_stays_open(tmp_path):
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "expenses.md").write_text(
-        "# Expenses\n\nClaim a taxi to the airport in the expenses tool within 30 days.\n"
-    )
-    (tmp_path / "docs" / "vpn.md").write_text("# VPN\n\nConnect to the VPN with the WireGuard app before deploying.\n")
-    write_offline_config(tmp_path)
+    vpn = "# VPN\n\nConnect to the VPN with the WireGuard app before deploying.\n"
+    offline_folder(tmp_path, {"expenses.md": EXPENSES, "vpn.md": vpn})
     lines = [
         "is the API down right now?",  # no web search: the experts are asked
         "how do I claim a taxi to the airport?",  # a new question, not a reply
@@ -52,11 +55,7 @@ def test_ask_on_a_thread_waiting_for_an_expert_answers_a_new_question_and_says_h
     """`threadwise ask --thread T "new question"` while T waits for an expert printed only the reply
     hint; now it says T waits, how to answer it, and answers the question in a thread of its own
     (as the console chat does); a reply in the reply syntax still resumes T."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "expenses.md").write_text(
-        "# Expenses\n\nClaim a taxi to the airport in the expenses tool within 30 days.\n"
-    )
-    write_offline_config(tmp_path)
+    offline_folder(tmp_path, {"expenses.md": EXPENSES})
 
     ask = functools.partial(ask_in, tmp_path)
 
@@ -74,13 +73,7 @@ def test_ask_keeps_every_later_question_on_a_waiting_thread_in_one_conversation(
     """While T waits for an expert, `threadwise ask --thread T` answered each new question in yet
     another thread (T-2, then T-3), so a follow-up lost its context and got a greeting; now every
     question on T continues T-2, the notice says so, and once T is answered T takes questions again."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "scanner.md").write_text(
-        "# Scanner\n\n## Installing the scanner agent\n\nInstall the scanner agent with `apt install scanagent`.\n\n"
-        "## Removing the scanner agent\n\nRemove the scanner agent with `apt remove scanagent`; "
-        "its settings stay in /etc/scanagent.\n"
-    )
-    write_offline_config(tmp_path)
+    offline_folder(tmp_path, {"scanner.md": SCANNER})
 
     ask = functools.partial(ask_in, tmp_path)
 
@@ -102,13 +95,7 @@ def test_ask_stays_in_one_line_of_forks_when_the_fork_waits_for_an_expert_too(tm
     """When T's fork T-2 itself waited for an expert, the next question on T opened a fork of the
     fork, T-2-2, and lost the conversation; now it goes on in T-3, with T-2's answered questions as
     its context, and both help requests stay open where they were asked."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "scanner.md").write_text(
-        "# Scanner\n\n## Installing the scanner agent\n\nInstall the scanner agent with `apt install scanagent`.\n\n"
-        "## Removing the scanner agent\n\nRemove the scanner agent with `apt remove scanagent`; "
-        "its settings stay in /etc/scanagent.\n"
-    )
-    write_offline_config(tmp_path)
+    offline_folder(tmp_path, {"scanner.md": SCANNER})
 
     ask = functools.partial(ask_in, tmp_path)
 
@@ -131,12 +118,11 @@ def test_a_thread_the_user_named_like_a_fork_is_never_taken_as_one(tmp_path):
     """While T waited for an expert, a question on T was answered in the user's own thread "T-9"
     (a name like a fork's), with that thread's history, and a later help request was left waiting
     there; forks are numbered without a gap, so the question goes to T-2 and T-9 is left as it was."""
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "scanner.md").write_text(
+    scanner = (
         "# Scanner\n\n## Installing the scanner agent\n\nInstall the scanner agent with `apt install scanagent`.\n\n"
         "## Lunch\n\nThe canteen serves lunch from noon to two.\n"
     )
-    write_offline_config(tmp_path)
+    offline_folder(tmp_path, {"scanner.md": scanner})
 
     ask = functools.partial(ask_in, tmp_path)
 

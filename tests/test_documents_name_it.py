@@ -8,14 +8,12 @@ present moment. Through the real `threadwise ask` process, offline, on pages wri
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from graphs import signals
-from tests.test_answer_shape import write_offline_config
-from tests.test_cli_offline import threadwise
+from tests.cli_helpers import ask_logged, offline_folder
 
 GLOSSARY = """# Glossary
 
@@ -60,19 +58,8 @@ during an incident, and writes the review within five working days.
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("named")
-    docs = root / "docs"
-    docs.mkdir()
-    for name, text in (("glossary", GLOSSARY), ("api", API), ("incidents", INCIDENTS), ("oncall", ONCALL)):
-        (docs / f"{name}.md").write_text(text)
-    write_offline_config(root)
-    return root
-
-
-def ask(root: Path, question: str) -> tuple[dict, str]:
-    result = threadwise("ask", "--config", "config.toml", "--source", "docs", "--json", question, cwd=root, timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout), result.stderr
+    pages = {"glossary.md": GLOSSARY, "api.md": API, "incidents.md": INCIDENTS, "oncall.md": ONCALL}
+    return offline_folder(tmp_path_factory.mktemp("named"), pages)
 
 
 @pytest.mark.parametrize(
@@ -98,7 +85,7 @@ def test_a_question_asking_where_something_is_does_not_ask_about_the_present_mom
     ],
 )
 def test_the_pages_that_name_what_is_asked_answer_it(workdir, question, fact):
-    reply, stderr = ask(workdir, question)
+    reply, stderr = ask_logged(workdir, question, "--source", "docs")
     assert reply["kind"] == "answer", (reply, stderr[-1500:])
     assert fact in reply["answer"], reply["answer"]
     assert "current information" not in stderr and "does not look like a question" not in reply["answer"]
@@ -107,6 +94,6 @@ def test_the_pages_that_name_what_is_asked_answer_it(workdir, question, fact):
 @pytest.mark.slow
 def test_general_knowledge_no_page_names_is_still_not_searched(workdir):
     """A general-knowledge question the pages do not speak of keeps the polite reply."""
-    reply, _ = ask(workdir, "what is the difference between a process and a thread")
+    reply, _ = ask_logged(workdir, "what is the difference between a process and a thread", "--source", "docs")
     assert reply["kind"] == "direct" and "does not look like a question about it" in reply["answer"], reply
     assert reply["path"] == ["start", "route", "direct", "finish"], reply

@@ -5,7 +5,6 @@ process, offline (the extractive composer), on a small product manual written fo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from bot.config import ModelSettings
 from graphs import extractive as ex
 from graphs.knowledge import KnowledgeBase
 from graphs.models import build_embeddings
-from tests.test_cli_offline import threadwise
+from tests.cli_helpers import ask
 
 ERRORS = """# Sync errors
 
@@ -70,13 +69,6 @@ def manual(tmp_path_factory) -> Path:
     return root
 
 
-def ask(folder: Path, question: str) -> dict:
-    """``threadwise ask --source manual --json QUESTION`` in ``folder``: the printed JSON."""
-    result = threadwise("ask", "--config", "config.toml", "--source", "manual", "--json", question, cwd=folder)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "question, meaning, source",
@@ -89,7 +81,7 @@ def ask(folder: Path, question: str) -> dict:
 def test_a_code_in_a_table_is_answered_from_its_row_not_from_a_neighbouring_codes_section(
     manual, question, meaning, source
 ):
-    result = ask(manual, question)
+    result = ask(manual, question, "--source", "manual")
     assert result["kind"] == "answer", result
     assert result["sources"][0] == source, result
     assert meaning in result["answer"], result["answer"]

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import ask, write_pages
 from tests.conftest import requires_offline_model
-from tests.test_question_kinds import ask, write_config
+from tests.test_question_kinds import write_config
 
 TIME_OFF = """# Time off at Pinewood
 
@@ -77,11 +78,7 @@ def test_a_follow_up_leads_with_what_it_asks_now_not_the_previous_answer(tmp_pat
     (sick leave; the train row), not with the previous answer's paragraph (holiday; the taxi row).
     The sick-leave sentences never say "sick" (their heading does), and the follow-up shares "leave"
     with the holiday question, so the thread's words pulled the holiday paragraph back to the lead."""
-    guide = tmp_path / "guide"
-    guide.mkdir()
-    (guide / "time-off.md").write_text(TIME_OFF)
-    (guide / "expenses.md").write_text(EXPENSES)
-    (guide / "helpdesk.md").write_text(HELPDESK)
+    write_pages(tmp_path / "guide", {"time-off.md": TIME_OFF, "expenses.md": EXPENSES, "helpdesk.md": HELPDESK})
     write_config(tmp_path)
 
     first = ask(tmp_path, "how many days of holiday leave do i get", "--thread", "leave")["answer"]
@@ -137,11 +134,7 @@ def test_a_follow_up_pointing_back_at_a_setting_gets_that_settings_default(tmp_p
     answer opens with that setting's row of the settings table (its default, 800), not with release
     notes about other defaults; "that setting" is named in the previous answer, not in the user's
     earlier words."""
-    guide = tmp_path / "guide"
-    guide.mkdir()
-    (guide / "errors.md").write_text(ERRORS)
-    (guide / "settings.md").write_text(SETTINGS)
-    (guide / "changes.md").write_text(CHANGES)
+    write_pages(tmp_path / "guide", {"errors.md": ERRORS, "settings.md": SETTINGS, "changes.md": CHANGES})
     write_config(tmp_path)
 
     first = ask(tmp_path, "what does LM-507 mean", "--thread", "store")["answer"]

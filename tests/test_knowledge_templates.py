@@ -226,13 +226,10 @@ def test_an_answer_from_a_policy_template_shows_blanks_and_one_branch(tmp_path):
     quoted a section and its inverted section side by side ("may be used ... once enrolled",
     "may never be used"); now a placeholder shows as a blank in brackets and only the section's
     branch is quoted. Through the real `threadwise ask`."""
-    from tests.test_answer_shape import write_offline_config
+    from tests.cli_helpers import offline_folder
     from tests.test_cli_offline import threadwise
 
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "devices.md").write_text(DEVICES)
-    (tmp_path / "docs" / "lunch.md").write_text("# Lunch\n\nThe canteen opens at noon on weekdays.\n")
-    write_offline_config(tmp_path)
+    offline_folder(tmp_path, {"devices.md": DEVICES, "lunch.md": "# Lunch\n\nThe canteen opens at noon on weekdays.\n"})
 
     def ask(question: str) -> str:
         result = threadwise("ask", "--config", "config.toml", "--source", "docs", question, cwd=tmp_path)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import ask, write_pages
 from tests.conftest import requires_offline_model
-from tests.test_question_kinds import ask, write_config
+from tests.test_question_kinds import write_config
 
 PLANS = """# Tidepool plans
 
@@ -81,11 +82,7 @@ def test_a_question_naming_a_row_or_a_version_is_answered_from_it(tmp_path: Path
     """A question for "how much does the studio plan cost" opened with the Discounts sentence mentioning Studio and
     never quoted the Studio row (a page with prose quoted no row of its table); "what changed in
     3.2.0" quoted the 3.1.0 items after the 3.2.0 ones, as if they had changed in 3.2.0 too."""
-    guide = tmp_path / "guide"
-    guide.mkdir()
-    (guide / "plans.md").write_text(PLANS)
-    (guide / "changes.md").write_text(CHANGES)
-    (guide / "incidents.md").write_text(INCIDENTS)
+    write_pages(tmp_path / "guide", {"plans.md": PLANS, "changes.md": CHANGES, "incidents.md": INCIDENTS})
     write_config(tmp_path)
     price = ask(tmp_path, "how much does the studio plan cost")["answer"]
     assert "22 EUR" in lead(price), price
@@ -99,10 +96,7 @@ def test_a_question_naming_a_row_or_a_version_is_answered_from_it(tmp_path: Path
 def test_a_question_naming_an_item_of_a_list_is_answered_from_that_item_alone(tmp_path: Path):
     """ "what's the acknowledge time for p2" quoted the P2 item and went on into P3's "the next working
     day", which a reader takes for more of the P2 answer."""
-    guide = tmp_path / "guide"
-    guide.mkdir()
-    (guide / "incidents.md").write_text(INCIDENTS)
-    (guide / "plans.md").write_text(PLANS)
+    write_pages(tmp_path / "guide", {"incidents.md": INCIDENTS, "plans.md": PLANS})
     write_config(tmp_path)
     p2 = ask(tmp_path, "what's the acknowledge time for p2")["answer"]
     assert "within 2 hours" in lead(p2), p2
@@ -115,10 +109,7 @@ def test_a_yes_no_question_is_answered_by_its_own_faq_entry(tmp_path: Path):
     """An FAQ written with one heading per question, read as a whole page: "can guests edit a board"
     opened with the pen-tablet entry's "Yes. Any tablet ..." (every sentence of the page was read with
     the heading of the entry the search found), a yes to another question before the entry's "No."."""
-    guide = tmp_path / "guide"
-    guide.mkdir()
-    (guide / "faq.md").write_text(FAQ)
-    (guide / "plans.md").write_text(PLANS)
+    write_pages(tmp_path / "guide", {"faq.md": FAQ, "plans.md": PLANS})
     write_config(tmp_path)
     guests = ask(tmp_path, "can guests edit a board")["answer"]
     assert guests.startswith("No. Guests can look and comment"), guests

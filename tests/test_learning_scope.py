@@ -7,13 +7,13 @@ kept their knowledge still answer."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import ask, teach
 from tests.test_cli_offline import threadwise
 
 DOCSITES = Path(__file__).parent / "data" / "docsites"
@@ -34,19 +34,12 @@ def folder(tmp_path: Path, sources: str = '["guide"]') -> Path:
 
 
 def answer(cwd: Path, question: str, *extra: str) -> str:
-    done = threadwise("ask", "--config", "config.toml", "--json", *extra, question, cwd=cwd)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)["answer"] or ""
+    return ask(cwd, question, *extra)["answer"] or ""
 
 
 def learn(cwd: Path, *extra: str) -> None:
     """The guest wifi question pauses for a human (no page answers it); the console's answer is learned."""
-    paused = threadwise(
-        "ask", "--config", "config.toml", *extra, "--thread", "wifi", "what is the guest wifi password?", cwd=cwd
-    )
-    assert "Paused for a human" in paused.stdout, paused.stdout + paused.stderr[-2000:]
-    done = threadwise("ask", "--config", "config.toml", *extra, "--thread", "wifi", f"answer: {LEARNED}", cwd=cwd)
-    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    teach(cwd, "what is the guest wifi password?", LEARNED, *extra, thread="wifi")
 
 
 @pytest.mark.slow
@@ -108,19 +101,6 @@ def test_an_expert_answer_about_one_product_does_not_answer_a_question_about_the
     (``--source zephyrix``); the same question about the guide of config.toml is not answered by it."""
     cwd = folder(tmp_path)
     question = "Does Zephyrix need a GPU?"
-    paused = threadwise("ask", "--config", "config.toml", "--source", "zephyrix", "--thread", "gpu", question, cwd=cwd)
-    assert "Paused for a human" in paused.stdout, paused.stdout + paused.stderr[-2000:]
-    done = threadwise(
-        "ask",
-        "--config",
-        "config.toml",
-        "--source",
-        "zephyrix",
-        "--thread",
-        "gpu",
-        "answer: No. Zephyrix runs on CPU only.",
-        cwd=cwd,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    teach(cwd, question, "No. Zephyrix runs on CPU only.", "--source", "zephyrix", thread="gpu")
     assert answer(cwd, question, "--source", "zephyrix").startswith("No. Zephyrix runs on CPU only.")
     assert "CPU only" not in answer(cwd, "Does Teambot need a GPU?")

@@ -4,14 +4,12 @@ address too long to show is named (its site, its length), never silently left ou
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.test_answer_shape import write_offline_config
-from tests.test_cli_offline import threadwise
+from tests.cli_helpers import ask_logged, offline_folder
 
 KIBANA = (
     "https://kibana.internal.example/app/discover#/view/checkout-errors?_g=(filters:!(),refreshInterval:"
@@ -36,19 +34,12 @@ EXPENSES = "# Expenses\n\nClaim a taxi to the airport in the expenses tool withi
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("links")
-    (root / "docs").mkdir()
-    (root / "docs" / "dashboards.md").write_text(DASHBOARDS)
-    (root / "docs" / "expenses.md").write_text(EXPENSES)
-    write_offline_config(root)
-    return root
+    return offline_folder(tmp_path_factory.mktemp("links"), {"dashboards.md": DASHBOARDS, "expenses.md": EXPENSES})
 
 
 def answer(root: Path, question: str) -> str:
-    result = threadwise("ask", "--config", "config.toml", "--source", "docs", "--json", question, cwd=root, timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
-    reply = json.loads(result.stdout)
-    assert reply["kind"] == "answer", (reply, result.stderr[-1500:])
+    reply, stderr = ask_logged(root, question, "--source", "docs")
+    assert reply["kind"] == "answer", (reply, stderr[-1500:])
     return reply["answer"]
 
 

@@ -6,7 +6,6 @@ is what they are for). Through the real `threadwise ask` process, offline, on pa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,8 @@ import pytest
 from bot.config import Secrets
 from bot.runtime import open_runtime
 from graphs.offline_router import OfflineRouter
+from tests.cli_helpers import ask, offline_folder
 from tests.fakes.chat_model import ScriptedChatModel
-from tests.test_answer_shape import write_offline_config
-from tests.test_cli_offline import threadwise
 from tests.test_offline_extractive import ask as ask_in_process
 from tests.test_offline_extractive import extractive_settings
 
@@ -43,18 +41,7 @@ POLITE = "does not look like a question about it"
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("offtopic")
-    (root / "docs").mkdir()
-    (root / "docs" / "handbook.md").write_text(HANDBOOK)
-    (root / "docs" / "product.md").write_text(PRODUCT)
-    write_offline_config(root)
-    return root
-
-
-def ask(root: Path, question: str) -> dict:
-    result = threadwise("ask", "--config", "config.toml", "--source", "docs", "--json", question, cwd=root, timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout)
+    return offline_folder(tmp_path_factory.mktemp("offtopic"), {"handbook.md": HANDBOOK, "product.md": PRODUCT})
 
 
 @pytest.mark.slow
@@ -67,7 +54,7 @@ def ask(root: Path, question: str) -> dict:
     ],
 )
 def test_a_question_about_the_world_outside_the_team_gets_the_polite_reply(workdir, question):
-    reply = ask(workdir, question)
+    reply = ask(workdir, question, "--source", "docs")
     assert reply["kind"] == "direct" and POLITE in reply["answer"], reply
     assert "Hi!" not in reply["answer"] and reply["path"][-2:] == ["direct", "finish"], reply
 
@@ -75,7 +62,7 @@ def test_a_question_about_the_world_outside_the_team_gets_the_polite_reply(workd
 @pytest.mark.slow
 @pytest.mark.parametrize("question", ["who runs the marketing team", "when is the summer barbecue"])
 def test_a_team_question_nobody_documented_still_goes_to_the_experts(workdir, question):
-    reply = ask(workdir, question)
+    reply = ask(workdir, question, "--source", "docs")
     assert reply["kind"] == "help_request", reply
 
 

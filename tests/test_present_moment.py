@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_answer_shape import write_offline_config
-from tests.test_cli_offline import threadwise
+from tests.cli_helpers import ask_logged, offline_folder
 
 SUPPORT = """# Supported versions
 
@@ -28,18 +27,7 @@ EXPENSES = "# Expenses\n\nClaim a taxi to the airport in the expenses tool withi
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("present")
-    (root / "docs").mkdir()
-    (root / "docs" / "support.md").write_text(SUPPORT)
-    (root / "docs" / "expenses.md").write_text(EXPENSES)
-    write_offline_config(root)
-    return root
-
-
-def ask(root: Path, question: str) -> tuple[dict, str]:
-    result = threadwise("ask", "--config", "config.toml", "--source", "docs", "--json", question, cwd=root, timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout), result.stderr
+    return offline_folder(tmp_path_factory.mktemp("present"), {"support.md": SUPPORT, "expenses.md": EXPENSES})
 
 
 @pytest.mark.parametrize(
@@ -56,7 +44,7 @@ def ask(root: Path, question: str) -> tuple[dict, str]:
     ],
 )
 def test_present_tense_documentation_questions_are_answered_and_present_moment_ones_are_not(workdir, question, fact):
-    reply, stderr = ask(workdir, question)
+    reply, stderr = ask_logged(workdir, question, "--source", "docs")
     if fact is not None:
         assert reply["kind"] == "answer", (reply, stderr[-1500:])
         assert fact in reply["answer"], reply["answer"]
@@ -71,5 +59,5 @@ def test_a_question_not_about_the_present_is_not_said_to_need_current_informatio
     """A question the router may take for news ("do I need a GPU?") that no document answers goes
     to the experts for what it is (nothing found), not with the untrue reason that it needs
     current information."""
-    reply, stderr = ask(workdir, question)
+    reply, stderr = ask_logged(workdir, question, "--source", "docs")
     assert "current information" not in stderr and "current information" not in json.dumps(reply), stderr[-1500:]

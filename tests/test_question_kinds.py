@@ -4,14 +4,13 @@ user guide written for these tests (tests/data/docsites/teambot)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
 from graphs import sections, signals, verdicts
-from tests.test_cli_offline import threadwise
+from tests.cli_helpers import ask, teach, write_offline_config
 
 TEAMBOT = Path(__file__).parent / "data" / "docsites" / "teambot"
 
@@ -27,17 +26,7 @@ def guide(tmp_path: Path) -> Path:
 def write_config(folder: Path) -> None:
     """A config.toml in ``folder`` reading its ``guide/`` offline (local embeddings, the
     extractive composer), its databases under ``data/``."""
-    (folder / "config.toml").write_text(
-        '[knowledge]\nsources = ["guide"]\nembeddings = "local"\n[graph]\ncomposer = "extractive"\n'
-        '[service]\ncheckpoint_db = "data/checkpoints.sqlite"\nbookkeeping_db = "data/bookkeeping.sqlite"\n'
-    )
-
-
-def ask(folder: Path, question: str, *extra: str) -> dict:
-    """``threadwise ask --json QUESTION`` in ``folder``: the printed JSON."""
-    result = threadwise("ask", "--config", "config.toml", "--json", *extra, question, cwd=folder)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout)
+    write_offline_config(folder, ["guide"], k=None)
 
 
 @pytest.mark.parametrize(
@@ -274,26 +263,12 @@ def test_a_reworded_question_an_expert_answered_gets_the_expert_answer_read_as_a
     """An expert answers a question the guide does not cover; asked again in other words ("wifi
     password pls", "hi, what is the wifi called here?"), it was taken for small talk and greeted,
     and when found the entry was quoted raw ("Question: ... Answer (answered by ...): ...")."""
-    paused = threadwise(
-        "ask",
-        "--config",
-        "config.toml",
-        "--thread",
-        "wifi",
+    teach(
+        guide,
         "what is the guest wifi password in the office?",
-        cwd=guide,
+        "The guest wifi is teambot-guest, its password is on the fridge door.",
+        thread="wifi",
     )
-    assert paused.returncode == 0 and "Paused for a human" in paused.stdout, paused.stdout + paused.stderr[-2000:]
-    answered = threadwise(
-        "ask",
-        "--config",
-        "config.toml",
-        "--thread",
-        "wifi",
-        "answer: The guest wifi is teambot-guest, its password is on the fridge door.",
-        cwd=guide,
-    )
-    assert answered.returncode == 0, answered.stderr[-2000:]
     for question in ("wifi password pls", "hi, what is the wifi called here?"):
         answer = ask(guide, question)
         assert answer["route"] == "vectorstore", answer
@@ -407,18 +382,7 @@ def test_an_expert_answer_sharing_only_words_does_not_open_other_answers(guide):
     question: they are answered from the guide, the expert's answer not opening them. The wifi
     question asked in other words still opens with it."""
     learned = "The guest wifi is teambot-guest; ask in Slack or Discord when the password on the fridge door fails."
-    paused = threadwise(
-        "ask",
-        "--config",
-        "config.toml",
-        "--thread",
-        "wifi",
-        "what is the guest wifi password in the office?",
-        cwd=guide,
-    )
-    assert "Paused for a human" in paused.stdout, paused.stdout + paused.stderr[-2000:]
-    done = threadwise("ask", "--config", "config.toml", "--thread", "wifi", f"answer: {learned}", cwd=guide)
-    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    teach(guide, "what is the guest wifi password in the office?", learned, thread="wifi")
     for question in ("How do I set up the bot for Discord?", "Can the bot answer in a Slack channel thread?"):
         text = ask(guide, question)["answer"]
         assert not text.startswith(learned), (question, text)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from graphs import signals
-from tests.test_question_kinds import ask, write_config
+from tests.cli_helpers import ask
+from tests.test_question_kinds import write_config
 
 FERRYLINK = Path(__file__).parent / "data" / "docsites" / "ferrylink"
 GREETING = "Ask me a question about"

@@ -4,14 +4,12 @@ command, "JavaScript:" and its, not the first tab's command alone with no label.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.test_answer_shape import write_offline_config
-from tests.test_cli_offline import threadwise
+from tests.cli_helpers import ask, offline_folder
 
 PAGE = """---
 title: Install the client
@@ -54,19 +52,13 @@ Then create a client with your API key and call `ping()` to check the connection
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("tabs")
-    (root / "docs").mkdir()
-    (root / "docs" / "install-client.mdx").write_text(PAGE)
-    (root / "docs" / "expenses.md").write_text("# Expenses\n\nClaim a taxi in the expenses tool within 30 days.\n")
-    write_offline_config(root)
-    return root
+    expenses = "# Expenses\n\nClaim a taxi in the expenses tool within 30 days.\n"
+    return offline_folder(tmp_path_factory.mktemp("tabs"), {"install-client.mdx": PAGE, "expenses.md": expenses})
 
 
 @pytest.mark.parametrize("question", ["how do I install the client library?", "how do i install the go client"])
 def test_every_tab_is_quoted_with_its_label_before_its_code(workdir, question):
-    result = threadwise("ask", "--config", "config.toml", "--source", "docs", "--json", question, cwd=workdir)
-    assert result.returncode == 0, result.stderr[-2000:]
-    answer = json.loads(result.stdout)["answer"] or ""
+    answer = ask(workdir, question, "--source", "docs")["answer"] or ""
     for label, command in (
         ("Python", "pip install acme-client"),
         ("JavaScript", "npm install @acme/client"),

@@ -3,7 +3,6 @@ row that answers, first, and is never shown as its first rows alone."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -141,14 +140,11 @@ GAMMA_PAGE = PAGE.replace("| Checkout |", "| team-gamma |").replace("#checkout-o
 
 @pytest.fixture(scope="module")
 def catalogue(tmp_path_factory) -> Path:
-    from tests.test_answer_shape import write_offline_config
+    from tests.cli_helpers import offline_folder
 
-    root = tmp_path_factory.mktemp("catalogue")
-    (root / "docs").mkdir()
-    (root / "docs" / "services.md").write_text(GAMMA_PAGE)
-    (root / "docs" / "dashboards.md").write_text(DASHBOARDS)
-    write_offline_config(root)
-    return root
+    return offline_folder(
+        tmp_path_factory.mktemp("catalogue"), {"services.md": GAMMA_PAGE, "dashboards.md": DASHBOARDS}
+    )
 
 
 @pytest.mark.parametrize(
@@ -164,13 +160,9 @@ def test_a_value_many_rows_share_is_answered_with_those_rows(catalogue, question
     """`threadwise ask` on the catalogue: a value several rows share (a team owning six services)
     is answered with the table of those rows, every one of them, and no other row; not with the
     table's first rows (where they are not)."""
-    from tests.test_cli_offline import threadwise
+    from tests.cli_helpers import ask
 
-    result = threadwise(
-        "ask", "--config", "config.toml", "--source", "docs", "--json", question, cwd=catalogue, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    answer = json.loads(result.stdout)["answer"] or ""
+    answer = ask(catalogue, question, "--source", "docs")["answer"] or ""
     teams = {"Checkout": "team-gamma"}
     rows = [(s, teams.get(team, team), owner, port, lang, tier) for s, team, owner, port, lang, tier in SERVICES]
     matching = [r[0] for r in rows if r[column] == value]
