@@ -211,8 +211,9 @@ class ExtractiveComposer:
 
     async def direct(self, state: RAGState) -> tuple[str, int]:
         """A canned reply (a greeting, thanks, or what the bot can answer); after a search that
-        found nothing (an off-topic question, :meth:`graphs.nodes.Nodes.off_topic`) never a greeting."""
-        raw = last_user_message(state)
+        found nothing (an off-topic question, :meth:`graphs.nodes.Nodes.off_topic`) never a greeting;
+        a question after thanks ("thanks! who won the cup?") is replied to as the question, not thanked."""
+        raw = signals.after_chat_opening(last_user_message(state))
         searched = bool(state.get("kb_searches"))
         small_talk = not searched and await asyncio.to_thread(self.kit.router.is_small_talk, raw)
         return canned_reply(raw, self.cfg.kb_description, small_talk), 0

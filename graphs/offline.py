@@ -145,13 +145,22 @@ def route_message(
     router's signals (the message against every chunk vector and the example classes) are
     computed once and decide both whether it is a follow-up (:func:`follows_thread`) and its
     route (a new question in a thread is routed as in a new thread, the present-moment rule
-    too); the learned entries count when the turn's scope allows them. A message routed as
+    too); the learned entries count when the turn's scope allows them. A message opening with
+    thanks or a greeting is routed as the question it goes on to ask
+    (:func:`graphs.signals.after_chat_opening`). A message routed as
     general knowledge goes to the knowledge base when its ``k`` best chunks answer it strongly:
     ``define(extractive, message, docs)``, the graders' :func:`graphs.graders.documents_define`
     (passed in, as the graders read this module; without it the router's route stands)."""
     scope = scope_of(state)
-    message = last_user_message(state)
+    # "thanks, but how do I uninstall on mac?" is routed as the question it asks: the thanks would
+    # make it read like small talk
+    message = signals.after_chat_opening(last_user_message(state))
     sig = router.signals(message, learned=usable_for(scope) if scope["learning"] else False)
+    if message != last_user_message(state) and signals.asks_yes_no(message):
+        # after a greeting, whether someone is there is small talk ("hello, is anybody here?", "hey,
+        # are you a bot?"): the question's meaning decides, not the words' veto; a question asking
+        # how, what or where is never small talk
+        sig.chat_words = True
     follow_up = follows_thread(state, history_limit, router, sig)
     route = router.decide(sig, follow_up)
     if route == "direct" and define is not None and router.extractive is not None and as_general_knowledge(sig):
@@ -190,8 +199,10 @@ def resolved_message(state: RAGState, history_limit: int) -> str:
     itself, with the names in code the previous answer's first paragraph quotes (at most
     :data:`NAMES_KEPT`), in parentheses: ``"whats the default for that setting
     (cache.max_size_mb)"`` after an answer saying "raise `cache.max_size_mb`". What "that setting"
-    is stands in the answer, not in the user's earlier words. Else the message as written."""
-    raw = last_user_message(state)
+    is stands in the answer, not in the user's earlier words. Else the message as written, without
+    the thanks or greeting it opens with (:func:`graphs.signals.after_chat_opening`: "morning!
+    where's the export?" is graded and answered as "where's the export?")."""
+    raw = signals.after_chat_opening(last_user_message(state))
     opening = " ".join(raw.split()[:OPENING_WORDS])
     if _NAMED.search(raw) or not (_POINTS_BACK.search(opening) or _MAY_POINT_BACK.search(opening)):
         return raw

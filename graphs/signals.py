@@ -174,6 +174,55 @@ def sounds_like_chat(text: str) -> bool:
     return any(w in _CHAT_WORDS for w in words) or not terms(text)
 
 
+# What a greeting, thanks or acknowledgement before a question is made of: its chat words, and words that
+# only address or stress it ("thanks so much", "hi there team", "ok cool thanks", "oh great").
+_OPENING_WORDS = _CHAT_WORDS | frozenset(
+    """so much very lot lots a all there everyone folks guys team bot threadwise again man mate oh ah well
+alright sure wow yes yeah yep really""".split()
+)
+_OPENING_PHRASES = r"thank\s+you|got\s+it|that(?:'s|s|\s+is)\s+(?:great|perfect|helpful|brilliant|awesome)"
+# The conjunction or aside that turns from the thanks to the question: "thanks, but how ...", "cool thanks.
+# and how ...", "great, one more thing: where ..."
+_TURN = re.compile(
+    r"^(?:and|but|so|also|then|now|btw|anyway|one\s+more\s+(?:thing|question)|quick\s+question)\b\W*", re.I
+)
+# A question in its own words: it opens with a question word, an auxiliary verb put first or a request
+# ("where do I find invoices", "can I export to csv", "tell me how to ...").
+_QUESTION_OPENS = re.compile(
+    r"^(?:how|what|what's|whats|where|where's|wheres|which|who|who's|whom|whose|why|when|is|are|was|were|"
+    r"can|could|do|does|did|will|would|should|may|must|has|have|any|tell|show|explain|give)\b",
+    re.I,
+)
+
+
+def after_chat_opening(text: str) -> str:
+    """The question ``text`` asks after the greeting, thanks or acknowledgement it opens with ("thanks,
+    but how do I uninstall on mac?" -> "how do I uninstall on mac?", "cool thanks. and how do I
+    export?" -> "how do I export?", "hi! where do I find invoices?" -> "where do I find invoices?"):
+    the router reads the question, which the opening words would make read like small talk.
+    ``text`` itself when it opens with no greeting or thanks word (:data:`_CHAT_WORDS`), or when
+    what follows is no question with a content word: a greeting alone ("hi there!", "thanks a
+    lot"), thanks with a remark ("thanks, that sorted it"), small talk ("hey, how are you?")."""
+    words = re.findall(r"[a-z']+", text.lower())
+    taken: list[str] = []
+    pos = 0
+    for m in re.finditer(rf"{_OPENING_PHRASES}|[a-z']+", text, re.I):
+        word = re.sub(r"\s+", " ", m.group(0).lower())
+        if re.search(r"\w", text[pos : m.start()]) or not (
+            word in _OPENING_WORDS or re.fullmatch(_OPENING_PHRASES, word)
+        ):
+            break
+        taken.append(word)
+        pos = m.end()
+    if not any(w in _CHAT_WORDS or " " in w for w in taken) or len(" ".join(taken).split()) >= len(words):
+        return text
+    rest = re.sub(r"^[\W_]+", "", text[pos:])
+    turned = _TURN.sub("", rest).strip()
+    # a question in its own words, or one the thanks turns to ("great thanks! and on windows?")
+    asks = _QUESTION_OPENS.match(turned) or (turned != rest.strip() and turned.endswith("?"))
+    return turned if asks and terms(turned) else text
+
+
 # The asker, or the asker's team, in the message: "how much RAM do I need", "our builds are stuck",
 # "can we run it on ARM", "my laptop won't boot"
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|im|i've|ive|i'd|i'll|me|my|mine|we|we're|we've|our|ours|us)\b", re.I)
