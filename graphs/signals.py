@@ -344,31 +344,64 @@ def codes(text: str) -> list[str]:
     return list(dict.fromkeys(m.group(0) for m in _CODE.finditer(text)))
 
 
+# The same code as people type it: in lower case or run together ("fl204", "e-1107", "Fl 204" is not one:
+# a word and a number), or its number alone after a word saying it is a code ("error code 1107",
+# "error 1107", "code #1107"): the page states it as "FL-204" or "E-1107".
+_TYPED_CODE = re.compile(r"(?<![\w.-])([A-Za-z]{1,6})-?(\d{2,})(?![\w-])")
+_CODE_NUMBER = re.compile(
+    r"\b(?:errors?|err|codes?|faults?|alerts?)(?:\s+(?:codes?|numbers?|no\.?))?\s*#?\s*(\d{3,})(?![\w.-])", re.I
+)
+
+
+def asked_codes(text: str) -> list[tuple[str, str]]:
+    """The codes ``text`` asks about, as written (:func:`codes`) or as typed (:data:`_TYPED_CODE`,
+    :data:`_CODE_NUMBER`), each as ``(letters, digits)`` with the letters in lower case, ``""``
+    for a number alone: "what is e1107" -> ``[("e", "1107")]``, "error code 1107" ->
+    ``[("", "1107")]``, "FL-204 and fl311" -> ``[("fl", "204"), ("fl", "311")]``; in order, each once."""
+    found = [(m[1].lower(), m[2]) for m in _TYPED_CODE.finditer(text)]
+    found += [("", m[1]) for m in _CODE_NUMBER.finditer(text) if not any(d == m[1] for _, d in found)]
+    return list(dict.fromkeys(found))
+
+
+def _names_code(letters: str, digits: str, text: str) -> bool:
+    """``text`` names the code ``(letters, digits)`` as a whole word, with or without a separator,
+    without case ("fl204" is in "| FL-204 |" and "fl 204", not in "FL-2041"); a number alone
+    (``letters`` "") only in a code's form, capitals before it ("1107" is in "E-1107", not in
+    "build 1107" nor in "1107 MB")."""
+    if letters:
+        return bool(re.search(rf"(?<![\w-]){re.escape(letters)}[\s_-]?{digits}(?![\w-])", text, re.I))
+    return bool(re.search(rf"(?<![\w-])[A-Z]{{1,6}}[\s_-]?{digits}(?![\w-])", text))
+
+
 def codes_missing(question: str, texts: Sequence[str]) -> list[str]:
-    """The codes of ``question`` (:func:`codes`) that none of ``texts`` holds, compared without
-    case and separators ("PH-500" is in "ph 500", "PH500"). A page about another code ("PH-403
-    means ...") answers nothing about this one, however close the rest of its words are."""
+    """The codes of ``question`` that none of ``texts`` holds: those written as codes (:func:`codes`,
+    compared without case and separators: "PH-500" is in "ph 500", "PH500"), and those typed in
+    lower case ("fl209", :func:`asked_codes`) of a kind ``texts`` name (a code of the same
+    letters, "FL-204"; "arm64" is no code where no text names codes of the ARM kind). A page
+    about another code ("PH-403 means ...") answers nothing about this one, however close the
+    rest of its words are."""
     asked = codes(question)
-    if not asked:  # most messages: the documents are not read
+    typed = [
+        (a, d) for a, d in asked_codes(question) if a and not any(c.lower().replace("-", "") == a + d for c in asked)
+    ]
+    if not asked and not typed:  # most messages: the documents are not read
         return []
     flat = [re.sub(r"[\W_]+", "", t.lower()) for t in texts]
-    return [c for c in asked if not any(re.sub(r"[\W_]+", "", c.lower()) in f for f in flat)]
+    missing = [c for c in asked if not any(re.sub(r"[\W_]+", "", c.lower()) in f for f in flat)]
+    if typed:
+        kinds = {re.sub(r"[\W\d_]+", "", c).lower() for t in texts for c in codes(t)}
+        missing += [f"{a.upper()}-{d}" for a, d in typed if a in kinds and not any(_names_code(a, d, t) for t in texts)]
+    return missing
 
 
 def code_share(question: str, text: str) -> float:
-    """Share (0..1) of the codes of ``question`` (:func:`codes`) that ``text`` names as a whole word,
-    without case and with or without the separator ("AB-403" is in "| ab403 |" and "AB 403", not in
-    "AB-4031"); 0 when the question names none."""
-    asked = codes(question)
+    """Share (0..1) of the codes ``question`` asks about (:func:`asked_codes`: written as codes or
+    typed, "AB-403", "ab403", "error 403") that ``text`` names (:func:`_names_code`: "AB-403" is
+    in "| ab403 |" and "AB 403", not in "AB-4031"); 0 when the question names none."""
+    asked = asked_codes(question)
     if not asked:
         return 0.0
-    flat = text.lower()
-    held = 0
-    for c in asked:
-        m = re.fullmatch(r"([a-z]{1,6})-?(\d{2,})", c.lower())
-        if m and re.search(rf"(?<![\w-]){m[1]}[\s_-]?{m[2]}(?![\w-])", flat):
-            held += 1
-    return held / len(asked)
+    return sum(1 for a, d in asked if _names_code(a, d, text)) / len(asked)
 
 
 def asks_what_documents_state(text: str) -> bool:
