@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from langchain_core.messages import HumanMessage
 
-from graphs import prompts, sections, signals, verdicts
+from graphs import prompts, releases, sections, signals, verdicts
 from graphs.citations import format_docs
 from graphs.graders import Graders, documents_define
 from graphs.knowledge import KnowledgeBase
@@ -231,7 +231,8 @@ class ExtractiveComposer:
         how-to question the sections that answer it ahead of those only mentioning its words
         (:func:`graphs.sections.answering_first`; in another language: sections of steps first,
         :func:`graphs.sections.steps_first`), and for a question asking for a page the sections of
-        the page it names (:func:`graphs.sections.asked_page_first`)."""
+        the page it names (:func:`graphs.sections.asked_page_first`), and for a question asking for the
+        newest version the newest entry of a changelog among them (:func:`graphs.releases.newest_first`)."""
         variants = offline_search_queries(state, self.cfg.history_messages)
         question = last_user_message(state)
         subject = sections.page_subject_query(question)
@@ -239,6 +240,7 @@ class ExtractiveComposer:
             variants = [subject, *((v, 0.5) if isinstance(v, str) else (v[0], v[1] * 0.5) for v in variants)]
         docs = await asyncio.to_thread(self.kit.extractive.retrieve, variants, k, sources=sources)
         docs = sections.steps_first(question, docs, self._page_sections)
+        docs = releases.newest_first(question, docs, self._page_sections)  # "whats the latest version"
         return sections.asked_page_first(question, sections.answering_first(question, docs))
 
     def _page_sections(self, doc: Doc) -> list[tuple[str, str]]:
@@ -253,7 +255,9 @@ class ExtractiveComposer:
         answer_characters``; a follow-up's own new terms (:func:`followup_focus`) lead; a how-to
         question's troubleshooting sections are not quoted while another section is there
         (:func:`graphs.sections.leading_sections`); a question asking for a page opens with the
-        page's title and where it is (:func:`graphs.sections.page_pointer`), a yes/no question with
+        page's title and where it is (:func:`graphs.sections.page_pointer`), a question a changelog's
+        headings answer with the version's heading (:func:`graphs.releases.release_lead`), a yes/no
+        question with
         the yes or the no its documents state (:func:`graphs.verdicts.with_verdict`); an expert's
         learned answer first among the documents (one about this question) opens the answer as the
         expert wrote it, with who answered and when (:func:`graphs.learned.shown_entry`), the
@@ -288,7 +292,9 @@ class ExtractiveComposer:
         # "can I use Discord instead of Slack?": the yes or the no the documents state, first
         answer = verdicts.with_verdict(last_user_message(state), docs, answer)
         pointer = sections.page_pointer(last_user_message(state), docs)  # "the link to the setup guide"
-        return (f"{pointer}\n\n{answer}" if pointer and answer else answer), 0
+        # "when was 4.2.1 released?": the changelog heading holds the version and its date
+        lead = pointer or releases.release_lead(last_user_message(state), docs)
+        return (f"{lead}\n\n{answer}" if lead and answer else answer or lead), 0
 
 
 def followup_focus(state: RAGState, history_limit: int) -> list[str]:

@@ -1270,7 +1270,7 @@ class Extractive:
         else:
             page = self.page_evidence(questions, docs)
             scores = self.rerank_scores(cos, title, RERANK_PRIOR_WEIGHT, RERANK_TITLE_WEIGHT, page=page)
-        if RERANK_CODE_WEIGHT and signals.asked_codes(questions[0]):
+        if RERANK_CODE_WEIGHT and (signals.asked_codes(questions[0]) or signals.asked_versions(questions[0])):
             held = [signals.code_share(questions[0], f"{d.get('title', '')}\n{d.get('text', '')}") for d in docs]
             scores = scores + RERANK_CODE_WEIGHT * np.asarray(held, dtype=np.float32)
         order = np.argsort(-scores, kind="stable")

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from graphs import prompts, sections, signals
+from graphs import prompts, releases, sections, signals
 from graphs.citations import cited_numbers, format_docs
 from graphs.messages import last_user_message
 from graphs.models import ModelCaller
@@ -205,8 +205,11 @@ def relevance_grades(
     name says what it asks about, whatever its text scores (:func:`graphs.sections.page_named`).
     Documents that pass only on the words every page holds
     (:meth:`~graphs.extractive.Extractive.only_common_words`) are not relevant: the question is off
-    the knowledge base's subject; nor are documents none of which names a code the message asks
-    about ("PH-500", :func:`graphs.signals.codes_missing`). The ``feedback`` of a grade marking
+    the knowledge base's subject; a question naming a code or a version is answered by a document
+    naming it (:func:`graphs.signals.code_share`), one asking for the newest version by the newest
+    entry of a changelog (:func:`graphs.releases.names_newest`); nor are documents none of which
+    names a code the message asks about ("PH-500", :func:`graphs.signals.codes_missing`). The
+    ``feedback`` of a grade marking
     none relevant says why (the rewrite's and the help request's reason). Shared by the graph and
     the benchmarks (bench/decisions.py), so both decide alike."""
     scores = extractive.grade(questions, docs)
@@ -223,7 +226,9 @@ def relevance_grades(
     # a document naming every code the message asks about ("AB-403" in a table row) answers it,
     # however little its other words score
     coded = [signals.code_share(message, f"{d.get('title', '')}\n{d.get('text', '')}") == 1.0 for d in docs]
-    named = [a or b for a, b in zip(named, coded, strict=True)]
+    # "whats the latest version": the changelog's newest entry answers it, whose words do not say so
+    newest = releases.names_newest(message, docs)
+    named = [a or b or c for a, b, c in zip(named, coded, newest, strict=True)]
     passing = any(score >= threshold for score in scores)
     if passing and not current and not any(named) and extractive.only_common_words(questions, docs):
         # the pages share only the words every page holds (the product's name) with the question

@@ -23,7 +23,9 @@ The decision (:meth:`OfflineRouter.route`):
    (:func:`graphs.signals.speaks_of_own_setup`: not "how much RAM do I need"), and neither for
    a single word or code (:func:`graphs.signals.is_lookup`: "AB-500"), current events only for
    a message that says when or that something changed (:func:`graphs.signals.speaks_of_time`:
-   not "is Windows 10 supported?"); a vetoed class sends the
+   not "is Windows 10 supported?"), nor for a question asking which version is the newest
+   (:func:`graphs.releases.asks_newest_version`: "what's the latest version?", a changelog's newest
+   entry); a vetoed class sends the
    message to the knowledge base, whose grader then decides whether a page answers it.
 
 Without embeddings only rule 1 applies (everything else goes to the knowledge base).
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from graphs import signals
+from graphs import releases, signals
 from graphs.extractive import TextEmbedder
 from graphs.learned import MEANING_MATCH
 
@@ -161,6 +163,8 @@ class RouteSignals:
     own_setup: bool = False  # :func:`graphs.signals.speaks_of_own_setup`: "do I need", "our builds"
     lookup: bool = False  # :func:`graphs.signals.is_lookup`: one word or code ("AB-500")
     timely: bool = True  # :func:`graphs.signals.speaks_of_time`: "yet", "still", "tomorrow", "this week"
+    # :func:`graphs.releases.asks_newest_version`: "whats the latest version", "which version is current"
+    newest_version: bool = False
     world: float = -1.0  # best cosine with the WORLD examples (English only)
     team: float = -1.0  # best cosine with the TEAM examples (English only)
 
@@ -225,6 +229,7 @@ class OfflineRouter:
             own_setup=signals.speaks_of_own_setup(message),
             lookup=signals.is_lookup(message),
             timely=signals.speaks_of_time(message) or signals.asks_for_now(message),
+            newest_version=releases.asks_newest_version(message),
         )
         if not self.embedder.available or not message.strip():
             return out
@@ -303,12 +308,15 @@ class OfflineRouter:
         """Whether the message's words rule out the class ``name`` ("small_talk", "general" or
         "current") that its embedding is nearest to (rule 4: a question with content words and no
         greeting is no small talk, one about the asker's own setup or a single word no general
-        knowledge, one that never says when no current events). The words are read in English
+        knowledge, one that never says when or asks for the newest version no current events). The
+        words are read in English
         only: a message in another language is routed on its embedding."""
         if s.foreign:
             return False
         if name == "current":
-            return s.lookup or not s.timely
+            # "whats the latest version?" asks what a changelog states, its newest entry ("are trains
+            # running tomorrow?" is still news)
+            return s.lookup or not s.timely or s.newest_version
         if name == "small_talk":
             return s.lookup or not s.chat_words
         return s.lookup or s.own_setup

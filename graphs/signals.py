@@ -29,10 +29,19 @@ _REFUSALS = (
 )
 
 
+# A name run together with its number ("arm64", "python3", "win11", "aarch64"): its letters name the thing too,
+# so "does it run on arm?" holds a term of "ARM64 processors"
+_NAME_NUMBER = re.compile(r"([a-z]{3,})\d+")
+
+
 def terms(text: str) -> set[str]:
-    """Content terms of ``text`` (see the module docstring)."""
+    """Content terms of ``text`` (see the module docstring); a word of three or more letters run
+    together with a number gives its letters as a term too ("arm64" -> "arm64", "arm")."""
     out = set()
     for w in content_terms(text):
+        named = _NAME_NUMBER.fullmatch(w)
+        if named:
+            out.add(named.group(1))
         for suffix in ("ing", "es", "ed", "s"):
             if len(w) > len(suffix) + 3 and w.endswith(suffix):
                 w = w[: -len(suffix)]
@@ -394,14 +403,35 @@ def codes_missing(question: str, texts: Sequence[str]) -> list[str]:
     return missing
 
 
+# A version a question names: three or more numbers with dots ("4.2.1", "v10.12.3"), or two after
+# "version", "release" or "v" ("version 4.2", "v4.2"; "1.5 GB" is no version)
+_VERSION = re.compile(
+    r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)+)(?![\w]|\.\d)|"
+    r"\b(?:versions?|releases?|v)\s?(\d+\.\d+)(?![\w]|\.\d)",
+    re.I,
+)
+
+
+def asked_versions(text: str) -> list[str]:
+    """The versions ``text`` names (:data:`_VERSION`), without a leading "v": "when was 4.2.1
+    released?" -> ``["4.2.1"]``, "what changed in version 4.2" -> ``["4.2"]``; in order, each once."""
+    return list(dict.fromkeys(m[1] or m[2] for m in _VERSION.finditer(text)))
+
+
 def code_share(question: str, text: str) -> float:
-    """Share (0..1) of the codes ``question`` asks about (:func:`asked_codes`: written as codes or
-    typed, "AB-403", "ab403", "error 403") that ``text`` names (:func:`_names_code`: "AB-403" is
-    in "| ab403 |" and "AB 403", not in "AB-4031"); 0 when the question names none."""
+    """Share (0..1) of the codes and versions ``question`` asks about that ``text`` names: the codes
+    written as codes or typed (:func:`asked_codes`: "AB-403", "ab403", "error 403";
+    :func:`_names_code`: "AB-403" is in "| ab403 |" and "AB 403", not in "AB-4031"), and the
+    versions (:func:`asked_versions`: "4.2.1" is in "## 4.2.1 (2026-07-14)" and "v4.2.1", not in
+    "4.2.10" nor "14.2.1"); 0 when the question names none. Like a code, a version names one
+    entry of a changelog exactly, whatever its words."""
     asked = asked_codes(question)
-    if not asked:
+    versions = asked_versions(question)
+    if not asked and not versions:
         return 0.0
-    return sum(1 for a, d in asked if _names_code(a, d, text)) / len(asked)
+    held = sum(1 for a, d in asked if _names_code(a, d, text))
+    held += sum(1 for v in versions if re.search(rf"(?<![\w.])v?{re.escape(v)}(?![\w]|\.\d)", text, re.I))
+    return held / (len(asked) + len(versions))
 
 
 def asks_what_documents_state(text: str) -> bool:

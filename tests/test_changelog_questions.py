@@ -1,0 +1,135 @@
+"""Version, release and platform questions the pages answer are answered from them: "whats the latest
+version" was sent to the web by the router (the word "latest"), then graded at the current-events
+bar and answered with an error row saying "update to the latest version"; "when was 4.2.1 released"
+and "does it run on arm" went to the experts, though the changelog has a 4.2.1 entry with its date
+and the requirements page names ARM64. Now a question asking for the newest version is not routed
+as current events, a changelog's newest entry answers it and a version's entry a question naming
+it, each opening with the entry's heading (the version and its date), and "arm" is a term of
+"ARM64". A question about the present moment itself ("is the service down right now?") still gets
+its 'needs current information' help request. Through the real `threadwise ask` process, offline,
+on pages written here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graphs import releases, signals
+from tests.cli_helpers import ask_logged, offline_folder
+
+CHANGELOG = """# Changelog
+
+## 4.3.0 (2026-10-02)
+- Notes can be pinned to the top of a notebook.
+- Faster start-up on large workspaces.
+
+## 4.2.1 (2026-07-14)
+- Fixed a crash when exporting a notebook with empty pages.
+- Sync retries no longer show the same error twice.
+
+## 4.2.0 (2026-06-03)
+- Native builds for Apple silicon.
+- CSV export.
+
+## 4.1.0 (2026-02-20)
+- Dark theme.
+"""
+
+REQUIREMENTS = """# System requirements
+
+Fernlight needs 4 GB of memory and 500 MB of free disk space.
+
+## Processors
+Fernlight runs on 64-bit x86 processors (Intel and AMD) and on ARM64 processors. On Macs both Intel
+models and Apple silicon (M1 and later) are supported. 32-bit processors are not supported.
+
+## Operating systems
+Windows 10 and 11, macOS 13 or later, and Ubuntu 22.04 or later.
+"""
+
+ERRORS = """# Error codes
+
+| Code | Meaning | What to do |
+|---|---|---|
+| FL-204 | The sync server did not answer in time. | Check your connection; Fernlight tries again after a minute. |
+| E-1210 | The app is older than the server allows. | Update Fernlight to the latest version. |
+"""
+
+INSTALL = """# Installing Fernlight
+
+## Linux
+Install the `.deb` package with `sudo apt install ./fernlight.deb`.
+
+## macOS
+Open the `.dmg` file and drag Fernlight into the Applications folder.
+
+## Windows
+Run `FernlightSetup.exe` and follow the wizard.
+"""
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    pages = {"changelog.md": CHANGELOG, "requirements.md": REQUIREMENTS, "errors.md": ERRORS, "install.md": INSTALL}
+    return offline_folder(tmp_path_factory.mktemp("changelog"), pages)
+
+
+def ask(root: Path, question: str) -> tuple[dict, str]:
+    """The reply of ``threadwise ask --json`` on the pages, and its log."""
+    return ask_logged(root, question, "--source", "docs")
+
+
+@pytest.mark.parametrize(
+    ("question", "newest"),
+    [
+        ("whats the latest version", True),
+        ("what is the most recent version?", True),
+        ("what's the latest stable release?", False),  # a release: the present moment
+        ("which version is current?", True),
+        ("what's the latest release out?", False),  # the present moment
+        ("when was 4.2.1 released", False),  # names its version
+        ("how do I update to the latest version?", False),  # asks for steps
+    ],
+)
+def test_questions_asking_for_the_newest_version_are_told(question, newest):
+    assert releases.asks_newest_version(question) is newest
+
+
+def test_versions_and_names_run_together_with_numbers_are_read():
+    assert signals.asked_versions("when was 4.2.1 released") == ["4.2.1"]
+    assert signals.asked_versions("what changed in version 4.2?") == ["4.2"]
+    assert signals.asked_versions("is 1.5 GB enough?") == []
+    assert signals.code_share("when was 4.2.1 released", "Changelog > 4.2.1 (2026-07-14)") == 1.0
+    assert signals.code_share("when was 4.2.1 released", "Changelog > 4.2.10 (2026-08-01)") == 0.0
+    assert "arm" in signals.terms("It runs on ARM64 processors.")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("question", "facts"),
+    [
+        ("whats the latest version", ["4.3.0"]),
+        ("what is the newest version?", ["4.3.0"]),
+        ("which version is current?", ["4.3.0"]),
+        ("when was 4.2.1 released", ["4.2.1", "2026-07-14"]),
+        ("when did 4.1.0 come out?", ["4.1.0", "2026-02-20"]),
+        ("what changed in 4.2.0?", ["4.2.0", "Native builds for Apple silicon"]),
+        ("does it run on arm", ["ARM64"]),
+        ("does it run on arm64?", ["ARM64"]),
+        ("is apple silicon supported", ["Apple silicon"]),
+    ],
+)
+def test_version_release_and_platform_questions_are_answered_from_the_pages(workdir, question, facts):
+    reply, stderr = ask(workdir, question)
+    assert reply["kind"] == "answer", (reply, stderr[-1500:])
+    assert all(f in reply["answer"] for f in facts), reply["answer"]
+    assert "current information" not in stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("question", ["is the service down right now?", "what's the latest release out?"])
+def test_a_question_about_the_present_moment_still_needs_current_information(workdir, question):
+    reply, stderr = ask(workdir, question)
+    assert reply["kind"] == "help_request", reply
+    assert "it needs current information, which I cannot check" in stderr, stderr[-1500:]
