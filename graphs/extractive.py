@@ -1119,20 +1119,34 @@ class Extractive:
 
     def grade(self, questions: Sequence[str], docs: Sequence[Doc]) -> list[float]:
         """Relevance of each document (0..~1.5): the score of its best prose unit, whose term share
-        counts the words of the section heading it sits under (:data:`GRADE_HEADING_WORDS`)."""
+        counts the words of the section heading it sits under (:data:`GRADE_HEADING_WORDS`), and the
+        question's words naming the operating system that heading names (:data:`_SYSTEMS`: "iphone" under
+        "## iOS")."""
         units = self.doc_units(docs)
         scored = self.score_units(questions, units)
         if GRADE_HEADING_WORDS and units:
             q_terms: set[str] = set()
             for q in questions:
                 q_terms |= signals.terms(q)
+            # the question's words naming an operating system, by family ("iphone" -> "ios"): a section
+            # headed "iOS" holds them ("how do I get it on my iphone?" shares no other word with its steps)
+            named = {
+                name: " ".join(m.group() for q in questions[:1] for m in pattern.finditer(q))
+                for name, pattern in _SYSTEM.items()
+            }
+
+            def context(u: Unit) -> str:
+                heading = self._section_of(u, docs)
+                said = " ".join(named[t.split(":", 1)[1]] for t in _systems_of(_label_tokens(heading)))
+                return f"{heading} {said}".strip()
+
             scored = [
                 Scored(
                     s.unit,
                     s.score
                     + LEXICAL_WEIGHT
                     * (
-                        lexical_share(q_terms, f"{self._section_of(s.unit, docs)}\n{s.unit.text}")
+                        lexical_share(q_terms, f"{context(s.unit)}\n{s.unit.text}")
                         - lexical_share(q_terms, s.unit.text)
                     ),
                 )

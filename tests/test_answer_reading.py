@@ -372,3 +372,21 @@ def test_an_answer_keeps_to_the_section_and_the_entry_asked_about(tmp_path: Path
         assert not [s for k, s in steps.items() if k != asked and s in answer], answer
     for answer in entries:
         assert answer and "Viewer:" not in answer and "Every board has an owner" not in answer, answer
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_phone_named_by_its_model_or_maker_is_answered_from_its_systems_section(tmp_path: Path):
+    """The phone app's page has "## iOS" and "## Android": "how do I get it on my iphone" shares no word
+    with the iOS steps ("Install Lumenfold from the App Store ...") and was graded below the bar, so it
+    went to the experts; "my samsung phone" and "my ipad" the same. The section of the system the phone
+    runs answers, and the other system's is left out."""
+    guide = {"sharing.md": SHARING, "backup.md": BACKUP, "sync.md": SYNC, "faq.md": FAQ, "plans.md": PLANS}
+    asked = [
+        ("how do I get it on my iphone", "App Store", "Google Play"),
+        ("how do I install it on my samsung phone", "Google Play", "App Store"),
+        ("can I get the app on my ipad", "App Store", "Google Play"),
+    ]
+    got = answers(tmp_path, {"install.md": INSTALL, "mobile.md": MOBILE, **guide}, [q for q, _, _ in asked])
+    for (question, own, other), answer in zip(asked, got, strict=True):
+        assert own in answer[:300] and other not in answer, (question, answer)
