@@ -189,7 +189,11 @@ _OPENING_WORDS = _CHAT_WORDS | frozenset(
     """so much very lot lots a all there everyone folks guys team bot threadwise again man mate oh ah well
 alright sure wow yes yeah yep really""".split()
 )
-_OPENING_PHRASES = r"thank\s+you|got\s+it|that(?:'s|s|\s+is)\s+(?:great|perfect|helpful|brilliant|awesome)"
+_OPENING_PHRASES = (
+    # thanks for something, up to the punctuation that ends it ("thanks for the help! how do I ...")
+    r"(?:thanks|thank\s+you|thx|ty|cheers)\s+for\s+[a-z' ]{1,40}?(?=\s*[.!,;:])|"
+    r"thank\s+you|got\s+it|that(?:'s|s|\s+is)\s+(?:great|perfect|helpful|brilliant|awesome)"
+)
 # The conjunction or aside that turns from the thanks to the question: "thanks, but how ...", "cool thanks.
 # and how ...", "great, one more thing: where ..."
 _TURN = re.compile(
@@ -215,11 +219,9 @@ def after_chat_opening(text: str) -> str:
     words = re.findall(r"[a-z']+", text.lower())
     taken: list[str] = []
     pos = 0
-    for m in re.finditer(rf"{_OPENING_PHRASES}|[a-z']+", text, re.I):
+    for m in re.finditer(rf"(?P<phrase>{_OPENING_PHRASES})|[a-z']+", text, re.I):
         word = re.sub(r"\s+", " ", m.group(0).lower())
-        if re.search(r"\w", text[pos : m.start()]) or not (
-            word in _OPENING_WORDS or re.fullmatch(_OPENING_PHRASES, word)
-        ):
+        if re.search(r"\w", text[pos : m.start()]) or not (word in _OPENING_WORDS or m.group("phrase")):
             break
         taken.append(word)
         pos = m.end()

@@ -73,9 +73,12 @@ def workdir(tmp_path_factory) -> Path:
         ("hi! where do I find invoices?", "where do I find invoices?"),
         ("great thanks! and on windows?", "on windows?"),
         ("hi :) what is e1107", "what is e1107"),
+        ("thanks for the help! where are invoices?", "where are invoices?"),
+        ("thank you for the quick answer, can I export to csv?", "can I export to csv?"),
         # nothing but the greeting, or a remark: the message itself
         ("thanks!", "thanks!"),
         ("thanks, that sorted it", "thanks, that sorted it"),
+        ("thanks for the help!", "thanks for the help!"),
         ("hey, how are you?", "hey, how are you?"),
         ("hey bot, you awake?", "hey bot, you awake?"),
         ("how do I uninstall on mac?", "how do I uninstall on mac?"),
@@ -96,6 +99,10 @@ def test_the_question_after_a_greeting_is_read_without_it(message, question):
         ("thanks! what about linux?", ["sudo apt install", "sudo apt remove"]),
         ("thanks, but how do I uninstall on mac?", ["drag it from the Applications folder to the Bin"]),
         ("hi! where do I find invoices?", ["Settings > Billing > Invoices"]),
+        # thanks for something first: "You're welcome!" or the experts before
+        ("thanks for that! how do I change my card?", ["Change the card on file"]),
+        ("thanks for the quick reply. what about windows?", ["FernlightSetup.exe", "Open Settings > Apps"]),
+        ("thank you for the help! what about linux?", ["sudo apt install", "sudo apt remove"]),
     ],
 )
 def test_a_question_after_thanks_or_a_greeting_is_answered(workdir, message, facts):
@@ -121,6 +128,7 @@ def test_a_follow_up_opening_with_thanks_is_answered_in_its_thread(workdir):
         ("thanks!", "You're welcome!"),
         ("hello, is anybody here?", GREETING),
         ("thanks, that sorted it", "You're welcome!"),
+        ("thanks for the help!", "You're welcome!"),
     ],
 )
 def test_a_greeting_or_thanks_alone_still_gets_the_greeting(workdir, message, reply_opens):
