@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import write_offline_config, write_pages
 from tests.conftest import requires_offline_model
 from tests.test_cli_offline import threadwise
-from tests.test_question_kinds import write_config
 
 SHARING = """# Sharing boards
 
@@ -81,11 +81,8 @@ def answers(tmp_path: Path, pages: dict[str, str], questions: list[str]) -> list
     """The answers of `threadwise eval` offline to ``questions`` (all knowledge-base rows), in
     order, on a guide of ``pages`` (file name -> Markdown) written under ``tmp_path``; "" for a
     question that got no answer."""
-    guide = tmp_path / "guide"
-    guide.mkdir(parents=True)
-    for name, text in pages.items():
-        (guide / name).write_text(text)
-    write_config(tmp_path)
+    write_pages(tmp_path / "guide", pages)
+    write_offline_config(tmp_path, ["guide"], k=None)
     rows = [
         {"id": f"q{i}", "kind": "kb", "expected_route": "vectorstore", "question": q} for i, q in enumerate(questions)
     ]
