@@ -178,7 +178,9 @@ class Unit:
     # the headings it sits under in its text, outermost first, each with its level (``##``: 2); a heading
     # unit is under itself; read by :func:`label_match` only
     path: tuple[tuple[int, str], ...] = ()
-    label: str = ""  # a table row's first cell, the name that tells it from the table's other rows
+    # a table row's first cell, the name that tells it from the table's other rows; a definition list entry's
+    # term ("Runner" of "Runner" / ": A machine that ..."), which tells it from the list's other entries
+    label: str = ""
 
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
@@ -200,6 +202,7 @@ _SENTENCE_END = re.compile(
     r"(?:(?<=[.!?])\s+(?=[A-ZÀ-ÖØ-ÞΑ-ΩА-ЯЁ`\"(*])|(?<=[。！？])\s*)"
 )
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+_DEFINITION = re.compile(r"^\s{0,3}:[ \t]+(?=\S)")  # a definition list's definition line (": A machine ...")
 # A reply of one or two words opening an FAQ's answer ("Yes.", "No.", "Not yet."): too short to be a
 # sentence, it is the answer, and it is read with the sentence after it ("Yes. It runs on any ARM board.")
 _BARE_VERDICT = re.compile(
@@ -363,6 +366,13 @@ def split_units(
             lists[0], lists[1] = lists[1], lists[1] + 1
         elif not marker and not block[0][:1].isspace():
             lists[0] = -1  # a paragraph flush-left ends the list (an indented one continues its item)
+        # a definition list's entry ("Runner" then ": A machine that ..."): its term names what the entry
+        # defines, as a table row's first cell names its row (a label, :func:`unit_labels`)
+        term = ""
+        if not marker and not heading and len(block) > 1 and _DEFINITION.match(block[1]) and block[0].strip():
+            term = clean_prose(block[0]).rstrip(":")
+            block[1:] = [_DEFINITION.sub("", line) if _DEFINITION.match(line) else line for line in block[1:]]
+            block[0] = block[0].rstrip().rstrip(":") + ":"  # "Runner: A machine that ...", as it reads
         joined = clean_prose(" ".join(block))
         block_first = block[0].lstrip()
         block.clear()
@@ -401,6 +411,7 @@ def split_units(
                         section=section[0],
                         path=tuple(path),
                         reply=answers and k == 0,
+                        label=term,
                     )
                 )
                 first = False
@@ -588,7 +599,8 @@ def unit_labels(units: Sequence[Unit], docs: Sequence[Doc]) -> dict[tuple[int, i
     """The labels each unit sits under, each with the group of siblings it is told apart from
     (``(doc, pos) -> [(group, label)]``): a table row's first cell among its table's rows ("Business"
     among the plans); a paragraph or list item opening with a bold name ("**SEV2**: ...", an FAQ's
-    "**Can I merge tickets?**") among the paragraphs or items of its list or section; each heading
+    "**Can I merge tickets?**") among the paragraphs or items of its list or section; a definition
+    list entry's term ("Runner", :attr:`Unit.label`) among the terms of its section; each heading
     above it among the headings under the same parent heading of its page ("Linux" among "Windows",
     "macOS"; "Install" among "Uninstall"), its page's chunks read as one page (a chunk's heading path
     is its title, a whole page's its own headings)."""
@@ -608,6 +620,8 @@ def unit_labels(units: Sequence[Unit], docs: Sequence[Doc]) -> dict[tuple[int, i
             labels.append((("heading", place, tuple(path[:k])), path[k]))
         if u.row >= 0 and u.label:
             labels.append((("row", place, tables.get((u.doc, u.row), "")), u.label))
+        elif u.label and not u.heading:  # a definition list's term among the other terms of its section
+            labels.append((("term", place, tuple(path)), u.label))
         name = opening.get((u.doc, u.para), "")
         if name and not u.heading:
             where = ("list", u.list) if u.list >= 0 else ("section", tuple(path))
@@ -629,8 +643,11 @@ def label_match(
     takes 1 from its units: "how much does the business plan cost?" lifts the "Business" row over a
     sentence that mentions Business, and "how do I install on Linux?" the Linux section's install
     steps over the Windows ones; an operating system named by a system of its family does too ("on
-    ubuntu" names "Linux", "on my macbook" "macOS": :data:`_SYSTEMS`). Units under no named label
-    are left out."""
+    ubuntu" names "Linux", "on my macbook" "macOS": :data:`_SYSTEMS`). A named label that holds
+    everything the question asks about (:func:`names_all_asked`: "Runner" for "what's a runner?",
+    not "Restarting a runner", which holds a word more) adds 2: the glossary's entry, the row or the
+    section that is the very thing asked leads over a section that merely mentions it. Units under no
+    named label are left out."""
     asked = _label_tokens(question)
     labels = unit_labels(units, docs)
     groups: dict[tuple, set[str]] = {}
@@ -649,11 +666,16 @@ def label_match(
         elif systems:  # "on my macbook": a phone app page's "Android" section is about another system
             tokens = {n: _label_tokens(n) for n in names}
             losers[group] = {n for n in names if _systems_of(tokens[n]) and not _systems_of(tokens[n]) & systems}
+    whole = {g for g, name in winners.items() if names_all_asked(asked, name)}
     out: dict[tuple[int, int], int] = {}
     off: set[tuple[int, int]] = set()
     for key, found in labels.items():
         moves = [
-            (1 if winners[g] == label else -1) if g in winners else -1 if label in losers.get(g, ()) else 0
+            ((2 if g in whole else 1) if winners[g] == label else -1)
+            if g in winners
+            else -1
+            if label in losers.get(g, ())
+            else 0
             for g, label in found
         ]
         if sum(moves):
@@ -685,6 +707,26 @@ def named_label(asked: set[str], names: set[str]) -> str:
     if best > 0 and sum(1 for v in hits.values() if v == best) == 1:
         return next(n for n, v in hits.items() if v == best)
     return ""
+
+
+# the words a question asking what a thing is adds to the thing's name ("what does board mean?", "define
+# runner", "runner definition", "what does SLA stand for"): they name no label
+_DEFINING = frozenset({"mean", "meant", "define", "definition", "defined", "stand", "stands"})
+
+
+def names_all_asked(asked: set[str], label: str) -> bool:
+    """The label ``label`` and the question's tokens ``asked`` (:func:`_label_tokens`) but the
+    words asking for a meaning (:data:`_DEFINING`) name the same thing: each of either is one of the
+    other's (:func:`_same_word`). "Runner" for "what's a runner?" and "define runner"; not
+    "Restarting a runner" for them (it holds a word the question does not ask), nor "Runner" for
+    "how do I restart a runner?" (the label is one thing the question names, not all it asks)."""
+    wanted = {a for a in asked if a not in _DEFINING}
+    tokens = _label_tokens(re.sub(r"\([^)]*\)", " ", label))
+    return (
+        bool(wanted)
+        and all(any(_same_word(t, a) for t in tokens) for a in wanted)
+        and all(any(_same_word(t, a) for a in wanted) for t in tokens)
+    )
 
 
 def _same_word(label: str, asked: str) -> bool:
