@@ -97,6 +97,10 @@ FEEDBACK_WEIGHT = 0.25
 # answer shape
 INLINE_CODE_BONUS = 0.1  # added to the score of a sentence holding inline code (identifiers, settings)
 QUANTITY_BONUS = 0.2  # added to a sentence stating an amount when the question asks for one ("how many days")
+# added to a unit's grade when the question asks for a bound ("whats the max attachment size") and the unit
+# states one of the thing asked about ("attachments can be at most 20 MB"): "max" and "at most" share no
+# word, and MiniLM puts a short bound question nearer general knowledge than the page's row
+BOUND_GRADE_BONUS = 0.1
 SUPPORT_CUTOFF = 0.4  # supporting passages start at sentences scoring at least this share of the lead's score
 NEIGHBOURS = 2  # sentences quoted after each supporting sentence
 BEFORE = 0  # sentences quoted before each supporting sentence
@@ -1163,7 +1167,8 @@ class Extractive:
         """Relevance of each document (0..~1.5): the score of its best prose unit, whose term share
         counts the words of the section heading it sits under (:data:`GRADE_HEADING_WORDS`), and the
         question's words naming the operating system that heading names (:data:`_SYSTEMS`: "iphone" under
-        "## iOS")."""
+        "## iOS"), plus :data:`BOUND_GRADE_BONUS` for a unit stating a bound of what a bound question
+        asks about."""
         units = self.doc_units(docs)
         scored = self.score_units(questions, units)
         if GRADE_HEADING_WORDS and units:
@@ -1194,11 +1199,23 @@ class Extractive:
                 )
                 for s in scored
             ]
+        subject = self._bound_subject(questions)
         best = [0.0] * len(docs)
         for s in scored:
             if not s.unit.code:
-                best[s.unit.doc] = max(best[s.unit.doc], s.score)
+                text = s.unit.text
+                bound = bool(subject) and signals.states_bound(text) and bool(subject & signals.terms(text))
+                best[s.unit.doc] = max(best[s.unit.doc], s.score + (BOUND_GRADE_BONUS if bound else 0.0))
         return best
+
+    @staticmethod
+    def _bound_subject(questions: Sequence[str]) -> set[str]:
+        """The terms of what the first question variant asks a bound of ("whats the max attachment size"
+        -> {"attachment"}), without the words asking for the bound; empty when it asks for none
+        (:func:`graphs.signals.asks_for_bound`)."""
+        if not questions or not signals.asks_for_bound(questions[0]):
+            return set()
+        return signals.terms(questions[0]) - signals.BOUND_WORDS
 
     @staticmethod
     def _section_of(u: Unit, docs: Sequence[Doc]) -> str:

@@ -20,7 +20,8 @@ The decision (:meth:`OfflineRouter.route`):
    talk wins only for a message with a greeting, thanks or goodbye word or no content word
    (:func:`graphs.signals.sounds_like_chat`: not "how do I uninstall it?"), general knowledge
    only for a message that does not speak of the asker's own setup
-   (:func:`graphs.signals.speaks_of_own_setup`: not "how much RAM do I need"), and neither for
+   (:func:`graphs.signals.speaks_of_own_setup`: not "how much RAM do I need") nor of a limit, size
+   bound or price (:func:`graphs.signals.asks_for_bound`: not "max file size"), and neither for
    a single word or code (:func:`graphs.signals.is_lookup`: "AB-500"), current events only for
    a message that says when or that something changed (:func:`graphs.signals.speaks_of_time`:
    not "is Windows 10 supported?"), nor for a question asking which version is the newest
@@ -161,6 +162,7 @@ class RouteSignals:
     foreign: bool = False  # measured with the multilingual encoder (another language than the documents)
     chat_words: bool = True  # :func:`graphs.signals.sounds_like_chat`: small talk as far as its words go
     own_setup: bool = False  # :func:`graphs.signals.speaks_of_own_setup`: "do I need", "our builds"
+    bound: bool = False  # :func:`graphs.signals.asks_for_bound`: "max file size", "what does it cost"
     lookup: bool = False  # :func:`graphs.signals.is_lookup`: one word or code ("AB-500")
     timely: bool = True  # :func:`graphs.signals.speaks_of_time`: "yet", "still", "tomorrow", "this week"
     # :func:`graphs.releases.asks_newest_version`: "whats the latest version", "which version is current"
@@ -227,6 +229,7 @@ class OfflineRouter:
             asks_for_link=signals.asks_for_link(message) or signals.asks_for_page(message),
             chat_words=signals.sounds_like_chat(message),
             own_setup=signals.speaks_of_own_setup(message),
+            bound=signals.asks_for_bound(message),
             lookup=signals.is_lookup(message),
             timely=signals.speaks_of_time(message) or signals.asks_for_now(message),
             newest_version=releases.asks_newest_version(message),
@@ -307,7 +310,8 @@ class OfflineRouter:
     def vetoed(name: str, s: RouteSignals) -> bool:
         """Whether the message's words rule out the class ``name`` ("small_talk", "general" or
         "current") that its embedding is nearest to (rule 4: a question with content words and no
-        greeting is no small talk, one about the asker's own setup or a single word no general
+        greeting is no small talk, one about the asker's own setup, a limit or a price, or a single
+        word no general
         knowledge, one that never says when or asks for the newest version no current events). The
         words are read in English
         only: a message in another language is routed on its embedding."""
@@ -319,7 +323,8 @@ class OfflineRouter:
             return s.lookup or not s.timely or s.newest_version
         if name == "small_talk":
             return s.lookup or not s.chat_words
-        return s.lookup or s.own_setup
+        # "max file size": a limit or a price is what the product's pages state
+        return s.lookup or s.own_setup or s.bound
 
 
 def capabilities(kb_description: str) -> str:

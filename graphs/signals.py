@@ -542,6 +542,43 @@ def page_subject(question: str) -> set[str]:
     return terms(question) - _PAGE_REQUEST_WORDS - terms(" ".join(_PAGE_REQUEST_WORDS))
 
 
+# A bound, a size or a price of something the asker uses: "max file size", "whats the attachment
+# limit", "storage quota on solo", "how much does it cost", "upload cap"
+_BOUND_QUESTION = re.compile(
+    r"\b(?:max|maximum|min|minimum|limits?|quotas?|caps?|allowance|price|prices|pricing|cost|costs|fees?|"
+    r"how\s+(?:big|large|much)\s+(?:can|may|is|are|does|do)\b|size\s+limit|largest|biggest|smallest)\b",
+    re.I,
+)
+
+
+def asks_for_bound(question: str) -> bool:
+    """The question asks for a limit, a size bound, a quota or a price ("whats the max attachment
+    size", "upload limit?", "how much does the team plan cost"): what a product's own pages state,
+    never general knowledge however near its embedding lies to "how many bytes in a kilobyte"
+    (:meth:`graphs.offline_router.OfflineRouter.vetoed`). A bound of something in the world ("the max
+    value of an int in python") is searched too, and the give-up step still tells it is not about
+    the documents when no page answers it."""
+    return bool(_BOUND_QUESTION.search(question))
+
+
+# A sentence stating a bound with its number: "at most 20 MB each", "up to 25 guests", "no more than 60
+# requests a minute", "limited to 3 devices"
+_STATES_BOUND = re.compile(
+    r"\b(?:at\s+most|up\s+to|no\s+more\s+than|not\s+more\s+than|maximum(?:\s+of)?|max|limit(?:ed)?\s+(?:to|of|is)|"
+    r"capped\s+at|at\s+least|minimum(?:\s+of)?)\b[^.;\n]{0,20}?\d",
+    re.I,
+)
+# The words that ask for a bound: not the subject a bound sentence must share with the question
+BOUND_WORDS = frozenset(
+    terms("what whats how max maximum min minimum limit limits quota caps cap allowance size price cost fee largest")
+)
+
+
+def states_bound(text: str) -> bool:
+    """``text`` states a bound with its number ("can be at most 20 MB each", "up to 25 guests")."""
+    return bool(_STATES_BOUND.search(text))
+
+
 def asks_for_quantity(question: str) -> bool:
     """The question asks for an amount, a duration, a frequency or a time ("how many days",
     "how much notice", "how often", "by when", "the default timeout")."""
