@@ -67,6 +67,15 @@ _PLAIN_NO = re.compile(
 )
 
 
+# A statement that something was taken away: "Dropped support for Debian 10", "Removed the v1 API", "no
+# longer ships". It names the thing and "support" as a capability would, and means the opposite.
+_WITHDRAWN = re.compile(
+    r"\b(?:dropped|drops|dropping|removed|removes|no\s+longer|discontinued|retired|withdrawn|stopped|"
+    r"end(?:ed|s)?\s+(?:of\s+life|support)|sunset)\b",
+    re.I,
+)
+
+
 # A sentence that opens with its own yes or no (an FAQ's "Yes. Notes are kept on your device."): no label
 _SAID = re.compile(r"^\W*(?:yes|no|not\s+yet)\b", re.I)
 
@@ -78,7 +87,9 @@ def label(question: str, sentence: str) -> str:
     states_capability`) and no negation or condition anywhere in the sentence ("works on Linux
     only; on macOS it is not available" is neither); "No." needs one plain "no" to a capability
     (:data:`_PLAIN_NO`: "Microsoft Teams is not supported") and nothing that works or holds in part
-    beside it ("Linux and macOS are supported; Windows is not supported" is neither). A question
+    beside it ("Linux and macOS are supported; Windows is not supported" is neither). A sentence
+    saying something was taken away (:data:`_WITHDRAWN`: "Dropped support for Debian 10", "removed")
+    gets no "Yes." however much it speaks of support. A question
     asking about doing without something gets no label: its sentence answers the question turned round."""
     if _NEGATED_QUESTION.search(question) or _SAID.match(sentence):
         return ""
@@ -89,6 +100,8 @@ def label(question: str, sentence: str) -> str:
         if not signals.states_capability(rest) and not _CONDITION.search(rest):
             return "No."
         return ""
+    if _WITHDRAWN.search(sentence):
+        return ""  # "Dropped support for Debian 10": a "Yes." would say the opposite of the page
     if signals.states_capability(sentence) and not _CONDITION.search(sentence) and not _NEGATION.search(sentence):
         return "Yes."
     return ""
@@ -101,9 +114,10 @@ def verdict_lead(question: str, docs: Sequence[Doc]) -> tuple[str, int, str] | N
     (:func:`asked_subject` and :func:`asked_terms`), that opens with its own yes or no (an FAQ
     entry's "Yes, with a read-only link.", however short), states a capability
     (:func:`graphs.signals.states_capability`) or a verdict against it
-    (:func:`graphs.signals.states_verdict`). ``label`` is "Yes.", "No." or "" (:func:`label`); it is
-    "" too when sentences of both kinds are found (the documents' words decide, not this). None for
-    another question, a question about doing without something, or when no sentence states it."""
+    (:func:`graphs.signals.states_verdict`, or that it was taken away: "dropped support for").
+    ``label`` is "Yes.", "No." or "" (:func:`label`); it is "" too when sentences of both kinds are
+    found (the documents' words decide, not this). None for another question, a question about doing
+    without something, or when no sentence states it."""
     if not docs or not signals.asks_yes_no(question) or _NEGATED_QUESTION.search(question):
         return None
     subject = asked_subject(question) | asked_terms(question)
@@ -126,8 +140,8 @@ def verdict_lead(question: str, docs: Sequence[Doc]) -> tuple[str, int, str] | N
             said = _SAID.match(u.text)  # an FAQ entry's own "Yes, with a read-only link." / "No, not yet."
             if said:
                 kinds.add(not said.group().strip(" \t*_").lower().startswith("no"))
-            elif signals.states_verdict(u.text):
-                kinds.add(False)
+            elif signals.states_verdict(u.text) or _WITHDRAWN.search(u.text):
+                kinds.add(False)  # "not supported", and "dropped support for" too
             elif signals.states_capability(u.text):
                 kinds.add(True)
             else:
