@@ -133,3 +133,31 @@ def test_a_thread_the_user_named_like_a_fork_is_never_taken_as_one(tmp_path):
     assert "Your question is answered in thread team-2." in first, out
     assert rest.startswith("Install the scanner agent with"), out
     assert "team-9" not in out, out
+
+
+def test_a_follow_up_in_the_first_fork_keeps_the_conversation_before_the_help_request(tmp_path):
+    """The first question asked while a console thread waited for an expert opened ``main-2`` without
+    the thread's history, so a follow-up pointing back ("how do I remove it then?") lost what "it"
+    was; now the fork holds the answered turns before the help request as its context, and the help
+    request stays open in ``main``."""
+    printer = (
+        "# Printer\n\n## Installing the printer driver\n\nInstall the printer driver with `apt install printdrv`.\n\n"
+        "## Removing the printer driver\n\nRemove the printer driver with `apt remove printdrv`.\n"
+    )
+    offline_folder(tmp_path, {"scanner.md": SCANNER, "printer.md": printer})
+    lines = [
+        "how do I install the scanner agent?",
+        "is the API down right now?",  # no web search: the experts are asked, main waits
+        "how do I remove it then?",  # "it": the agent asked about before the help request
+        "/thread main",
+        "dismiss",
+    ]
+    result = threadwise(
+        "console", "--config", "config.toml", "--source", "docs", cwd=tmp_path, stdin="\n".join(lines) + "\n"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout
+    assert "help needed (main)" in out and "thread main-2." in out, out
+    followed = out.split("you (main-2)> how do I remove it then?", 1)[1].split("you (main)>", 1)[0]
+    assert "threadwise (main-2)\nRemove the scanner agent with `apt remove scanagent`" in followed, out
+    assert "Sorry, I couldn't find a reliable answer" in out.split("you (main)> dismiss", 1)[1], out

@@ -61,7 +61,8 @@ async def thread_for(service: ChatService, thread: str, text: str, known: Collec
     ``known`` uses the name; a thread named ``thread-9`` by the user with no ``thread-2`` is not
     in the line): the latest, so every question asked on the waiting thread continues one conversation;
     a new fork numbered one higher when the latest waits for an expert too (or none is open yet),
-    holding the answered turns of the latest as its history (:func:`_carry_history`); never a
+    holding the answered turns of the latest (of ``thread``'s line's first thread for the first fork)
+    as its history (:func:`_carry_history`); never a
     fork of a fork (``thread-2-2``), so the user follows one line of threads however many of them
     wait. Asked on a fork itself (``thread-2``), the line is its thread's. As a new message starts
     its own thread on Slack and Discord, the help request stays open in its thread. The one rule
@@ -83,8 +84,9 @@ async def thread_for(service: ChatService, thread: str, text: str, known: Collec
     if latest and latest != thread and not await service.waits_for_expert(f"console:{latest}"):
         return latest, True
     fork = f"{root}-{last + 1}"
-    if latest:  # the conversation goes on in the new fork: the answered turns of the one before are its context
-        await _carry_history(service, f"console:{latest}", f"console:{fork}")
+    # the conversation goes on in the new fork: the answered turns of the one before (the waiting thread's
+    # for the first fork) are its context, so "and for 20 people?" is read with the questions before
+    await _carry_history(service, f"console:{latest or root}", f"console:{fork}")
     return fork, bool(latest)
 
 
@@ -98,7 +100,8 @@ async def _carry_history(service: ChatService, source: str, target: str) -> None
             history.append({"role": role, "content": message.content})
     while history and history[-1]["role"] == "user":  # the question the experts are asked stays there
         history.pop()
-    await service.seed_history(target, history)
+    if history:  # a thread whose first question waits has no answered turn to carry
+        await service.seed_history(target, history)
 
 
 #: a fork's name: its thread's and its number in the line (2 and up)
