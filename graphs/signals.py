@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graphs.terms import content_terms
+from graphs.terms import content_terms, without_mentions
 
 _REFUSALS = (
     "i don't know",
@@ -351,8 +351,9 @@ _CODE = re.compile(r"(?<![\w.-])[A-Z]{1,6}-?\d{2,}(?![\w-])")
 
 def codes(text: str) -> list[str]:
     """The codes ``text`` names ("what does PH-500 mean?" -> ``["PH-500"]``): capitals, an optional
-    hyphen and two or more digits; in order, each once."""
-    return list(dict.fromkeys(m.group(0) for m in _CODE.finditer(text)))
+    hyphen and two or more digits; in order, each once. A mention's id ("@U02345678") is none
+    (:func:`graphs.terms.without_mentions`)."""
+    return list(dict.fromkeys(m.group(0) for m in _CODE.finditer(without_mentions(text))))
 
 
 # The same code as people type it: in lower case or run together ("fl204", "e-1107", "Fl 204" is not one:
@@ -368,7 +369,9 @@ def asked_codes(text: str) -> list[tuple[str, str]]:
     """The codes ``text`` asks about, as written (:func:`codes`) or as typed (:data:`_TYPED_CODE`,
     :data:`_CODE_NUMBER`), each as ``(letters, digits)`` with the letters in lower case, ``""``
     for a number alone: "what is e1107" -> ``[("e", "1107")]``, "error code 1107" ->
-    ``[("", "1107")]``, "FL-204 and fl311" -> ``[("fl", "204"), ("fl", "311")]``; in order, each once."""
+    ``[("", "1107")]``, "FL-204 and fl311" -> ``[("fl", "204"), ("fl", "311")]``; in order, each once.
+    A mention's id ("@U02345678", "<@W0123456>") is none (:func:`graphs.terms.without_mentions`)."""
+    text = without_mentions(text)
     found = [(m[1].lower(), m[2]) for m in _TYPED_CODE.finditer(text)]
     found += [("", m[1]) for m in _CODE_NUMBER.finditer(text) if not any(d == m[1] for _, d in found)]
     return list(dict.fromkeys(found))

@@ -86,6 +86,25 @@ _HIRAGANA_RE = re.compile(r"[\u3040-\u309f]")
 _DIACRITIC_SCRIPTS_END = 0x0530  # Latin, Greek and Cyrillic letters lie below U+0530
 
 
+# A mention of a person, a group or a channel as the chat platforms give it: Slack's "<@U02345678>",
+# "<#C0123|ops>", "<!subteam^S0123|@oncall>", "<!here>", Discord's "<@123456789012345678>", "<@!1234...>",
+# "<@&role>", "<#channel>", and the ids bot/platforms/slack/format.incoming_text leaves of them ("@U02345678",
+# "@W0123456", "#C0123", "@123456789012345678"). It names who is told or asked, never what is asked about:
+# read as a word or a code ("U02345678" -> u, 02345678) it sent answered questions to the experts. An id
+# holds a digit, so "@dataclass", "@angular/core" and "#ops" stay words.
+_MENTION_RE = re.compile(
+    r"<[@#!][^<>\n]{1,80}>|(?<![\w.@#/-])[@#](?:[A-Z](?=[A-Z0-9]*\d)[A-Z0-9]{2,}|\d{15,20})(?![\w-])"
+)
+
+
+def without_mentions(text: str) -> str:
+    """``text`` with its mentions of people, groups and channels (:data:`_MENTION_RE`) made spaces:
+    "@U02345678 how do I restore?" -> "  how do I restore?", "<#C0123|ops> hi" -> "  hi". The one
+    reading of mentions for search words (:func:`content_terms`) and codes
+    (:func:`graphs.signals.codes`, :func:`graphs.signals.asked_codes`)."""
+    return _MENTION_RE.sub(" ", text) if ("@" in text or "#" in text or "<" in text) else text
+
+
 def normalise(text: str) -> str:
     """NFKC-normalised, case-folded ``text`` (lone surrogates are dropped)."""
     if not text.isascii():
@@ -146,9 +165,10 @@ def _all_hiragana(run: str) -> bool:
 
 def content_terms(text: str) -> list[str]:
     """Distinct content terms of ``text`` in order: :func:`words` minus English stopwords
-    and one-letter words (a one-character spaceless run, e.g. ``"鍵"``, is kept)."""
+    and one-letter words (a one-character spaceless run, e.g. ``"鍵"``, is kept), without the
+    mentions of people and channels (:func:`without_mentions`)."""
     seen: dict[str, None] = {}
-    for w in words(text):
+    for w in words(without_mentions(text)):
         if (len(w) > 1 or is_spaceless(w)) and w not in STOPWORDS:
             seen.setdefault(w, None)
     return list(seen)
