@@ -334,14 +334,40 @@ _THIS_DAY = re.compile(
 )
 
 
+# A status question about a thing as it is while asked: "is main broken?", "is the build green?", "are the
+# runners down?" (a subject, then the state it is in), or a word of the instant in the languages people
+# ask in ("ist die API gerade down?", "está caído ahora?", "c'est en panne en ce moment ?")
+_STATUS_NOW = re.compile(
+    r"^\W*(?:is|are|was|were|ist|sind)\s+(?:\S+\s+){1,3}?(?:gerade\s+|now\s+|still\s+)?"
+    r"(?:down|up|broken|green|red|failing|flaky|offline|working|degraded|stuck|kaputt)\b|"
+    r"\b(?:ongoing|gerade|aktuell|im\s+moment|en\s+ce\s+moment|actuellement|ahora|ahorita|en\s+este\s+momento)\b",
+    re.I,
+)
+# A question about how to act or what the rule is: "how do I report an outage?", "what is our outage
+# policy?", "where do we post incidents?", "who do I tell about a status page change?". Its answer holds
+# for the next asker, whatever live subject ("outage", "status page") it names.
+_PROCEDURE = re.compile(
+    r"^\W*(?:how\s+(?:do|can|should|would|to|does)\b|"
+    r"what(?:'s|’s|s|\s+is|\s+are)\s+(?:our|the|your)\s+(?:\w+\s+){0,3}?"
+    r"(?:polic(?:y|ies)|process(?:es)?|procedures?|rules?|steps|runbooks?|playbooks?|guidelines?)\b|"
+    r"(?:where|who|whom)\s+(?:do|should|can|must)\s+(?:i|we)\b)",
+    re.I,
+)
+
+
 def holds_for_now(question: str) -> bool:
     """An answer to ``question`` is true when it is asked, not for the next asker: the question asks
-    about the present moment (:func:`asks_for_now`: "is the API down right now?", "what's the latest
-    release this week?"), about who is on call or on duty, or about this day or instant ("who is on
-    call today?", "is the office open today?"). An expert's answer to it is not kept for reuse
+    about the state of something now (:data:`_STATUS_NOW`: "is main broken?", "is the build green?",
+    "ist die API gerade down?"), about the present moment (:func:`asks_for_now`: "is the API down
+    right now?", "what's the latest release this week?") unless it asks how to act or what the rule
+    is (:data:`_PROCEDURE`: "how do I report an outage?", "what is our outage policy?" name a live
+    subject but ask a rule), about who is on call or on duty, or about this day or instant ("who is
+    on call today?", "is the office open today?"). An expert's answer to it is not kept for reuse
     (:mod:`bot.service.learning`, :func:`graphs.learned.usable`), even where the answer is a rule
     ("I'm off sick today, who do I tell?"): asking the experts again costs less than a stale answer."""
-    return asks_for_now(question) or bool(_ON_DUTY.search(question) or _THIS_DAY.search(question))
+    if _STATUS_NOW.search(question) or _ON_DUTY.search(question) or _THIS_DAY.search(question):
+        return True
+    return asks_for_now(question) and not _PROCEDURE.search(question)
 
 
 # A code a product gives its errors, alerts or articles: capitals, an optional hyphen, two or more

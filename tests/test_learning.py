@@ -13,6 +13,7 @@ import time
 import pytest
 
 from bot.cli import main
+from graphs import signals
 from tests.fakes.chat_model import ScriptedChatModel
 from tests.fakes.slack_api import SlackHarness, all_text, write_config
 
@@ -176,8 +177,17 @@ PRESENT_MOMENT = [
     "who is on call today?",
     "what's the latest release this week?",
     "who's on call?",
+    "is main broken?",  # a status question asks about now without a time word
+    "is the build green?",
+    "ist die API gerade down?",
 ]
-TEAM_QUESTIONS = ["when is the deploy freeze?", "who approves a hotfix?"]
+# Rules: their answer holds for the next asker, though "outage" names something live.
+TEAM_QUESTIONS = [
+    "when is the deploy freeze?",
+    "who approves a hotfix?",
+    "how do I report an outage?",
+    "what is our outage policy?",
+]
 
 
 @pytest.mark.parametrize(
@@ -197,6 +207,15 @@ async def test_an_answer_about_the_present_moment_is_given_once_and_not_learned(
     else:  # the next asker's moment is another one: the experts are asked again
         assert answers == [] and len(helps) == 1, question
         assert slack.runtime.learned.entries() == []
+
+
+@pytest.mark.parametrize(
+    ("question", "now"),
+    [(q, True) for q in ("are the runners down?", "any incidents ongoing?", "est-ce en panne en ce moment ?")]
+    + [(q, False) for q in ("where do I report an outage?", "what is the incident process?", "is red a colour?")],
+)
+def test_a_status_question_holds_for_now_and_a_rule_about_a_live_subject_does_not(question, now):
+    assert signals.holds_for_now(question) is now
 
 
 async def test_remember_on_a_question_about_the_present_moment_saves_nothing_and_says_why(slack):
