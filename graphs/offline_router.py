@@ -163,6 +163,7 @@ class RouteSignals:
     chat_words: bool = True  # :func:`graphs.signals.sounds_like_chat`: small talk as far as its words go
     own_setup: bool = False  # :func:`graphs.signals.speaks_of_own_setup`: "do I need", "our builds"
     bound: bool = False  # :func:`graphs.signals.asks_for_bound`: "max file size", "what does it cost"
+    team_role: bool = False  # :func:`graphs.signals.asks_who_in_team`: "who approves a hotfix?"
     lookup: bool = False  # :func:`graphs.signals.is_lookup`: one word or code ("AB-500")
     timely: bool = True  # :func:`graphs.signals.speaks_of_time`: "yet", "still", "tomorrow", "this week"
     # :func:`graphs.releases.asks_newest_version`: "whats the latest version", "which version is current"
@@ -230,6 +231,7 @@ class OfflineRouter:
             chat_words=signals.sounds_like_chat(message),
             own_setup=signals.speaks_of_own_setup(message),
             bound=signals.asks_for_bound(message),
+            team_role=signals.asks_who_in_team(message),
             lookup=signals.is_lookup(message),
             timely=signals.speaks_of_time(message) or signals.asks_for_now(message),
             newest_version=releases.asks_newest_version(message),
@@ -303,15 +305,19 @@ class OfflineRouter:
         :data:`WORLD` examples than the :data:`TEAM` ones by :data:`WORLD_MARGIN`, and than the
         knowledge base's best chunk. It then gets the polite reply that it is not about the
         documents, not a help request paging the experts; a team question nobody documented ("who
-        runs marketing?", "when is the summer party?") still goes to them. English only."""
+        runs marketing?", "when is the summer party?") still goes to them, and so does one asking who
+        in the team does, approves or owns something (``s.team_role``: "who approves a hotfix?"),
+        whatever its embedding is near. English only."""
+        if s.team_role and not s.foreign:
+            return False
         return not s.foreign and s.world >= s.team + WORLD_MARGIN and s.world > s.kb
 
     @staticmethod
     def vetoed(name: str, s: RouteSignals) -> bool:
         """Whether the message's words rule out the class ``name`` ("small_talk", "general" or
         "current") that its embedding is nearest to (rule 4: a question with content words and no
-        greeting is no small talk, one about the asker's own setup, a limit or a price, or a single
-        word no general
+        greeting is no small talk, one about the asker's own setup, a limit or a price, who in the
+        team does something, or a single word no general
         knowledge, one that never says when or asks for the newest version no current events). The
         words are read in English
         only: a message in another language is routed on its embedding."""
@@ -323,8 +329,9 @@ class OfflineRouter:
             return s.lookup or not s.timely or s.newest_version
         if name == "small_talk":
             return s.lookup or not s.chat_words
-        # "max file size": a limit or a price is what the product's pages state
-        return s.lookup or s.own_setup or s.bound
+        # "max file size": a limit or a price is what the product's pages state; "who approves a
+        # hotfix?": the team's roles are what its experts know
+        return s.lookup or s.own_setup or s.bound or s.team_role
 
 
 def capabilities(kb_description: str) -> str:

@@ -590,6 +590,28 @@ def asks_for_bound(question: str) -> bool:
     return bool(_BOUND_QUESTION.search(question))
 
 
+# Who in the team does, approves or owns something: "who approves a hotfix?", "who signs off a release?",
+# "who owns the billing service?", "who is responsible for backups?", "who do I ask about access?". A
+# question about who did something in the world is asked in the past tense ("who wrote hamlet?", "who won
+# the derby?") or about a title ("who is the president of france?").
+_WHO_IN_TEAM = re.compile(
+    r"\bwho\s+(?:(?:can|should|must|will|may|would)\s+)?(?:approves?|signs?\s+off|owns?|reviews?|decides?|"
+    r"handles?|maintains?|manages?|merges?|deploys?|triages?|grants?|assigns?|looks\s+after|takes\s+care\s+of)\b|"
+    r"\bwho(?:'s|’s|s|\s+is|\s+are)\s+(?:responsible|in\s+charge|accountable)\b|"
+    r"\bwho\s+(?:do|should|can|must)\s+(?:i|we)\s+(?:ask|tell|contact|ping|talk\s+to|speak\s+to|go\s+to|"
+    r"escalate\s+to|report\s+to)\b",
+    re.I,
+)
+
+
+def asks_who_in_team(question: str) -> bool:
+    """The question asks who in the team does, approves or owns something (:data:`_WHO_IN_TEAM`):
+    a team question its experts answer when no page does, never general knowledge nor a question
+    about the world outside the team, however near its embedding lies to "who wrote hamlet"
+    (:meth:`graphs.offline_router.OfflineRouter.vetoed`, :meth:`~graphs.offline_router.OfflineRouter.off_topic`)."""
+    return bool(_WHO_IN_TEAM.search(question))
+
+
 # A sentence stating a bound with its number: "at most 20 MB each", "up to 25 guests", "no more than 60
 # requests a minute", "limited to 3 devices"
 _STATES_BOUND = re.compile(

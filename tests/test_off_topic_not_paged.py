@@ -12,6 +12,7 @@ import pytest
 
 from bot.config import Secrets
 from bot.runtime import open_runtime
+from graphs import signals
 from graphs.offline_router import OfflineRouter
 from tests.cli_helpers import ask, offline_folder
 from tests.fakes.chat_model import ScriptedChatModel
@@ -64,6 +65,33 @@ def test_a_question_about_the_world_outside_the_team_gets_the_polite_reply(workd
 def test_a_team_question_nobody_documented_still_goes_to_the_experts(workdir, question):
     reply = ask(workdir, question, "--source", "docs")
     assert reply["kind"] == "help_request", reply
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "question",
+    ["who approves a hotfix?", "who owns the billing service?", "who do I ask for a new laptop?"],
+)
+def test_a_question_about_who_in_the_team_does_something_goes_to_the_experts(workdir, question):
+    """Its embedding lies near "who wrote hamlet" (general knowledge, then the polite reply), but
+    who approves, owns or is asked for something in the team is what the experts know."""
+    reply = ask(workdir, question, "--source", "docs")
+    assert reply["kind"] == "help_request" and POLITE not in (reply.get("answer") or ""), reply
+
+
+@pytest.mark.parametrize(
+    ("question", "team"),
+    [
+        ("who signs off a release?", True),
+        ("who is responsible for backups?", True),
+        ("who should we escalate to?", True),
+        ("who wrote hamlet?", False),
+        ("who won the derby yesterday?", False),
+        ("who is the president of france?", False),
+    ],
+)
+def test_who_in_the_team_is_read_from_the_words(question, team):
+    assert signals.asks_who_in_team(question) is team
 
 
 @pytest.mark.slow
