@@ -307,3 +307,41 @@ def test_reference_links_and_footnotes_read_as_text(tmp_path):
 def test_what_only_looks_like_a_reference_link_is_left_as_written(tmp_path, text, kept):
     kb = build(tmp_path, {"page.md": "# Page\n\n" + text})
     assert kept in "\n".join(t for _, t in chunks_of(kb, "page.md"))
+
+
+# A long hard-wrapped paragraph, as editors wrap at 100 columns; lines open with code, a number, a
+# lower-case word, so a cut at a line break starts a chunk mid-sentence
+LONG_PARAGRAPH = """# Syncing
+
+## Running a sync
+
+Copperline reads every source again when you run `copperline sync`, and only the pages that
+changed are embedded again. Admins can also send `resync` to the bot in a channel (on Matrix
+also `/copperline resync source:NAME`; names are matched as the command line matches them), and
+one progress message is edited until the summary. A source with a `period` of 30m, 6h or 1d is
+synced in the background by `copperline serve` once its period has passed. Exit code 2 means the
+configuration is wrong before any page is read; exit code 1 means a source failed, and the summary
+names it on one line. Pages that failed to convert are listed as problems with their reason, and
+the sync goes on with the others. A sync of one source carries the other sources' pages over
+unread. Every sync writes a new generation of the index folder, and the bot switches to it only
+when it is complete, so questions asked meanwhile are answered from the last good one. Two syncs
+never run at once: the second is told that a sync is already running, with the first one's pid.
+"""
+
+
+@pytest.mark.parametrize("chunk_size", [300, 420, 555])
+def test_a_paragraph_longer_than_a_chunk_is_cut_between_sentences(tmp_path, chunk_size):
+    """Each chunk of a long hard-wrapped paragraph opens with a sentence's first word and ends with
+    a sentence's stop, and together they hold every sentence once: a chunk cut at a line break
+    opened with "also `/copperline resync source:NAME`; names are ..." and answers quoted it."""
+    kb = build(tmp_path, {"sync.md": LONG_PARAGRAPH}, chunk_size=chunk_size)
+    texts = [t for _, t in chunks_of(kb, "sync.md")]
+    assert len(texts) > 2
+    for text in texts:
+        assert len(text) <= chunk_size
+        assert text[0].isupper(), text[:60]
+        assert text.rstrip().endswith("."), text[-60:]
+    paragraph = LONG_PARAGRAPH.split("## Running a sync\n\n")[1]
+    assert " ".join(" ".join(texts).split()) == " ".join(paragraph.split())
+    hit = kb.search(["how do admins resync from chat"], 1)[0]
+    assert "Admins can also send `resync`" in hit["text"] and "names are matched as the command line" in hit["text"]

@@ -29,11 +29,12 @@ from graphs.markdown_links import plain_links
 if TYPE_CHECKING:  # loaded when a document is split, not to list sources (LangChain: ~0.2 s)
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-SPLITTER_ID = "md-blocks-4"
+SPLITTER_ID = "md-blocks-5"
 """Names this chunking; stored in the manifest so a change of it rebuilds the index.
 3: headings, scripts and link-only lines read with whole links (:mod:`graphs.markdown_links`);
 4: admonitions keep their kind as a label of their text ("Warning: ..."), reStructuredText's
-``.. note::`` directives included (:func:`graphs.knowledge.sources.clean_markdown`)."""
+``.. note::`` directives included (:func:`graphs.knowledge.sources.clean_markdown`);
+5: a paragraph longer than a chunk is cut between sentences, not at a hard-wrapped line."""
 
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])  # blocks only
 _MAX_HEADING_LEVEL = 4
@@ -144,7 +145,34 @@ def _fit(block: _Block, size: int, prose: RecursiveCharacterTextSplitter) -> lis
         return [text]
     if block.kind == "table" and len(block.lines) > 2:
         return _pack_lines(block.lines[2:], size, prose, header=block.lines[:2], code=True)
+    if block.kind == "paragraph":
+        return _pack_sentences(text, size, prose)
     return _pack_lines(block.lines, size, prose, code=block.kind in ("fence", "code_block"))
+
+
+# where a sentence ends and the next begins: its stop (and a closing quote or bracket), white space
+# (a hard-wrapped line's break included), then what opens a sentence; "e.g. the" does not match
+_SENTENCE_GAP = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[A-Z0-9`*_\"'“‘(\[<])")
+
+
+def _pack_sentences(text: str, size: int, prose: RecursiveCharacterTextSplitter) -> list[str]:
+    """A prose paragraph longer than ``size`` characters as pieces of whole sentences, each at most
+    ``size`` characters, sliced from ``text`` as written (its hard-wrapped lines kept): a chunk cut
+    at a line break began mid-sentence ("`/threadwise reindex source:NAME`; names matched ...")
+    and the one before ended mid-sentence, and an answer quoting either read as a fragment. A
+    sentence longer than ``size`` alone is packed by its lines (:func:`_pack_lines`)."""
+    bounds = [0, *(m.end() for m in _SENTENCE_GAP.finditer(text)), len(text)]
+    pieces: list[str] = []
+    start = 0  # where the piece being packed begins in ``text``
+    for end, following in zip(bounds[1:], bounds[2:] + [len(text)], strict=True):
+        if end == len(text) or len(text[start:following].strip()) > size:
+            piece = text[start:end].strip()
+            if len(piece) <= size:
+                pieces.append(piece)
+            else:
+                pieces.extend(_pack_lines(piece.split("\n"), size, prose))
+            start = end
+    return [p for p in pieces if p]
 
 
 def _pack_lines(
