@@ -1742,6 +1742,8 @@ class Extractive:
         # (doc, pos) -> the heading the unit sits under (the last part of a document's heading path)
         section_of = {(x.doc, x.pos): h.split(" > ")[-1].strip() for x, h in zip(units, headings, strict=True)}
         named: set[tuple[int, str]] = set()  # (doc, heading) put before a passage already
+        # where each passage is in ``parts``: (index, n, doc, section heading, its first and last units' positions)
+        starts: list[tuple[int, int, int, str, int, int]] = []
 
         def introduces_list(x: Unit, nxt: Unit, lead: bool = False) -> bool:
             """``x`` ends with ":" and ``nxt`` starts a short list ``x`` is not in: the list it introduces.
@@ -1773,7 +1775,11 @@ class Extractive:
             if seen is not None and not (asked & signals.terms(u.text)) - seen:
                 continue  # another row of a table quoted already, adding none of the question's words
             numbered = u.list >= 0 and (u.item[:1].isdigit() or (not u.item and self._numbered(units, u)))
-            short_list = u.list >= 0 and self._list_size(units, u) <= budget * SHORT_LIST_SHARE
+            # the lead's list may fill the budget: "half pay for the next 10 days" and the item after it, then
+            # the first item and the sentence introducing the list as supports, read as a list shuffled
+            # ... unless the question names the lead's item ("the acknowledge time for p2"): that item answers alone
+            whole_list = not n and labelled.get((u.doc, u.pos), 0) <= 0
+            short_list = u.list >= 0 and self._list_size(units, u) <= budget * (1.0 if whole_list else SHORT_LIST_SHARE)
             rows, group = shared.get((u.doc, u.pos), ("", []))
             if rows and n and size + len(rows) > budget:
                 continue  # the rows sharing the value asked about are quoted together or not at all
@@ -1880,6 +1886,7 @@ class Extractive:
                 named.add((u.doc, name))
             used |= keys
             size += sum(len(t) for _, t in passage)
+            starts.append((len(parts), n, u.doc, section_of.get(min(keys), ""), min(keys)[1], max(keys)[1]))
             parts += passage
             block = block_after(unit_at(u.doc, last))
             if block is not None:  # the block the passage's last sentence introduces goes with it
@@ -1927,6 +1934,7 @@ class Extractive:
                             used.add((block.doc, block.pos))
             # a table quoted whole (after its sentence, or in a step): its rows are not quoted again
             used |= {(x.doc, x.pos) for x in units if x.row >= 0 and (x.doc, x.row) in used}
+        parts = _in_page_order(parts, starts)
         out: list[str] = []
         # "where's the dashboard link?": the quoted sentences show their links' words only
         asks_link = bool(questions) and signals.asks_for_link(questions[0])
@@ -2049,6 +2057,54 @@ class Extractive:
         if lines:
             pieces.append("\n".join(lines))
         return pieces, keys, rest
+
+
+def _in_page_order(
+    parts: list[tuple[int, str]], starts: Sequence[tuple[int, int, int, str, int, int]]
+) -> list[tuple[int, str]]:
+    """``parts`` (``(doc, text)``: the answer's passages and blocks, best first) with the passages of
+    one section together, in the order its page gives them, where the section's best passage was:
+    "These entitlements are pro-rated ..." before "The pro-rated amount is calculated ...", which
+    says how, whichever scored higher. The lead's passage stays first, the other passages of its
+    section right after it. A passage that goes on where the one before it ends (the next item of
+    the same list) is joined to it: a list is never split by a sentence from elsewhere.
+
+    Args:
+        parts: the rendered passages and their blocks, in the order chosen.
+        starts: for each passage, ``(index of its first part, n (0: the lead), doc, section
+            heading, positions of its first and last units in doc)``, in the order of ``parts``.
+    """
+    if not starts:
+        return parts
+    bounds = [s[0] for s in starts] + [len(parts)]
+    segments = [parts[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    groups: dict[tuple[int, str], list[int]] = {}
+    for i, (_, _, doc, section, _, _) in enumerate(starts):
+        groups.setdefault((doc, section), []).append(i)
+    order: list[int] = []
+    for i, (_, _, doc, section, _, _) in enumerate(starts):
+        if i in order:
+            continue
+        members = groups[(doc, section)]
+        lead = [j for j in members if starts[j][1] == 0]
+        order += lead + sorted((j for j in members if j not in lead), key=lambda j: starts[j][4])
+    out = list(parts[: bounds[0]])
+    previous = -1
+    for i in order:
+        segment = list(segments[i])
+        if (
+            previous >= 0
+            and len(segments[previous]) == 1
+            and starts[previous][2] == starts[i][2]
+            and starts[i][4] == starts[previous][5] + 1
+            and _ITEM.match(segment[0][1])
+            and not segment[0][1].startswith(("```", "~~~", "|", "(The "))
+        ):  # the list's next items: one passage with the items before them
+            out[-1] = (out[-1][0], f"{out[-1][1]}\n{segment[0][1]}")
+            segment = segment[1:]
+        out += segment
+        previous = i
+    return out
 
 
 def _joined(chosen: Sequence[Unit]) -> str:
