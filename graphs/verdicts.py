@@ -76,8 +76,10 @@ _WITHDRAWN = re.compile(
 )
 
 
-# A sentence that opens with its own yes or no (an FAQ's "Yes. Notes are kept on your device."): no label
-_SAID = re.compile(r"^\W*(?:yes|no|not\s+yet)\b", re.I)
+# A sentence that opens with its own yes or no (an FAQ's "Yes. Notes are kept on your device.", "No, not
+# yet."): the word stands alone before a stop, a comma or a dash. "No card is needed" and "No one can
+# see it" open with a determiner, not a reply: read as a verdict they led "is there a free trial?"
+_SAID = re.compile(r"^\W*(?:yes|no|not\s+yet)\b[*_]*(?=\s*(?:[.,;:!—–]|-\s|$))", re.I)
 
 
 def label(question: str, sentence: str) -> str:

@@ -387,3 +387,36 @@ def test_a_phone_named_by_its_model_or_maker_is_answered_from_its_systems_sectio
     got = answers(tmp_path, {"install.md": INSTALL, "mobile.md": MOBILE, **guide}, [q for q, _, _ in asked])
     for (question, own, other), answer in zip(asked, got, strict=True):
         assert own in answer[:300] and other not in answer, (question, answer)
+
+
+DETERMINER_NO = """# Quillby questions
+
+### Is there a free trial?
+
+30 days.
+No payment details are asked for during it.
+
+### Can anyone join my board?
+
+Only people you invite.
+No one outside your team can find a board by searching for it.
+
+### Can I export to PDF?
+
+No, not yet.
+Exports to CSV work today.
+"""
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_sentence_opening_with_no_and_a_noun_is_no_verdict(tmp_path: Path):
+    """ "No payment details are asked for" and "No one outside your team ..." open with "no" as a
+    determiner: read as the entry's own "No." they led the answers to "is there a free trial?" and
+    "can anyone join my board?" above the entry's reply ("30 days.", "Only people you invite."),
+    reading as a no. A reply word standing alone ("No, not yet.") still leads."""
+    questions = ["is there a free trial?", "can anyone join my board?", "can i export to pdf?"]
+    trial, join, pdf = answers(tmp_path, {"faq.md": DETERMINER_NO}, questions)
+    assert trial.startswith("30 days."), trial
+    assert join.startswith("Only people you invite."), join
+    assert pdf.startswith("No, not yet."), pdf
