@@ -334,6 +334,24 @@ def with_addresses(text: str, page: tuple[str, list[WebLink]]) -> str:
     return text
 
 
+# an FAQ heading written as a question without its mark ("How long are deleted items kept"): a question
+# word or an auxiliary first, and words enough to ask something ("How it works" is a title)
+_QUESTION_HEADING = re.compile(
+    r"^\W*(?:how|what|when|where|who|whom|which|why|can|could|do|does|did|is|are|was|were|will|would|should|may|must)"
+    r"\b\S*(?:\s+\S+){3,}",
+    re.I,
+)
+
+
+def heading_asks(heading: str) -> bool:
+    """The heading text ``heading`` (one line, its ``#`` marks allowed) asks a question: it ends
+    with "?", or opens with a question word or an auxiliary and has four words or more ("How long
+    are deleted items kept"). The first sentence under such a heading is its reply, however short
+    (:func:`split_units`)."""
+    text = heading.strip().lstrip("#").strip()
+    return text.endswith("?") or bool(_QUESTION_HEADING.match(text))
+
+
 def split_units(
     text: str, doc: int = 0, min_characters: int = 20, short_items: bool = False, asked: bool = False
 ) -> list[Unit]:
@@ -382,7 +400,7 @@ def split_units(
         block.clear()
         # the first paragraph under a heading that asks ("### Can I use it offline?") is its answer
         answers = above[0] and not heading
-        above[0] = heading and joined.rstrip().endswith("?")
+        above[0] = heading and heading_asks(joined)
         if heading:
             section[0] = joined
             level = len(block_first) - len(block_first.lstrip("#"))
@@ -1159,7 +1177,7 @@ class Extractive:
         units: list[Unit] = []
         for i, d in enumerate(docs):
             # a section's chunk under an FAQ's question ("... > Can I use it offline?") opens with its answer
-            asked = str(d.get("title") or "").split(" > ")[-1].rstrip().endswith("?")
+            asked = heading_asks(str(d.get("title") or "").split(" > ")[-1])
             units += split_units(d.get("text", ""), i, short_items=short_items, asked=asked)
         return units
 

@@ -420,3 +420,51 @@ def test_a_sentence_opening_with_no_and_a_noun_is_no_verdict(tmp_path: Path):
     assert trial.startswith("30 days."), trial
     assert join.startswith("Only people you invite."), join
     assert pdf.startswith("No, not yet."), pdf
+
+
+UNMARKED_FAQ = """# Brindle help
+
+## Billing
+
+### Is there a discount for schools
+
+Half price.
+Send us the school's registration number and we apply it from the next invoice.
+
+### How long is a free trial
+
+Three weeks.
+You can extend it once by writing to support.
+
+## Data
+
+### How long are deleted notes kept
+
+60 days.
+After that they are erased from every copy, backups included.
+
+### Where are backups stored
+
+Oslo.
+A second copy is kept in Stockholm for a year.
+"""
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_an_faq_heading_without_its_question_mark_still_gets_its_short_reply(tmp_path: Path):
+    """FAQ headings are often written without "?" ("### How long are deleted notes kept"): their short
+    replies ("60 days.") were dropped as shorter than a sentence, and another entry's number answered
+    ("how long are deleted items kept" got the trial's "14 days"). The reply under a heading that asks,
+    with or without its mark, leads."""
+    questions = [
+        "how long are deleted notes kept?",
+        "is there a discount for schools",
+        "where are the backups stored?",
+        "how long is the free trial",
+    ]
+    deleted, schools, backups, trial = answers(tmp_path, {"help.md": UNMARKED_FAQ}, questions)
+    assert deleted.startswith("60 days."), deleted
+    assert schools.startswith("Half price."), schools
+    assert backups.startswith("Oslo."), backups
+    assert trial.startswith("Three weeks."), trial
