@@ -20,6 +20,7 @@ Values keep their units: seconds stay floats all the way to the clients.
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import re
@@ -1030,13 +1031,76 @@ class Settings(_Section):
                 ) from exc
 
 
+def read_dotenv(path: str | Path = ENV_FILE) -> dict[str, str | None]:
+    """The variables of the ``.env`` file ``path`` (relative to the working directory; {} when
+    there is none), parsed by python-dotenv (quotes, ``export``, ``${VAR}``): the one place the
+    file is read, for the settings' layer, the secrets and the model keys alike.
+
+    A line python-dotenv cannot parse (``FOO BAR``, ``=value``, ``export`` alone, an unclosed
+    quote) would be left out with a warning, and a secret written on it would be missing with
+    no more said: it is refused instead, like a broken config.toml.
+
+    Raises:
+        ConfigError: one line naming the file and the line of each statement that cannot be
+            parsed (``.env:3: ...``; never the line's text, which may hold a secret), or the
+            file is not UTF-8 text or cannot be read.
+    """
+    file = Path(path)
+    if not file.is_file():
+        return {}
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    from dotenv import dotenv_values
+    from dotenv.parser import parse_stream
+
+    bad = []
+    for binding in parse_stream(io.StringIO(text)):
+        # 'export' alone parses as a variable named export without a value: a line left unfinished
+        if binding.error or (binding.key == "export" and binding.value is None):
+            # a statement's text starts with the blank lines before it: the line meant is after them
+            statement = binding.original.string
+            line = binding.original.line + statement[: len(statement) - len(statement.lstrip())].count("\n")
+            bad.append(f"{path}:{line}")
+    if bad:
+        raise ConfigError(
+            f"{', '.join(bad)}: not a NAME=value line (quote a value holding spaces or #, close every quote, "
+            "start a comment with #); nothing was used from the file"
+        )
+    return dotenv_values(stream=io.StringIO(text))
+
+
+class _DotEnvFile(DotEnvSettingsSource):
+    """pydantic-settings' ``.env`` layer, reading :data:`ENV_FILE` through :func:`read_dotenv`
+    (the file is then read and checked in one place, not once by each settings class)."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls, env_file=ENV_FILE)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        values = read_dotenv(ENV_FILE)
+        return values if self.case_sensitive else {name.lower(): value for name, value in values.items()}
+
+
 class _SecretValues(BaseSettings):
     """Where :class:`Secrets` come from (pydantic-settings): the environment, then the
     ``.env`` file, then secret files in :func:`secrets_dirs`."""
 
-    model_config = SettingsConfigDict(
-        env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore", str_strip_whitespace=True
-    )
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", str_strip_whitespace=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _DotEnvFile(settings_cls), file_secret_settings
 
     mistral_api_key: str = Field("", validation_alias="MISTRAL_API_KEY")
     tavily_api_key: str = Field("", validation_alias="TAVILY_API_KEY")
@@ -1080,9 +1144,7 @@ def export_model_keys(env: MutableMapping[str, str] | None = None) -> list[str]:
     file, else from a secret file of that name (:func:`secrets_dirs`; a later folder wins),
     so the providers' clients find it where they look. Returns the names set (never values)."""
     env = os.environ if env is None else env
-    from dotenv import dotenv_values
-
-    dotenv = dotenv_values(ENV_FILE) if Path(ENV_FILE).is_file() else {}
+    dotenv = read_dotenv()
     found = []
     for name in MODEL_KEY_VARIABLES:
         if env.get(name, "").strip():
@@ -1326,8 +1388,7 @@ class _Layered(Settings, BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
         env_nested_delimiter=ENV_NESTED_DELIMITER,
-        env_file=ENV_FILE,
-        env_file_encoding="utf-8",
+        env_file=None,  # read by _DotEnvFile (read_dotenv), the one reader of the file
         dotenv_filtering="only_existing",
         extra="forbid",
     )
@@ -1341,7 +1402,7 @@ class _Layered(Settings, BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return env_settings, dotenv_settings, init_settings
+        return env_settings, _DotEnvFile(settings_cls), init_settings
 
 
 def _field_at(path: list[str]) -> FieldInfo | None:
@@ -1486,7 +1547,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
     if "base_dir" in data:
         raise ConfigError(f"{cfg_path.name}: base_dir: unknown key (paths are relative to the config file)")
     data["base_dir"] = str(cfg_path.parent)
-    layers = [("", EnvSettingsSource(_Layered).env_vars), (f"{ENV_FILE}: ", DotEnvSettingsSource(_Layered).env_vars)]
+    layers = [("", EnvSettingsSource(_Layered).env_vars), (f"{ENV_FILE}: ", _DotEnvFile(_Layered).env_vars)]
     problems = [line for where, variables in layers for line in _variable_errors(variables, where)]
     if problems:
         raise ConfigError("\n".join(problems))
