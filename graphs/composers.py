@@ -245,10 +245,8 @@ class ExtractiveComposer:
 
     def _page_sections(self, doc: Doc) -> list[tuple[str, str]]:
         """The ``(heading path, text)`` of every chunk of ``doc``'s page, in order ([] without an index)."""
-        snap = getattr(self.kit.knowledge, "snapshot", None)
-        if snap is None or not hasattr(snap, "file_chunks") or not doc.get("location"):
-            return []
-        return [(c.title, c.text) for c, _ in snap.file_chunks(doc["location"], doc.get("source"))]
+        chunks = self.kit.extractive.page_chunks(doc.get("location", ""), doc.get("source"))
+        return [(c.title, c.text) for c, _ in chunks]
 
     async def generate(self, state: RAGState) -> tuple[str, int]:
         """The documents' best sentences for the question, cited, within ``[graph]

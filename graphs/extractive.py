@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import html
 import re
+import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -29,7 +30,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from graphs import sections, signals
-from graphs.knowledge.common import KnowledgeBaseError
+from graphs.knowledge.common import Chunk, KnowledgeBaseError
 from graphs.knowledge.crosslingual import CrossLingualIndex, is_foreign, window_texts
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
 from graphs.knowledge.splitting import fence_indented_code
@@ -1323,10 +1324,7 @@ class Extractive:
                 continue
             key = (d["location"], d.get("source"))
             if key not in pages:
-                try:
-                    vecs = [v for _, v in snap.file_chunks(*key) if v is not None]
-                except Exception:  # noqa: BLE001 - page evidence is an optional extra
-                    vecs = []
+                vecs = [v for _, v in self.page_chunks(*key) if v is not None]
                 cos = np.vstack(vecs) @ qv[0] if vecs else np.zeros(0)
                 pages[key] = float(cos.mean() + RERANK_PAGE_BEST_SHARE * cos.max()) if len(cos) else 0.0
             out[i] = pages[key]
@@ -1449,11 +1447,8 @@ class Extractive:
             where = d.get("location", "")
             if len(path) < 2 or not where or where in whole:
                 continue
-            try:
-                chunks = [c for c, _ in snap.file_chunks(where, d.get("source"))]
-                ids = snap.file_chunk_ids(where, d.get("source"))
-            except Exception:  # noqa: BLE001 - a named section is an optional extra
-                continue
+            chunks = [c for c, _ in self.page_chunks(where, d.get("source"))]
+            ids = self.page_chunk_ids(where, d.get("source"))
             siblings: dict[str, int] = {}  # a sibling heading -> its first chunk
             for i, c in enumerate(chunks):
                 parts = [p.strip() for p in c.title.split(" > ")]
@@ -1473,6 +1468,33 @@ class Extractive:
             out.insert(at, self.widen(found))
         return out[:k]
 
+    def page_chunks(self, location: str, source: str | None = None) -> list[tuple[Chunk, np.ndarray | None]]:
+        """Every chunk of the page at ``location`` (of ``source`` when given) in the live generation,
+        in order, each with its vector (None without a dense index); [] without an index or for a page
+        it does not hold.
+
+        Raises:
+            Nothing: a generation a reindex closed while this turn read it (:class:`sqlite3.Error`)
+            counts as no page; the chunks the search found still answer."""
+        snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
+        if snap is None or not hasattr(snap, "file_chunks") or not location:
+            return []
+        try:
+            return list(snap.file_chunks(location, source))
+        except sqlite3.Error:
+            return []
+
+    def page_chunk_ids(self, location: str, source: str | None = None) -> list[int]:
+        """The rowids of :meth:`page_chunks`, in the same order (a chunk's Doc id is
+        ``location#rowid``); [] as there."""
+        snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
+        if snap is None or not hasattr(snap, "file_chunk_ids") or not location:
+            return []
+        try:
+            return list(snap.file_chunk_ids(location, source))
+        except sqlite3.Error:
+            return []
+
     def page(self, doc: Doc) -> Doc | None:
         """The chunk's whole page when it is at most ``PAGE_CHARACTERS`` long: its sections in
         order, each under its heading and the parent headings it opens (Markdown headings as deep as
@@ -1480,12 +1502,8 @@ class Extractive:
         short page (a runbook's meaning, impact, diagnosis and mitigation) is quoted from
         whichever section answers, not only from the one the search found; else None (also
         without an index, or for a page of one section, which :meth:`widen` covers)."""
-        snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
-        if snap is None or not hasattr(snap, "file_chunks") or not doc.get("location"):
-            return None
-        try:
-            chunks = [c for c, _ in snap.file_chunks(doc["location"], doc.get("source"))]
-        except Exception:  # noqa: BLE001 - the whole page is an optional extra
+        chunks = [c for c, _ in self.page_chunks(doc.get("location", ""), doc.get("source"))]
+        if not chunks:
             return None
         if len({c.title for c in chunks}) <= 1 or sum(len(c.text) for c in chunks) > PAGE_CHARACTERS:
             return None
@@ -1508,13 +1526,7 @@ class Extractive:
     def widen(self, doc: Doc) -> Doc:
         """The chunk widened to its whole section (the chunks of its file sharing its
         heading path, in order), cut to ``MAX_SECTION_CHARACTERS`` around the chunk."""
-        snap = getattr(self.knowledge, "snapshot", None) if self.knowledge is not None else None
-        if snap is None or not hasattr(snap, "file_chunks"):
-            return doc
-        try:
-            chunks = [c for c, _ in snap.file_chunks(doc["location"], doc.get("source"))]
-        except Exception:  # noqa: BLE001 - a section is an optional extra
-            return doc
+        chunks = [c for c, _ in self.page_chunks(doc.get("location", ""), doc.get("source"))]
         section = [c.text for c in chunks if c.title == doc.get("title", "")]
         if len(section) <= 1 or doc.get("text") not in section:
             return doc

@@ -82,17 +82,15 @@ def newest_first(
 ) -> list[Doc]:
     """For a question asking for the newest version (:func:`asks_newest_version`), ``docs`` (search
     order) with the newest section of the first changelog among their pages first (``chunks_of(doc)``:
-    the ``(heading path, text)`` of the document's page, :func:`newest_section`; a document that
+    the ``(heading path, text)`` of the document's page, [] when it cannot be read, as
+    :meth:`graphs.extractive.Extractive.page_chunks` gives; :func:`newest_section`; a document that
     holds it already, the page read whole, moves first): the search finds the changelog by its
     words, often at an older entry, or a sentence saying "update to the latest version"; the newest
     entry is the answer. Any other question, or no changelog: ``docs`` unchanged."""
     if not docs or not asks_newest_version(question):
         return list(docs)
     for doc in docs:
-        try:
-            found = newest_section(chunks_of(doc))
-        except Exception:  # noqa: BLE001 - the newest entry is an extra; the sections found still answer
-            found = None
+        found = newest_section(chunks_of(doc))
         if found is None:
             continue
         path, text = found

@@ -324,7 +324,7 @@ def steps_first(
     a section of steps is what a how-to question wants. A question asking to set something up
     (:func:`asks_to_set_up`) whose leading section is a later step also gets the procedure's first
     step ahead of it (:func:`first_step`, from ``chunks_of(doc)``: the ``(heading path, text)`` of
-    the document's page; the search's own copy of that section when it found it). Any other
+    the document's page, [] when it cannot be read; the search's own copy of that section when it found it). Any other
     question: ``docs`` unchanged."""
     if not docs or not signals.asks_how_to(question) or not is_foreign(question) or asks_about_problem(question):
         return list(docs)
@@ -334,10 +334,7 @@ def steps_first(
     steps = [d for d in docs if d.get("location") == page and is_procedure(d)]
     ordered = steps + [d for d in docs if d not in steps] if steps else list(docs)
     if chunks_of is not None and asks_to_set_up(question):
-        try:
-            first = first_step(ordered[0], chunks_of(ordered[0]))
-        except Exception:  # noqa: BLE001 - the first step is an extra; the sections found still answer
-            first = None
+        first = first_step(ordered[0], chunks_of(ordered[0]))
         if first is not None:  # found by the search too: it moves to the front
             same = [
                 d for d in ordered if (d.get("location"), d.get("title")) == (first.get("location"), first["title"])
