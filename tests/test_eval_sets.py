@@ -23,7 +23,7 @@ FOLDERS = {"httpx": "httpx-docs", "hugo": "hugo-docs", "dxw": "dxw-playbook"}
 
 def corpus_name(path: Path) -> str:
     """The corpus folder of an eval set: its name without "crosslang-" and "-heldout" (or
-    "-heldout3" ... "-heldout7")."""
+    "-heldout3" ... "-heldout8")."""
     name = re.sub(r"-heldout\d*$", "", path.stem.removeprefix("crosslang-"))
     return FOLDERS.get(name, name)
 
@@ -61,6 +61,8 @@ def test_every_set_names_a_corpus_whose_source_is_recorded():
         ("jupiterone-policies", "heldout6"),
         ("syncthing-docs", "heldout7"),
         ("logseq-docs", "heldout7"),
+        ("plausible-docs", "heldout8"),
+        ("zmk-docs", "heldout8"),
     ],
 )
 def test_the_sets_of_each_held_out_corpus_are_checked(corpus, suffix):
