@@ -55,6 +55,9 @@ class Routing(NamedTuple):
     # the offline router's signals put the message nearer the world outside the team than the team
     # (OfflineRouter.off_topic): kept in the state so the give-up step need not embed it again
     outside_team: bool = False
+    # the offline router's signals read the message as small talk rather than general knowledge
+    # (OfflineRouter.chats): kept in the state so the canned reply need not embed it again
+    small_talk: bool = False
 
 
 class Composer(Protocol):
@@ -190,8 +193,9 @@ class ExtractiveComposer:
 
     async def route(self, state: RAGState) -> Routing:
         """The embedding router's decision (:func:`graphs.offline.route_message`: whether the
-        message is a follow-up, and whether it is about the world outside the team
-        (:meth:`graphs.offline_router.OfflineRouter.off_topic`), are decided here, once, from one
+        message is a follow-up, whether it is about the world outside the team
+        (:meth:`graphs.offline_router.OfflineRouter.off_topic`) and whether it is small talk
+        (:meth:`graphs.offline_router.OfflineRouter.chats`), are decided here, once, from one
         embedding of the message, and kept in the state for the later steps); the question and the
         queries are the message."""
         raw = last_user_message(state)
@@ -207,15 +211,17 @@ class ExtractiveComposer:
             sig.current,
         )
         decision = RouteDecision.model_validate({"question": raw, "route": route, "query": raw})
-        return Routing(decision, 0, follow_up, self.kit.router.off_topic(sig))
+        router = self.kit.router
+        return Routing(decision, 0, follow_up, router.off_topic(sig), router.chats(sig))
 
     async def direct(self, state: RAGState) -> tuple[str, int]:
         """A canned reply (a greeting, thanks, or what the bot can answer); after a search that
         found nothing (an off-topic question, :meth:`graphs.nodes.Nodes.off_topic`) never a greeting;
-        a question after thanks ("thanks! who won the cup?") is replied to as the question, not thanked."""
+        a question after thanks ("thanks! who won the cup?") is replied to as the question, not thanked.
+        Whether it is small talk is the route step's verdict (``state["small_talk"]``): the message
+        is embedded once a turn."""
         raw = signals.after_chat_opening(last_user_message(state))
-        searched = bool(state.get("kb_searches"))
-        small_talk = not searched and await asyncio.to_thread(self.kit.router.is_small_talk, raw)
+        small_talk = not state.get("kb_searches") and bool(state.get("small_talk"))
         return canned_reply(raw, self.cfg.kb_description, small_talk), 0
 
     async def rewrite(self, state: RAGState, target: str) -> tuple[str, int]:

@@ -169,7 +169,8 @@ class Nodes:
         for a message a learned entry is about by meaning (:class:`graphs.learned.LearnedMeaning`)
         too."""
         raw = last_user_message(state)
-        decision, calls, follow_up, outside_team = await self.composer.route(state)
+        routing = await self.composer.route(state)
+        decision, calls = routing.decision, routing.calls
         route = self.graders.check_route(raw, decision.route)
         if signals.asks_what_bot_does(raw):  # "what can you do?", "help": the bot says what it is for
             route = "direct"
@@ -191,8 +192,9 @@ class Nodes:
             "kb_query": query,
             "web_query": query,
             "needs_web": needs_web,
-            "follow_up": follow_up,
-            "outside_team": outside_team,
+            "follow_up": routing.follow_up,
+            "outside_team": routing.outside_team,
+            "small_talk": routing.small_talk,
         }
 
     async def direct(self, state: RAGState) -> dict[str, Any]:

@@ -268,9 +268,11 @@ class OfflineRouter:
             setattr(out, name, float(np.max(vecs @ qv)))
         return out
 
-    def is_small_talk(self, message: str) -> bool:
-        """Small talk rather than a general-knowledge question (for the canned reply)."""
-        s = self.signals(message)
+    @staticmethod
+    def chats(s: RouteSignals) -> bool:
+        """Signals of small talk rather than a general-knowledge question (the canned reply greets
+        rather than saying what the bot answers): a greeting's words, or an embedding at least as near
+        the small-talk examples as the general-knowledge ones."""
         return s.small_talk_words or s.small_talk >= s.general
 
     def route(self, message: str, has_history: bool = False) -> tuple[str, RouteSignals]:

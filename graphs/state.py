@@ -143,6 +143,9 @@ class RAGState(TypedDict, total=False):
     # offline: the route step's signals put the message nearer the world outside the team than the team
     # (graphs.offline_router.OfflineRouter.off_topic); the give-up step reads it instead of embedding again
     outside_team: bool
+    # offline: the route step's signals read the message as small talk rather than general knowledge
+    # (graphs.offline_router.OfflineRouter.chats); the canned reply reads it instead of embedding again
+    small_talk: bool
     source: str  # source searched last: kb | web
     kb_query: str
     web_query: str
@@ -177,6 +180,7 @@ PER_TURN_DEFAULTS: dict[str, Any] = {
     "needs_web": False,
     "follow_up": False,
     "outside_team": False,
+    "small_talk": False,
     "source": "",
     "kb_query": "",
     "web_query": "",

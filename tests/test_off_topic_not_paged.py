@@ -121,3 +121,38 @@ async def test_the_give_up_step_decides_on_the_route_steps_signals_without_embed
             else:
                 assert not out.answers and len(out.help_requests) == 1, values["path"]
             assert measured.count(question) == 1, (question, measured)
+
+
+@pytest.mark.slow
+async def test_the_canned_reply_decides_on_the_route_steps_signals_without_embedding_the_message_again(
+    tmp_path, monkeypatch
+):
+    """A message routed away from the documents (a greeting, small talk, a world question) used to
+    be embedded against the router's examples a second time by the canned reply, to tell a greeting
+    from general knowledge, though the route step had done it that turn: each is measured once, and
+    the reply is the same (a greeting greets, a world question gets the polite reply)."""
+    measured: list[str] = []
+    signals = OfflineRouter.signals
+
+    def counted(self, message, learned=True):
+        measured.append(message)
+        return signals(self, message, learned)
+
+    monkeypatch.setattr(OfflineRouter, "signals", counted)
+    settings = extractive_settings(tmp_path, {"handbook.md": HANDBOOK, "product.md": PRODUCT})
+    async with open_runtime(settings, Secrets(), chat_model=ScriptedChatModel()) as rt:
+        for i, (message, reply) in enumerate(
+            [
+                ("hi there", "Hi!"),
+                ("good morning everyone", "Hi!"),
+                ("hello, is anybody here?", "Hi!"),
+                ("thanks a lot 🙏", "You're welcome!"),
+                ("how many bytes are in a kilobyte", POLITE),
+            ]
+        ):
+            before = len(measured)
+            out, values = await ask_in_process(rt, message, f"direct{i}")
+            assert values["path"][-2:] == ["direct", "finish"] and "retrieve" not in values["path"], values["path"]
+            assert out.answers and reply in out.answers[0].text, (message, out.answers)
+            # the question after the greeting ("is anybody here?") is what the router reads
+            assert len(measured) == before + 1, (message, measured[before:])
