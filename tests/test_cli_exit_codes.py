@@ -88,11 +88,6 @@ def test_ask_exits_1_when_no_source_can_be_read_and_2_for_a_source_path_that_doe
     failed_once(asked, DOWN)
     assert asked.stderr.strip().splitlines()[-1].startswith("threadwise ask failed: site: start page "), asked.stderr
 
-    (tmp_path / "empty").mkdir()
-    for command in ("ask", "reindex"):
-        empty = threadwise(command, *(["leave?"] if command == "ask" else []), "--source", "empty", cwd=tmp_path)
-        failed_once(empty, "no text found in the knowledge sources: empty")
-
     # a path naming nothing, also when it reads as a glob pattern matching no file
     for command, gone in (("ask", "nothere"), ("reindex", "nothere"), ("ask", "team [docs]"), ("ask", "empty/*.pdf")):
         missing = threadwise(command, *(["leave?"] if command == "ask" else []), "--source", gone, cwd=tmp_path)
@@ -102,6 +97,35 @@ def test_ask_exits_1_when_no_source_can_be_read_and_2_for_a_source_path_that_doe
         ]
     unknown = threadwise("sync", "sight", "--config", str(cfg), cwd=tmp_path)
     assert unknown.returncode == 2 and unknown.stderr.strip().startswith("Unknown source sight"), unknown.stderr
+
+
+def test_a_source_argument_that_is_no_folder_of_documents_exits_2_in_one_line_naming_it(tmp_path):
+    """``--source ""`` indexed the current folder (an empty path is "."), a file was indexed alone and
+    an empty folder failed after the index was opened (exit 1): each is refused before any work."""
+    cfg = site_config(tmp_path, gone_site(), "handbook")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "pictures").mkdir()
+    (tmp_path / "pictures" / "team.png").write_bytes(b"\x89PNG\r\n")  # no format a source reads
+    (tmp_path / "notes.md").write_text("# Notes\n\nBook leave in the wombat portal, said the okapi.\n")
+    formats = "--source DIR reads its .md, .markdown, .mdx, .txt, .text, .rst, .html, .htm, .xhtml, .pdf, .docx"
+    cases = {
+        "": "--source: an empty path: give the folder of documents to answer from (--source DIR)",
+        "   ": "--source: an empty path: give the folder of documents to answer from (--source DIR)",
+        "notes.md": "--source notes.md: a file, not a folder: give the folder of documents it is in (--source DIR)",
+        "empty": f"--source empty: no document in this folder ({formats}, .pptx, .xlsx files)",
+        "pictures": f"--source pictures: no document in this folder ({formats}, .pptx, .xlsx files)",
+    }
+    for command in (["ask", "leave?"], ["reindex"], ["console"]):
+        for src, line in cases.items():
+            result = threadwise(*command, "--source", src, "--config", str(cfg), cwd=tmp_path)
+            assert result.returncode == 2, (command, src, result.returncode, result.stdout, result.stderr[-2000:])
+            assert (result.stdout + result.stderr).strip().splitlines() == [line], (command, src, result.stderr)
+    assert not list((tmp_path / "data").glob("index-*")), "an index of --source folders was opened"
+    # a folder holding a document, next to them, is read
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes.md").rename(tmp_path / "notes" / "leave.md")
+    asked = threadwise("ask", "--json", "how do I book leave?", "--source", "notes", "--config", str(cfg), cwd=tmp_path)
+    assert asked.returncode == 0 and "wombat portal" in json.loads(asked.stdout)["answer"], asked.stderr[-2000:]
 
 
 def test_an_empty_or_blank_question_exits_2_in_one_line_without_an_answer(tmp_path):

@@ -4,7 +4,7 @@ learned, config, db, discord (one module each in :mod:`bot.cli`).
 Every command takes ``--config PATH``; ``ask``, ``reindex`` and ``eval`` take
 ``--source DIR`` (repeatable) to use other knowledge sources than config.toml's.
 Exit codes: 0 ok; 2 bad config or arguments, found before any work (an unknown source name, a
-``--source`` path that does not exist, a model or database that cannot be reached); 1 the
+``--source`` that is not a folder of documents, a model or database that cannot be reached); 1 the
 command failed (a knowledge source failed to sync, on a first sync too; a question not
 answered); 130 Ctrl-C.
 """
@@ -90,14 +90,10 @@ def main(argv: list[str] | None = None) -> int:
                 out.err.print(f"threadwise {args.command}: {exc}", style="red", markup=False)
                 return 2
     for src in getattr(args, "source", None) or []:  # an argument: checked before any work, as the config
-        from graphs.knowledge.sources import source_exists
+        from graphs.knowledge.sources import source_argument_problem
 
-        if not source_exists(src):
-            out.err.print(
-                f"knowledge source not found: {src} (a path given with --source is relative to the current folder)",
-                style="red",
-                markup=False,
-            )
+        if problem := source_argument_problem(src):
+            out.err.print(problem, style="red", markup=False)
             return 2
     level = "DEBUG" if args.verbose else (settings.service.log_level if args.command == "run" else "WARNING")
     _setup_logging(level, settings.logging.format)

@@ -38,6 +38,7 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import normalizeReference
 
+from graphs.file_formats import FILE_PATTERNS
 from graphs.knowledge.common import KnowledgeBaseError, display_name
 from graphs.link_targets import MAX_URL_CHARS, usable_address
 from graphs.markdown_links import drop_unusable_targets, link_texts
@@ -66,6 +67,25 @@ def source_exists(src: str | Path) -> bool:
     if not rest or not os.path.isdir(base):
         return False
     return next(_walk(os.path.realpath(base), _patterns_regex([rest]), None), None) is not None
+
+
+def source_argument_problem(src: str) -> str | None:
+    """What is wrong with ``src`` as a ``--source`` argument, in one line naming the option, or
+    None: it must name a folder holding a document of a format read (:data:`FILE_PATTERNS`), or a
+    glob pattern matching a file. An empty or blank argument would be the current folder (``""``
+    is ``.``), and a single file or an empty folder would give nothing to answer from: each is
+    refused before any work. A path naming nothing keeps its line (:func:`_not_found`)."""
+    if not src.strip():
+        return "--source: an empty path: give the folder of documents to answer from (--source DIR)"
+    if not source_exists(src):
+        return _not_found(src)
+    p = Path(src).expanduser()
+    if p.is_file():
+        return f"--source {src}: a file, not a folder: give the folder of documents it is in (--source DIR)"
+    if p.is_dir() and next(_walk(os.path.realpath(p), _patterns_regex(FILE_PATTERNS), None), None) is None:
+        kinds = ", ".join(pattern.removeprefix("**/*") for pattern in FILE_PATTERNS)
+        return f"--source {src}: no document in this folder (--source DIR reads its {kinds} files)"
+    return None
 
 
 def list_files(
