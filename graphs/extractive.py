@@ -172,6 +172,9 @@ class Unit:
     code: bool = False
     para: int = 0  # the paragraph, list item or block it belongs to (its sentences share it)
     item: str = ""  # the list marker ("1.", "-") of a list item's first sentence, else ""
+    # how deep the list item is nested: 0 for the list's own items, 1 for an item of a sub-list under one
+    # of them ("   - choose a password" under "2. Set up your accounts:"), and so on; 0 outside lists
+    depth: int = 0
     list: int = -1  # the list (consecutive items) a list item belongs to, -1 outside lists
     heading: bool = False  # a heading: it names what follows, it does not answer
     row: int = -1  # a table row read with its header: the position of its table's unit, else -1
@@ -377,6 +380,9 @@ def split_units(
     section = [""]  # the last heading's text
     path: list[tuple[int, str]] = []  # the open headings, outermost first, with their levels
     above = [asked]  # the last paragraph was a heading asking a question
+    # the indentation of the open list's items, outermost first: an item indented past its parent's
+    # marker is an item of a sub-list, read as part of the parent's item (its depth), never as a step of its own
+    indents: list[int] = []
 
     def flush() -> None:
         if not block:
@@ -387,6 +393,16 @@ def split_units(
         heading = block[0].lstrip().startswith("#")
         if marker and lists[0] < 0:
             lists[0], lists[1] = lists[1], lists[1] + 1
+            indents.clear()
+        depth = 0
+        indent = len(block[0]) - len(block[0].lstrip())
+        if marker:
+            while indents and indent < indents[-1] + 2:  # a sibling of that item or of one above it
+                indents.pop()
+            indents.append(indent)
+            depth = len(indents) - 1
+        elif lists[0] >= 0 and indent:  # a paragraph going on in the item it is indented under
+            depth = max(0, sum(1 for at in indents if at < indent) - 1)
         elif not marker and not block[0][:1].isspace():
             lists[0] = -1  # a paragraph flush-left ends the list (an indented one continues its item)
         # a definition list's entry ("Runner" then ": A machine that ..."): its term names what the entry
@@ -428,6 +444,7 @@ def split_units(
                         piece,
                         para=para[0],
                         item=marker if first else "",
+                        depth=depth,
                         list=lists[0],
                         heading=heading,
                         short=not long_enough,
@@ -1804,7 +1821,7 @@ class Extractive:
             seen = table_terms.get(table_of(u)) if u.row >= 0 else None
             if seen is not None and not (asked & signals.terms(u.text)) - seen:
                 continue  # another row of a table quoted already, adding none of the question's words
-            numbered = u.list >= 0 and (u.item[:1].isdigit() or (not u.item and self._numbered(units, u)))
+            numbered = self._numbered(units, u)
             # the lead's list may fill the budget: "half pay for the next 10 days" and the item after it, then
             # the first item and the sentence introducing the list as supports, read as a list shuffled
             # ... unless the question names the lead's item ("the acknowledge time for p2"): that item answers alone
@@ -2014,9 +2031,12 @@ class Extractive:
 
     @staticmethod
     def _numbered(units: list[Unit], u: Unit) -> bool:
-        """``u`` continues a numbered list item (a later sentence of a step)."""
-        first = [x for x in units if x.doc == u.doc and x.para == u.para and x.item]
-        return bool(first) and first[0].item[:1].isdigit()
+        """``u`` is part of a step of a numbered list: the step's own sentences, a paragraph going on in
+        it, an item of a sub-list under it (a "-" under "2."), read as the step is."""
+        if u.list < 0:
+            return False
+        steps = [x for x in units if x.doc == u.doc and x.list == u.list and x.item and not x.depth and x.pos <= u.pos]
+        return bool(steps) and steps[-1].item[:1].isdigit()
 
     @staticmethod
     def _heading_of(units: list[Unit], u: Unit, docs: Sequence[Doc]) -> str:
@@ -2044,7 +2064,7 @@ class Extractive:
         for x in members:
             if x.code and not items:
                 continue  # nothing to belong to
-            if not x.code and (x.item or not items):
+            if not x.code and ((x.item and not x.depth) or not items):  # a sub-list's items are part of their step
                 items.append([x])
             else:
                 items[-1].append(x)
@@ -2069,13 +2089,17 @@ class Extractive:
                 break
             marker = (f"{at}." if lazy else it[0].item) if it[0].item[:1].isdigit() else "-"
             prose: list[str] = []
+            depth = 0
             for y in [*it, None]:
-                if y is not None and not y.code:
+                if y is not None and not y.code and not (y.item and y.depth and prose):
                     prose.append(y.text)
                     continue
                 if prose:  # the step's sentences (after a block: its text going on, unmarked)
-                    lines.append(f"{marker} {' '.join(prose)}" if marker else " ".join(prose))
+                    lines.append(_list_line(marker, depth, " ".join(prose)))
                     prose, marker = [], ""
+                if y is not None and not y.code:  # an item of a sub-list: a line of its own, under its step
+                    prose, marker, depth = [y.text], _shown_marker(y.item), y.depth
+                    continue
                 if y is not None:  # a block inside the step: a piece of its own
                     if lines:
                         pieces.append("\n".join(lines))
@@ -2147,7 +2171,7 @@ def _joined(chosen: Sequence[Unit]) -> str:
     prev: Unit | None = None
     for x in chosen:
         if x.list >= 0 and x.item:  # a list item's first sentence starts its line
-            lines.append(f"{x.item if x.item[:1].isdigit() else '-'} {x.text}")
+            lines.append(_list_line(_shown_marker(x.item), x.depth, x.text))
         elif lines and x.list < 0 and prev is not None and prev.list >= 0:  # the paragraph after a list
             lines.append(f"\n{x.text}")
         elif lines:  # the item's next sentence, or a paragraph continuing it
@@ -2158,6 +2182,19 @@ def _joined(chosen: Sequence[Unit]) -> str:
     if len(lines) == 1 and chosen and chosen[0].item:  # one item alone reads as a sentence, not as a list
         return lines[0].split(" ", 1)[1]
     return "\n".join(lines)
+
+
+def _shown_marker(item: str) -> str:
+    """The marker a list item is quoted with: its number as written ("2."), "-" for any bullet."""
+    return item if item[:1].isdigit() else "-"
+
+
+def _list_line(marker: str, depth: int, text: str) -> str:
+    """A list item's line as quoted: ``marker`` and ``text``, indented three spaces a level of nesting
+    (``depth``), past the marker of the item it sits under ("1. " or "- "), so a sub-list's items read as
+    parts of their step, as Markdown shows them; ``marker`` "" (a step's text going on after a block):
+    the text alone."""
+    return f"{'   ' * depth}{marker} {text}" if marker else text
 
 
 def _shown_block(block: Unit, whole: bool = True) -> str:

@@ -1,0 +1,111 @@
+"""An answer keeps the structure of what it quotes, so a teammate reads it in ten seconds: a
+checklist's sub-items stay under their step, and every step is quoted. Through the real
+`threadwise eval`, offline, on pages written here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import requires_offline_model
+from tests.test_answer_reading import answers
+
+FIRST_WEEK = """# Your first week
+
+Welcome to Brackenfold. Your team lead meets you at the front desk at half past nine.
+
+## Setting up your laptop
+
+Work through this list on your first morning:
+
+1. Collect your laptop and its badge from the front desk.
+2. Set up your accounts:
+   - choose a password for your email
+   - turn on two-step sign-in with the phone app
+   - join the general chat channel
+3. Install the printer driver from the self-service app.
+4. Book a desk for the rest of the week in the desk planner.
+
+Ask the service desk if any step fails.
+
+## Lunch
+
+The canteen on the ground floor serves lunch from noon until two.
+"""
+
+RELEASE = """# Cutting a release
+
+Releases are cut on Thursdays by the engineer on the release rota.
+
+## Release steps
+
+1. Freeze the main branch in the repository settings.
+2. Run the checks:
+   1. the unit tests with `make test`
+   2. the smoke tests against staging with `make smoke`
+3. Tag the commit with the new version number.
+4. Post the release notes in the announcements channel.
+
+If a check fails, unfreeze the branch and tell the team.
+"""
+
+SICK_CALL = """# Calling in sick
+
+We hope you feel better soon. Rest first; the paperwork can wait until you are back.
+
+## Who to tell
+
+On the first morning you are ill, tell:
+
+* your team lead
+    * by phone, before ten
+* the people inbox
+    * with the days you expect to be off
+* your client contact, on client work
+"""
+
+NESTED = {"first-week.md": FIRST_WEEK, "release.md": RELEASE, "sick-call.md": SICK_CALL}
+
+_LIST_LINE = re.compile(r"^( *)([-*+]|\d+[.)])\s+(.*)$")
+
+
+def list_lines(page: str, first: str) -> list[tuple[int, str]]:
+    """The list of ``page`` whose first item holds ``first``: each item as (its indentation, its text)."""
+    lines = page.split("\n")
+    at = next(i for i, line in enumerate(lines) if first in line)
+    out = []
+    for line in lines[at:]:
+        m = _LIST_LINE.match(line)
+        if not m:
+            break
+        out.append((len(m.group(1)), m.group(3)))
+    return out
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_checklist_with_sub_items_is_quoted_whole_its_sub_items_under_their_step(tmp_path: Path):
+    """A list whose items have indented sub-items: every item is quoted, in the page's order, each on
+    a line of its own; the page's top-level items start their line, the sub-items are indented under
+    theirs (they are parts of one step, not steps of their own)."""
+    asked = [
+        ("how do I set up my laptop on my first morning", FIRST_WEEK, "Collect your laptop"),
+        ("what are the release steps", RELEASE, "Freeze the main branch"),
+        ("who do I tell when I am off sick", SICK_CALL, "your team lead"),
+    ]
+    got = answers(tmp_path, NESTED, [q for q, _, _ in asked])
+    for (question, page, first), answer in zip(asked, got, strict=True):
+        quoted = answer.split("\n")
+        at = 0
+        for indent, text in list_lines(page, first):
+            line = next((k for k, q in enumerate(quoted) if k >= at and text in q), None)
+            assert line is not None, f"{question}: {text!r} missing or out of order\n{answer}"
+            m = _LIST_LINE.match(quoted[line])
+            assert m, f"{question}: {text!r} quoted without its marker\n{answer}"
+            if indent:
+                assert m.group(1), f"{question}: the sub-item {text!r} reads as a step of its own\n{answer}"
+            else:
+                assert not m.group(1), f"{question}: the step {text!r} is indented\n{answer}"
+            at = line + 1
