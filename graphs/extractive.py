@@ -608,7 +608,8 @@ _BOLD_LEAD = re.compile(r"^\*\*(.+?)\*\*")
 # pattern a family. A table, not the embeddings: MiniLM puts "ubuntu" nearer "Linux" than "Windows" by
 # 0.06 only, while "laptop", "computer" and "desktop" are nearer "Windows" by 0.12-0.16 (no cosine margin
 # takes the one and leaves the others), and the systems are a small, closed set. Words that name other
-# things too are left out ("pixel", "galaxy", "arch" and "win" alone, "mac" before "address").
+# things too are left out ("arch" and "win" alone, "mac" before "address"), and "pixel" and "galaxy" name
+# a phone only with its model after them ("pixel 8", "galaxy s23").
 _SYSTEMS = {
     "linux": r"linux|ubuntu|[kxl]ubuntu|debian|fedora|centos|rhel|red\s*hat|opensuse|suse|manjaro|raspbian|"
     r"arch\s+linux|linux\s*mint|rocky\s*linux|almalinux|pop!?_?os|kali",
@@ -616,9 +617,19 @@ _SYSTEMS = {
     r"mac\s*(?:mini|studio)",
     "windows": r"windows(?:\s*(?:7|8|10|11|xp|vista|server))?|win\s*(?:7|8|10|11)",
     "ios": r"ios|ipados|iphones?|ipads?",
-    "android": r"android|samsung",
+    "android": r"android|samsung|oneplus|xiaomi|huawei|motorola|pixel\s*\d{1,2}[a-z]?(?!\d)|"
+    r"galaxy\s*(?:[a-z]{1,2}\d{1,3}[a-z]?|note\s*\d{1,2}|tab\s*[a-z]?\d{1,2}|z?\s*fold\s*\d?|z?\s*flip\s*\d?)",
 }
-_SYSTEM = {name: re.compile(rf"(?<![\w.-])(?:{pattern})(?![\w-])", re.I) for name, pattern in _SYSTEMS.items()}
+# The model or version a user names after the system or device ("iphone 15 pro max", "galaxy s23 ultra",
+# "macbook pro m3", "ubuntu 22.04", "android 14"): part of the name, not a word of its own the page must
+# hold (a section headed "iOS" answers "my iphone 15" as it answers "my iphone")
+_MODEL = (
+    r"(?:\s*(?:[a-z]{0,2}\d{1,4}(?:\.\d{1,2})*[a-z]{0,2}|pro|max|plus|mini|air|ultra|lite|se|xl|fe)(?![\w-]|\.\w))*"
+)
+# a name ends before a letter or a hyphen ("iosevka" is no "ios"); its model may follow it run together ("iphone15")
+_SYSTEM = {
+    name: re.compile(rf"(?<![\w.-])(?:{pattern})(?![^\W\d_]|-){_MODEL}", re.I) for name, pattern in _SYSTEMS.items()
+}
 
 
 def _label_tokens(text: str) -> set[str]:

@@ -389,6 +389,32 @@ def test_a_phone_named_by_its_model_or_maker_is_answered_from_its_systems_sectio
         assert own in answer[:300] and other not in answer, (question, answer)
 
 
+@pytest.mark.slow
+@requires_offline_model
+def test_a_device_named_with_its_model_is_answered_from_its_systems_section(tmp_path: Path):
+    """ "my iphone" and "my samsung phone" were answered from the iOS and Android sections, but "my iphone
+    15", "my ipad air 5" and "my samsung galaxy s24 ultra" went to the experts, the model ("15", "air
+    5", "s24 ultra") read as words of the question no section holds; "my pixel 8" and "my galaxy s23"
+    were answered with the desktop systems' steps, "pixel" and "galaxy" naming no system. A model after
+    the device's name is part of its name: the section of the system it runs answers, and the other
+    systems' steps are left out ("my macbook pro m3" was, and stays, answered so)."""
+    guide = {"sharing.md": SHARING, "backup.md": BACKUP, "sync.md": SYNC, "faq.md": FAQ, "plans.md": PLANS}
+    asked = [
+        ("how do I get it on my iphone 15", "App Store"),
+        ("how do I install it on my pixel 8", "Google Play"),
+        ("how do I get the app on my galaxy s23", "Google Play"),
+        ("how do I install it on my samsung galaxy s24 ultra", "Google Play"),
+        ("how do I get it on my ipad air 5", "App Store"),
+        ("can I get the app on my iphone 15 pro max", "App Store"),
+        ("how do I install it on my macbook pro m3", "Lumenfold.dmg"),
+    ]
+    steps = ["App Store", "Google Play", "Lumenfold.dmg", "LumenfoldSetup.exe", "lumenfold.tar.gz"]
+    got = answers(tmp_path, {"install.md": INSTALL, "mobile.md": MOBILE, **guide}, [q for q, _ in asked])
+    for (question, own), answer in zip(asked, got, strict=True):
+        assert own in answer[:300], (question, answer)
+        assert not [s for s in steps if s != own and s in answer], (question, answer)
+
+
 DETERMINER_NO = """# Quillby questions
 
 ### Is there a free trial?
