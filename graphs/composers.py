@@ -238,7 +238,8 @@ class ExtractiveComposer:
         (:func:`graphs.sections.answering_first`; in another language: sections of steps first,
         :func:`graphs.sections.steps_first`), and for a question asking for a page the sections of
         the page it names (:func:`graphs.sections.asked_page_first`), and for a question asking for the
-        newest version the newest entry of a changelog among them (:func:`graphs.releases.newest_first`)."""
+        newest version or about a release it names that version's entry of a changelog among them
+        (:func:`graphs.releases.release_first`)."""
         variants = offline_search_queries(state, self.cfg.history_messages)
         question = last_user_message(state)
         subject = sections.page_subject_query(question)
@@ -246,7 +247,7 @@ class ExtractiveComposer:
             variants = [subject, *((v, 0.5) if isinstance(v, str) else (v[0], v[1] * 0.5) for v in variants)]
         docs = await asyncio.to_thread(self.kit.extractive.retrieve, variants, k, sources=sources)
         docs = sections.steps_first(question, docs, self._page_sections)
-        docs = releases.newest_first(question, docs, self._page_sections)  # "whats the latest version"
+        docs = releases.release_first(question, docs, self._page_sections)  # "whats the latest version"
         return sections.asked_page_first(question, sections.answering_first(question, docs))
 
     def _page_sections(self, doc: Doc) -> list[tuple[str, str]]:
@@ -260,7 +261,8 @@ class ExtractiveComposer:
         question's troubleshooting sections are not quoted while another section is there
         (:func:`graphs.sections.leading_sections`); a question asking for a page opens with the
         page's title and where it is (:func:`graphs.sections.page_pointer`), a question a changelog's
-        headings answer with the version's heading (:func:`graphs.releases.release_lead`), a yes/no
+        headings answer with the version's heading (:func:`graphs.releases.release_lead`) and that
+        release's notes only (:func:`graphs.releases.only_release`), a yes/no
         question with
         the yes or the no its documents state (:func:`graphs.verdicts.with_verdict`); an expert's
         learned answer first among the documents (one about this question) opens the answer as the
@@ -285,7 +287,10 @@ class ExtractiveComposer:
             shown = shown_entry(docs[0], 1)
             return (f"{shown}\n\n{more}" if more else shown), 0
         docs = rest
-        quoted = sections.leading_sections(last_user_message(state), docs)
+        # "what changed in 3.10?": that release's notes only, not the other releases of the changelog page
+        quoted = releases.only_release(
+            last_user_message(state), sections.leading_sections(last_user_message(state), docs)
+        )
         answer = await asyncio.to_thread(
             self.kit.extractive.compose, questions, quoted, self.cfg.answer_characters, focus
         )

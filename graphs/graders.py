@@ -206,9 +206,11 @@ def relevance_grades(
     Documents that pass only on the words every page holds
     (:meth:`~graphs.extractive.Extractive.only_common_words`) are not relevant: the question is off
     the knowledge base's subject; a question naming a code or a version is answered by a document
-    naming it (:func:`graphs.signals.code_share`), one asking for the newest version by the newest
-    entry of a changelog (:func:`graphs.releases.names_newest`); nor are documents none of which
-    names a code the message asks about ("PH-500", :func:`graphs.signals.codes_missing`). The
+    naming it (:func:`graphs.signals.code_share`), one asking for the newest version or about a
+    release it names by the changelog's entry for that version (:func:`graphs.releases.names_release`);
+    nor are documents none of which names a code the message asks about ("PH-500",
+    :func:`graphs.signals.codes_missing`), nor, for a question about a release, a changelog lacking
+    its version (:func:`graphs.releases.releases_missing`: "what changed in 9.9?"). The
     ``feedback`` of a grade marking
     none relevant says why (the rewrite's and the help request's reason). Shared by the graph and
     the benchmarks (bench/decisions.py), so both decide alike."""
@@ -222,12 +224,17 @@ def relevance_grades(
     if missing:
         # "what does PH-500 mean?": a page on PH-403 shares every other word and answers nothing
         return none_relevant(len(scores), f"no page found names {', '.join(missing)}")
+    versions = releases.releases_missing(message, docs)
+    if versions:
+        # "what changed in 9.9?": the changelog's other releases share every other word and answer nothing
+        return none_relevant(len(scores), f"no release notes found for {', '.join(versions)}")
     named = sections.page_named(message, docs)
     # a document naming every code the message asks about ("AB-403" in a table row) answers it,
     # however little its other words score
     coded = [signals.code_share(message, f"{d.get('title', '')}\n{d.get('text', '')}") == 1.0 for d in docs]
-    # "whats the latest version": the changelog's newest entry answers it, whose words do not say so
-    newest = releases.names_newest(message, docs)
+    # "whats the latest version", "what changed in 3.10?": the changelog's entry for that version answers
+    # it, whose words do not say so
+    newest = releases.names_release(message, docs)
     named = [a or b or c for a, b, c in zip(named, coded, newest, strict=True)]
     passing = any(score >= threshold for score in scores)
     if passing and not current and not any(named) and extractive.only_common_words(questions, docs):

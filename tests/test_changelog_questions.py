@@ -133,3 +133,80 @@ def test_a_question_about_the_present_moment_still_needs_current_information(wor
     reply, stderr = ask(workdir, question)
     assert reply["kind"] == "help_request", reply
     assert "it needs current information, which I cannot check" in stderr, stderr[-1500:]
+
+
+# a changelog whose versions people name by their first numbers ("3.10", "v2"), with pages beside it
+LUMENFOLD_CHANGES = """# Changelog
+
+## 3.10.1 (2026-11-20)
+- Boards with an emoji in a column name load again.
+
+## 3.10.0 (2026-10-30)
+- Boards can be archived instead of deleted.
+- Release notes open from the help menu.
+
+## 3.9.0 (2026-08-12)
+- Cards carry a due time as well as a due date.
+
+## 2.0.0 (2025-09-01)
+- A new sync engine: changes reach other devices within seconds.
+
+## 1.0.0 (2025-06-01)
+- First public version.
+"""
+
+LUMENFOLD_PLANS = """# Plans
+
+The Free plan allows three members on a board. The Team plan costs 7 EUR per member per month.
+Invoices are sent by email on the first day of each billing period.
+"""
+
+# each release's own line: an answer about one release quotes its line and no other's
+RELEASE_LINES = {
+    "3.10.1": "emoji in a column name",
+    "3.10.0": "archived instead of deleted",
+    "3.9.0": "due time",
+    "2.0.0": "new sync engine",
+    "1.0.0": "First public version",
+}
+
+
+@pytest.fixture(scope="module")
+def releases_dir(tmp_path_factory) -> Path:
+    pages = {"changelog.md": LUMENFOLD_CHANGES, "plans.md": LUMENFOLD_PLANS, "install.md": INSTALL}
+    return offline_folder(tmp_path_factory.mktemp("releases"), pages)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("question", "version", "date"),
+    [
+        ("what changed in 3.10?", "3.10.0", "2026-10-30"),  # named by its first numbers: the release that brought 3.10
+        ("when did 3.9 come out?", "3.9.0", "2026-08-12"),
+        ("whats new in v2", "2.0.0", "2025-09-01"),
+        ("whats the latest version", "3.10.1", "2026-11-20"),  # the newest release's notes only
+        ("when was 1.0.0 released", "1.0.0", "2025-06-01"),
+    ],
+)
+def test_a_release_named_by_its_first_numbers_is_answered_with_its_own_notes_only(
+    releases_dir, question, version, date
+):
+    """ "when did 3.9 come out?" and "whats new in v2" went to the experts, and "what changed in 3.10?" was
+    answered with every release's notes, though the changelog has "## 3.10.0 (2026-10-30)": a version
+    named by its first numbers is the release that brought them. And the newest-version answer went on
+    with the notes of every other release: an answer about one release holds that release's section
+    only."""
+    reply, stderr = ask(releases_dir, question)
+    assert reply["kind"] == "answer", (reply, stderr[-1500:])
+    answer = reply["answer"]
+    assert version in answer[:200] and date in answer[:200], answer
+    assert RELEASE_LINES[version] in answer, answer
+    assert not [v for v, line in RELEASE_LINES.items() if v != version and line in answer], answer
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("question", ["what changed in 9.9?", "when did 4.2 come out?", "whats new in v7"])
+def test_a_release_the_changelog_does_not_have_is_not_answered_with_another_releases_notes(releases_dir, question):
+    reply, stderr = ask(releases_dir, question)
+    assert reply["kind"] == "help_request", reply
+    assert not [line for line in RELEASE_LINES.values() if line in str(reply)], reply
