@@ -1255,6 +1255,16 @@ class Extractive:
                 best[s.unit.doc] = max(best[s.unit.doc], s.score + (BOUND_GRADE_BONUS if bound else 0.0))
         return best
 
+    def says_who(self, question: str, docs: Sequence[Doc]) -> list[bool]:
+        """For a question asking who in the team does something (:func:`graphs.signals.asks_who_in_team`),
+        which of ``docs`` holds a sentence, a list item or a table row that, read with its section's
+        heading, names who does it (:func:`graphs.signals.says_who_does`)."""
+        out = [False] * len(docs)
+        for u in self.doc_units(docs):
+            if not u.code and not u.heading and not out[u.doc]:
+                out[u.doc] = signals.says_who_does(question, f"{self._section_of(u, docs)}\n{u.text}")
+        return out
+
     @staticmethod
     def _bound_subject(questions: Sequence[str]) -> set[str]:
         """The terms of what the first question variant asks a bound of ("whats the max attachment size"

@@ -210,7 +210,10 @@ def relevance_grades(
     release it names by the changelog's entry for that version (:func:`graphs.releases.names_release`);
     nor are documents none of which names a code the message asks about ("PH-500",
     :func:`graphs.signals.codes_missing`), nor, for a question about a release, a changelog lacking
-    its version (:func:`graphs.releases.releases_missing`: "what changed in 9.9?"). The
+    its version (:func:`graphs.releases.releases_missing`: "what changed in 9.9?"). A question asking
+    who in the team does something is answered only by a document with a sentence naming who does it
+    (:meth:`~graphs.extractive.Extractive.says_who`: a role, a team, a handle), never by one that only
+    shares its words ("The release notes now open ..." for "who signs off a release?"). The
     ``feedback`` of a grade marking
     none relevant says why (the rewrite's and the help request's reason). Shared by the graph and
     the benchmarks (bench/decisions.py), so both decide alike."""
@@ -228,6 +231,10 @@ def relevance_grades(
     if versions:
         # "what changed in 9.9?": the changelog's other releases share every other word and answer nothing
         return none_relevant(len(scores), f"no release notes found for {', '.join(versions)}")
+    who = extractive.says_who(message, docs) if signals.asks_who_in_team(message) else [True] * len(docs)
+    if not any(who):
+        # "who signs off a release?": a changelog line about a release names no one who signs it off
+        return none_relevant(len(scores), "no page says who does it")
     named = sections.page_named(message, docs)
     # a document naming every code the message asks about ("AB-403" in a table row) answers it,
     # however little its other words score
@@ -242,7 +249,8 @@ def relevance_grades(
         return none_relevant(len(scores), "no page speaks of it: they share only words every page holds")
     return DocGrades(
         documents=[
-            DocGrade(id=i, relevant=score >= threshold or named[i - 1]) for i, score in enumerate(scores, start=1)
+            DocGrade(id=i, relevant=(score >= threshold or named[i - 1]) and who[i - 1])
+            for i, score in enumerate(scores, start=1)
         ]
     )
 

@@ -594,10 +594,16 @@ def asks_for_bound(question: str) -> bool:
 # "who owns the billing service?", "who is responsible for backups?", "who do I ask about access?". A
 # question about who did something in the world is asked in the past tense ("who wrote hamlet?", "who won
 # the derby?") or about a title ("who is the president of france?").
+_TEAM_VERBS = (
+    r"(?:approves?|signs?\s+off|owns?|reviews?|decides?|handles?|maintains?|manages?|merges?|deploys?|triages?|"
+    r"grants?|assigns?|looks\s+after|takes\s+care\s+of)"
+)
 _WHO_IN_TEAM = re.compile(
-    r"\bwho\s+(?:(?:can|should|must|will|may|would)\s+)?(?:approves?|signs?\s+off|owns?|reviews?|decides?|"
-    r"handles?|maintains?|manages?|merges?|deploys?|triages?|grants?|assigns?|looks\s+after|takes\s+care\s+of)\b|"
-    r"\bwho(?:'s|’s|s|\s+is|\s+are)\s+(?:responsible|in\s+charge|accountable)\b|"
+    rf"\bwho\s+(?:(?:can|should|must|will|may|would)\s+)?{_TEAM_VERBS}\b|"
+    # "which team owns the billing service?", "which group handles refunds?" (not "which team plan ...")
+    rf"\bwhich\s+(?:team|group|department|squad|person|people|role)s?\s+(?:(?:can|should|must|will|does|do)\s+)?"
+    rf"{_TEAM_VERBS}\b|"
+    r"\b(?:who|which\s+team)(?:'s|’s|s|\s+is|\s+are)\s+(?:responsible|in\s+charge|accountable)\b|"
     r"\bwho\s+(?:do|should|can|must)\s+(?:i|we)\s+(?:ask|tell|contact|ping|talk\s+to|speak\s+to|go\s+to|"
     r"escalate\s+to|report\s+to)\b",
     re.I,
@@ -605,11 +611,52 @@ _WHO_IN_TEAM = re.compile(
 
 
 def asks_who_in_team(question: str) -> bool:
-    """The question asks who in the team does, approves or owns something (:data:`_WHO_IN_TEAM`):
-    a team question its experts answer when no page does, never general knowledge nor a question
-    about the world outside the team, however near its embedding lies to "who wrote hamlet"
-    (:meth:`graphs.offline_router.OfflineRouter.vetoed`, :meth:`~graphs.offline_router.OfflineRouter.off_topic`)."""
+    """The question asks who or which team in the team does, approves or owns something
+    (:data:`_WHO_IN_TEAM`: "who approves a hotfix?", "which team owns the billing service?"): a team
+    question its experts answer when no page does, never general knowledge nor a question about the
+    world outside the team, however near its embedding lies to "who wrote hamlet"
+    (:meth:`graphs.offline_router.OfflineRouter.vetoed`, :meth:`~graphs.offline_router.OfflineRouter.off_topic`),
+    and answered only by a sentence naming who does it (:func:`says_who_does`)."""
     return bool(_WHO_IN_TEAM.search(question))
+
+
+# Who does something, as a sentence names them: a role ("the release manager", "one maintainer", "the on-call
+# engineer"), a team or group ("the platform team", "#security"), a handle or an address ("@dana",
+# "hr@example.com"), anyone at all ("any member of staff can approve it"). Not a word that names a thing as
+# often ("board", "support", "it")
+_DOER = re.compile(
+    r"\b(?:teams?|squads?|groups?|departments?|desks?|committees?|leads?(?!\s+to\b)|managers?|owners?|maintainers?|"
+    r"engineers?|developers?|admins?|administrators?|approvers?|reviewers?|directors?|head\s+of|officers?|chairs?|"
+    r"cto|ceo|cfo|coo|vps?|on[-\s]?call|person|people|someone|somebody|anyone|anybody|everyone|staff|members?|"
+    r"authors?|captains?|champions?|coordinators?|specialists?|architects?|founders?|hr)\b|"
+    r"(?<![\w@.])[@#][a-z][\w.-]+|\b[\w.+-]+@[\w-]+\.[a-z]{2,}\b",
+    re.I,
+)
+# the words of a who-question that ask who, not what it is about ("who", "which team", "responsible")
+_WHO_WORDS = frozenset(
+    terms(
+        "who whom whose which team teams group department squad person people role responsible charge accountable "
+        "ask tell contact ping talk speak go escalate report"
+    )
+)
+
+
+def says_who_does(question: str, text: str) -> bool:
+    """``text`` (a sentence, with its heading) names who does what the who-question ``question``
+    (:func:`asks_who_in_team`) asks about: it names a doer (:data:`_DOER`: a role, a team, a handle or
+    an address) and, beside the doer's own words, a word of what is asked: of its subject ("release" of
+    "who signs off a release?", "billing" of "which team owns the billing service?"), or the verb when
+    the question names nothing else ("who approves?"). "The release notes now open from the help
+    menu." names no one, and "Managers approve holiday requests." not who approves a hotfix."""
+    if not _DOER.search(text):
+        return False
+    asking = _WHO_IN_TEAM.search(question)
+    verb = terms(asking.group()) - _WHO_WORDS if asking else set()
+    subject = terms(question) - _WHO_WORDS - verb
+    said = terms(_DOER.sub(" ", text))
+    # one word of what is asked is enough: a chatty question ("feeling rubbish today, who do I tell that I'm
+    # off sick") holds words no sentence repeats; the grader's bar still weighs how well the rest matches
+    return bool((subject or verb) & said)
 
 
 # A sentence stating a bound with its number: "at most 20 MB each", "up to 25 guests", "no more than 60
