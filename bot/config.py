@@ -1006,6 +1006,38 @@ class Settings(_Section):
             return "[service] data_dir"
         return f"[{section}] {key}"
 
+    def check_source_paths(self, config_name: str = "config.toml") -> None:
+        """Check, before any source is read, that each ``files`` source config.toml names (a
+        ``[knowledge] sources`` entry, a ``[[sources]]`` entry of type files) names something that
+        exists: a folder, a file, or a glob matching a file. A source of several paths needs one of
+        them (the others are problems of its sync report); a folder that is empty is no error here
+        (its sync says it gave no document).
+
+        Args:
+            config_name: the config file's name, as the lines name it.
+
+        Raises:
+            ConfigError: one line per such source naming its key and its paths, e.g.
+                ``config.toml: knowledge.sources: knowledge source not found: /srv/handbok (...)``.
+        """
+        from graphs.knowledge.sources import source_exists
+
+        hint = "(a path in config.toml is relative to the config file's folder)"
+        problems = []
+        key = "knowledge.sources" + ("" if self.knowledge.sources else " (left empty: this project's user guide)")
+        for src in self.legacy_sources():
+            if not source_exists(self.path(src)):
+                problems.append(f"{config_name}: {key}: knowledge source not found: {self.path(src)} {hint}")
+        for i, source in enumerate(self.sources, start=1):
+            paths = [source.path] if isinstance(source.path, str) else list(source.path)
+            if source.type != "files" or any(source_exists(self.path(p)) for p in paths):
+                continue
+            where = _entry("sources", i, {"name": source.name})
+            gone = ", ".join(str(self.path(p)) for p in paths)
+            problems.append(f"{config_name}: {where}: path: knowledge source not found: {gone} {hint}")
+        if problems:
+            raise ConfigError("\n".join(problems))
+
     def check_data_paths(self) -> None:
         """Create the folders of the data files (:data:`DATA_FILES`) and check they can be
         written, before any start-up work.
@@ -1516,6 +1548,12 @@ def _format_layered_error(
     return "\n".join(lines)
 
 
+def config_path(path: str | Path | None = None) -> Path:
+    """The config file :func:`load_settings` reads for ``path`` (None: ``$THREADWISE_CONFIG``, else
+    the project's config.toml), absolute."""
+    return Path(path or os.environ.get("THREADWISE_CONFIG") or DEFAULT_CONFIG).expanduser().resolve()
+
+
 def load_settings(path: str | Path | None = None) -> Settings:
     """Read and validate config.toml, overridden by ``THREADWISE_<SECTION>__<KEY>`` variables
     (from the environment, else the ``.env`` file in the working directory).
@@ -1531,7 +1569,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
             invalid JSON, or settings cannot work together (naming the keys).
     """
     explicit = path is not None or "THREADWISE_CONFIG" in os.environ
-    cfg_path = Path(path or os.environ.get("THREADWISE_CONFIG") or DEFAULT_CONFIG).expanduser().resolve()
+    cfg_path = config_path(path)
     data: dict = {}
     if cfg_path.exists():
         try:

@@ -129,7 +129,7 @@ def test_a_source_argument_that_is_no_folder_of_documents_exits_2_in_one_line_na
 
 
 def test_an_empty_or_blank_question_exits_2_in_one_line_without_an_answer(tmp_path):
-    cfg = files_config(tmp_path)
+    cfg = site_config(tmp_path, gone_site(), "handbook")  # a source folder that exists
     for question in ("", "   "):
         result = threadwise("ask", question, "--config", str(cfg), cwd=tmp_path)
         assert result.returncode == 2, (result.returncode, result.stdout, result.stderr[-2000:])

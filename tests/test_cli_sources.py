@@ -147,11 +147,6 @@ type = "web"
 url = "http://127.0.0.1:9/"
 
 [[sources]]
-name = "missing"
-type = "files"
-path = "no-such-folder"
-
-[[sources]]
 name = "notes"
 type = "files"
 path = "notes.rtf"
@@ -159,7 +154,7 @@ path = "notes.rtf"
     )
     unknown = threadwise("sync", "handbok", "--config", str(cfg), cwd=tmp_path)
     assert unknown.returncode == 2 and unknown.stderr.strip().splitlines() == [
-        f"Unknown source handbok: the sources are {tmp_path / 'kb'}, handbook, site, missing, notes "
+        f"Unknown source handbok: the sources are {tmp_path / 'kb'}, handbook, site, notes "
         "(`threadwise sources` lists them)"
     ]
     result = threadwise("sync", "--config", str(cfg), cwd=tmp_path)
@@ -168,14 +163,11 @@ path = "notes.rtf"
     assert "• handbook: 1 added, 0 updated, 0 removed, 0 unchanged (1 document, 1 chunk" in result.stdout
     [site] = [line for line in report if line.startswith("• site:")]
     assert site.startswith("• site: FAILED: start page http://127.0.0.1:9/: cannot connect ("), site
-    [missing] = [line for line in report if line.startswith("• missing:")]
-    assert f"FAILED: knowledge source not found: {tmp_path / 'no-such-folder'}" in missing
     # a file named in the configuration that no converter reads is a problem, not a silent skip
     assert "  – notes: notes.rtf: unsupported file type .rtf (a files source reads .md," in result.stdout
     # stderr: one log line per source that failed, one per unreadable document, nothing else
     logged = [line for line in result.stderr.splitlines() if " ERROR " in line or " WARNING " in line]
     assert len([line for line in logged if "site" in line]) == 1, logged
-    assert len([line for line in logged if "missing" in line]) == 1, logged
     assert len([line for line in logged if "notes.rtf" in line]) == 1, logged
     assert "Traceback" not in result.stderr
 

@@ -62,13 +62,23 @@ def test_one_missing_path_of_a_files_source_is_one_problem_and_the_rest_is_read(
 
 
 def test_a_files_source_whose_every_path_is_missing_fails_in_one_line_naming_them(tmp_path):
+    """At a command's start it is a configuration error (exit 2, before any source is read); at a
+    running bot's later sync, the source's sync fails naming them."""
     cfg = config(tmp_path, ["gone", "also-gone/*.pdf"])
     result = threadwise("sync", "--config", str(cfg), cwd=tmp_path)
-    assert result.returncode == 1, result.stdout + result.stderr[-2000:]  # the source failed: nothing indexed
+    assert result.returncode == 2, result.stdout + result.stderr[-2000:]
     assert result.stderr.strip().splitlines() == [
-        f"team: knowledge source not found: {tmp_path / 'gone'}, {tmp_path / 'also-gone/*.pdf'} "
+        'Configuration error: config.toml: [[sources]] entry 1 (name = "team"): path: knowledge source not found: '
+        f"{tmp_path / 'gone'}, {tmp_path / 'also-gone/*.pdf'} "
         "(a path in config.toml is relative to the config file's folder)"
     ], result.stderr
+    conn = FilesConnector("team", [str(tmp_path / "gone"), str(tmp_path / "also-gone/*.pdf")])
+    try:
+        conn.scan({}, {})
+    except SourceError as exc:
+        assert str(exc) == f"source team: {result.stderr.strip().split(': path: ', 1)[1]}", exc
+    else:
+        raise AssertionError("a files source with no path found did not fail")
     # a single path: the message is the one it always was
     conn = FilesConnector("one", [tmp_path / "gone"])
     try:

@@ -4,7 +4,8 @@ learned, config, db, discord (one module each in :mod:`bot.cli`).
 Every command takes ``--config PATH``; ``ask``, ``reindex`` and ``eval`` take
 ``--source DIR`` (repeatable) to use other knowledge sources than config.toml's.
 Exit codes: 0 ok; 2 bad config or arguments, found before any work (an unknown source name, a
-``--source`` that is not a folder of documents, a model or database that cannot be reached); 1 the
+``files`` source of config.toml none of whose paths exists, a ``--source`` that is not a folder of
+documents, a model or database that cannot be reached); 1 the
 command failed (a knowledge source failed to sync, on a first sync too; a question not
 answered); 130 Ctrl-C.
 """
@@ -21,7 +22,7 @@ import warnings
 from bot.cli.output import check_output, out
 from bot.cli.parser import build_parser
 from bot.cli.signals import StopGraceExpired, ctrl_c, interrupted
-from bot.config import ConfigError, load_settings
+from bot.config import ConfigError, config_path, load_settings
 from bot.event_loop import loop_factory, run_async
 from bot.failures import advice, database_error, describe_failure, failure_kind
 from bot.logs import setup_logging
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         if settings.logging.format == "json":
             out.use_json_lines(True)
         if args.command in WRITING_COMMANDS:
+            if not getattr(args, "source", None):  # with --source, config.toml's sources are not read
+                settings.check_source_paths(config_path(args.config).name)
             settings.check_data_paths()
         if getattr(args, "json", None) and args.command in ("eval", "feedback"):
             check_output(args.json)

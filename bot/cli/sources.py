@@ -6,7 +6,8 @@ progress bar per source and phase, prints the totals and one line per source, an
 when a source failed, whether or not the index held it before (its last good documents stay
 searchable; on a first sync there are none, and nothing is indexed), when the sources hold
 no text, or when another sync is running; 2 only before any source is read: an unknown
-source name, a ``--source`` that is not a folder of documents, a configuration error. Each failure is
+source name, a ``--source`` that is not a folder of documents, a configuration error (a
+``files`` source none of whose paths exists among them). Each failure is
 one line on stderr naming its cause. ``sources`` lists each source: documents, chunks, last
 sync, schedule and last error (``--json`` for scripts).
 """
