@@ -191,6 +191,15 @@ def thread_history(state: RAGState, history_limit: int) -> list[AnyMessage]:
 # function; a command with its arguments is not a name a follow-up points at.
 _NAMED = re.compile(r"`([^`\s]{3,60})`")
 NAMES_KEPT = 2  # names of the previous answer a follow-up pointing back is read with
+# A follow-up asking the thread's question again about another thing it names ("same for docker?", "what about
+# docker then?", "is it the same on mysql?", "does that work on docker too?"): its words point back at the question,
+# and what it asks about now is the thing it names, not what the previous answer names
+_PRONOUN = r"(?:it|its|that|this|them|those|these|they|there|one|the\s+same)\b"
+_VARIANT = re.compile(
+    rf"\b(?:what|how)\s+about\s+(?:on\s+|for\s+|with\s+|in\s+|under\s+)?(?!{_PRONOUN})\w|"
+    rf"\b(?:same|works?|apply|applies)\s+(?:\w+\s+)?(?:for|on|with|in|under)\s+(?!{_PRONOUN})\w",
+    re.I,
+)
 
 
 def resolved_message(state: RAGState, history_limit: int) -> str:
@@ -204,7 +213,11 @@ def resolved_message(state: RAGState, history_limit: int) -> str:
     where's the export?" is graded and answered as "where's the export?")."""
     raw = signals.after_chat_opening(last_user_message(state))
     opening = " ".join(raw.split()[:OPENING_WORDS])
-    if _NAMED.search(raw) or not (_POINTS_BACK.search(opening) or _MAY_POINT_BACK.search(opening)):
+    if (
+        _NAMED.search(raw)
+        or _VARIANT.search(raw)
+        or not (_POINTS_BACK.search(opening) or _MAY_POINT_BACK.search(opening))
+    ):
         return raw
     answers = [message_text(m) for m in thread_history(state, history_limit) if isinstance(m, AIMessage)]
     if not answers:

@@ -141,3 +141,63 @@ def test_a_follow_up_pointing_back_at_a_setting_gets_that_settings_default(tmp_p
     assert "store.limit_mb" in opening(first), first
     default = ask(tmp_path, "whats the default for that setting", "--thread", "store")["answer"]
     assert "store.limit_mb" in opening(default) and "800" in opening(default), default
+
+
+INSTALL = """# Installing Fernhill
+
+Fernhill runs on three desktop systems and as a server in a container. Each needs about 300 MB of disk.
+
+## Linux
+
+1. Download the `fernhill.tar.gz` archive from the downloads page.
+2. Unpack it with `tar -xzf fernhill.tar.gz -C ~/.local`.
+3. Run `~/.local/fernhill/setup.sh` to add Fernhill to the application menu.
+
+## macOS
+
+1. Open the `Fernhill.dmg` file you downloaded.
+2. Drag the Fernhill icon into the Applications folder.
+
+## Windows
+
+1. Run `FernhillSetup.exe` as a normal user, not as an administrator.
+2. Finish the wizard and start Fernhill from the Start menu.
+
+## Docker
+
+Start the server edition with `docker run -p 8080:8080 fernhill/server`, then open port 8080 in a browser.
+"""
+
+# what each section's steps alone hold
+SECTION_STEPS = {
+    "linux": "fernhill.tar.gz",
+    "macos": "Fernhill.dmg",
+    "windows": "FernhillSetup.exe",
+    "docker": "docker run",
+}
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_follow_up_naming_a_sibling_section_is_answered_from_that_section(tmp_path: Path):
+    """After "how do I install it on linux?" was answered with the Linux steps, "same for docker?", "what
+    about docker then?" and "does that work on docker too?" were answered with the Linux steps again: their
+    words pointing back ("same", "then", "that") read the follow-up with the names the previous answer
+    quotes (`fernhill.tar.gz`, `~/.local/fernhill/setup.sh`), which pulled the answer back to the Linux
+    section. A follow-up asking the same about another thing it names is answered from that thing's
+    section, and not with the Linux steps."""
+    write_pages(tmp_path / "guide", {"install.md": INSTALL, "time-off.md": TIME_OFF, "expenses.md": EXPENSES})
+    write_config(tmp_path)
+    follow_ups = [
+        ("same for docker?", "docker"),
+        ("what about docker then?", "docker"),
+        ("does that work on docker too?", "docker"),
+        ("is it the same on windows?", "windows"),
+        ("what about mac", "macos"),
+    ]
+    for n, (question, section) in enumerate(follow_ups):
+        first = ask(tmp_path, "how do I install it on linux?", "--thread", f"install-{n}")["answer"]
+        assert SECTION_STEPS["linux"] in lead(first), first
+        answer = ask(tmp_path, question, "--thread", f"install-{n}")["answer"]
+        assert SECTION_STEPS[section] in lead(answer), (question, answer)
+        assert SECTION_STEPS["linux"] not in answer, (question, answer)
