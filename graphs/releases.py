@@ -57,8 +57,9 @@ def asked_releases(question: str) -> list[tuple[int, ...]]:
     """The versions ``question`` asks what they brought or when they came out (:data:`_ABOUT_RELEASE`),
     as numbers, in order, each once: "what changed in 3.10?" -> ``[(3, 10)]``, "whats new in v2" ->
     ``[(2,)]``, "when was 4.2.1 released" -> ``[(4, 2, 1)]``; [] for a question about no release ("is
-    version 4.2 supported?", "is 1.5 GB enough?")."""
-    if not _ABOUT_RELEASE.search(question):
+    version 4.2 supported?", "is 1.5 GB enough?") and for one asking how to do something ("how do I add a
+    new column in 3.10?": the steps, which release notes do not give)."""
+    if not _ABOUT_RELEASE.search(question) or signals.asks_how_to(question):
         return []
     found = [tuple(int(p) for p in (m[1] or m[2]).split(".")) for m in _NAMED_VERSION.finditer(question)]
     return list(dict.fromkeys(found))

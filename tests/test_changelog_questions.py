@@ -105,6 +105,22 @@ def test_versions_and_names_run_together_with_numbers_are_read():
     assert "arm" in signals.terms("It runs on ARM64 processors.")
 
 
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("what changed in 3.10?", [(3, 10)]),
+        ("whats new in v2", [(2,)]),
+        ("when did 3.9 come out?", [(3, 9)]),
+        ("when was 4.2.1 released", [(4, 2, 1)]),
+        ("is version 4.2 supported?", []),  # asks whether it is supported, not what a release brought
+        ("is the new 1.5 GB limit enough?", []),  # an amount
+        ("how do I add a new column in 3.10?", []),  # asks for the steps, which release notes do not give
+    ],
+)
+def test_the_releases_a_question_asks_about_are_read(question, asked):
+    assert releases.asked_releases(question) == asked
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("question", "facts"),
