@@ -209,7 +209,9 @@ _SENTENCE_END = re.compile(
     r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)"
     r"(?:(?<=[.!?])\s+(?=[A-ZÀ-ÖØ-ÞΑ-ΩА-ЯЁ`\"(*])|(?<=[。！？])\s*)"
 )
-_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s+")
+# a list item's marker: a bullet, or a step's number or letter as pages write them ("1.", "1)", "(1)", "a.", "b)",
+# "(c)"); Markdown reads "a." and "(1)" lines as one paragraph, which ran the steps together into one line
+_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)]|\(\d+\)|[a-z][.)]|\([a-z]\))\s+")
 _DEFINITION = re.compile(r"^\s{0,3}:[ \t]+(?=\S)")  # a definition list's definition line (": A machine ...")
 # A reply of one or two words opening an FAQ's answer ("Yes.", "No.", "Not yet."): too short to be a
 # sentence, it is the answer, and it is read with the sentence after it ("Yes. It runs on any ARM board.")
@@ -974,7 +976,7 @@ def lead_features(
     yes_no = bool(first) and signals.asks_yes_no(first)
     how_to = bool(_HOW_TO.search(first))
     keys = {(u.doc, u.pos): u for u in units}
-    numbered_lists = {(u.doc, u.list) for u in units if u.list >= 0 and u.item[:1].isdigit()}
+    numbered_lists = {(u.doc, u.list) for u in units if u.list >= 0 and _ordered(u.item)}
     out = np.zeros((len(units), len(LEAD_FEATURES)), dtype=np.float64)
     since = 0  # prose units of the section before this one
     seen_para: set[tuple[int, int]] = set()
@@ -2057,7 +2059,7 @@ class Extractive:
         if u.list < 0:
             return False
         steps = [x for x in units if x.doc == u.doc and x.list == u.list and x.item and not x.depth and x.pos <= u.pos]
-        return bool(steps) and steps[-1].item[:1].isdigit()
+        return bool(steps) and _ordered(steps[-1].item)
 
     @staticmethod
     def _heading_of(units: list[Unit], u: Unit, docs: Sequence[Doc]) -> str:
@@ -2108,7 +2110,7 @@ class Extractive:
             if keys and size + cost(it) > budget * 1.5:
                 rest = True
                 break
-            marker = (f"{at}." if lazy else it[0].item) if it[0].item[:1].isdigit() else "-"
+            marker = re.sub(r"\d+", str(at), it[0].item) if lazy else _shown_marker(it[0].item)
             prose: list[str] = []
             depth = 0
             for y in [*it, None]:
@@ -2206,8 +2208,14 @@ def _joined(chosen: Sequence[Unit]) -> str:
 
 
 def _shown_marker(item: str) -> str:
-    """The marker a list item is quoted with: its number as written ("2."), "-" for any bullet."""
-    return item if item[:1].isdigit() else "-"
+    """The marker a list item is quoted with: a step's number or letter as written ("2.", "2)", "(b)"), "-"
+    for any bullet."""
+    return item if _ordered(item) else "-"
+
+
+def _ordered(item: str) -> bool:
+    """The list marker ``item`` numbers a step ("1.", "1)", "(1)", "a.", "(b)"), not a bullet ("-", "*", "+")."""
+    return bool(item) and item not in ("-", "*", "+")
 
 
 def _list_line(marker: str, depth: int, text: str) -> str:

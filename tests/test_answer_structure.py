@@ -109,3 +109,65 @@ def test_a_checklist_with_sub_items_is_quoted_whole_its_sub_items_under_their_st
             else:
                 assert not m.group(1), f"{question}: the step {text!r} is indented\n{answer}"
             at = line + 1
+
+
+VPN = """# Connecting to the VPN
+
+The VPN lets you reach the build servers from home.
+
+## Connecting on a laptop
+
+1) Open the Tunnelbird app from the menu bar.
+2) Choose the Dublin gateway from the list.
+3) Sign in with your work email and password.
+4) Approve the prompt on your phone.
+
+The tunnel stays up until you close the lid.
+"""
+
+BADGE = """# Replacing a lost badge
+
+Badges open the front door and the car park barrier.
+
+## Getting a new badge
+
+a. Report the lost badge on the facilities form so it is switched off.
+b. Pick up a temporary pass from reception with your photo ID.
+c. Collect the new badge from security after two working days.
+
+A second lost badge in a year costs ten pounds.
+"""
+
+CLAIM = """# Filing an expense
+
+Claims are paid with the next month's salary.
+
+## Filing a claim
+
+(1) Photograph the receipt with the Ledgerly app.
+(2) Pick the project code the spending belongs to.
+(3) Add a short note saying what the spending was for.
+(4) Submit the claim to your team lead for approval.
+
+Claims over five hundred pounds also need a director's approval.
+"""
+
+_STEP = re.compile(r"^(\d+\)|[a-z]\.|\(\d+\)) (.+)$", re.M)
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_steps_numbered_otherwise_than_1_dot_are_quoted_one_step_a_line(tmp_path: Path):
+    """Steps numbered "1)", "a." or "(1)" (the first a Markdown list, the others paragraphs to a Markdown
+    parser) are quoted as steps: each on a line of its own opening with its marker as the page writes
+    it, all of them, in order; they ran together into one line."""
+    asked = [
+        ("how do I connect to the vpn on my laptop", VPN),
+        ("how do I get a new badge", BADGE),
+        ("how do I file an expense claim", CLAIM),
+    ]
+    pages = {"vpn.md": VPN, "badge.md": BADGE, "claim.md": CLAIM}
+    got = answers(tmp_path, pages, [q for q, _ in asked])
+    for (question, page), answer in zip(asked, got, strict=True):
+        steps = [m.group(0) for m in _STEP.finditer(page)]
+        assert "\n".join(steps) in answer, f"{question}:\n{answer}"
