@@ -213,6 +213,17 @@ _SENTENCE_END = re.compile(
 # "(c)"); Markdown reads "a." and "(1)" lines as one paragraph, which ran the steps together into one line
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)]|\(\d+\)|[a-z][.)]|\([a-z]\))\s+")
 _DEFINITION = re.compile(r"^\s{0,3}:[ \t]+(?=\S)")  # a definition list's definition line (": A machine ...")
+# an FAQ entry written as a question line above its reply: "Q: Can I merge two workspaces?" ("**Q:**", "Question:")
+# then "A: No, ..." (on the same line or the next), or a question alone in bold on its line ("**Can I pause my
+# plan?**", as an HTML definition list's question term is written: graphs.knowledge.sources.definition_lists).
+# The question is read as the heading of its entry (at _FAQ_LEVEL), its reply as the answer under it, as under
+# "### Can I merge two workspaces?": the reply opens the answer, the next entry is a sibling's, not more of it
+_FAQ_QUESTION = re.compile(
+    r"^\s{0,3}(?:(?:\*\*|__)?(?:Q|Question)(?:\*\*|__)?\s*:\s*(?:\*\*|__)?\s*(?P<asked>\S[^?]*\?|\S[^?]*$)\s*(?P<rest>.*)"
+    r"|(?P<mark>\*\*|__)(?P<bold>[^*_\s][^*_]*\?)(?P=mark)\s*)$"
+)
+_FAQ_REPLY = re.compile(r"^\s{0,3}(?:\*\*|__)?(?:A|Answer)(?:\*\*|__)?\s*:\s*(?:\*\*|__)?\s*(?=\S)")
+_FAQ_LEVEL = 7  # below every Markdown heading (h1-h6): the page's headings hold its questions as their children
 # A reply of one or two words opening an FAQ's answer ("Yes.", "No.", "Not yet."): too short to be a
 # sentence, it is the answer, and it is read with the sentence after it ("Yes. It runs on any ARM board.")
 _BARE_VERDICT = re.compile(
@@ -369,7 +380,9 @@ def split_units(
     step "Install the agent:"), except a bare verdict opening an FAQ's answer ("Yes.", "No.",
     "Not yet."), which is read with the sentence after it, and the reply to a question right above
     it ("No, not yet." under "### Can I use it offline?", or after "Q: Can I ...?" in its own
-    paragraph); code blocks are never cut. ``asked``: the text opens under a heading that asks a
+    paragraph); code blocks are never cut. An FAQ entry's question line ("**Q:** Can I ...?", "Q: ...",
+    a question alone in bold: :data:`_FAQ_QUESTION`) is read as a heading over its reply (its "A:" left out).
+    ``asked``: the text opens under a heading that asks a
     question (a section's chunk, its heading in its heading path, not in its text)."""
     units: list[Unit] = []
     # indented code is code too, not prose to join (a man page's HTML option list was made Markdown
@@ -382,6 +395,7 @@ def split_units(
     section = [""]  # the last heading's text
     path: list[tuple[int, str]] = []  # the open headings, outermost first, with their levels
     above = [asked]  # the last paragraph was a heading asking a question
+    reply = [False]  # the last line was an FAQ entry's question line: its reply's "A:" is no part of it
     # the indentation of the open list's items, outermost first: an item indented past its parent's
     # marker is an item of a sub-list, read as part of the parent's item (its depth), never as a step of its own
     indents: list[int] = []
@@ -514,6 +528,20 @@ def split_units(
                 )
                 para[0] += 1
             continue
+        faq = _FAQ_QUESTION.match(line)
+        if faq:  # an FAQ entry's question: read as its heading, which the reply (its next lines) answers
+            flush()
+            block.append(f"{'#' * _FAQ_LEVEL} {faq['asked'] or faq['bold']}")
+            flush()
+            above[0] = reply[0] = True  # its reply, however short ("Up to three."), is the answer
+            if faq["rest"]:  # "Q: Can I ...? A: No." on one line
+                lines[i] = faq["rest"]
+            else:
+                i += 1
+            continue
+        if reply[0] and not block:
+            line = _FAQ_REPLY.sub("", line)
+        reply[0] = reply[0] and not line.strip()
         if not line.strip() or _ITEM.match(line) or line.lstrip().startswith("#") or _ADMONITION.match(line):
             flush()
             adm = _ADMONITION.match(line)

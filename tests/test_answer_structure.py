@@ -171,3 +171,74 @@ def test_steps_numbered_otherwise_than_1_dot_are_quoted_one_step_a_line(tmp_path
     for (question, page), answer in zip(asked, got, strict=True):
         steps = [m.group(0) for m in _STEP.finditer(page)]
         assert "\n".join(steps) in answer, f"{question}:\n{answer}"
+
+
+BILLING_FAQ = """# Billing questions
+
+<dl>
+<dt>Can I pay by invoice?</dt>
+<dd>Yes, on the yearly plan. Ask the billing team for a purchase order form.</dd>
+<dt>When is my card charged?</dt>
+<dd>On the first day of each month, for the month ahead.</dd>
+<dt>Do you offer refunds?</dt>
+<dd>Only within fourteen days of the first payment, in full.</dd>
+<dt>Can I change the currency I pay in?</dt>
+<dd>No, the currency is fixed by the country of the billing address.</dd>
+</dl>
+"""
+
+ACCOUNT_FAQ = """# Account questions
+
+**Q:** Can I rename my workspace?
+A: Yes, an owner can rename it under Settings, then General.
+
+**Q:** How many owners can a workspace have?
+A: Up to three owners at a time.
+
+**Q:** Can I merge two workspaces?
+A: No, move the projects across one by one instead.
+
+**Q:** What happens to my data when I close my account?
+A: It is deleted after thirty days, and exports stay available until then.
+"""
+
+MOBILE_FAQ = """# Mobile app questions
+
+**Does the app work offline?**
+Partly. Notes you opened recently stay readable without a connection.
+
+**Which phones are supported?**
+Phones running Android 12 or iOS 16 and later.
+
+**Can I turn off push notifications?**
+Yes, in the app's Settings under Alerts.
+
+**Is there a tablet layout?**
+Not yet, tablets show the phone layout enlarged.
+"""
+
+# each question, the reply that answers it, and the other entries' replies
+FAQ_REPLIES = [
+    ("when is my card charged?", "On the first day of each month, for the month ahead."),
+    ("do you offer refunds?", "Only within fourteen days of the first payment, in full."),
+    ("how many owners can a workspace have?", "Up to three owners at a time."),
+    ("can I merge two workspaces?", "No, move the projects across one by one instead."),
+    ("which phones are supported?", "Phones running Android 12 or iOS 16 and later."),
+    ("can I turn off push notifications?", "Yes, in the app's Settings under Alerts."),
+]
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_an_faq_written_as_question_lines_answers_with_the_entrys_own_reply_alone(tmp_path: Path):
+    """An FAQ written without headings, as an HTML definition list, as "**Q:**" / "A:" lines or as a bold
+    question above its reply: asking one entry's question opens with that entry's reply, and quotes no
+    other entry's reply (they ran on into the next entries, "When is my card charged?: On the first day
+    ... Do you offer refunds?: Only within ...", and the question's own line came first)."""
+    pages = {"billing-faq.md": BILLING_FAQ, "account-faq.md": ACCOUNT_FAQ, "mobile-faq.md": MOBILE_FAQ}
+    got = answers(tmp_path, pages, [q for q, _ in FAQ_REPLIES])
+    others = {reply for _, reply in FAQ_REPLIES}
+    for (question, reply), answer in zip(FAQ_REPLIES, got, strict=True):
+        assert answer.startswith(reply), f"{question}:\n{answer}"
+        for other in others - {reply}:
+            assert other not in answer, f"{question}: quotes another entry's reply\n{answer}"

@@ -358,7 +358,10 @@ def definition_lists(text: str) -> str:
     """``text`` (Markdown) with each HTML definition list written as Markdown: one paragraph per
     definition, its terms first (``"`-d`, `--duplicates`: Show only dependencies which ..."``),
     the description's paragraphs joined to it, a list or code block inside the description kept
-    after it as Markdown. A list is a run of lines from one starting with ``<dl>``, ``<dt>`` or
+    after it as Markdown. A term asking a question (an FAQ written as a definition list: "Can I pay by
+    invoice?") is written in bold on a line of its own, its reply on the next line, as an FAQ entry
+    reads (:data:`graphs.extractive._FAQ_QUESTION`), not run into its reply ("Can I pay by invoice?: Yes").
+    A list is a run of lines from one starting with ``<dl>``, ``<dt>`` or
     ``<dd>`` (outside code; a chunk of a long list starts at any of them) to a line of text
     after a blank line that is not a tag.
 
@@ -429,8 +432,11 @@ def _definitions(fragment: str) -> list[str] | None:
         name = ", ".join(t for t in terms if t)
         terms = []
         first = " ".join(lead)
-        head = f"{name}: {first}" if name and first else (f"{name}:" if name else first)
-        out += [head, ""] if head else []
+        if name.endswith("?") and first:  # an FAQ's question and its reply: the question in bold on its line
+            out += [f"**{name}**", first, ""]
+        else:
+            head = f"{name}: {first}" if name and first else (f"{name}:" if name else first)
+            out += [head, ""] if head else []
         for b in blocks:
             out += [*b.split("\n"), ""]
     if terms:

@@ -29,12 +29,13 @@ from graphs.markdown_links import plain_links
 if TYPE_CHECKING:  # loaded when a document is split, not to list sources (LangChain: ~0.2 s)
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-SPLITTER_ID = "md-blocks-5"
+SPLITTER_ID = "md-blocks-6"
 """Names this chunking; stored in the manifest so a change of it rebuilds the index.
 3: headings, scripts and link-only lines read with whole links (:mod:`graphs.markdown_links`);
 4: admonitions keep their kind as a label of their text ("Warning: ..."), reStructuredText's
 ``.. note::`` directives included (:func:`graphs.knowledge.sources.clean_markdown`);
-5: a paragraph longer than a chunk is cut between sentences, not at a hard-wrapped line."""
+5: a paragraph longer than a chunk is cut between sentences, not at a hard-wrapped line;
+6: an HTML definition list's question term is written in bold on its own line above its reply."""
 
 _MD = MarkdownIt("commonmark", {"html": True}).enable("table").disable(["inline", "text_join"])  # blocks only
 _MAX_HEADING_LEVEL = 4
