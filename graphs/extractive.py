@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from graphs import sections, signals
+from graphs import actions, sections, signals
 from graphs.knowledge.common import Chunk, KnowledgeBaseError
 from graphs.knowledge.crosslingual import CrossLingualIndex, is_foreign, window_texts
 from graphs.knowledge.embedding import TextEmbedder  # noqa: F401 - used here, re-exported
@@ -1764,6 +1764,15 @@ class Extractive:
         # "See `LMOVE` for more information." answers nothing: it leads only when no other sentence is there
         pointers = [sc for sc in prose if signals.is_pointer(sc.unit.text)]
         prose = [sc for sc in prose if sc not in pointers] or pointers
+        # "how do I install it?": how to remove it answers the opposite question, though it shares every word but
+        # one; it is quoted only when nothing else is there (graphs.actions)
+        action = actions.asked_action(questions[0]) if questions else None
+        undoing = {
+            (u.doc, u.pos)
+            for u, h in zip(units, headings, strict=True)
+            if action and not u.code and not u.heading and actions.undoes(action, u.text, h.split(" > ")[-1])
+        }
+        prose = [sc for sc in prose if (sc.unit.doc, sc.unit.pos) not in undoing] or prose
         if not prose:
             return ""
         focus_terms = {t for f in focus for t in signals.terms(f)}
@@ -1867,7 +1876,7 @@ class Extractive:
                 continue  # the entry the question names answers it ("Unlimited."): another page's sentence pads it
             if n and on_focus and u.doc not in (0, prose[0].unit.doc) and not on_subject(u):
                 continue  # "and for contractors?": a lower page's sentence not about contractors pads the answer
-            if (u.doc, u.pos) in used or norm(u.text) in quoted:
+            if (u.doc, u.pos) in used or norm(u.text) in quoted or (n and (u.doc, u.pos) in undoing):
                 continue
             seen = table_terms.get(table_of(u)) if u.row >= 0 else None
             if seen is not None and not (asked & signals.terms(u.text)) - seen:
@@ -1889,7 +1898,7 @@ class Extractive:
             elif numbered or short_list:  # steps, or a short bulleted list (a table of cases): whole, as a list
                 # "how do I set up X?" quoting the list of a procedure's first step: from its first item
                 from_start = set_up and sections.is_first_step(self._heading_of(units, u, docs))
-                pieces, keys, rest = self._render_list(units, u, budget, from_start)
+                pieces, keys, rest = self._render_list(units, u, budget, from_start, leave_out=undoing)
                 if n and size + sum(len(p) for p in pieces) > budget:
                     continue
                 passage = [(u.doc, p) for p in pieces]
@@ -1922,6 +1931,7 @@ class Extractive:
                     and not x.heading
                     and not signals.is_pointer(x.text)
                     and not ((x.doc, x.pos) in off and (u.doc, u.pos) not in off)  # a sibling's
+                    and not ((x.doc, x.pos) in undoing and (u.doc, u.pos) not in undoing)  # the opposite action
                 ]
                 chosen.append(u)
                 pos = u.pos
@@ -1935,6 +1945,8 @@ class Extractive:
                         break
                     if signals.is_pointer(nxt.text):
                         break  # "See X for more information." ends what the page says here; the rest is another point
+                    if (nxt.doc, nxt.pos) in undoing and (u.doc, u.pos) not in undoing:
+                        break  # "To disable it, ..." after "To enable dark mode, ...": the opposite action
                     if (nxt.doc, nxt.pos) in off and (u.doc, u.pos) not in off:
                         # "P2: ..." asked: the next item "P3: ..." is a sibling's, not more of the answer; and a page's
                         # opening sentence goes on into the first of its sibling sections ("## Linux" on "on my mac")
@@ -1966,7 +1978,7 @@ class Extractive:
                 last = chosen[-1].pos
                 if listed is not None and chosen[-1].pos == listed.pos - 1 and (listed.doc, listed.pos) not in used:
                     # the list the passage's last sentence introduces, as a list
-                    pieces, listed_keys, _ = self._render_list(units, listed, budget)  # short: whole
+                    pieces, listed_keys, _ = self._render_list(units, listed, budget, leave_out=undoing)  # short: whole
                     if not n or size + len(text) + sum(len(p) for p in pieces) <= budget:
                         passage = [(u.doc, f"{text}\n{pieces[0]}")] + [(u.doc, p) for p in pieces[1:]]
                         keys |= listed_keys
@@ -2014,6 +2026,7 @@ class Extractive:
                             or nxt.list >= 0
                             or (nxt.doc, nxt.pos) in used
                             or norm(nxt.text) in quoted
+                            or (nxt.doc, nxt.pos) in undoing
                         ):
                             break
                         after.append(nxt)
@@ -2100,15 +2113,21 @@ class Extractive:
 
     @staticmethod
     def _render_list(
-        units: list[Unit], lead: Unit, budget: int, from_start: bool = False
+        units: list[Unit],
+        lead: Unit,
+        budget: int,
+        from_start: bool = False,
+        leave_out: Collection[tuple[int, int]] = (),
     ) -> tuple[list[str], set[tuple[int, int]], bool]:
         """The list holding ``lead`` as Markdown (each step's number or a "-", and its sentences;
         a paragraph without a marker continues its step), with the code blocks and tables inside
         its steps in place (one longer than ``MAX_CODE_CHARACTERS`` named: "(The code is in
         [n].)"), whole when it fits ``budget`` (x 1.5: steps are not cut for a few characters;
         blocks count), else from the lead's step on (from the first with ``from_start``: a set-up
-        question wants the procedure from its start) while steps fit. Returns the pieces (runs of
-        steps, and each block apart: a citation goes after prose, never inside a fence), the
+        question wants the procedure from its start) while steps fit. An item of a bulleted list whose
+        first unit is in ``leave_out`` (``(doc, pos)``: it does the opposite of what is asked, "- To remove
+        it, run ...") is left out; a numbered list's steps are a procedure, all quoted. Returns the pieces
+        (runs of steps, and each block apart: a citation goes after prose, never inside a fence), the
         units quoted and whether steps were left out after the last one quoted."""
         members = [x for x in units if x.doc == lead.doc and x.list == lead.list]
         items: list[list[Unit]] = []
@@ -2119,6 +2138,9 @@ class Extractive:
                 items.append([x])
             else:
                 items[-1].append(x)
+        if not _ordered(items[0][0].item) and any(lead in it for it in items):
+            kept = [it for it in items if (it[0].doc, it[0].pos) not in leave_out or lead in it]
+            items = kept if kept else items
         lead_item = next(i for i, it in enumerate(items) if lead in it)
         shown = {(b.doc, b.pos): _shown_block(b) for it in items for b in it if b.code}
 

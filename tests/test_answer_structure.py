@@ -242,3 +242,81 @@ def test_an_faq_written_as_question_lines_answers_with_the_entrys_own_reply_alon
         assert answer.startswith(reply), f"{question}:\n{answer}"
         for other in others - {reply}:
             assert other not in answer, f"{question}: quotes another entry's reply\n{answer}"
+
+
+SCANNER = """# The Scanbridge agent
+
+The Scanbridge agent sends scanned documents from the office scanners to your shared drive.
+
+## Install
+
+Install the agent with the package manager:
+
+```bash
+sudo apt install scanbridge-agent
+```
+
+The agent starts on its own after the install.
+
+## Uninstall
+
+Remove the agent and its settings with:
+
+```bash
+sudo apt purge scanbridge-agent
+```
+"""
+
+HARBOUR = """# The Harbour command line
+
+The Harbour command line talks to the deploy service.
+
+## Managing the tool
+
+- To install it, run `pipx install harbour-cli`.
+- To remove it, run `pipx uninstall harbour-cli`.
+- To update it, run `pipx upgrade harbour-cli`.
+"""
+
+DARK_MODE = """# Dark mode
+
+Dark mode is easier on the eyes in the evening. It is available on the web app and the desktop app.
+
+To enable dark mode, open Settings, then Appearance, and pick Dark.
+To disable dark mode, pick Light in the same menu.
+Your choice is saved to your account and follows you to every device.
+"""
+
+SSO = """# Single sign-on
+
+Single sign-on lets your team sign in with the company's identity provider.
+
+## Turning on single sign-on
+
+An owner turns it on under Security, then Single sign-on, by pasting the provider's metadata address.
+
+## Turning off single sign-on
+
+Turning it off under Security sends every member a link to set a password.
+"""
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_how_to_do_something_is_not_answered_with_how_to_undo_it(tmp_path: Path):
+    """A page says how to do a thing and how to undo it side by side (a list of the install and remove
+    commands, "To enable ..." then "To disable ...", sections turning a setting on and off): asking how
+    to do the one quotes how to do it, and not how to undo it; asking how to undo it, the other way round."""
+    asked = [
+        ("how do I install the harbour cli", "pipx install harbour-cli", "pipx uninstall harbour-cli"),
+        ("how do I enable dark mode", "To enable dark mode", "To disable dark mode"),
+        ("how do I turn on single sign-on", "An owner turns it on", "Turning it off"),
+        ("how do I uninstall the harbour cli", "pipx uninstall harbour-cli", "pipx install harbour-cli"),
+        ("how do I disable dark mode", "To disable dark mode", "To enable dark mode"),
+        ("how do I install the scanbridge agent", "sudo apt install scanbridge-agent", "sudo apt purge"),
+    ]
+    pages = {"scanner.md": SCANNER, "harbour.md": HARBOUR, "dark-mode.md": DARK_MODE, "sso.md": SSO}
+    got = answers(tmp_path, pages, [q for q, _, _ in asked])
+    for (question, does, undoes), answer in zip(asked, got, strict=True):
+        assert does in answer, f"{question}:\n{answer}"
+        assert undoes not in answer, f"{question}: quotes how to undo it\n{answer}"
