@@ -1991,7 +1991,7 @@ class Extractive:
                 and (u.doc, name) not in named
                 and not signals.terms(name) <= signals.terms(" ".join(t for _, t in passage))
             ):  # the section's heading names what the passage is about ("`net.retry`"), the passage does not
-                head = passage[0][1]
+                head = _lone_item(passage[0][1])
                 passage[0] = (u.doc, f"{name}:{chr(10) if _ITEM.match(head) else ' '}{head}")
                 named.add((u.doc, name))
             used |= keys
@@ -2052,6 +2052,7 @@ class Extractive:
         pages = {d: web_links(str(docs[d].get("text") or "")) for d, _ in parts} if asks_link else {}  # once a doc
         for doc_i, text in parts:
             is_block = text.startswith(("```", "~~~", "|", "The steps go on", "(The "))
+            text = text if is_block else _lone_item(text)
             if asks_link and not is_block:
                 text = with_addresses(text, pages[doc_i])
             out.append(text if is_block else f"{text} [{doc_i + 1}]")
@@ -2239,7 +2240,8 @@ def _joined(chosen: Sequence[Unit]) -> str:
     sentences of a paragraph or of one list item on one line, each list item on a line of its own
     opening with its marker ("- " for a bullet, its number for a step), as Slack, Discord and a
     console show a Markdown list; the items run into one line read as one long sentence. One item
-    alone is its text, without a marker."""
+    alone keeps its marker here: a passage going on with the list's next items is joined to it
+    (:func:`_in_page_order`), one left alone reads as :func:`_lone_item` says."""
     lines: list[str] = []
     prev: Unit | None = None
     for x in chosen:
@@ -2252,9 +2254,24 @@ def _joined(chosen: Sequence[Unit]) -> str:
         else:
             lines.append(x.text)
         prev = x
-    if len(lines) == 1 and chosen and chosen[0].item:  # one item alone reads as a sentence, not as a list
-        return lines[0].split(" ", 1)[1]
     return "\n".join(lines)
+
+
+# an item that reads as a sentence: a capital (or code, a quote, emphasis) first, a stop last
+_SENTENCE_ITEM = re.compile(r"^[A-Z0-9`\"'(*\[_].*[.!?][\"')\]*_]*$", re.S)
+
+
+def _lone_item(text: str) -> str:
+    """A passage (``text``, as :func:`_joined` made it) that is one list item quoted alone, as it reads
+    best: its text without the marker when it is a sentence ("Keep every receipt until the claim is
+    paid."), else its line with its marker, unindented ("- a travel adapter if your charger has a foreign
+    plug"): a fragment without its marker reads as a stray remark, not as one of a list's items. Any other
+    passage as it is."""
+    m = _ITEM.match(text)
+    if "\n" in text or not m:
+        return text
+    rest = text[m.end() :]
+    return rest if _SENTENCE_ITEM.match(rest) else text.lstrip()
 
 
 def _shown_marker(item: str) -> str:

@@ -320,3 +320,91 @@ def test_how_to_do_something_is_not_answered_with_how_to_undo_it(tmp_path: Path)
     for (question, does, undoes), answer in zip(asked, got, strict=True):
         assert does in answer, f"{question}:\n{answer}"
         assert undoes not in answer, f"{question}: quotes how to undo it\n{answer}"
+
+
+OFFSITE = """# The team offsite
+
+The offsite is held each spring at a farm two hours north of the office. A coach leaves from the office at eight.
+
+## What to bring
+
+- a photo ID for the hotel check-in
+- your laptop and its charger
+  - a travel adapter if your charger has a foreign plug
+  - a long extension cable for the barn
+- walking boots for the afternoon hike
+- a refillable water bottle
+- a warm coat, since the evenings are cold
+
+Rooms are shared between two people and there are towels in every room.
+"""
+
+HACK_DAY = """# Hack day
+
+Hack day is the last Friday of every quarter. Teams of two to four build whatever they like and show it at five.
+
+## Bring along
+
+- an idea written on one card, pinned to the board by Wednesday
+- the name of a teammate from another squad
+- a laptop with the demo cluster login already working
+- snacks to share, nothing with nuts
+- a two minute demo, recorded in case the projector fails
+
+Prizes go to the best demo, the most useful tool and the silliest idea.
+"""
+
+WELCOME_KIT = """# Your welcome kit
+
+New starters get a welcome kit on their desk on the first morning. It is theirs to keep when they leave.
+
+## In the box
+
+- a notebook and two pens with the company logo
+- a reusable coffee cup that the canteen fills at half price
+- a lanyard for your badge, in your team's colour
+- a printed map of the building with the quiet rooms marked
+- a voucher for a free lunch in your first week
+- a sticker sheet for your laptop lid
+
+The kit is packed by the office team the Friday before you start.
+"""
+
+DESK_MOVE = """# Moving desks
+
+Desk moves happen on Friday afternoons so nobody loses a working day. The office team moves the furniture.
+
+## Before the move
+
+- empty your drawers into the crate left on your chair
+- label the crate with your name and your new desk number
+- unplug your monitor and leave its cables in the crate
+- take anything fragile or valuable home for the weekend
+- water your plants and put them on the windowsill by the lift
+
+The crates are at your new desk on Monday morning.
+"""
+
+
+@pytest.mark.slow
+@requires_offline_model
+def test_a_list_item_quoted_apart_keeps_its_marker(tmp_path: Path):
+    """A list longer than a short one is quoted in passages (the page's opening sentences and the first
+    items, then the items a support holds): an item quoted apart from the items before it lost its "- "
+    ("a lanyard for your badge, in your team's colour [1]"), read as a stray fragment, and the items after
+    it hung under it. Every item quoted keeps its marker, on a line of its own: each is one of a list's items
+    (the offsite's sub-items too, indented under theirs)."""
+    asked = [
+        ("what should I bring to hack day", HACK_DAY),
+        ("what is in the welcome kit", WELCOME_KIT),
+        ("what do I do before a desk move", DESK_MOVE),
+        ("what should I bring to the offsite", OFFSITE),
+    ]
+    pages = {"hackday.md": HACK_DAY, "kit.md": WELCOME_KIT, "moving-desk.md": DESK_MOVE, "offsite.md": OFFSITE}
+    got = answers(tmp_path, pages, [q for q, _ in asked])
+    for (question, page), answer in zip(asked, got, strict=True):
+        items = [m.group(3) for line in page.split("\n") if (m := _LIST_LINE.match(line))]
+        quoted = [line for line in answer.split("\n") if any(item in line for item in items)]
+        assert len(quoted) >= 3, f"{question}:\n{answer}"
+        for line in quoted:
+            assert _LIST_LINE.match(line), f"{question}: an item quoted without its marker: {line!r}\n{answer}"
