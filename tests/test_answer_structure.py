@@ -93,7 +93,7 @@ def test_a_checklist_with_sub_items_is_quoted_whole_its_sub_items_under_their_st
     asked = [
         ("how do I set up my laptop on my first morning", FIRST_WEEK, "Collect your laptop"),
         ("what are the release steps", RELEASE, "Freeze the main branch"),
-        ("who do I tell when I am off sick", SICK_CALL, "your team lead"),
+        ("how do I call in sick, and tell whom", SICK_CALL, "your team lead"),
     ]
     got = answers(tmp_path, NESTED, [q for q, _, _ in asked])
     for (question, page, first), answer in zip(asked, got, strict=True):
