@@ -1974,7 +1974,7 @@ class Extractive:
                 if u.row >= 0:
                     table_terms.setdefault(table_of(u), set()).update(signals.terms(u.text))
                 quoted |= {norm(x.text) for x in chosen}
-                passage = [(u.doc, text)]
+                passage = [(u.doc, _lone_item(text))]
                 last = chosen[-1].pos
                 if listed is not None and chosen[-1].pos == listed.pos - 1 and (listed.doc, listed.pos) not in used:
                     # the list the passage's last sentence introduces, as a list
@@ -2052,7 +2052,6 @@ class Extractive:
         pages = {d: web_links(str(docs[d].get("text") or "")) for d, _ in parts} if asks_link else {}  # once a doc
         for doc_i, text in parts:
             is_block = text.startswith(("```", "~~~", "|", "The steps go on", "(The "))
-            text = text if is_block else _lone_item(text)
             if asks_link and not is_block:
                 text = with_addresses(text, pages[doc_i])
             out.append(text if is_block else f"{text} [{doc_i + 1}]")
