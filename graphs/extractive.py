@@ -1288,11 +1288,16 @@ class Extractive:
     def says_who(self, question: str, docs: Sequence[Doc]) -> list[bool]:
         """For a question asking who in the team does something (:func:`graphs.signals.asks_who_in_team`),
         which of ``docs`` holds a sentence, a list item or a table row that, read with its section's
-        heading, names who does it (:func:`graphs.signals.says_who_does`)."""
+        heading (and its page's title, under a heading that names only who), names who does it
+        (:func:`graphs.signals.says_who_does`): "- your team lead" under "## Who to tell" of "# Being off
+        sick" names whom to tell when off sick, the page's title saying what the list is for."""
         out = [False] * len(docs)
         for u in self.doc_units(docs):
             if not u.code and not u.heading and not out[u.doc]:
-                out[u.doc] = signals.says_who_does(question, f"{self._section_of(u, docs)}\n{u.text}")
+                # the page's title only: a page read whole keeps the heading path of the chunk the search
+                # found ("Releasing > Hotfixes"), which is not the path of the other sections' sentences
+                page = str(docs[u.doc].get("title") or "").split(" > ")[0]
+                out[u.doc] = signals.says_who_does(question, f"{self._section_of(u, docs)}\n{u.text}", page)
         return out
 
     @staticmethod

@@ -641,18 +641,26 @@ _WHO_WORDS = frozenset(
 )
 
 
-def says_who_does(question: str, text: str) -> bool:
+def says_who_does(question: str, text: str, page: str = "") -> bool:
     """``text`` (a sentence, with its heading) names who does what the who-question ``question``
     (:func:`asks_who_in_team`) asks about: it names a doer (:data:`_DOER`: a role, a team, a handle or
     an address) and, beside the doer's own words, a word of what is asked: of its subject ("release" of
     "who signs off a release?", "billing" of "which team owns the billing service?"), or the verb when
     the question names nothing else ("who approves?"). "The release notes now open from the help
-    menu." names no one, and "Managers approve holiday requests." not who approves a hotfix."""
+    menu." names no one, and "Managers approve holiday requests." not who approves a hotfix.
+    ``page``: the page's title, read with ``text`` when ``text``'s first line (its section's heading)
+    is there and names nothing but who does it (a sentence under no heading is not about the title's
+    every word): "- your team lead" under "## Who to tell" of "# Being off sick"
+    says whom to tell when off sick, while under "## Security incidents" of "# Services" the security
+    team does not own every service."""
     if not _DOER.search(text):
         return False
     asking = _WHO_IN_TEAM.search(question)
     verb = terms(asking.group()) - _WHO_WORDS if asking else set()
     subject = terms(question) - _WHO_WORDS - verb
+    heading = text.split("\n", 1)[0]
+    if page and heading.strip() and not terms(heading) - _WHO_WORDS - verb:
+        text = f"{page}\n{text}"
     said = terms(_DOER.sub(" ", text))
     # one word of what is asked is enough: a chatty question ("feeling rubbish today, who do I tell that I'm
     # off sick") holds words no sentence repeats; the grader's bar still weighs how well the rest matches

@@ -67,10 +67,34 @@ The Free plan allows three members on a board. The Team plan costs 7 EUR per mem
 member limit. Invoices are sent by email on the first day of each billing period.
 """
 
+# who does it is said in a list under a heading; what it is for, only in the page's title
+OFF_SICK = """# Being off sick
+
+Rest first; the forms can wait until you are back.
+
+## Who to tell
+
+On the first morning you are ill, let these know:
+
+- your team lead, by phone before ten
+- the people inbox, with the days you expect to be away
+"""
+
+EXPENSES = """# Expense claims
+
+Claims are paid with the next salary run when they arrive before the 20th.
+
+## Sign-off
+
+- your budget holder, for amounts up to 500 EUR
+- the finance director, above that
+"""
+
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
     pages = {"changelog.md": CHANGELOG, "releasing.md": RELEASING, "services.md": SERVICES, "plans.md": PLANS}
+    pages |= {"off-sick.md": OFF_SICK, "expenses.md": EXPENSES}
     return offline_folder(tmp_path_factory.mktemp("who"), pages)
 
 
@@ -106,6 +130,9 @@ def test_a_who_question_no_sentence_answers_goes_to_the_experts(workdir, questio
     [
         ("who reviews a pull request?", "one maintainer"),
         ("which team handles security incidents?", "The security team"),
+        ("who do I tell when I am off sick", "your team lead"),
+        ("who do i let know when im sick", "your team lead"),
+        ("who signs off expense claims?", "your budget holder"),
     ],
 )
 def test_a_who_question_a_sentence_answers_is_answered_with_it(workdir, question, who):
