@@ -242,6 +242,15 @@ class KnowledgeSettings(_Section):
         description="Folders, files or globs, indexed beside [[sources]] (each read as a files source); empty: "
         "this project's user guide (docs/) while no [[sources]] are declared, else none.",
     )
+
+    @field_validator("sources")
+    @classmethod
+    def _no_blank_source(cls, v: list[str]) -> list[str]:
+        # a blank entry is the folder of config.toml once resolved, indexed without being named: as --source ""
+        if any(not entry.strip() for entry in v):
+            raise ValueError('an entry is empty: name a folder, a file or a glob (or leave the list empty: "[]")')
+        return v
+
     patterns: list[str] = Field(
         # the same default as a [[sources]] files source and --source: a folder named any of the
         # three ways reads the same files
@@ -451,6 +460,9 @@ class SourceSettings(_Section):
                 )
         if isinstance(self.path, str):
             self.path = [self.path] if self.path.strip() else []
+        if self.type == "files" and any(not p.strip() for p in self.path):
+            # a blank entry resolves to the folder of config.toml, indexed without being named
+            raise ValueError("path: an entry is empty (name a folder, a file or a glob)")
         required = options[0]  # path, url or repo
         if not getattr(self, required):
             raise ValueError(f"{required}: missing (a {self.type} source needs it)")

@@ -137,3 +137,32 @@ def test_an_empty_or_blank_question_exits_2_in_one_line_without_an_answer(tmp_pa
         assert result.stderr.strip().splitlines() == [
             'threadwise ask: the question is empty (usage: threadwise ask "QUESTION")'
         ], result.stderr
+
+
+def test_a_blank_source_in_the_configuration_exits_2_naming_its_key(tmp_path):
+    """A blank entry of ``[knowledge] sources``, of a files source's ``path`` or of the variable that
+    sets them resolved to the folder of config.toml and indexed it unnamed, exit 0 (as ``--source ""``
+    did): each is a configuration error naming the key, before any index is opened."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "leave.md").write_text("# Leave\n\nBook leave in the wombat portal, said the okapi.\n")
+    empty = 'an entry is empty: name a folder, a file or a glob (or leave the list empty: "[]")'
+    cases = {
+        '[knowledge]\nsources = [""]\n': f"Configuration error: {{cfg}}: knowledge.sources: {empty} (got [''])",
+        '[knowledge]\nsources = ["docs", "  "]\n': (
+            f"Configuration error: {{cfg}}: knowledge.sources: {empty} (got ['docs', '  '])"
+        ),
+        '[[sources]]\nname = "hb"\ntype = "files"\npath = ["docs", ""]\n': (
+            'Configuration error: {cfg}: [[sources]] entry 1 (name = "hb"): path: an entry is empty '
+            "(name a folder, a file or a glob)"
+        ),
+    }
+    for n, (text, line) in enumerate(cases.items()):
+        cfg = tmp_path / f"c{n}.toml"
+        cfg.write_text(f'[service]\ndata_dir = "data"\n{text}')
+        for command in (["ask", "leave?"], ["reindex"]):
+            result = threadwise(*command, "--config", str(cfg), cwd=tmp_path)
+            assert result.returncode == 2, (text, command, result.returncode, result.stderr[-2000:])
+            assert result.stderr.strip().splitlines() == [line.format(cfg=cfg.name)], (text, result.stderr[-2000:])
+    env = threadwise("ask", "leave?", cwd=tmp_path, env={"THREADWISE_KNOWLEDGE__SOURCES": '[""]'})
+    assert env.returncode == 2 and "THREADWISE_KNOWLEDGE__SOURCES: an entry is empty" in env.stderr, env.stderr
+    assert not list((tmp_path / "data").glob("index-*")), "an index was opened"
