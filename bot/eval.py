@@ -58,7 +58,11 @@ class EvalRow:
 
 
 def load_eval(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSONL eval file; raises ValueError naming the line of a bad row.
+    """Read a JSONL eval file (one JSON object a line).
+
+    Raises:
+        ValueError: naming the line of a bad row ("line 3: not a valid eval row: ..."), or a file
+            without a row.
 
     Questions and history turns are cleaned like chat input (:func:`bot.protocol.clean_text`:
     lone surrogates, NUL and control characters); bytes that are not UTF-8 become U+FFFD.
@@ -69,6 +73,8 @@ def load_eval(path: str | Path) -> list[dict[str, Any]]:
             continue
         try:
             row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError(f"a row is a JSON object, not {type(row).__name__} ({line.strip()[:40]})")
             if not isinstance(row.get("question"), str) or row.get("expected_route") not in (
                 "vectorstore",
                 "websearch",
@@ -79,14 +85,20 @@ def load_eval(path: str | Path) -> list[dict[str, Any]]:
                 if not all(isinstance(x, str) for x in row.get(key) or []) or isinstance(row.get(key), str):
                     raise ValueError(f"{key} must be a list of strings")
             for turn in row.get("history") or []:
-                if turn.get("role") not in ("user", "assistant") or not isinstance(turn.get("content"), str):
+                if (
+                    not isinstance(turn, dict)
+                    or turn.get("role") not in ("user", "assistant")
+                    or not isinstance(turn.get("content"), str)
+                ):
                     raise ValueError("history turns need a role (user or assistant) and a content")
             row["question"] = clean_text(row["question"])
             for turn in row.get("history") or []:
                 turn["content"] = clean_text(turn["content"])
-        except (json.JSONDecodeError, ValueError, AttributeError) as exc:
-            raise ValueError(f"{path}:{n}: not a valid eval row: {exc}") from None
+        except (json.JSONDecodeError, ValueError, AttributeError, TypeError) as exc:
+            raise ValueError(f"line {n}: not a valid eval row: {exc}") from None
         rows.append(row)
+    if not rows:
+        raise ValueError("no question in the file (one JSON object a line: question, expected_route, ...)")
     return rows
 
 

@@ -284,6 +284,31 @@ def test_eval_of_a_missing_file_says_so_in_one_line(tmp_path):
     assert result.stderr.strip() == f"threadwise eval: no such file: {tmp_path / 'no-such.jsonl'}", result.stderr
 
 
+def test_eval_of_a_file_without_valid_rows_says_which_line_in_one_line(tmp_path):
+    """A row that is no JSON object crashed the check with "'list' object has no attribute 'get'"
+    and named the file twice; an empty file ran nothing and exited 0."""
+    cfg = write_config(tmp_path)
+    good = '{"question": "how do I book leave?", "expected_route": "vectorstore"}'
+    cases = {
+        "list.jsonl": (f"{good}\n[1, 2]\n", "line 2: not a valid eval row: a row is a JSON object, not list ([1, 2])"),
+        "text.jsonl": ('"how do I book leave?"\n', "line 1: not a valid eval row: a row is a JSON object, not str"),
+        "turn.jsonl": (
+            '{"question": "and?", "expected_route": "direct", "history": ["hi"]}\n',
+            "line 1: not a valid eval row: history turns need a role (user or assistant) and a content",
+        ),
+        "empty.jsonl": ("\n\n", "no question in the file (one JSON object a line: question, expected_route, ...)"),
+    }
+    for name, (text, cause) in cases.items():
+        (tmp_path / name).write_text(text)
+        result = _cli("eval", str(tmp_path / name), "--config", str(cfg), cwd=tmp_path)
+        assert result.returncode == 2, (name, result.returncode, result.stderr[-2000:])
+        assert result.stderr.strip().splitlines()[0].startswith(f"threadwise eval: {tmp_path / name}: {cause}"), (
+            name,
+            result.stderr,
+        )
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
 def test_eval_shows_whole_answers_and_reports_their_length_and_first_fact(tmp_path):
     """`threadwise eval --answers` prints each whole answer (not cut at 500 characters) and the
     report gives each answer's length and where its first expected fact is."""
