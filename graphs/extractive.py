@@ -1856,6 +1856,7 @@ class Extractive:
         named: set[tuple[int, str]] = set()  # (doc, heading) put before a passage already
         # where each passage is in ``parts``: (index, n, doc, section heading, its first and last units' positions)
         starts: list[tuple[int, int, int, str, int, int]] = []
+        kinds: list[str] = []  # for each passage, the sub-heading saying what its items are (:func:`_category`)
 
         def introduces_list(x: Unit, nxt: Unit, lead: bool = False) -> bool:
             """``x`` ends with ":" and ``nxt`` starts a short list ``x`` is not in: the list it introduces.
@@ -1948,6 +1949,8 @@ class Extractive:
                         break  # a table's row is quoted on its own, never as the next sentence
                     if introduces_list(chosen[-1], nxt, lead=not n):
                         break
+                    if _category(nxt, docs[u.doc]) != _category(chosen[-1], docs[u.doc]):
+                        break  # "### Don't" after "### Do" (headings too short to be units): another kind of item
                     if signals.is_pointer(nxt.text):
                         break  # "See X for more information." ends what the page says here; the rest is another point
                     if (nxt.doc, nxt.pos) in undoing and (u.doc, u.pos) not in undoing:
@@ -2001,6 +2004,12 @@ class Extractive:
                 named.add((u.doc, name))
             used |= keys
             size += sum(len(t) for _, t in passage)
+            opening = unit_at(*min(keys))
+            kind = _category(opening, docs[u.doc]) if opening is not None and HEADING_SUBJECT else ""
+            kind_terms = signals.terms(kind)
+            if not kind or (u.doc, name) in named or (kind_terms and kind_terms <= signals.terms(passage[0][1])):
+                kind = ""  # named already ("`net.retry`"), or the passage says it itself ("Fixed a crash ...")
+            kinds.append(kind)
             starts.append((len(parts), n, u.doc, section_of.get(min(keys), ""), min(keys)[1], max(keys)[1]))
             parts += passage
             block = block_after(unit_at(u.doc, last))
@@ -2050,7 +2059,7 @@ class Extractive:
                             used.add((block.doc, block.pos))
             # a table quoted whole (after its sentence, or in a step): its rows are not quoted again
             used |= {(x.doc, x.pos) for x in units if x.row >= 0 and (x.doc, x.row) in used}
-        parts = _in_page_order(parts, starts)
+        parts = _in_page_order(parts, starts, kinds)
         out: list[str] = []
         # "where's the dashboard link?": the quoted sentences show their links' words only
         asks_link = bool(questions) and signals.asks_for_link(questions[0])
@@ -2192,19 +2201,24 @@ class Extractive:
 
 
 def _in_page_order(
-    parts: list[tuple[int, str]], starts: Sequence[tuple[int, int, int, str, int, int]]
+    parts: list[tuple[int, str]], starts: Sequence[tuple[int, int, int, str, int, int]], kinds: Sequence[str] = ()
 ) -> list[tuple[int, str]]:
     """``parts`` (``(doc, text)``: the answer's passages and blocks, best first) with the passages of
     one section together, in the order its page gives them, where the section's best passage was:
     "These entitlements are pro-rated ..." before "The pro-rated amount is calculated ...", which
     says how, whichever scored higher. The lead's passage stays first, the other passages of its
     section right after it. A passage that goes on where the one before it ends (the next item of
-    the same list) is joined to it: a list is never split by a sentence from elsewhere.
+    the same list) is joined to it: a list is never split by a sentence from elsewhere. The first
+    passage shown of a sub-heading saying what its items are (``kinds``) opens with it in bold
+    ("**Removed**: The legacy REST API."), once a page: an item of "### Removed" is never read as one of
+    "### Added" (nor joined to the list before it, which sits under another one).
 
     Args:
         parts: the rendered passages and their blocks, in the order chosen.
         starts: for each passage, ``(index of its first part, n (0: the lead), doc, section
             heading, positions of its first and last units in doc)``, in the order of ``parts``.
+        kinds: for each passage, the sub-heading to show before it (:func:`_category`), "" for
+            none; empty: none for any.
     """
     if not starts:
         return parts
@@ -2222,8 +2236,14 @@ def _in_page_order(
         order += lead + sorted((j for j in members if j not in lead), key=lambda j: starts[j][4])
     out = list(parts[: bounds[0]])
     previous = -1
+    shown: set[tuple[int, str]] = set()
     for i in order:
         segment = list(segments[i])
+        kind = kinds[i] if i < len(kinds) else ""
+        if kind and (starts[i][2], kind) not in shown:
+            shown.add((starts[i][2], kind))
+            doc, text = segment[0]
+            segment[0] = (doc, f"**{kind}**:{chr(10) if _ITEM.match(text) else ' '}{text}")
         if (
             previous >= 0
             and len(segments[previous]) == 1
@@ -2237,6 +2257,38 @@ def _in_page_order(
         out += segment
         previous = i
     return out
+
+
+# a heading that names what the items under it are ("Added", "Known issues", "Don't"), not a sentence
+CATEGORY_WORDS = 4
+
+
+def _category(u: Unit, doc: Doc) -> str:
+    """The sub-heading ``u`` sits under when it says what the items under it are and the answer would
+    not show it: a short heading (at most ``CATEGORY_WORDS`` words, no sentence: "Removed", "Known
+    issues", "Don't") below the section's own, a ``###`` or deeper in the text (a release's "### Fixed"
+    under "## 3.10.0", "### Do" under "## Subject line"), or the last part of a heading path of three
+    or more (``"Changelog > 2.0.0 > Removed"``) for a document whose text holds no heading over ``u``.
+    Quoted without it, "The legacy REST API." under "### Removed" reads as new in 2.0. "" for any other
+    unit: a page's own sections ("## Installation") are what the search found, their headings name the
+    subject, not what the items are; a heading asking a question (:func:`heading_asks`) is a sentence."""
+    if u.heading or u.code:
+        return ""
+    if u.path:
+        level, name = u.path[-1]
+        if level < 3:
+            return ""
+    else:
+        parts = [p.strip() for p in str(doc.get("title") or "").split(" > ")]
+        if len(parts) < 3:
+            return ""
+        name = parts[-1]
+    words = name.split()
+    if not words or len(words) > CATEGORY_WORDS or name.rstrip().endswith((".", "?", "!", ":")) or "`" in name:
+        return ""
+    if heading_asks(name):  # an FAQ entry's question ("Where are backups stored"): its reply answers it
+        return ""
+    return name
 
 
 def _joined(chosen: Sequence[Unit]) -> str:

@@ -79,19 +79,59 @@ def heading_version(path: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 
+def _version_path(path: str) -> str:
+    """The part of the heading path ``path`` up to its last heading naming a version (``"Changelog >
+    2.0.0 > Removed"`` -> ``"Changelog > 2.0.0"``: a release's "### Removed" is part of its section);
+    "" when no heading names one."""
+    parts = path.split(" > ")
+    for end in range(len(parts), 0, -1):
+        if heading_version(" > ".join(parts[:end])) is not None:
+            return " > ".join(parts[:end])
+    return ""
+
+
+def _section_text(path: str, chunks: Sequence[tuple[str, str]]) -> str:
+    """The text of the section headed by the version heading path ``path`` (as :func:`_version_path`
+    gives) among ``chunks``: its heading, then its chunks in order, each under its sub-headings as
+    Markdown headings one level deeper ("## 2.0.0", "### Removed", "- The legacy REST API."): an item
+    of a release's "### Removed" quoted without it reads as new."""
+    depth = len(path.split(" > "))
+    out = [f"## {path.split(' > ')[-1]}"]
+    shown: list[str] = []
+    for p, text in chunks:
+        if p != path and not p.startswith(path + " > "):
+            continue
+        subs = p.split(" > ")[depth:]
+        for k, sub in enumerate(subs):
+            if shown[: k + 1] != subs[: k + 1]:
+                out.append(f"{'#' * (3 + k)} {sub}")
+        shown = subs
+        out.append(text)
+    return "\n\n".join(out)
+
+
+def _release_paths(chunks: Sequence[tuple[str, str]]) -> dict[str, tuple[int, ...]]:
+    """The version heading paths of a page's ``chunks`` (:func:`_version_path`), in order, with their
+    versions."""
+    paths: dict[str, tuple[int, ...]] = {}
+    for path, _ in chunks:
+        top = _version_path(path)
+        v = heading_version(top) if top else None
+        if v is not None:
+            paths.setdefault(top, v)
+    return paths
+
+
 def newest_section(chunks: Sequence[tuple[str, str]]) -> tuple[str, str] | None:
     """The ``(heading path, text)`` of the newest version's section of a page (``chunks``: its
-    ``(heading path, text)`` in order; a section's chunks joined), when the page is a changelog:
-    two or more of its sections are headed by distinct versions. None for another page."""
-    versions: dict[str, tuple[int, ...]] = {}
-    for path, _ in chunks:
-        v = heading_version(path)
-        if v is not None:
-            versions.setdefault(path, v)
+    ``(heading path, text)`` in order; a section's chunks joined with its sub-headings,
+    :func:`_section_text`), when the page is a changelog: two or more of its sections are headed by
+    distinct versions. None for another page."""
+    versions = _release_paths(chunks)
     if len(set(versions.values())) < 2:
         return None
     path = max(versions, key=lambda p: versions[p])
-    return path, "\n\n".join(text for p, text in chunks if p == path)
+    return path, _section_text(path, chunks)
 
 
 # a Markdown heading line of a document's text (a short page is read whole, its sections' headings in it)
@@ -120,18 +160,14 @@ def _wanted_section(question: str, chunks: Sequence[tuple[str, str]]) -> tuple[s
     if asks_newest_version(question):
         return newest_section(chunks)
     asked = asked_releases(question)
-    paths: dict[str, tuple[int, ...]] = {}
-    for path, _ in chunks:
-        v = heading_version(path)
-        if v is not None:
-            paths.setdefault(path, v)
+    paths = _release_paths(chunks)
     if not asked or len(set(paths.values())) < 2:
         return None
     for a in asked:
         v = _brought(a, list(paths.values()))
         if v is not None:
             path = next(p for p, pv in paths.items() if pv == v)
-            return path, "\n\n".join(text for p, text in chunks if p == path)
+            return path, _section_text(path, chunks)
     return None
 
 
