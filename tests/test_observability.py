@@ -191,6 +191,9 @@ def test_metrics_without_prometheus_client_is_a_configuration_error(tmp_path):
     (blocked / "prometheus_client").mkdir(parents=True)
     (blocked / "prometheus_client" / "__init__.py").write_text("raise ImportError('not installed')\n")
     config = tmp_path / "config.toml"
+    # a knowledge folder that exists: the missing extra is the one thing wrong with this configuration
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "on-call.md").write_text("# On call\n\nThe on-call engineer answers within 15 minutes.\n")
     config.write_text("[monitoring]\nmetrics_port = 9\n")
     env = dict(_env(), PYTHONPATH=f"{blocked}{os.pathsep}{ROOT}")
     run = subprocess.run(
